@@ -1,0 +1,1 @@
+//! roll-flow kernels.
