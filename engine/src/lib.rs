@@ -22,3 +22,8 @@ pub mod spec;
 pub use catalog::{Catalog, NodeSpec, Reference, WorkerInfo};
 pub use operator::{Contract, Need, Operator, OperatorError, Role, StepContext};
 pub use spec::{EnvSet, Pipeline};
+pub mod executor;
+pub mod graph;
+
+pub use executor::{execute, ExecError, ExecutorOptions, NodeReport, StepReport};
+pub use graph::{validate, PipelineGraph, Validation};

@@ -6,8 +6,13 @@
 //! Errors found after parsing (graph checks) point into the file through [`locate`], which
 //! finds the span of a value from its path (`nodes` → `"adv"` → `norm`).
 
+pub mod diagnostic;
 mod env_set;
+mod load;
+pub mod locate;
 mod ordered_map;
+mod overrides;
+pub mod suggest;
 
 use std::path::PathBuf;
 
@@ -15,7 +20,9 @@ use serde::Deserialize;
 
 use crate::catalog::Catalog;
 
+pub use diagnostic::{Diagnostic, Location, Severity};
 pub use env_set::EnvSet;
+pub use load::{load, parse, ron_options, Loaded, Source};
 pub use ordered_map::OrderedMap;
 
 /// Where a pipeline's tensors live.

@@ -1,0 +1,64 @@
+//! Executor options: worker threads, timely cluster settings, staleness.
+
+use std::path::PathBuf;
+
+use timely::CommunicationConfig;
+
+use super::ExecError;
+
+/// How to run a pipeline's dataflow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExecutorOptions {
+    /// Worker threads in this process (timely's `-w`).
+    pub threads: usize,
+    /// Number of processes (timely's `-n`); 1 runs in this process only.
+    pub processes: usize,
+    /// This process's index, 0-based (timely's `-p`).
+    pub process: usize,
+    /// `host:port` per line, one per process (timely's `-h`); default localhost:2101+.
+    pub hostfile: Option<PathBuf>,
+    /// How many steps rollout may run ahead of training (0 = synchronous).
+    pub staleness: u64,
+}
+
+impl Default for ExecutorOptions {
+    fn default() -> Self {
+        ExecutorOptions { threads: 1, processes: 1, process: 0, hostfile: None, staleness: 0 }
+    }
+}
+
+impl ExecutorOptions {
+    pub(crate) fn timely_config(&self) -> Result<timely::Config, ExecError> {
+        let err = |message: String| ExecError { node: None, step: None, message };
+        if self.threads == 0 || self.processes == 0 {
+            return Err(err("workers and processes must be at least 1".into()));
+        }
+        if self.process >= self.processes {
+            return Err(err(format!("process index {} is not below the process count {}", self.process, self.processes)));
+        }
+        let communication = match (self.processes, self.threads) {
+            (1, 1) => CommunicationConfig::Thread,
+            (1, n) => CommunicationConfig::Process(n),
+            (n, threads) => CommunicationConfig::Cluster {
+                threads,
+                process: self.process,
+                addresses: self.addresses(n).map_err(err)?,
+                report: false,
+                zerocopy: false,
+            },
+        };
+        Ok(timely::Config { communication, worker: timely::WorkerConfig::default() })
+    }
+
+    fn addresses(&self, processes: usize) -> Result<Vec<String>, String> {
+        let Some(path) = &self.hostfile else {
+            return Ok((0..processes).map(|i| format!("localhost:{}", 2101 + i)).collect());
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read hostfile {}: {e}", path.display()))?;
+        let hosts: Vec<String> = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect();
+        if hosts.len() < processes {
+            return Err(format!("hostfile {} lists {} hosts for {processes} processes", path.display(), hosts.len()));
+        }
+        Ok(hosts.into_iter().take(processes).collect())
+    }
+}

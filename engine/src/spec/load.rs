@@ -1,0 +1,149 @@
+//! Reading a pipeline file: bytes → UTF-8 → `--set` overrides → `ron` → [`Pipeline`].
+//!
+//! Every failure becomes a [`Diagnostic`] naming the file and, where the file has a
+//! place for it, the line and column; unknown names get a "did you mean" from the names
+//! serde knows. Nothing here panics on any input.
+
+use std::path::{Path, PathBuf};
+
+use ron::error::{Error as RonError, SpannedError};
+use ron::extensions::Extensions;
+
+use super::diagnostic::{Diagnostic, LineCol, Location};
+use super::overrides::apply_overrides;
+use super::suggest::{did_you_mean, quoted_list};
+use super::Pipeline;
+use crate::catalog::Catalog;
+
+/// The text of a pipeline file, after overrides.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Source {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+/// A parsed pipeline with the source it came from (for locating later diagnostics).
+#[derive(Clone, Debug)]
+pub struct Loaded<C: Catalog> {
+    pub pipeline: Pipeline<C>,
+    pub source: Source,
+}
+
+/// Reads and parses `path`, applying `--set key=value` overrides first.
+pub fn load<C: Catalog>(path: &Path, overrides: &[String]) -> Result<Loaded<C>, Vec<Diagnostic>> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        vec![Diagnostic::error(path, format!("cannot read pipeline file: {e}"))
+            .help("check the path; pipelines shipped with roll-flow are in pipelines/")]
+    })?;
+    let text = decode_utf8(path, bytes).map_err(|d| vec![d])?;
+    let text = apply_overrides(path, &text, overrides)?;
+    let pipeline = parse::<C>(path, &text).map_err(|d| vec![d])?;
+    Ok(Loaded { pipeline, source: Source { path: path.to_path_buf(), text } })
+}
+
+fn decode_utf8(path: &Path, bytes: Vec<u8>) -> Result<String, Diagnostic> {
+    String::from_utf8(bytes).map_err(|e| {
+        let bad_at = e.utf8_error().valid_up_to();
+        let bytes = e.into_bytes();
+        let valid = String::from_utf8_lossy(&bytes[..bad_at]);
+        let line = valid.matches('\n').count() + 1;
+        let line_start = valid.rfind('\n').map_or(0, |i| i + 1);
+        let col = valid[line_start..].chars().count() + 1;
+        let line_text = String::from_utf8_lossy(&bytes[line_start..])
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string();
+        Diagnostic::error(path, format!("file is not valid UTF-8 (byte 0x{:02X})", bytes[bad_at]))
+            .at(Some(Location { start: LineCol { line, col }, width: 1, line_text }))
+            .help("pipeline files are UTF-8 text; re-save the file as UTF-8")
+    })
+}
+
+/// The `ron` options pipeline files are read with: `Some(..)` may be left out.
+pub fn ron_options() -> ron::Options {
+    ron::Options::default().with_default_extension(Extensions::IMPLICIT_SOME)
+}
+
+/// Parses pipeline text.
+pub fn parse<C: Catalog>(path: &Path, text: &str) -> Result<Pipeline<C>, Diagnostic> {
+    if text.trim().is_empty() {
+        return Err(Diagnostic::error(path, "the pipeline file is empty")
+            .help("a pipeline file holds one `Pipeline(...)`; see pipelines/ for examples"));
+    }
+    ron_options().from_str::<Pipeline<C>>(text).map_err(|e| ron_diagnostic(path, text, &e))
+}
+
+/// Turns a `ron` error into a diagnostic with location and advice.
+pub fn ron_diagnostic(path: &Path, text: &str, e: &SpannedError) -> Diagnostic {
+    let (start, end) = (e.span.start, e.span.end);
+    let mut location = Location::from_line_col(text, LineCol { line: start.line, col: start.col });
+    if end.line == start.line && end.col > start.col {
+        location.width = end.col - start.col;
+    }
+    let (message, help) = describe(&e.code, text);
+    Diagnostic::error(path, message).at(Some(location)).help_opt(help)
+}
+
+fn describe(code: &RonError, text: &str) -> (String, Option<String>) {
+    match code {
+        RonError::NoSuchEnumVariant { expected, found, outer } => {
+            let what = outer.as_deref().unwrap_or("variant");
+            (format!("unknown {what} `{found}`"), Some(did_you_mean(found, expected)))
+        }
+        RonError::NoSuchStructField { expected, found, outer } => {
+            let inside = outer.as_deref().map(|o| format!(" in `{o}`")).unwrap_or_default();
+            (format!("unknown field `{found}`{inside}"), Some(did_you_mean(found, expected)))
+        }
+        RonError::MissingStructField { field, outer } => {
+            let inside = outer.as_deref().map(|o| format!(" in `{o}`")).unwrap_or_default();
+            (format!("missing field `{field}`{inside}"), Some(format!("add `{field}: ...`")))
+        }
+        RonError::DuplicateStructField { field, outer } => {
+            let inside = outer.as_deref().map(|o| format!(" in `{o}`")).unwrap_or_default();
+            (format!("field `{field}` is given twice{inside}"), Some("keep one of them".into()))
+        }
+        RonError::ExpectedDifferentStructName { expected, found } => (
+            format!("expected `{expected}(...)`, found `{found}(...)`"),
+            Some(format!("a pipeline file starts with `{expected}(`")),
+        ),
+        RonError::Eof => (
+            "unexpected end of file".into(),
+            Some(format!("a bracket is not closed; open ones: {}", quoted_list(&unclosed(text)))),
+        ),
+        RonError::InvalidValueForType { expected, found } => {
+            (format!("expected {expected}, found {found}"), None)
+        }
+        RonError::ExpectedComma => (
+            "expected a comma or a closing bracket".into(),
+            Some("separate fields and entries with `,`".into()),
+        ),
+        other => (other.to_string(), None),
+    }
+}
+
+/// The brackets left open at the end of `text` (ignoring strings and comments roughly).
+fn unclosed(text: &str) -> Vec<&'static str> {
+    let mut stack = Vec::new();
+    let mut in_string = false;
+    let mut prev = ' ';
+    for c in text.chars() {
+        match c {
+            '"' if prev != '\\' => in_string = !in_string,
+            '(' | '[' | '{' if !in_string => stack.push(c),
+            ')' | ']' | '}' if !in_string => {
+                stack.pop();
+            }
+            _ => {}
+        }
+        prev = c;
+    }
+    stack
+        .into_iter()
+        .map(|c| match c {
+            '(' => "(",
+            '[' => "[",
+            _ => "{",
+        })
+        .collect()
+}
