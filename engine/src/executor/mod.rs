@@ -105,7 +105,13 @@ fn run_worker<C: Catalog>(
     let mut resources = C::resources(pipeline, info)
         .map_err(|message| ExecError { node: None, step: None, message })?;
     let mut operators = Vec::with_capacity(graph.nodes.len());
-    for (name, spec) in pipeline.nodes.iter() {
+    for node in &graph.nodes {
+        let name = node.name.as_str();
+        let spec = pipeline.nodes.get(name).ok_or_else(|| ExecError {
+            node: Some(name.to_string()),
+            step: None,
+            message: "node is in the graph but not in the pipeline".into(),
+        })?;
         let op = C::build(name, spec, pipeline, &mut resources)
             .map_err(|message| ExecError { node: Some(name.to_string()), step: None, message })?;
         operators.push(Some(op));

@@ -134,7 +134,8 @@ pub(crate) fn edges<C: Catalog>(p: &Pipeline<C>, nodes: &mut [GraphNode], r: &mu
     for i in 0..nodes.len() {
         graph.add_node(i);
     }
-    let names: Vec<&str> = p.nodes.names().collect();
+    let owned: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+    let names: Vec<&str> = owned.iter().map(String::as_str).collect();
     let mut seen = BTreeSet::new();
     for (e, (from, to)) in p.edges.iter().enumerate() {
         let end = |k: usize| [field("edges"), Seg::Index(e), Seg::Index(k)];

@@ -81,10 +81,13 @@ pub fn validate<C: Catalog>(loaded: &Loaded<C>) -> Validation {
     checks::scalars(pipeline, &mut report);
     checks::duplicate_names(pipeline, &mut report);
     checks::references(pipeline, &mut report);
+    // Duplicated names are reported above; the graph keeps each name's first definition.
     let mut nodes: Vec<GraphNode> = pipeline
         .nodes
         .iter()
-        .map(|(name, spec)| GraphNode {
+        .enumerate()
+        .filter(|(i, (name, _))| pipeline.nodes.names().position(|n| n == *name) == Some(*i))
+        .map(|(_, (name, spec))| GraphNode {
             name: name.to_string(),
             kind: spec.kind(),
             role: spec.role(),

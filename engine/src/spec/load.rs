@@ -81,7 +81,12 @@ pub fn ron_diagnostic(path: &Path, text: &str, e: &SpannedError) -> Diagnostic {
     if end.line == start.line && end.col > start.col {
         location.width = end.col - start.col;
     }
-    let (message, help) = describe(&e.code, text);
+    let at_end = byte_offset(text, end.line, end.col).is_none_or(|o| text[o..].trim().is_empty());
+    let (message, help) = if at_end && !matches!(e.code, RonError::TrailingCharacters) {
+        describe(&RonError::Eof, text)
+    } else {
+        describe(&e.code, text)
+    };
     Diagnostic::error(path, message).at(Some(location)).help_opt(help)
 }
 
@@ -120,6 +125,18 @@ fn describe(code: &RonError, text: &str) -> (String, Option<String>) {
         ),
         other => (other.to_string(), None),
     }
+}
+
+/// The byte offset of a 1-based line and (character) column.
+fn byte_offset(text: &str, line: usize, col: usize) -> Option<usize> {
+    let line_start = if line <= 1 {
+        0
+    } else {
+        text.match_indices('\n').nth(line - 2).map(|(i, _)| i + 1)?
+    };
+    let rest = &text[line_start..];
+    let within = rest.char_indices().nth(col.saturating_sub(1)).map_or(rest.len(), |(i, _)| i);
+    Some(line_start + within)
 }
 
 /// The brackets left open at the end of `text` (ignoring strings and comments roughly).
