@@ -43,7 +43,10 @@ pub struct AgenticReinforce {
 
 impl Default for AgenticReinforce {
     fn default() -> Self {
-        AgenticReinforce { gamma: 1.0, shaping: Shaping::default() }
+        AgenticReinforce {
+            gamma: 1.0,
+            shaping: Shaping::default(),
+        }
     }
 }
 
@@ -56,7 +59,11 @@ impl AgenticReinforce {
         }
         let mut r: Vec<f64> = per_turn.values().copied().collect();
         self.shaping.clip_rewards(&mut r);
-        per_turn.keys().copied().zip(discounted_returns(&r, self.gamma as f64)).collect()
+        per_turn
+            .keys()
+            .copied()
+            .zip(discounted_returns(&r, self.gamma as f64))
+            .collect()
     }
 }
 
@@ -67,13 +74,21 @@ impl AdvantageEstimator for AgenticReinforce {
 
     fn contract(&self) -> Contract {
         Contract {
-            needs: vec![Need::column(RESPONSE_MASK), Need::column(TOKEN_REWARD), Need::column(TOKEN_TURN)],
+            needs: vec![
+                Need::column(RESPONSE_MASK),
+                Need::column(TOKEN_REWARD),
+                Need::column(TOKEN_TURN),
+            ],
             gives: vec![ADVANTAGES],
             group_normalised: false,
         }
     }
 
-    fn apply(&self, batch: &mut Batch, _state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
+    fn apply(
+        &self,
+        batch: &mut Batch,
+        _state: &mut AdvantageState,
+    ) -> Result<AlgoStats, AlgoError> {
         let mask = read_mask(batch, NODE)?.to_vec();
         let rewards = response_rewards(batch, NODE, &mask)?;
         let turns = read_i64(batch, NODE, &TOKEN_TURN, "the Rollout node gives it")?;
@@ -102,8 +117,15 @@ mod tests {
         // Sample 1: hits the 2-turn limit with two wrong answers.
         // Sample 2: a single response token answering right at once.
         let mut b = with_masks(&[&[0, 1, 1, 0, 1, 0, 1], &[0, 1, 0, 1], &[1]]);
-        f32s(&mut b, &TOKEN_REWARD, &[0.0, 0.0, -1.0, 0.0, -1.0, 0.0, 1.0, 0.0, -1.0, 0.0, -1.0, 1.0]);
-        b.set(&TOKEN_TURN, vec![0i64, 0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 0]).unwrap();
+        f32s(
+            &mut b,
+            &TOKEN_REWARD,
+            &[
+                0.0, 0.0, -1.0, 0.0, -1.0, 0.0, 1.0, 0.0, -1.0, 0.0, -1.0, 1.0,
+            ],
+        );
+        b.set(&TOKEN_TURN, vec![0i64, 0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 0])
+            .unwrap();
         b
     }
 
@@ -112,17 +134,32 @@ mod tests {
         // γ = 0.5. Sample 0: r = [−1, −1, 1] → G = [−1.25, −0.5, 1].
         // Sample 1: r = [−1, −1] → G = [−1.5, −1]. Sample 2: G = [1].
         let mut b = math_batch();
-        AgenticReinforce { gamma: 0.5, ..Default::default() }.apply(&mut b, &mut AdvantageState::default()).unwrap();
-        let want = [0.0, -1.25, -1.25, 0.0, -0.5, 0.0, 1.0, 0.0, -1.5, 0.0, -1.0, 1.0];
+        AgenticReinforce {
+            gamma: 0.5,
+            ..Default::default()
+        }
+        .apply(&mut b, &mut AdvantageState::default())
+        .unwrap();
+        let want = [
+            0.0, -1.25, -1.25, 0.0, -0.5, 0.0, 1.0, 0.0, -1.5, 0.0, -1.0, 1.0,
+        ];
         assert_close(&get(&b, &ADVANTAGES), &want, 1e-7);
     }
 
     #[test]
     fn reward_clip_per_turn() {
         let mut b = math_batch();
-        let cfg = AgenticReinforce { gamma: 1.0, shaping: Shaping { reward_clip: Some(0.5), ..Default::default() } };
+        let cfg = AgenticReinforce {
+            gamma: 1.0,
+            shaping: Shaping {
+                reward_clip: Some(0.5),
+                ..Default::default()
+            },
+        };
         cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
-        let want = [0.0, -0.5, -0.5, 0.0, 0.0, 0.0, 0.5, 0.0, -1.0, 0.0, -0.5, 0.5];
+        let want = [
+            0.0, -0.5, -0.5, 0.0, 0.0, 0.0, 0.5, 0.0, -1.0, 0.0, -0.5, 0.5,
+        ];
         assert_close(&get(&b, &ADVANTAGES), &want, 1e-7);
     }
 
@@ -130,7 +167,9 @@ mod tests {
     fn missing_turns_column_is_named() {
         let mut b = with_masks(&[&[1]]);
         f32s(&mut b, &TOKEN_REWARD, &[1.0]);
-        let err = AgenticReinforce::default().apply(&mut b, &mut AdvantageState::default()).unwrap_err();
+        let err = AgenticReinforce::default()
+            .apply(&mut b, &mut AdvantageState::default())
+            .unwrap_err();
         assert!(err.to_string().contains("`token_turn`"), "{err}");
     }
 }

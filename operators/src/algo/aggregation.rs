@@ -28,16 +28,24 @@ pub enum LossAgg {
 }
 
 /// Aggregates per-token `values` to a `[1]` tensor (see the module docs).
-pub fn aggregate<B: Backend>(values: Tensor<B, 1>, layout: &PackedLayout<B>, agg: LossAgg, norm_length: Option<u32>) -> Tensor<B, 1> {
+pub fn aggregate<B: Backend>(
+    values: Tensor<B, 1>,
+    layout: &PackedLayout<B>,
+    agg: LossAgg,
+    norm_length: Option<u32>,
+) -> Tensor<B, 1> {
     let masked = values * layout.mask.clone();
     match agg {
-        LossAgg::TokenMean => masked.sum().div_scalar(layout.response_tokens().max(1) as f32),
+        LossAgg::TokenMean => masked
+            .sum()
+            .div_scalar(layout.response_tokens().max(1) as f32),
         LossAgg::SeqMeanTokenSumNorm => {
             let len = norm_length.map_or(layout.max_response, |l| l as usize);
             masked.sum().div_scalar(len.max(1) as f32)
         }
         LossAgg::SeqMeanTokenSum | LossAgg::SeqMeanTokenMean => {
-            let seq = layout.scatter_sum(masked, layout.sample_of_token.clone(), layout.num_samples());
+            let seq =
+                layout.scatter_sum(masked, layout.sample_of_token.clone(), layout.num_samples());
             let valid = layout.sample_counts.iter().filter(|&&c| c > 0).count();
             let weights: Vec<f32> = layout
                 .sample_counts
@@ -48,7 +56,9 @@ pub fn aggregate<B: Backend>(values: Tensor<B, 1>, layout: &PackedLayout<B>, agg
                     _ => 1.0,
                 })
                 .collect();
-            (seq * layout.constant(weights)).sum().div_scalar(valid.max(1) as f32)
+            (seq * layout.constant(weights))
+                .sum()
+                .div_scalar(valid.max(1) as f32)
         }
     }
 }
@@ -81,7 +91,12 @@ mod tests {
     #[test]
     fn no_response_tokens_is_zero_not_nan() {
         let layout = PackedLayout::<Flex>::new(&[0, 2], &[false, false], None, &Default::default());
-        for mode in [LossAgg::TokenMean, LossAgg::SeqMeanTokenSum, LossAgg::SeqMeanTokenMean, LossAgg::SeqMeanTokenSumNorm] {
+        for mode in [
+            LossAgg::TokenMean,
+            LossAgg::SeqMeanTokenSum,
+            LossAgg::SeqMeanTokenMean,
+            LossAgg::SeqMeanTokenSumNorm,
+        ] {
             let v = aggregate(layout.constant(vec![1.0, 2.0]), &layout, mode, None).into_scalar();
             assert_eq!(v, 0.0, "{mode:?}");
         }

@@ -64,6 +64,13 @@ pub(crate) fn broadcast_to_response(batch: &Batch, mask: &[bool], per_sample: &[
 }
 
 /// Writes a token-level column computed by this crate (its length is right by construction).
-pub(crate) fn write(batch: &mut Batch, node: &'static str, column: &Column, values: Vec<f32>) -> Result<(), AlgoError> {
-    batch.set(column, values).map_err(|source| AlgoError::Batch { node, source })
+pub(crate) fn write(
+    batch: &mut Batch,
+    node: &'static str,
+    column: &Column,
+    values: Vec<f32>,
+) -> Result<(), AlgoError> {
+    batch
+        .set(column, values)
+        .map_err(|source| AlgoError::Batch { node, source })
 }

@@ -19,7 +19,9 @@ use serde::Deserialize;
 
 use super::aggregation::{aggregate, LossAgg};
 use super::error::AlgoError;
-use super::ppo_loss::{check_clip, masked_mean, surrogate, PolicyInputs, PolicyLossOutput, RatioLevel};
+use super::ppo_loss::{
+    check_clip, masked_mean, surrogate, PolicyInputs, PolicyLossOutput, RatioLevel,
+};
 use super::segment_ratio::log_ratio;
 
 fn default_eps() -> f32 {
@@ -85,14 +87,21 @@ impl DecoupledPpo {
         check_clip("DecoupledPpo", self.low, self.high, self.dual_clip)?;
         match self.behaviour_cap {
             BehaviourCap::Clamp(c) | BehaviourCap::Mask(c) if c.is_nan() || c <= 0.0 => {
-                Err(AlgoError::invalid("DecoupledPpo", format!("behaviour_cap must be > 0, got {c}")))
+                Err(AlgoError::invalid(
+                    "DecoupledPpo",
+                    format!("behaviour_cap must be > 0, got {c}"),
+                ))
             }
             _ => Ok(()),
         }
     }
 
     /// The bounded behaviour weight per token (detached).
-    pub fn behaviour_weight<B: Backend>(&self, prox: Tensor<B, 1>, behaviour: Tensor<B, 1>) -> Tensor<B, 1> {
+    pub fn behaviour_weight<B: Backend>(
+        &self,
+        prox: Tensor<B, 1>,
+        behaviour: Tensor<B, 1>,
+    ) -> Tensor<B, 1> {
         let w = (prox - behaviour).detach().exp();
         match self.behaviour_cap {
             BehaviourCap::None => w,
@@ -105,17 +114,38 @@ impl DecoupledPpo {
     }
 
     /// The aggregated loss; `behaviour_logprob` is π_behave per token.
-    pub fn loss<B: Backend>(&self, inputs: &PolicyInputs<'_, B>, behaviour_logprob: Tensor<B, 1>) -> Result<PolicyLossOutput<B>, AlgoError> {
+    pub fn loss<B: Backend>(
+        &self,
+        inputs: &PolicyInputs<'_, B>,
+        behaviour_logprob: Tensor<B, 1>,
+    ) -> Result<PolicyLossOutput<B>, AlgoError> {
         self.validate()?;
         let layout = inputs.layout;
-        let log_r = log_ratio(inputs.logprob.clone(), inputs.old_logprob.clone(), layout, self.ratio);
-        let (tokens, mut stats) = surrogate(log_r, inputs.advantages.clone(), self.low, self.high, self.dual_clip, layout);
+        let log_r = log_ratio(
+            inputs.logprob.clone(),
+            inputs.old_logprob.clone(),
+            layout,
+            self.ratio,
+        );
+        let (tokens, mut stats) = surrogate(
+            log_r,
+            inputs.advantages.clone(),
+            self.low,
+            self.high,
+            self.dual_clip,
+            layout,
+        );
         let w = self.behaviour_weight(inputs.old_logprob.clone(), behaviour_logprob.clone());
-        let raw = (inputs.old_logprob.clone() - behaviour_logprob).detach().exp();
+        let raw = (inputs.old_logprob.clone() - behaviour_logprob)
+            .detach()
+            .exp();
         let dropped = raw.greater(w.clone().add_scalar(1e-12)).float();
         stats.insert("behave_weight_mean".into(), masked_mean(w.clone(), layout));
         stats.insert("behave_masked_frac".into(), masked_mean(dropped, layout));
-        stats.insert("ppo_kl".into(), masked_mean(inputs.old_logprob.clone() - inputs.logprob.clone(), layout));
+        stats.insert(
+            "ppo_kl".into(),
+            masked_mean(inputs.old_logprob.clone() - inputs.logprob.clone(), layout),
+        );
         let loss = aggregate(tokens * w, layout, self.agg, self.norm_length);
         Ok(PolicyLossOutput { loss, stats })
     }
@@ -134,9 +164,19 @@ mod tests {
         // Three tokens, π_prox = 0.5 each (log), π_θ = π_prox (r = 1), A = [1, −1, 2].
         let l = PackedLayout::<AD>::new(&[0, 3], &[true; 3], None, &Default::default());
         let logp = l.constant(vec![0.5f32.ln(); 3]).require_grad();
-        let inputs = PolicyInputs { logprob: logp.clone(), old_logprob: l.constant(vec![0.5f32.ln(); 3]), advantages: l.constant(vec![1.0, -1.0, 2.0]), layout: &l };
+        let inputs = PolicyInputs {
+            logprob: logp.clone(),
+            old_logprob: l.constant(vec![0.5f32.ln(); 3]),
+            advantages: l.constant(vec![1.0, -1.0, 2.0]),
+            layout: &l,
+        };
         let out = cfg.loss(&inputs, l.constant(behaviour.to_vec())).unwrap();
-        let g = logp.grad(&out.loss.backward()).unwrap().into_data().to_vec::<f32>().unwrap();
+        let g = logp
+            .grad(&out.loss.backward())
+            .unwrap()
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
         (out.loss.into_scalar(), g)
     }
 
@@ -152,10 +192,22 @@ mod tests {
             assert!((a - b).abs() < 1e-4, "{g:?}");
         }
         // Clamp at 5: w = [2, 1, 5] → mean(−2, 1, −10) = −11/3.
-        let (l, _) = loss(&DecoupledPpo { behaviour_cap: BehaviourCap::Clamp(5.0), ..Default::default() }, &behaviour);
+        let (l, _) = loss(
+            &DecoupledPpo {
+                behaviour_cap: BehaviourCap::Clamp(5.0),
+                ..Default::default()
+            },
+            &behaviour,
+        );
         assert!((l + 11.0 / 3.0).abs() < 1e-4, "{l}");
         // Mask at 5: w = [2, 1, 0] → mean(−2, 1, 0) = −1/3.
-        let (l, _) = loss(&DecoupledPpo { behaviour_cap: BehaviourCap::Mask(5.0), ..Default::default() }, &behaviour);
+        let (l, _) = loss(
+            &DecoupledPpo {
+                behaviour_cap: BehaviourCap::Mask(5.0),
+                ..Default::default()
+            },
+            &behaviour,
+        );
         assert!((l + 1.0 / 3.0).abs() < 1e-4, "{l}");
     }
 
@@ -163,10 +215,24 @@ mod tests {
     fn on_policy_equals_ppo() {
         // π_behave = π_prox → w = 1: decoupled PPO reduces to PPO.
         let l = PackedLayout::<Flex>::new(&[0, 2], &[true, true], None, &Default::default());
-        let inputs = PolicyInputs { logprob: l.constant(vec![-0.2, -1.0]), old_logprob: l.constant(vec![-0.5, -0.9]), advantages: l.constant(vec![1.0, -0.5]), layout: &l };
-        let a: f32 = DecoupledPpo::default().loss(&inputs, l.constant(vec![-0.5, -0.9])).unwrap().loss.into_scalar();
+        let inputs = PolicyInputs {
+            logprob: l.constant(vec![-0.2, -1.0]),
+            old_logprob: l.constant(vec![-0.5, -0.9]),
+            advantages: l.constant(vec![1.0, -0.5]),
+            layout: &l,
+        };
+        let a: f32 = DecoupledPpo::default()
+            .loss(&inputs, l.constant(vec![-0.5, -0.9]))
+            .unwrap()
+            .loss
+            .into_scalar();
         let b: f32 = PpoClip::default().loss(&inputs).unwrap().loss.into_scalar();
         assert!((a - b).abs() < 1e-6);
-        assert!(DecoupledPpo { behaviour_cap: BehaviourCap::Mask(0.0), ..Default::default() }.validate().is_err());
+        assert!(DecoupledPpo {
+            behaviour_cap: BehaviourCap::Mask(0.0),
+            ..Default::default()
+        }
+        .validate()
+        .is_err());
     }
 }

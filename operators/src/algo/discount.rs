@@ -38,7 +38,11 @@ pub fn step_returns(rewards: &[f64], trajectory: &[u64], step: &[u64], gamma: f6
 /// The first step index that occurs twice within one trajectory, if any.
 pub fn repeated_step(trajectory: &[u64], step: &[u64]) -> Option<(u64, u64)> {
     let mut seen = std::collections::HashSet::new();
-    trajectory.iter().zip(step).map(|(&t, &s)| (t, s)).find(|p| !seen.insert(*p))
+    trajectory
+        .iter()
+        .zip(step)
+        .map(|(&t, &s)| (t, s))
+        .find(|p| !seen.insert(*p))
 }
 
 #[cfg(test)]
@@ -48,7 +52,10 @@ mod tests {
     #[test]
     fn discounted_by_hand() {
         // r = [1, 0, 2], γ = 0.5: G2 = 2, G1 = 1, G0 = 1.5.
-        assert_eq!(discounted_returns(&[1.0, 0.0, 2.0], 0.5), vec![1.5, 1.0, 2.0]);
+        assert_eq!(
+            discounted_returns(&[1.0, 0.0, 2.0], 0.5),
+            vec![1.5, 1.0, 2.0]
+        );
         assert!(discounted_returns(&[], 0.9).is_empty());
     }
 

@@ -7,10 +7,17 @@ use roll_flow_engine::BatchError;
 pub enum AlgoError {
     /// A column the algorithm reads is absent; `hint` says which node or setting gives it.
     #[error("{node} needs column `{column}`{}", hint_suffix(.hint))]
-    MissingColumn { node: &'static str, column: String, hint: Option<String> },
+    MissingColumn {
+        node: &'static str,
+        column: String,
+        hint: Option<String>,
+    },
     /// A column exists but cannot be read as needed (wrong type or length).
     #[error("{node}: {source}")]
-    Batch { node: &'static str, source: BatchError },
+    Batch {
+        node: &'static str,
+        source: BatchError,
+    },
     /// The data or the configuration breaks a rule of the algorithm.
     #[error("{node}: {message}")]
     Invalid { node: &'static str, message: String },
@@ -22,6 +29,9 @@ fn hint_suffix(hint: &Option<String>) -> String {
 
 impl AlgoError {
     pub fn invalid(node: &'static str, message: impl Into<String>) -> Self {
-        AlgoError::Invalid { node, message: message.into() }
+        AlgoError::Invalid {
+            node,
+            message: message.into(),
+        }
     }
 }

@@ -53,7 +53,12 @@ pub struct Gae {
 
 impl Default for Gae {
     fn default() -> Self {
-        Gae { gamma: 1.0, lambda: 0.95, shaping: Shaping::default(), kl_penalty: None }
+        Gae {
+            gamma: 1.0,
+            lambda: 0.95,
+            shaping: Shaping::default(),
+            kl_penalty: None,
+        }
     }
 }
 
@@ -73,7 +78,11 @@ pub fn gae(rewards: &[f64], values: &[f64], gamma: f64, lambda: f64) -> (Vec<f64
 }
 
 /// Token rewards as f64, refusing a reward placed outside the response (it would be lost).
-pub(crate) fn response_rewards(batch: &Batch, node: &'static str, mask: &[bool]) -> Result<Vec<f64>, AlgoError> {
+pub(crate) fn response_rewards(
+    batch: &Batch,
+    node: &'static str,
+    mask: &[bool],
+) -> Result<Vec<f64>, AlgoError> {
     let rewards = read_f32(batch, node, &TOKEN_REWARD, "the Rollout node gives it")?;
     if let Some(t) = (0..rewards.len()).find(|&t| !mask[t] && rewards[t] != 0.0) {
         return Err(AlgoError::invalid(
@@ -96,7 +105,11 @@ impl AdvantageEstimator for Gae {
             Need::with_hint(VALUES, "add a Values node upstream"),
         ];
         needs.extend(self.kl_penalty.iter().flat_map(KlPenalty::needs));
-        Contract { needs, gives: vec![ADVANTAGES, RETURNS], group_normalised: false }
+        Contract {
+            needs,
+            gives: vec![ADVANTAGES, RETURNS],
+            group_normalised: false,
+        }
     }
 
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {

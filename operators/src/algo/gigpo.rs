@@ -18,7 +18,8 @@
 //! RON: `"adv": GiGPO(step_gamma: 0.95, step_weight: 1.0, norm: Mean)`.
 
 use roll_flow_engine::batch::column::{
-    ADVANTAGES, EPISODE_RETURN, GROUP_ID, RESPONSE_MASK, SCORE, STATE_HASH, STEP_INDEX, TRAJECTORY_ID,
+    ADVANTAGES, EPISODE_RETURN, GROUP_ID, RESPONSE_MASK, SCORE, STATE_HASH, STEP_INDEX,
+    TRAJECTORY_ID,
 };
 use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
@@ -34,7 +35,8 @@ use super::OBSERVATION;
 
 const NODE: &str = "GiGPO";
 /// The advice when GiGPO sees trajectory-wise samples.
-pub const STEP_HINT: &str = "GiGPO needs step-wise samples; set the rollout's `samples: Step(history: 2)`";
+pub const STEP_HINT: &str =
+    "GiGPO needs step-wise samples; set the rollout's `samples: Step(history: 2)`";
 
 fn default_step_gamma() -> f32 {
     0.95
@@ -120,8 +122,18 @@ impl Default for GiGpo {
 
 /// Writes (values[i] − mean)/F for i in `group`, with mean and std over `stats_of`; a
 /// single statistic counts as mean 0, std 1 (verl-agent's group-of-one rule).
-fn normalise_in(values: &[f64], group: &[usize], stats_of: &[f64], norm: GigpoNorm, out: &mut [f64]) {
-    let (mean, std) = if stats_of.len() == 1 { (0.0, 1.0) } else { mean_std(stats_of) };
+fn normalise_in(
+    values: &[f64],
+    group: &[usize],
+    stats_of: &[f64],
+    norm: GigpoNorm,
+    out: &mut [f64],
+) {
+    let (mean, std) = if stats_of.len() == 1 {
+        (0.0, 1.0)
+    } else {
+        mean_std(stats_of)
+    };
     for &i in group {
         out[i] = match norm {
             GigpoNorm::Mean => values[i] - mean,
@@ -139,7 +151,11 @@ impl GiGpo {
                 EpisodeStats::StepRows => group.iter().map(|&i| returns[i]).collect(),
                 EpisodeStats::Trajectories => {
                     let mut seen = std::collections::HashSet::new();
-                    group.iter().filter(|&&i| seen.insert(trajs[i])).map(|&i| returns[i]).collect()
+                    group
+                        .iter()
+                        .filter(|&&i| seen.insert(trajs[i]))
+                        .map(|&i| returns[i])
+                        .collect()
                 }
             };
             normalise_in(returns, &group, &stats_of, self.norm, &mut out);
@@ -161,7 +177,13 @@ impl GiGpo {
         match self.anchor {
             AnchorMode::Exact => {
                 let hashes = read_u64(batch, NODE, &STATE_HASH, STEP_HINT)?;
-                Ok(dense_ids(&groups.iter().zip(hashes).map(|(&g, &h)| (g, h)).collect::<Vec<_>>()))
+                Ok(dense_ids(
+                    &groups
+                        .iter()
+                        .zip(hashes)
+                        .map(|(&g, &h)| (g, h))
+                        .collect::<Vec<_>>(),
+                ))
             }
             AnchorMode::Similarity { threshold } => {
                 let hint = "similarity anchors need the step's observation text; the step-wise Rollout gives it";
@@ -183,7 +205,10 @@ impl GiGpo {
         for (&t, &r) in trajs.iter().zip(returns) {
             let r0 = *first.entry(t).or_insert(r);
             if r0 != r {
-                return Err(AlgoError::invalid(NODE, format!("trajectory {t} has differing `episode_return` values ({r0} and {r})")));
+                return Err(AlgoError::invalid(
+                    NODE,
+                    format!("trajectory {t} has differing `episode_return` values ({r0} and {r})"),
+                ));
             }
         }
         Ok(())
@@ -206,21 +231,47 @@ impl AdvantageEstimator for GiGpo {
             Need::with_hint(STATE_HASH, STEP_HINT),
         ];
         if let AnchorMode::Similarity { .. } = self.anchor {
-            needs.push(Need::with_hint(OBSERVATION, "similarity anchors need the step's observation text"));
+            needs.push(Need::with_hint(
+                OBSERVATION,
+                "similarity anchors need the step's observation text",
+            ));
         }
-        Contract { needs, gives: vec![ADVANTAGES], group_normalised: true }
+        Contract {
+            needs,
+            gives: vec![ADVANTAGES],
+            group_normalised: true,
+        }
     }
 
-    fn apply(&self, batch: &mut Batch, _state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
+    fn apply(
+        &self,
+        batch: &mut Batch,
+        _state: &mut AdvantageState,
+    ) -> Result<AlgoStats, AlgoError> {
         let steps = read_u64(batch, NODE, &STEP_INDEX, STEP_HINT)?;
         read_u64(batch, NODE, &STATE_HASH, STEP_HINT)?;
         let trajs = read_u64(batch, NODE, &TRAJECTORY_ID, STEP_HINT)?;
         if let Some((t, s)) = repeated_step(trajs, steps) {
-            return Err(AlgoError::invalid(NODE, format!("trajectory {t} has step {s} twice")));
+            return Err(AlgoError::invalid(
+                NODE,
+                format!("trajectory {t} has step {s} twice"),
+            ));
         }
-        let groups = dense_ids(read_u64(batch, NODE, &GROUP_ID, "the Rollout node gives it")?);
-        let mut rewards: Vec<f64> = read_f32(batch, NODE, &SCORE, "the Rollout node gives it")?.iter().map(|&x| x as f64).collect();
-        let mut returns: Vec<f64> = read_f32(batch, NODE, &EPISODE_RETURN, "the Rollout node gives it")?.iter().map(|&x| x as f64).collect();
+        let groups = dense_ids(read_u64(
+            batch,
+            NODE,
+            &GROUP_ID,
+            "the Rollout node gives it",
+        )?);
+        let mut rewards: Vec<f64> = read_f32(batch, NODE, &SCORE, "the Rollout node gives it")?
+            .iter()
+            .map(|&x| x as f64)
+            .collect();
+        let mut returns: Vec<f64> =
+            read_f32(batch, NODE, &EPISODE_RETURN, "the Rollout node gives it")?
+                .iter()
+                .map(|&x| x as f64)
+                .collect();
         self.check_returns(trajs, &returns)?;
         self.shaping.clip_rewards(&mut rewards);
         self.shaping.clip_rewards(&mut returns);
@@ -228,12 +279,19 @@ impl AdvantageEstimator for GiGpo {
         let step_ret = step_returns(&rewards, trajs, steps, self.step_gamma as f64);
         let anchors = self.anchor_ids(batch, &groups)?;
         let step = self.step_advantages(&step_ret, &anchors);
-        let total: Vec<f64> = episode.iter().zip(&step).map(|(e, s)| e + self.step_weight as f64 * s).collect();
+        let total: Vec<f64> = episode
+            .iter()
+            .zip(&step)
+            .map(|(e, s)| e + self.step_weight as f64 * s)
+            .collect();
         let mut stats = AlgoStats::new();
         let anchor_groups = members(&anchors);
         stats.insert("gigpo/anchor_groups".into(), anchor_groups.len() as f64);
         let singletons = anchor_groups.iter().filter(|g| g.len() == 1).count();
-        stats.insert("gigpo/singleton_anchor_fraction".into(), singletons as f64 / anchor_groups.len().max(1) as f64);
+        stats.insert(
+            "gigpo/singleton_anchor_fraction".into(),
+            singletons as f64 / anchor_groups.len().max(1) as f64,
+        );
         let mask = read_mask(batch, NODE)?.to_vec();
         let mut adv = broadcast_to_response(batch, &mask, &total);
         self.shaping.finish(&mut adv, &mask, &mut stats);

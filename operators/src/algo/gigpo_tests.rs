@@ -1,5 +1,7 @@
 use proptest::prelude::*;
-use roll_flow_engine::batch::column::{ADVANTAGES, EPISODE_RETURN, GROUP_ID, SCORE, STATE_HASH, STEP_INDEX, TRAJECTORY_ID};
+use roll_flow_engine::batch::column::{
+    ADVANTAGES, EPISODE_RETURN, GROUP_ID, SCORE, STATE_HASH, STEP_INDEX, TRAJECTORY_ID,
+};
 
 use super::*;
 use crate::algo::test_batches::{assert_close, f32s, get, u64s, with_masks};
@@ -9,12 +11,36 @@ use crate::algo::test_batches::{assert_close, f32s, get, u64s, with_masks};
 fn step_batch(rows: &[(u64, u64, u64, u64, f32, f32)]) -> Batch {
     let masks: Vec<&[u8]> = rows.iter().map(|_| &[0u8, 1][..]).collect();
     let mut b = with_masks(&masks);
-    u64s(&mut b, &GROUP_ID, &rows.iter().map(|r| r.0).collect::<Vec<_>>());
-    u64s(&mut b, &TRAJECTORY_ID, &rows.iter().map(|r| r.1).collect::<Vec<_>>());
-    u64s(&mut b, &STEP_INDEX, &rows.iter().map(|r| r.2).collect::<Vec<_>>());
-    u64s(&mut b, &STATE_HASH, &rows.iter().map(|r| r.3).collect::<Vec<_>>());
-    f32s(&mut b, &SCORE, &rows.iter().map(|r| r.4).collect::<Vec<_>>());
-    f32s(&mut b, &EPISODE_RETURN, &rows.iter().map(|r| r.5).collect::<Vec<_>>());
+    u64s(
+        &mut b,
+        &GROUP_ID,
+        &rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+    );
+    u64s(
+        &mut b,
+        &TRAJECTORY_ID,
+        &rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+    );
+    u64s(
+        &mut b,
+        &STEP_INDEX,
+        &rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+    );
+    u64s(
+        &mut b,
+        &STATE_HASH,
+        &rows.iter().map(|r| r.3).collect::<Vec<_>>(),
+    );
+    f32s(
+        &mut b,
+        &SCORE,
+        &rows.iter().map(|r| r.4).collect::<Vec<_>>(),
+    );
+    f32s(
+        &mut b,
+        &EPISODE_RETURN,
+        &rows.iter().map(|r| r.5).collect::<Vec<_>>(),
+    );
     b
 }
 
@@ -34,10 +60,13 @@ fn example() -> Batch {
 
 fn advantages(cfg: &GiGpo, mut b: Batch) -> Vec<f32> {
     cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
-    get(&b, &ADVANTAGES).chunks(2).map(|c| {
-        assert_eq!(c[0], 0.0, "prompt tokens get no advantage");
-        c[1]
-    }).collect()
+    get(&b, &ADVANTAGES)
+        .chunks(2)
+        .map(|c| {
+            assert_eq!(c[0], 0.0, "prompt tokens get no advantage");
+            c[1]
+        })
+        .collect()
 }
 
 #[test]
@@ -45,25 +74,52 @@ fn mean_mode_step_rows_by_hand() {
     // γ_s = 0.5: step returns traj 1 = [0.5, 1], traj 2 = [0, 0, 0].
     // Episode (step rows [1, 1, 0, 0, 0], mean 0.4): +0.6 / −0.4. Group of one: 2 − 0.
     // Anchor state 100 in group 0: returns [0.5, 0] → ±0.25; all other anchors singletons.
-    let cfg = GiGpo { step_gamma: 0.5, ..Default::default() };
-    assert_close(&advantages(&cfg, example()), &[0.85, 0.6, -0.65, -0.4, -0.4, 2.0], 1e-6);
+    let cfg = GiGpo {
+        step_gamma: 0.5,
+        ..Default::default()
+    };
+    assert_close(
+        &advantages(&cfg, example()),
+        &[0.85, 0.6, -0.65, -0.4, -0.4, 2.0],
+        1e-6,
+    );
 }
 
 #[test]
 fn trajectory_stats_and_step_weight() {
     // Per trajectory returns [1, 0], mean 0.5; ω = 2.
-    let cfg = GiGpo { step_gamma: 0.5, step_weight: 2.0, episode_stats: EpisodeStats::Trajectories, ..Default::default() };
-    assert_close(&advantages(&cfg, example()), &[1.0, 0.5, -1.0, -0.5, -0.5, 2.0], 1e-6);
+    let cfg = GiGpo {
+        step_gamma: 0.5,
+        step_weight: 2.0,
+        episode_stats: EpisodeStats::Trajectories,
+        ..Default::default()
+    };
+    assert_close(
+        &advantages(&cfg, example()),
+        &[1.0, 0.5, -1.0, -0.5, -0.5, 2.0],
+        1e-6,
+    );
 }
 
 #[test]
 fn mean_std_mode_by_hand() {
     // Episode rows [1, 1, 0, 0, 0]: mean 0.4, unbiased std sqrt(0.3).
     // Anchor [0.5, 0]: std sqrt(0.125). Group of one: 2/(1 + eps).
-    let cfg = GiGpo { step_gamma: 0.5, norm: GigpoNorm::MeanStd, ..Default::default() };
+    let cfg = GiGpo {
+        step_gamma: 0.5,
+        norm: GigpoNorm::MeanStd,
+        ..Default::default()
+    };
     let e = 0.3f64.sqrt() + EPS;
     let s = 0.25 / (0.125f64.sqrt() + EPS);
-    let want = [0.6 / e + s, 0.6 / e, -0.4 / e - s, -0.4 / e, -0.4 / e, 2.0 / (1.0 + EPS)];
+    let want = [
+        0.6 / e + s,
+        0.6 / e,
+        -0.4 / e - s,
+        -0.4 / e,
+        -0.4 / e,
+        2.0 / (1.0 + EPS),
+    ];
     assert_close(&advantages(&cfg, example()), &want, 1e-5);
 }
 
@@ -73,10 +129,20 @@ fn zero_std_episode_group_and_similarity_anchors() {
     // Observations differ in one character: exact anchors are singletons, similarity
     // anchors (ratio 0.9) merge them.
     let mut b = step_batch(&[(0, 1, 0, 11, -0.1, -0.1), (0, 2, 0, 12, -0.3, -0.1)]);
-    b.set(&crate::algo::OBSERVATION, vec!["abcdefghij".to_string(), "abcdefghiX".to_string()]).unwrap();
-    let exact = GiGpo { norm: GigpoNorm::MeanStd, ..Default::default() };
+    b.set(
+        &crate::algo::OBSERVATION,
+        vec!["abcdefghij".to_string(), "abcdefghiX".to_string()],
+    )
+    .unwrap();
+    let exact = GiGpo {
+        norm: GigpoNorm::MeanStd,
+        ..Default::default()
+    };
     assert_close(&advantages(&exact, b.clone()), &[0.0, 0.0], 1e-7);
-    let similar = GiGpo { anchor: AnchorMode::Similarity { threshold: 0.9 }, ..Default::default() };
+    let similar = GiGpo {
+        anchor: AnchorMode::Similarity { threshold: 0.9 },
+        ..Default::default()
+    };
     assert_close(&advantages(&similar, b), &[0.1, -0.1], 1e-6);
 }
 
@@ -84,25 +150,42 @@ fn zero_std_episode_group_and_similarity_anchors() {
 fn trajectory_wise_samples_are_refused_clearly() {
     let mut b = with_masks(&[&[1, 1]]);
     f32s(&mut b, &SCORE, &[1.0]);
-    let err = GiGpo::default().apply(&mut b, &mut AdvantageState::default()).unwrap_err().to_string();
+    let err = GiGpo::default()
+        .apply(&mut b, &mut AdvantageState::default())
+        .unwrap_err()
+        .to_string();
     assert_eq!(err, format!("GiGPO needs column `step_index`; {STEP_HINT}"));
-    let need = GiGpo::default().contract().needs.into_iter().find(|n| n.column == STATE_HASH).unwrap();
+    let need = GiGpo::default()
+        .contract()
+        .needs
+        .into_iter()
+        .find(|n| n.column == STATE_HASH)
+        .unwrap();
     assert_eq!(need.hint.as_deref(), Some(STEP_HINT));
 }
 
 #[test]
 fn inconsistent_input_is_refused() {
     let dup = step_batch(&[(0, 1, 0, 1, 0.0, 1.0), (0, 1, 0, 2, 0.0, 1.0)]);
-    let err = GiGpo::default().apply(&mut dup.clone(), &mut AdvantageState::default()).unwrap_err();
+    let err = GiGpo::default()
+        .apply(&mut dup.clone(), &mut AdvantageState::default())
+        .unwrap_err();
     assert!(err.to_string().contains("step 0 twice"), "{err}");
     let mixed = step_batch(&[(0, 1, 0, 1, 0.0, 1.0), (0, 1, 1, 2, 0.0, 0.5)]);
-    let err = GiGpo::default().apply(&mut mixed.clone(), &mut AdvantageState::default()).unwrap_err();
-    assert!(err.to_string().contains("differing `episode_return`"), "{err}");
+    let err = GiGpo::default()
+        .apply(&mut mixed.clone(), &mut AdvantageState::default())
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("differing `episode_return`"),
+        "{err}"
+    );
 }
 
 #[test]
 fn parses_from_ron() {
-    let cfg: GiGpo = ron::from_str("(step_gamma: 0.9, norm: MeanStd, anchor: Similarity(threshold: 0.8))").unwrap();
+    let cfg: GiGpo =
+        ron::from_str("(step_gamma: 0.9, norm: MeanStd, anchor: Similarity(threshold: 0.8))")
+            .unwrap();
     assert_eq!(cfg.anchor, AnchorMode::Similarity { threshold: 0.8 });
     let cfg: GiGpo = ron::from_str("(anchor: Similarity())").unwrap();
     assert_eq!(cfg.anchor, AnchorMode::Similarity { threshold: 0.9 });

@@ -37,24 +37,40 @@ struct Scale<'a, B> {
 impl<B: AutodiffBackend> ModuleVisitor<B> for Scale<'_, B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         if let Some(g) = self.grads.remove::<B::InnerBackend, D>(param.id) {
-            self.grads.register::<B::InnerBackend, D>(param.id, g.mul_scalar(self.factor));
+            self.grads
+                .register::<B::InnerBackend, D>(param.id, g.mul_scalar(self.factor));
         }
     }
 }
 
 /// The global gradient norm of `module`'s parameters in `grads`.
-pub fn grad_norm<B: AutodiffBackend, M: AutodiffModule<B>>(module: &M, grads: &GradientsParams) -> f64 {
-    let mut visitor = SquaredNorm::<B> { grads, total: 0.0, _backend: PhantomData };
+pub fn grad_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
+    module: &M,
+    grads: &GradientsParams,
+) -> f64 {
+    let mut visitor = SquaredNorm::<B> {
+        grads,
+        total: 0.0,
+        _backend: PhantomData,
+    };
     module.visit(&mut visitor);
     visitor.total.sqrt()
 }
 
 /// Clips `grads` to global norm `max_norm` in place; returns the norm before clipping.
-pub fn clip_grad_norm<B: AutodiffBackend, M: AutodiffModule<B>>(module: &M, grads: &mut GradientsParams, max_norm: f64) -> f64 {
+pub fn clip_grad_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
+    module: &M,
+    grads: &mut GradientsParams,
+    max_norm: f64,
+) -> f64 {
     let norm = grad_norm(module, grads);
     let coef = max_norm / (norm + 1e-6);
     if norm.is_finite() && coef < 1.0 {
-        let mut visitor = Scale::<B> { grads, factor: coef as f32, _backend: PhantomData };
+        let mut visitor = Scale::<B> {
+            grads,
+            factor: coef as f32,
+            _backend: PhantomData,
+        };
         module.visit(&mut visitor);
     }
     norm
@@ -81,7 +97,12 @@ mod tests {
     }
 
     fn weight_grad(model: &Linear<AD>, grads: &GradientsParams) -> Vec<f32> {
-        grads.get::<Flex, 2>(model.weight.id).unwrap().into_data().to_vec::<f32>().unwrap()
+        grads
+            .get::<Flex, 2>(model.weight.id)
+            .unwrap()
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap()
     }
 
     #[test]

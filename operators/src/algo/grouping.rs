@@ -159,7 +159,10 @@ mod tests {
         for (a, b) in ms.iter().zip(want) {
             assert!((a - b).abs() < 1e-9, "{ms:?}");
         }
-        assert_eq!(normalise(&scores, &ids, Norm::Mean), vec![0.5, -0.5, 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(
+            normalise(&scores, &ids, Norm::Mean),
+            vec![0.5, -0.5, 0.0, 0.0, 0.0, 0.0]
+        );
         assert_eq!(normalise(&scores, &ids, Norm::Identity), scores.to_vec());
     }
 

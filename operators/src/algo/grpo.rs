@@ -82,13 +82,25 @@ pub struct Reinforce {
 
 impl Default for Grpo {
     fn default() -> Self {
-        Grpo { gamma: 1.0, group_by: Grouping::Group, norm: Norm::MeanStd, shaping: Shaping::default(), kl_penalty: None }
+        Grpo {
+            gamma: 1.0,
+            group_by: Grouping::Group,
+            norm: Norm::MeanStd,
+            shaping: Shaping::default(),
+            kl_penalty: None,
+        }
     }
 }
 
 impl Default for Reinforce {
     fn default() -> Self {
-        Reinforce { gamma: 1.0, group_by: Grouping::Batch, norm: Norm::Mean, shaping: Shaping::default(), kl_penalty: None }
+        Reinforce {
+            gamma: 1.0,
+            group_by: Grouping::Batch,
+            norm: Norm::Mean,
+            shaping: Shaping::default(),
+            kl_penalty: None,
+        }
     }
 }
 
@@ -110,18 +122,27 @@ impl Settings<'_> {
         }
         needs.extend(self.kl_penalty.iter().flat_map(KlPenalty::needs));
         let group_normalised = self.norm != Norm::Identity && self.group_by != Grouping::Batch;
-        Contract { needs, gives: vec![ADVANTAGES, RETURNS], group_normalised }
+        Contract {
+            needs,
+            gives: vec![ADVANTAGES, RETURNS],
+            group_normalised,
+        }
     }
 
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
         let mut stats = AlgoStats::new();
         let mask = read_mask(batch, self.node)?.to_vec();
-        let mut scores: Vec<f64> = read_f32(batch, self.node, &SCORE, "the Rollout node gives it")?.iter().map(|&s| s as f64).collect();
+        let mut scores: Vec<f64> = read_f32(batch, self.node, &SCORE, "the Rollout node gives it")?
+            .iter()
+            .map(|&s| s as f64)
+            .collect();
         self.shaping.clip_rewards(&mut scores);
         let ids = self.group_by.group_ids(batch, self.node)?;
         let normed = normalise(&scores, &ids, self.norm);
         let mut rewards = vec![0.0f64; batch.num_tokens()];
-        let positions: Vec<Vec<usize>> = (0..batch.num_samples()).map(|i| response_positions(batch, &mask, i)).collect();
+        let positions: Vec<Vec<usize>> = (0..batch.num_samples())
+            .map(|i| response_positions(batch, &mask, i))
+            .collect();
         for (pos, &s) in positions.iter().zip(&normed) {
             if let Some(&last) = pos.last() {
                 rewards[last] = s;
@@ -155,13 +176,27 @@ pub(crate) fn group_hint(g: Grouping) -> &'static str {
 
 impl Grpo {
     fn settings(&self) -> Settings<'_> {
-        Settings { node: "Grpo", gamma: self.gamma, group_by: self.group_by, norm: self.norm, shaping: &self.shaping, kl_penalty: &self.kl_penalty }
+        Settings {
+            node: "Grpo",
+            gamma: self.gamma,
+            group_by: self.group_by,
+            norm: self.norm,
+            shaping: &self.shaping,
+            kl_penalty: &self.kl_penalty,
+        }
     }
 }
 
 impl Reinforce {
     fn settings(&self) -> Settings<'_> {
-        Settings { node: "Reinforce", gamma: self.gamma, group_by: self.group_by, norm: self.norm, shaping: &self.shaping, kl_penalty: &self.kl_penalty }
+        Settings {
+            node: "Reinforce",
+            gamma: self.gamma,
+            group_by: self.group_by,
+            norm: self.norm,
+            shaping: &self.shaping,
+            kl_penalty: &self.kl_penalty,
+        }
     }
 }
 

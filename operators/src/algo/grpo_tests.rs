@@ -16,20 +16,34 @@ fn grpo_mean_std_by_hand() {
     // group 4 = [1, 0, 0]: mean 1/3, unbiased std sqrt(1/3); group 9 is a group of one → 0.
     // Sample 3 has an empty response mask: it counts in its group but gets no tokens.
     let mut b = grpo_batch();
-    Grpo::default().apply(&mut b, &mut AdvantageState::default()).unwrap();
+    Grpo::default()
+        .apply(&mut b, &mut AdvantageState::default())
+        .unwrap();
     let s = (1.0f64 / 3.0).sqrt() + 1e-6;
     let hi = (2.0 / 3.0) / s;
     let lo = (-1.0 / 3.0) / s;
-    assert_close(&get(&b, &ADVANTAGES), &[0.0, hi, hi, 0.0, lo, 0.0, 0.0, 0.0], 1e-5);
+    assert_close(
+        &get(&b, &ADVANTAGES),
+        &[0.0, hi, hi, 0.0, lo, 0.0, 0.0, 0.0],
+        1e-5,
+    );
 }
 
 #[test]
 fn grpo_discount_places_score_on_last_token() {
     let mut b = grpo_batch();
-    let cfg = Grpo { gamma: 0.5, norm: Norm::Mean, ..Default::default() };
+    let cfg = Grpo {
+        gamma: 0.5,
+        norm: Norm::Mean,
+        ..Default::default()
+    };
     cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
     let hi = 2.0 / 3.0;
-    assert_close(&get(&b, &ADVANTAGES), &[0.0, 0.5 * hi, hi, 0.0, -1.0 / 3.0, 0.0, 0.0, 0.0], 1e-6);
+    assert_close(
+        &get(&b, &ADVANTAGES),
+        &[0.0, 0.5 * hi, hi, 0.0, -1.0 / 3.0, 0.0, 0.0, 0.0],
+        1e-6,
+    );
 }
 
 #[test]
@@ -38,19 +52,34 @@ fn all_actions_invalid_gives_zero_advantage() {
     let mut b = with_masks(&[&[1, 1], &[1], &[1, 0, 1]]);
     f32s(&mut b, &SCORE, &[-0.03, -0.03, -0.03]);
     u64s(&mut b, &GROUP_ID, &[0, 0, 0]);
-    Grpo::default().apply(&mut b, &mut AdvantageState::default()).unwrap();
+    Grpo::default()
+        .apply(&mut b, &mut AdvantageState::default())
+        .unwrap();
     assert_close(&get(&b, &ADVANTAGES), &[0.0; 6], 0.0);
-    let cfg = Grpo { norm: Norm::Identity, ..Default::default() };
+    let cfg = Grpo {
+        norm: Norm::Identity,
+        ..Default::default()
+    };
     cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
-    assert_close(&get(&b, &ADVANTAGES), &[-0.03, -0.03, -0.03, -0.03, 0.0, -0.03], 1e-7);
+    assert_close(
+        &get(&b, &ADVANTAGES),
+        &[-0.03, -0.03, -0.03, -0.03, 0.0, -0.03],
+        1e-7,
+    );
 }
 
 #[test]
 fn reinforce_defaults_to_batch_mean() {
     let mut b = grpo_batch();
-    Reinforce::default().apply(&mut b, &mut AdvantageState::default()).unwrap();
+    Reinforce::default()
+        .apply(&mut b, &mut AdvantageState::default())
+        .unwrap();
     // batch mean of [1, 0, 0.5, 0] = 0.375.
-    assert_close(&get(&b, &ADVANTAGES), &[0.0, 0.625, 0.625, 0.0, -0.375, 0.125, 0.0, 0.0], 1e-6);
+    assert_close(
+        &get(&b, &ADVANTAGES),
+        &[0.0, 0.625, 0.625, 0.0, -0.375, 0.125, 0.0, 0.0],
+        1e-6,
+    );
     assert!(!Reinforce::default().contract().group_normalised);
     assert!(Grpo::default().contract().group_normalised);
 }
@@ -59,8 +88,13 @@ fn reinforce_defaults_to_batch_mean() {
 fn env_tag_grouping() {
     let mut b = with_masks(&[&[1], &[1], &[1]]);
     f32s(&mut b, &SCORE, &[1.0, 3.0, 7.0]);
-    b.set(&ENV_TAG, vec!["a".to_string(), "a".into(), "b".into()]).unwrap();
-    let cfg = Grpo { group_by: Grouping::EnvTag, norm: Norm::Mean, ..Default::default() };
+    b.set(&ENV_TAG, vec!["a".to_string(), "a".into(), "b".into()])
+        .unwrap();
+    let cfg = Grpo {
+        group_by: Grouping::EnvTag,
+        norm: Norm::Mean,
+        ..Default::default()
+    };
     cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
     assert_close(&get(&b, &ADVANTAGES), &[-1.0, 1.0, 0.0], 1e-6);
 }
@@ -68,9 +102,18 @@ fn env_tag_grouping() {
 #[test]
 fn state_grouping_on_trajectory_samples_is_refused_clearly() {
     let mut b = grpo_batch();
-    let cfg = Grpo { group_by: Grouping::State, ..Default::default() };
-    let err = cfg.apply(&mut b, &mut AdvantageState::default()).unwrap_err().to_string();
-    assert!(err.contains("needs column `state_hash`") && err.contains("samples: Step(history: 2)"), "{err}");
+    let cfg = Grpo {
+        group_by: Grouping::State,
+        ..Default::default()
+    };
+    let err = cfg
+        .apply(&mut b, &mut AdvantageState::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("needs column `state_hash`") && err.contains("samples: Step(history: 2)"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -43,7 +43,11 @@ impl KlEstimator {
 
     /// The per-token estimate on tensors of token log-probs; `None` for `Full` (use
     /// [`full_kl`]).
-    pub fn tensor<B: Backend>(self, logp: Tensor<B, 1>, ref_logp: Tensor<B, 1>) -> Option<Tensor<B, 1>> {
+    pub fn tensor<B: Backend>(
+        self,
+        logp: Tensor<B, 1>,
+        ref_logp: Tensor<B, 1>,
+    ) -> Option<Tensor<B, 1>> {
         let d = logp - ref_logp;
         Some(match self {
             KlEstimator::K1 => d,
@@ -86,9 +90,17 @@ mod tests {
         let dev = Default::default();
         let lp = [-0.3f32, -2.0, -1.1];
         let rl = [-0.9f32, -1.5, -1.1];
-        for est in [KlEstimator::K1, KlEstimator::Abs, KlEstimator::Mse, KlEstimator::K3] {
+        for est in [
+            KlEstimator::K1,
+            KlEstimator::Abs,
+            KlEstimator::Mse,
+            KlEstimator::K3,
+        ] {
             let t = est
-                .tensor(Tensor::<B, 1>::from_floats(lp, &dev), Tensor::<B, 1>::from_floats(rl, &dev))
+                .tensor(
+                    Tensor::<B, 1>::from_floats(lp, &dev),
+                    Tensor::<B, 1>::from_floats(rl, &dev),
+                )
                 .unwrap();
             let got = t.into_data().to_vec::<f32>().unwrap();
             for i in 0..3 {

@@ -10,7 +10,11 @@ pub enum KlController {
     /// β never changes.
     Fixed { beta: f64 },
     /// β moves toward the value that gives `target` KL.
-    Adaptive { beta: f64, target: f64, horizon: f64 },
+    Adaptive {
+        beta: f64,
+        target: f64,
+        horizon: f64,
+    },
 }
 
 impl KlController {
@@ -23,7 +27,12 @@ impl KlController {
 
     /// Updates β from the KL measured on a batch of `n` samples.
     pub fn update(&mut self, current_kl: f64, n: usize) {
-        if let KlController::Adaptive { beta, target, horizon } = self {
+        if let KlController::Adaptive {
+            beta,
+            target,
+            horizon,
+        } = self
+        {
             let error = (current_kl / *target - 1.0).clamp(-0.2, 0.2);
             *beta *= 1.0 + error * n as f64 / *horizon;
         }
@@ -37,12 +46,20 @@ mod tests {
 
     #[test]
     fn adaptive_update_by_hand() {
-        let mut c = KlController::Adaptive { beta: 0.2, target: 0.1, horizon: 10000.0 };
+        let mut c = KlController::Adaptive {
+            beta: 0.2,
+            target: 0.1,
+            horizon: 10000.0,
+        };
         // KL 0.11: error 0.1 → β·(1 + 0.1·256/10000).
         c.update(0.11, 256);
         assert!((c.beta() - 0.2 * (1.0 + 0.1 * 256.0 / 10000.0)).abs() < 1e-15);
         // KL 10× target: error clipped to 0.2.
-        let mut c = KlController::Adaptive { beta: 0.2, target: 0.1, horizon: 10000.0 };
+        let mut c = KlController::Adaptive {
+            beta: 0.2,
+            target: 0.1,
+            horizon: 10000.0,
+        };
         c.update(1.0, 100);
         assert!((c.beta() - 0.2 * 1.002).abs() < 1e-15);
         let mut f = KlController::Fixed { beta: 0.3 };

@@ -45,13 +45,17 @@ pub struct KlPenalty {
     pub horizon: f32,
 }
 
-const REF_HINT: &str = "the KL penalty needs the reference model; add a LogProb node on the reference model upstream";
+const REF_HINT: &str =
+    "the KL penalty needs the reference model; add a LogProb node on the reference model upstream";
 const OLD_HINT: &str = "the KL penalty needs the rollout policy's log-probs; add a LogProb(model: \"policy\") node upstream";
 
 impl KlPenalty {
     /// The columns the penalty reads.
     pub fn needs(&self) -> Vec<Need> {
-        vec![Need::with_hint(OLD_LOGPROB, OLD_HINT), Need::with_hint(REF_LOGPROB, REF_HINT)]
+        vec![
+            Need::with_hint(OLD_LOGPROB, OLD_HINT),
+            Need::with_hint(REF_LOGPROB, REF_HINT),
+        ]
     }
 
     /// Checks the configuration.
@@ -61,19 +65,31 @@ impl KlPenalty {
         }
         if let Some(t) = self.target {
             if t.is_nan() || t <= 0.0 {
-                return Err(AlgoError::invalid(node, format!("kl_penalty target must be > 0, got {t}")));
+                return Err(AlgoError::invalid(
+                    node,
+                    format!("kl_penalty target must be > 0, got {t}"),
+                ));
             }
         }
         if self.horizon.is_nan() || self.horizon <= 0.0 {
-            return Err(AlgoError::invalid(node, format!("kl_penalty horizon must be > 0, got {}", self.horizon)));
+            return Err(AlgoError::invalid(
+                node,
+                format!("kl_penalty horizon must be > 0, got {}", self.horizon),
+            ));
         }
         Ok(())
     }
 
     fn controller(&self) -> KlController {
         match self.target {
-            None => KlController::Fixed { beta: self.coef as f64 },
-            Some(t) => KlController::Adaptive { beta: self.coef as f64, target: t as f64, horizon: self.horizon as f64 },
+            None => KlController::Fixed {
+                beta: self.coef as f64,
+            },
+            Some(t) => KlController::Adaptive {
+                beta: self.coef as f64,
+                target: t as f64,
+                horizon: self.horizon as f64,
+            },
         }
     }
 
@@ -96,7 +112,10 @@ impl KlPenalty {
         for i in 0..batch.num_samples() {
             let (mut sum, mut count) = (0.0, 0usize);
             for t in batch.sample_range(i).filter(|&t| mask[t]) {
-                let kl = self.estimator.token(old[t] as f64, reference[t] as f64).unwrap_or(0.0);
+                let kl = self
+                    .estimator
+                    .token(old[t] as f64, reference[t] as f64)
+                    .unwrap_or(0.0);
                 rewards[t] -= beta * kl;
                 sum += kl;
                 count += 1;

@@ -45,8 +45,8 @@ pub mod whiten;
 mod test_batches;
 
 pub use actor_loss::{actor_objective, ActorLossOutput, KlLoss, PolicyLoss};
-pub use aggregation::LossAgg;
 pub use agentic_reinforce::AgenticReinforce;
+pub use aggregation::LossAgg;
 pub use decoupled_ppo::{BehaviourCap, DecoupledPpo};
 pub use error::AlgoError;
 pub use estimator::{AdvantageEstimator, AdvantageState, AlgoStats};

@@ -33,7 +33,12 @@ pub struct PackedLayout<B: Backend> {
 
 impl<B: Backend> PackedLayout<B> {
     /// Builds the layout from sample offsets, the response mask and optional turn ids.
-    pub fn new(offsets: &[usize], mask: &[bool], token_turn: Option<&[i64]>, device: &B::Device) -> Self {
+    pub fn new(
+        offsets: &[usize],
+        mask: &[bool],
+        token_turn: Option<&[i64]>,
+        device: &B::Device,
+    ) -> Self {
         let n = mask.len();
         let mut sample_of = vec![0i64; n];
         let mut segment_of = vec![0i64; n];
@@ -70,10 +75,19 @@ impl<B: Backend> PackedLayout<B> {
 
     /// The layout of a [`Batch`]'s `response_mask` (and `token_turn`, when segments are
     /// wanted).
-    pub fn from_batch(batch: &Batch, with_turns: bool, device: &B::Device) -> Result<Self, AlgoError> {
+    pub fn from_batch(
+        batch: &Batch,
+        with_turns: bool,
+        device: &B::Device,
+    ) -> Result<Self, AlgoError> {
         let mask = read_mask(batch, "loss")?;
         let turns = if with_turns {
-            Some(read_i64(batch, "loss", &TOKEN_TURN, "segment ratios need turn ids; the Rollout node gives them")?)
+            Some(read_i64(
+                batch,
+                "loss",
+                &TOKEN_TURN,
+                "segment ratios need turn ids; the Rollout node gives them",
+            )?)
         } else {
             None
         };
@@ -100,8 +114,18 @@ impl<B: Backend> PackedLayout<B> {
     }
 
     /// Sums `values` (one per token) into `groups` bins given by `ids` (differentiable).
-    pub fn scatter_sum(&self, values: Tensor<B, 1>, ids: Tensor<B, 1, Int>, groups: usize) -> Tensor<B, 1> {
-        Tensor::zeros([groups], &values.device()).select_assign(0, ids, values, burn::tensor::IndexingUpdateOp::Add)
+    pub fn scatter_sum(
+        &self,
+        values: Tensor<B, 1>,
+        ids: Tensor<B, 1, Int>,
+        groups: usize,
+    ) -> Tensor<B, 1> {
+        Tensor::zeros([groups], &values.device()).select_assign(
+            0,
+            ids,
+            values,
+            burn::tensor::IndexingUpdateOp::Add,
+        )
     }
 }
 
@@ -118,7 +142,12 @@ mod tests {
         let l = PackedLayout::<Flex>::new(&[0, 5, 6], &mask, Some(&turns), &Default::default());
         assert_eq!(l.sample_counts, vec![3, 1]);
         assert_eq!(l.segment_counts, vec![2, 1, 1]);
-        let seg = l.segment_of_token.to_data().convert::<i64>().to_vec::<i64>().unwrap();
+        let seg = l
+            .segment_of_token
+            .to_data()
+            .convert::<i64>()
+            .to_vec::<i64>()
+            .unwrap();
         assert_eq!(seg, vec![0, 0, 0, 1, 1, 2]);
         assert_eq!(l.max_response, 3);
         let sums = l.scatter_sum(l.mask.clone(), l.sample_of_token.clone(), 2);

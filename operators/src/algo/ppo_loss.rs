@@ -22,8 +22,8 @@ use super::aggregation::{aggregate, LossAgg};
 use super::error::AlgoError;
 use super::estimator::AlgoStats;
 use super::packed_layout::PackedLayout;
-pub use super::segment_ratio::RatioLevel;
 use super::segment_ratio::log_ratio;
+pub use super::segment_ratio::RatioLevel;
 
 fn default_eps() -> f32 {
     0.2
@@ -55,7 +55,14 @@ pub struct PpoClip {
 
 impl Default for PpoClip {
     fn default() -> Self {
-        PpoClip { low: 0.2, high: 0.2, dual_clip: None, ratio: RatioLevel::Token, agg: LossAgg::SeqMeanTokenMean, norm_length: None }
+        PpoClip {
+            low: 0.2,
+            high: 0.2,
+            dual_clip: None,
+            ratio: RatioLevel::Token,
+            agg: LossAgg::SeqMeanTokenMean,
+            norm_length: None,
+        }
     }
 }
 
@@ -85,24 +92,56 @@ impl PpoClip {
     }
 
     /// The aggregated loss.
-    pub fn loss<B: Backend>(&self, inputs: &PolicyInputs<'_, B>) -> Result<PolicyLossOutput<B>, AlgoError> {
+    pub fn loss<B: Backend>(
+        &self,
+        inputs: &PolicyInputs<'_, B>,
+    ) -> Result<PolicyLossOutput<B>, AlgoError> {
         self.validate()?;
-        let log_r = log_ratio(inputs.logprob.clone(), inputs.old_logprob.clone(), inputs.layout, self.ratio);
-        let (tokens, mut stats) = surrogate(log_r, inputs.advantages.clone(), self.low, self.high, self.dual_clip, inputs.layout);
-        stats.insert("ppo_kl".into(), masked_mean(inputs.old_logprob.clone() - inputs.logprob.clone(), inputs.layout));
+        let log_r = log_ratio(
+            inputs.logprob.clone(),
+            inputs.old_logprob.clone(),
+            inputs.layout,
+            self.ratio,
+        );
+        let (tokens, mut stats) = surrogate(
+            log_r,
+            inputs.advantages.clone(),
+            self.low,
+            self.high,
+            self.dual_clip,
+            inputs.layout,
+        );
+        stats.insert(
+            "ppo_kl".into(),
+            masked_mean(
+                inputs.old_logprob.clone() - inputs.logprob.clone(),
+                inputs.layout,
+            ),
+        );
         let loss = aggregate(tokens, inputs.layout, self.agg, self.norm_length);
         Ok(PolicyLossOutput { loss, stats })
     }
 }
 
 /// Validates ε_low, ε_high and the dual clip constant.
-pub(crate) fn check_clip(node: &'static str, low: f32, high: f32, dual: Option<f32>) -> Result<(), AlgoError> {
+pub(crate) fn check_clip(
+    node: &'static str,
+    low: f32,
+    high: f32,
+    dual: Option<f32>,
+) -> Result<(), AlgoError> {
     if !(0.0..1.0).contains(&low) || high.is_nan() || high < 0.0 {
-        return Err(AlgoError::invalid(node, format!("clip needs 0 ≤ low < 1 and high ≥ 0, got low {low}, high {high}")));
+        return Err(AlgoError::invalid(
+            node,
+            format!("clip needs 0 ≤ low < 1 and high ≥ 0, got low {low}, high {high}"),
+        ));
     }
     if let Some(c) = dual {
         if c.is_nan() || c <= 1.0 {
-            return Err(AlgoError::invalid(node, format!("dual_clip must be > 1, got {c}")));
+            return Err(AlgoError::invalid(
+                node,
+                format!("dual_clip must be > 1, got {c}"),
+            ));
         }
     }
     Ok(())
@@ -110,7 +149,10 @@ pub(crate) fn check_clip(node: &'static str, low: f32, high: f32, dual: Option<f
 
 /// Masked mean of a detached per-token tensor, as f64.
 pub(crate) fn masked_mean<B: Backend>(values: Tensor<B, 1>, layout: &PackedLayout<B>) -> f64 {
-    let s: f32 = (values.detach() * layout.mask.clone()).sum().into_scalar().elem();
+    let s: f32 = (values.detach() * layout.mask.clone())
+        .sum()
+        .into_scalar()
+        .elem();
     s as f64 / layout.response_tokens().max(1) as f64
 }
 

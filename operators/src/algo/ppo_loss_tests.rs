@@ -9,12 +9,28 @@ fn layout(offsets: &[usize], mask: &[bool], turns: Option<&[i64]>) -> PackedLayo
     PackedLayout::new(offsets, mask, turns, &Default::default())
 }
 
-fn run(cfg: &PpoClip, l: &PackedLayout<AD>, logp: &[f32], old: &[f32], adv: &[f32]) -> (f32, Vec<f32>, AlgoStats) {
+fn run(
+    cfg: &PpoClip,
+    l: &PackedLayout<AD>,
+    logp: &[f32],
+    old: &[f32],
+    adv: &[f32],
+) -> (f32, Vec<f32>, AlgoStats) {
     let logp_t = l.constant(logp.to_vec()).require_grad();
-    let inputs = PolicyInputs { logprob: logp_t.clone(), old_logprob: l.constant(old.to_vec()), advantages: l.constant(adv.to_vec()), layout: l };
+    let inputs = PolicyInputs {
+        logprob: logp_t.clone(),
+        old_logprob: l.constant(old.to_vec()),
+        advantages: l.constant(adv.to_vec()),
+        layout: l,
+    };
     let out = cfg.loss(&inputs).unwrap();
     let grads = out.loss.backward();
-    let g = logp_t.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
+    let g = logp_t
+        .grad(&grads)
+        .unwrap()
+        .into_data()
+        .to_vec::<f32>()
+        .unwrap();
     (out.loss.into_scalar(), g, out.stats)
 }
 
@@ -22,7 +38,13 @@ fn run(cfg: &PpoClip, l: &PackedLayout<AD>, logp: &[f32], old: &[f32], adv: &[f3
 fn symmetric_clip_by_hand() {
     // r = 1.5 with A = 1 and r = 0.5 with A = −1: both clipped → (−1.2 + 0.8)/2, zero grads.
     let l = layout(&[0, 2], &[true, true], None);
-    let (loss, g, stats) = run(&PpoClip::default(), &l, &[1.5f32.ln(), 0.5f32.ln()], &[0.0, 0.0], &[1.0, -1.0]);
+    let (loss, g, stats) = run(
+        &PpoClip::default(),
+        &l,
+        &[1.5f32.ln(), 0.5f32.ln()],
+        &[0.0, 0.0],
+        &[1.0, -1.0],
+    );
     assert!((loss + 0.2).abs() < 1e-6);
     assert_eq!(g, vec![0.0, 0.0]);
     assert_eq!(stats["pg_clipfrac"], 1.0);
@@ -32,9 +54,18 @@ fn symmetric_clip_by_hand() {
 fn asymmetric_clip_and_unclipped_gradient() {
     // Token 0: r = 1.5, A = 1 → −1.28 (clipped at 1.28). Token 1: r = 1.1, A = 2 → −2.2,
     // gradient −A·r = −2.2, halved by the sequence mean.
-    let cfg = PpoClip { high: 0.28, ..Default::default() };
+    let cfg = PpoClip {
+        high: 0.28,
+        ..Default::default()
+    };
     let l = layout(&[0, 2], &[true, true], None);
-    let (loss, g, stats) = run(&cfg, &l, &[1.5f32.ln(), 1.1f32.ln()], &[0.0, 0.0], &[1.0, 2.0]);
+    let (loss, g, stats) = run(
+        &cfg,
+        &l,
+        &[1.5f32.ln(), 1.1f32.ln()],
+        &[0.0, 0.0],
+        &[1.0, 2.0],
+    );
     assert!((loss - (-1.28 - 2.2) / 2.0).abs() < 1e-5);
     assert!(g[0].abs() < 1e-7 && (g[1] + 1.1).abs() < 1e-5, "{g:?}");
     assert_eq!(stats["pg_clipfrac"], 0.5);
@@ -43,51 +74,98 @@ fn asymmetric_clip_and_unclipped_gradient() {
 #[test]
 fn dual_clip_caps_negative_advantage_loss() {
     // r = 5, A = −1: clipped loss max(5, 1.2) = 5, dual clip c = 3 caps it at 3 (no grad).
-    let cfg = PpoClip { dual_clip: Some(3.0), agg: LossAgg::TokenMean, ..Default::default() };
+    let cfg = PpoClip {
+        dual_clip: Some(3.0),
+        agg: LossAgg::TokenMean,
+        ..Default::default()
+    };
     let l = layout(&[0, 2], &[true, true], None);
     let (loss, g, stats) = run(&cfg, &l, &[5f32.ln(), 0.0], &[0.0, 0.0], &[-1.0, 1.0]);
     assert!((loss - (3.0 - 1.0) / 2.0).abs() < 1e-6);
     assert!(g[0].abs() < 1e-7 && (g[1] + 0.5).abs() < 1e-6, "{g:?}");
     assert_eq!(stats["pg_clipfrac_lower"], 0.5);
-    assert!(PpoClip { dual_clip: Some(1.0), ..Default::default() }.validate().is_err());
-    assert!(PpoClip { low: 1.0, ..Default::default() }.validate().is_err());
+    assert!(PpoClip {
+        dual_clip: Some(1.0),
+        ..Default::default()
+    }
+    .validate()
+    .is_err());
+    assert!(PpoClip {
+        low: 1.0,
+        ..Default::default()
+    }
+    .validate()
+    .is_err());
 }
 
 #[test]
 fn empty_mask_and_single_token() {
     // Sample 0 has no response token; sample 1 has exactly one, r = 1, A = 0.5.
     let l = layout(&[0, 2, 3], &[false, false, true], None);
-    let (loss, g, _) = run(&PpoClip::default(), &l, &[-1.0, -2.0, -0.3], &[-4.0, -4.0, -0.3], &[9.0, 9.0, 0.5]);
+    let (loss, g, _) = run(
+        &PpoClip::default(),
+        &l,
+        &[-1.0, -2.0, -0.3],
+        &[-4.0, -4.0, -0.3],
+        &[9.0, 9.0, 0.5],
+    );
     assert!((loss + 0.5).abs() < 1e-6);
     assert_eq!(g[0], 0.0);
     assert_eq!(g[1], 0.0);
     assert!((g[2] + 0.5).abs() < 1e-6);
     let none = layout(&[0, 2], &[false, false], None);
-    let (loss, g, _) = run(&PpoClip::default(), &none, &[-1.0, -2.0], &[-1.0, -1.0], &[1.0, 1.0]);
+    let (loss, g, _) = run(
+        &PpoClip::default(),
+        &none,
+        &[-1.0, -2.0],
+        &[-1.0, -1.0],
+        &[1.0, 1.0],
+    );
     assert_eq!((loss, g), (0.0, vec![0.0, 0.0]));
 }
 
 #[test]
 fn segment_ratio_shares_turn_ratio() {
     // One turn of two tokens: log r = mean(ln 1.1 + 0, 0) → r = sqrt(1.1) for both tokens.
-    let cfg = PpoClip { ratio: RatioLevel::Segment, agg: LossAgg::TokenMean, ..Default::default() };
+    let cfg = PpoClip {
+        ratio: RatioLevel::Segment,
+        agg: LossAgg::TokenMean,
+        ..Default::default()
+    };
     let l = layout(&[0, 2], &[true, true], Some(&[0, 0]));
     let (loss, g, _) = run(&cfg, &l, &[1.1f32.ln(), 0.0], &[0.0, 0.0], &[1.0, 1.0]);
     let r = 1.1f64.sqrt();
     assert!((loss as f64 + r).abs() < 1e-6);
     // d/dlogp_u of −r (mean over 2 tokens of the same −r) = −r/2 for each u.
-    assert!((g[0] as f64 + r / 2.0).abs() < 1e-6 && (g[1] as f64 + r / 2.0).abs() < 1e-6, "{g:?}");
+    assert!(
+        (g[0] as f64 + r / 2.0).abs() < 1e-6 && (g[1] as f64 + r / 2.0).abs() < 1e-6,
+        "{g:?}"
+    );
 }
 
 /// An independent f64 reference of the PPO loss (loops, no tensors).
-fn reference(cfg: &PpoClip, offsets: &[usize], mask: &[bool], turns: &[i64], logp: &[f64], old: &[f64], adv: &[f64]) -> f64 {
+fn reference(
+    cfg: &PpoClip,
+    offsets: &[usize],
+    mask: &[bool],
+    turns: &[i64],
+    logp: &[f64],
+    old: &[f64],
+    adv: &[f64],
+) -> f64 {
     let n = logp.len();
     let mut log_r: Vec<f64> = (0..n).map(|t| logp[t] - old[t]).collect();
     if cfg.ratio == RatioLevel::Segment {
         let mut seg_r = log_r.clone();
         for t in 0..n {
-            let same: Vec<usize> = (0..n).filter(|&u| turns[u] == turns[t] && mask[u] && same_sample(offsets, t, u)).collect();
-            seg_r[t] = if same.is_empty() { 0.0 } else { same.iter().map(|&u| log_r[u]).sum::<f64>() / same.len() as f64 };
+            let same: Vec<usize> = (0..n)
+                .filter(|&u| turns[u] == turns[t] && mask[u] && same_sample(offsets, t, u))
+                .collect();
+            seg_r[t] = if same.is_empty() {
+                0.0
+            } else {
+                same.iter().map(|&u| log_r[u]).sum::<f64>() / same.len() as f64
+            };
         }
         log_r = seg_r;
     }
@@ -113,7 +191,9 @@ fn reference(cfg: &PpoClip, offsets: &[usize], mask: &[bool], turns: &[i64], log
 }
 
 fn same_sample(offsets: &[usize], t: usize, u: usize) -> bool {
-    offsets.windows(2).any(|w| (w[0]..w[1]).contains(&t) && (w[0]..w[1]).contains(&u))
+    offsets
+        .windows(2)
+        .any(|w| (w[0]..w[1]).contains(&t) && (w[0]..w[1]).contains(&u))
 }
 
 proptest! {

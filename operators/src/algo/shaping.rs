@@ -47,10 +47,18 @@ impl Shaping {
         if let Some(c) = self.advantage_clip {
             clip_advantages(advantages, mask, c);
         }
-        let valid: Vec<f64> = advantages.iter().zip(mask).filter(|(_, &m)| m).map(|(&a, _)| a as f64).collect();
+        let valid: Vec<f64> = advantages
+            .iter()
+            .zip(mask)
+            .filter(|(_, &m)| m)
+            .map(|(&a, _)| a as f64)
+            .collect();
         let n = valid.len().max(1) as f64;
         stats.insert("adv/mean".into(), valid.iter().sum::<f64>() / n);
-        stats.insert("adv/abs_mean".into(), valid.iter().map(|a| a.abs()).sum::<f64>() / n);
+        stats.insert(
+            "adv/abs_mean".into(),
+            valid.iter().map(|a| a.abs()).sum::<f64>() / n,
+        );
         stats.insert("adv/response_tokens".into(), valid.len() as f64);
     }
 }
@@ -61,7 +69,11 @@ mod tests {
 
     #[test]
     fn order_is_whiten_then_clip() {
-        let shaping = Shaping { reward_clip: None, whiten: true, advantage_clip: Some(0.5) };
+        let shaping = Shaping {
+            reward_clip: None,
+            whiten: true,
+            advantage_clip: Some(0.5),
+        };
         let mut a = [1.0, 3.0];
         let mut stats = AlgoStats::new();
         shaping.finish(&mut a, &[true, true], &mut stats);
@@ -75,7 +87,11 @@ mod tests {
         let mut r = [3.0, -3.0];
         Shaping::default().clip_rewards(&mut r);
         assert_eq!(r, [3.0, -3.0]);
-        Shaping { reward_clip: Some(1.0), ..Default::default() }.clip_rewards(&mut r);
+        Shaping {
+            reward_clip: Some(1.0),
+            ..Default::default()
+        }
+        .clip_rewards(&mut r);
         assert_eq!(r, [1.0, -1.0]);
     }
 }

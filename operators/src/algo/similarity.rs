@@ -33,13 +33,20 @@ fn matched(a: &[char], b: &[char], alo: usize, ahi: usize, blo: usize, bhi: usiz
 
 /// Longest common block (start in a, start in b, length); ties go to the smallest start in
 /// a, then in b, exactly as difflib's `find_longest_match` without junk.
-fn longest_match(a: &[char], b: &[char], alo: usize, ahi: usize, blo: usize, bhi: usize) -> (usize, usize, usize) {
+fn longest_match(
+    a: &[char],
+    b: &[char],
+    alo: usize,
+    ahi: usize,
+    blo: usize,
+    bhi: usize,
+) -> (usize, usize, usize) {
     let (mut best_i, mut best_j, mut best) = (alo, blo, 0);
     let mut prev = vec![0usize; bhi - blo + 1];
-    for i in alo..ahi {
+    for (i, &ai) in a.iter().enumerate().take(ahi).skip(alo) {
         let mut cur = vec![0usize; bhi - blo + 1];
         for j in blo..bhi {
-            if a[i] == b[j] {
+            if ai == b[j] {
                 let k = prev[j - blo] + 1;
                 cur[j - blo + 1] = k;
                 if k > best {
@@ -59,7 +66,10 @@ pub fn cluster(texts: &[&str], threshold: f64) -> Vec<usize> {
     let mut representatives: Vec<usize> = Vec::new();
     let mut ids = Vec::with_capacity(texts.len());
     for (i, text) in texts.iter().enumerate() {
-        match representatives.iter().position(|&r| ratio(texts[r], text) >= threshold) {
+        match representatives
+            .iter()
+            .position(|&r| ratio(texts[r], text) >= threshold)
+        {
             Some(c) => ids.push(c),
             None => {
                 ids.push(representatives.len());

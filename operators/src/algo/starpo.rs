@@ -47,7 +47,11 @@ pub struct StarPo {
 
 impl Default for StarPo {
     fn default() -> Self {
-        StarPo { norm: Norm::MeanStd, keep_top_std: 1.0, shaping: Shaping::default() }
+        StarPo {
+            norm: Norm::MeanStd,
+            keep_top_std: 1.0,
+            shaping: Shaping::default(),
+        }
     }
 }
 
@@ -57,7 +61,12 @@ pub fn top_std_groups(scores: &[f64], ids: &[usize], keep: f64) -> Vec<usize> {
     let mut stds: Vec<(usize, f64)> = groups
         .iter()
         .enumerate()
-        .map(|(g, m)| (g, mean_std(&m.iter().map(|&i| scores[i]).collect::<Vec<_>>()).1))
+        .map(|(g, m)| {
+            (
+                g,
+                mean_std(&m.iter().map(|&i| scores[i]).collect::<Vec<_>>()).1,
+            )
+        })
         .collect();
     stds.sort_by(|a, b| b.1.total_cmp(&a.1));
     let k = ((keep * groups.len() as f64 + 1e-9).floor() as usize).max(1);
@@ -75,22 +84,38 @@ impl AdvantageEstimator for StarPo {
 
     fn contract(&self) -> Contract {
         Contract {
-            needs: vec![Need::column(RESPONSE_MASK), Need::column(SCORE), Need::column(GROUP_ID)],
+            needs: vec![
+                Need::column(RESPONSE_MASK),
+                Need::column(SCORE),
+                Need::column(GROUP_ID),
+            ],
             gives: vec![ADVANTAGES],
             group_normalised: self.norm != Norm::Identity,
         }
     }
 
-    fn apply(&self, batch: &mut Batch, _state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
+    fn apply(
+        &self,
+        batch: &mut Batch,
+        _state: &mut AdvantageState,
+    ) -> Result<AlgoStats, AlgoError> {
         if !(self.keep_top_std > 0.0 && self.keep_top_std <= 1.0) {
-            return Err(AlgoError::invalid(NODE, format!("keep_top_std must be in (0, 1], got {}", self.keep_top_std)));
+            return Err(AlgoError::invalid(
+                NODE,
+                format!("keep_top_std must be in (0, 1], got {}", self.keep_top_std),
+            ));
         }
         if batch.has(&STEP_INDEX) {
             return Err(AlgoError::invalid(NODE, "StarPO needs trajectory-wise samples, but got step-wise ones; set the rollout's `samples: Trajectory` (or use GiGPO)"));
         }
         let mut stats = AlgoStats::new();
         let mut scores = self.scores(batch)?;
-        let mut ids = dense_ids(read_u64(batch, NODE, &GROUP_ID, "the Rollout node gives it")?);
+        let mut ids = dense_ids(read_u64(
+            batch,
+            NODE,
+            &GROUP_ID,
+            "the Rollout node gives it",
+        )?);
         let groups = members(&ids).len();
         if self.keep_top_std < 1.0 {
             let keep = top_std_groups(&scores, &ids, self.keep_top_std as f64);
@@ -111,7 +136,10 @@ impl AdvantageEstimator for StarPo {
 
 impl StarPo {
     fn scores(&self, batch: &Batch) -> Result<Vec<f64>, AlgoError> {
-        let mut s: Vec<f64> = read_f32(batch, NODE, &SCORE, "the Rollout node gives it")?.iter().map(|&x| x as f64).collect();
+        let mut s: Vec<f64> = read_f32(batch, NODE, &SCORE, "the Rollout node gives it")?
+            .iter()
+            .map(|&x| x as f64)
+            .collect();
         self.shaping.clip_rewards(&mut s);
         Ok(s)
     }
@@ -133,18 +161,27 @@ mod tests {
     #[test]
     fn starpo_broadcasts_group_normalised_score() {
         let mut b = three_groups();
-        let stats = StarPo::default().apply(&mut b, &mut AdvantageState::default()).unwrap();
+        let stats = StarPo::default()
+            .apply(&mut b, &mut AdvantageState::default())
+            .unwrap();
         let a = 0.5 / (0.5f64.sqrt() + 1e-6);
         let c = 1.5 / (4.5f64.sqrt() + 1e-6);
         // zero-std group 11 gets 0.
-        assert_close(&get(&b, &ADVANTAGES), &[0.0, a, a, -a, 0.0, 0.0, 0.0, -c, c], 1e-5);
+        assert_close(
+            &get(&b, &ADVANTAGES),
+            &[0.0, a, a, -a, 0.0, 0.0, 0.0, -c, c],
+            1e-5,
+        );
         assert_eq!(stats["starpo/kept_groups"], 3.0);
     }
 
     #[test]
     fn starpo_s_keeps_top_std_groups() {
         let mut b = three_groups();
-        let cfg = StarPo { keep_top_std: 0.34, ..Default::default() };
+        let cfg = StarPo {
+            keep_top_std: 0.34,
+            ..Default::default()
+        };
         cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
         // ⌊0.34·3⌋ = 1 group: g2 only.
         assert_eq!(b.num_samples(), 2);
@@ -153,7 +190,10 @@ mod tests {
         assert_close(&get(&b, &ADVANTAGES), &[0.0, -c, c], 1e-5);
 
         let mut b = three_groups();
-        let cfg = StarPo { keep_top_std: 0.67, ..Default::default() };
+        let cfg = StarPo {
+            keep_top_std: 0.67,
+            ..Default::default()
+        };
         cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
         assert_eq!(b.u64s(&GROUP_ID).unwrap(), &[10, 10, 12, 12]);
     }
@@ -163,7 +203,10 @@ mod tests {
         let mut b = with_masks(&[&[1], &[1]]);
         f32s(&mut b, &SCORE, &[1.0, 0.0]);
         u64s(&mut b, &GROUP_ID, &[0, 1]);
-        let cfg = StarPo { keep_top_std: 0.01, ..Default::default() };
+        let cfg = StarPo {
+            keep_top_std: 0.01,
+            ..Default::default()
+        };
         cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
         assert_eq!(b.num_samples(), 1);
         assert_close(&get(&b, &ADVANTAGES), &[0.0], 0.0);
@@ -173,16 +216,27 @@ mod tests {
     fn refuses_step_samples_and_bad_fraction() {
         let mut b = three_groups();
         u64s(&mut b, &STEP_INDEX, &[0; 6]);
-        let err = StarPo::default().apply(&mut b, &mut AdvantageState::default()).unwrap_err();
+        let err = StarPo::default()
+            .apply(&mut b, &mut AdvantageState::default())
+            .unwrap_err();
         assert!(err.to_string().contains("trajectory-wise"), "{err}");
         let mut b = three_groups();
-        let cfg = StarPo { keep_top_std: 0.0, ..Default::default() };
+        let cfg = StarPo {
+            keep_top_std: 0.0,
+            ..Default::default()
+        };
         assert!(cfg.apply(&mut b, &mut AdvantageState::default()).is_err());
     }
 
     #[test]
     fn parses_design_doc_ron() {
         let cfg: StarPo = ron::from_str("(norm: GroupMeanStd, keep_top_std: 0.75)").unwrap();
-        assert_eq!(cfg, StarPo { keep_top_std: 0.75, ..Default::default() });
+        assert_eq!(
+            cfg,
+            StarPo {
+                keep_top_std: 0.75,
+                ..Default::default()
+            }
+        );
     }
 }

@@ -8,7 +8,9 @@
 //!
 //! RON: `"adv": StepReinforce(gamma: 0.95, group_by: State, norm: Mean)`.
 
-use roll_flow_engine::batch::column::{ADVANTAGES, RESPONSE_MASK, SCORE, STEP_INDEX, TRAJECTORY_ID};
+use roll_flow_engine::batch::column::{
+    ADVANTAGES, RESPONSE_MASK, SCORE, STEP_INDEX, TRAJECTORY_ID,
+};
 use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
@@ -21,7 +23,8 @@ use super::grpo::group_hint;
 use super::shaping::Shaping;
 
 const NODE: &str = "StepReinforce";
-const STEP_HINT: &str = "StepReinforce needs step-wise samples; set the rollout's `samples: Step(history: 2)`";
+const STEP_HINT: &str =
+    "StepReinforce needs step-wise samples; set the rollout's `samples: Step(history: 2)`";
 
 fn default_gamma() -> f32 {
     0.95
@@ -47,7 +50,12 @@ pub struct StepReinforce {
 
 impl Default for StepReinforce {
     fn default() -> Self {
-        StepReinforce { gamma: 0.95, group_by: Grouping::Group, norm: Norm::MeanStd, shaping: Shaping::default() }
+        StepReinforce {
+            gamma: 0.95,
+            group_by: Grouping::Group,
+            norm: Norm::MeanStd,
+            shaping: Shaping::default(),
+        }
     }
 }
 
@@ -67,16 +75,30 @@ impl AdvantageEstimator for StepReinforce {
             needs.push(Need::with_hint(col, group_hint(self.group_by)));
         }
         let group_normalised = self.norm != Norm::Identity && self.group_by != Grouping::Batch;
-        Contract { needs, gives: vec![ADVANTAGES], group_normalised }
+        Contract {
+            needs,
+            gives: vec![ADVANTAGES],
+            group_normalised,
+        }
     }
 
-    fn apply(&self, batch: &mut Batch, _state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
+    fn apply(
+        &self,
+        batch: &mut Batch,
+        _state: &mut AdvantageState,
+    ) -> Result<AlgoStats, AlgoError> {
         let steps = read_u64(batch, NODE, &STEP_INDEX, STEP_HINT)?;
         let trajs = read_u64(batch, NODE, &TRAJECTORY_ID, STEP_HINT)?;
         if let Some((t, s)) = repeated_step(trajs, steps) {
-            return Err(AlgoError::invalid(NODE, format!("trajectory {t} has step {s} twice")));
+            return Err(AlgoError::invalid(
+                NODE,
+                format!("trajectory {t} has step {s} twice"),
+            ));
         }
-        let mut rewards: Vec<f64> = read_f32(batch, NODE, &SCORE, "the Rollout node gives it")?.iter().map(|&x| x as f64).collect();
+        let mut rewards: Vec<f64> = read_f32(batch, NODE, &SCORE, "the Rollout node gives it")?
+            .iter()
+            .map(|&x| x as f64)
+            .collect();
         self.shaping.clip_rewards(&mut rewards);
         let returns = step_returns(&rewards, trajs, steps, self.gamma as f64);
         let ids = self.group_by.group_ids(batch, NODE)?;
@@ -105,11 +127,23 @@ mod tests {
         u64s(&mut b, &TRAJECTORY_ID, &[1, 1, 2]);
         u64s(&mut b, &STEP_INDEX, &[0, 1, 0]);
         u64s(&mut b, &GROUP_ID, &[0, 0, 0]);
-        let cfg = StepReinforce { gamma: 0.5, norm: Norm::Mean, ..Default::default() };
+        let cfg = StepReinforce {
+            gamma: 0.5,
+            norm: Norm::Mean,
+            ..Default::default()
+        };
         cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
-        assert_close(&get(&b, &ADVANTAGES), &[0.0, 0.0, 0.5, 0.5, 0.0, -0.5], 1e-7);
+        assert_close(
+            &get(&b, &ADVANTAGES),
+            &[0.0, 0.0, 0.5, 0.5, 0.0, -0.5],
+            1e-7,
+        );
         // Identity keeps the raw returns.
-        let cfg = StepReinforce { gamma: 0.5, norm: Norm::Identity, ..Default::default() };
+        let cfg = StepReinforce {
+            gamma: 0.5,
+            norm: Norm::Identity,
+            ..Default::default()
+        };
         cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
         assert_close(&get(&b, &ADVANTAGES), &[0.0, 0.5, 1.0, 1.0, 0.0, 0.0], 1e-7);
     }
@@ -118,7 +152,12 @@ mod tests {
     fn trajectory_samples_are_refused_clearly() {
         let mut b = with_masks(&[&[1]]);
         f32s(&mut b, &SCORE, &[1.0]);
-        let err = StepReinforce::default().apply(&mut b, &mut AdvantageState::default()).unwrap_err();
-        assert!(err.to_string().contains("samples: Step(history: 2)"), "{err}");
+        let err = StepReinforce::default()
+            .apply(&mut b, &mut AdvantageState::default())
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("samples: Step(history: 2)"),
+            "{err}"
+        );
     }
 }

@@ -19,7 +19,10 @@ pub fn with_masks(masks: &[&[u8]]) -> Batch {
         })
         .collect();
     let mut batch = Batch::from_sequences(seqs);
-    let flat: Vec<bool> = masks.iter().flat_map(|m| m.iter().map(|&x| x == 1)).collect();
+    let flat: Vec<bool> = masks
+        .iter()
+        .flat_map(|m| m.iter().map(|&x| x == 1))
+        .collect();
     batch.set(&RESPONSE_MASK, flat).unwrap();
     batch
 }

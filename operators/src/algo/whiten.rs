@@ -7,7 +7,12 @@
 
 /// Whitens in place; returns false when skipped (≤ 1 response token).
 pub fn whiten(advantages: &mut [f32], mask: &[bool]) -> bool {
-    let valid: Vec<f64> = advantages.iter().zip(mask).filter(|(_, &m)| m).map(|(&a, _)| a as f64).collect();
+    let valid: Vec<f64> = advantages
+        .iter()
+        .zip(mask)
+        .filter(|(_, &m)| m)
+        .map(|(&a, _)| a as f64)
+        .collect();
     let n = valid.len() as f64;
     if valid.len() <= 1 {
         return false;
