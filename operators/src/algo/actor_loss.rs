@@ -1,0 +1,329 @@
+//! The actor's full objective: policy loss − entropy bonus + KL loss term.
+//!
+//! L = L_policy − entropy_coef·agg(H) + kl_coef·agg(KL(π_θ‖π_ref)) (verl/ROLL actor
+//! update). The entropy and KL terms use the policy loss's aggregation mode. The KL term
+//! uses an estimator of d = logp − ref_logp, default `K3` (REFERENCE.md: "+ kl_loss_coef ·
+//! k3"); `Full` takes per-token full-vocabulary KL computed by [`super::kl::full_kl`].
+//! Defaults: `kl_loss` coef 0.001 (verl/ROLL `kl_loss_coef`). The entropy coefficient is
+//! the `ActorStep(entropy: …)` field.
+//!
+//! RON: `ActorStep(loss: PpoClip(...), entropy: 0.001, kl_loss: Some((coef: 0.001)))`.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+use roll_flow_engine::batch::column::{
+    ADVANTAGES, BEHAVIOUR_LOGPROB, OLD_LOGPROB, REF_LOGPROB, RESPONSE_MASK, TOKEN_TURN,
+};
+use roll_flow_engine::Need;
+use serde::Deserialize;
+
+use super::aggregation::{aggregate, LossAgg};
+use super::decoupled_ppo::DecoupledPpo;
+use super::error::AlgoError;
+use super::estimator::AlgoStats;
+use super::kl::KlEstimator;
+use super::ppo_loss::{masked_mean, PolicyInputs, PpoClip, RatioLevel};
+
+/// The policy loss of an `ActorStep`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub enum PolicyLoss {
+    PpoClip(PpoClip),
+    DecoupledPpo(DecoupledPpo),
+}
+
+fn default_kl_coef() -> f32 {
+    0.001
+}
+
+fn k3() -> KlEstimator {
+    KlEstimator::K3
+}
+
+/// KL to the reference model as a loss term.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KlLoss {
+    /// Coefficient of the KL term (default 0.001).
+    #[serde(default = "default_kl_coef")]
+    pub coef: f32,
+    /// KL estimator (default `K3`).
+    #[serde(default = "k3")]
+    pub estimator: KlEstimator,
+}
+
+/// Per-token tensors the actor objective reads besides the policy inputs.
+#[derive(Clone, Debug, Default)]
+pub struct ActorExtras<B: Backend> {
+    /// `behaviour_logprob` (decoupled PPO).
+    pub behaviour_logprob: Option<Tensor<B, 1>>,
+    /// `ref_logprob` (KL term with a token estimator).
+    pub ref_logprob: Option<Tensor<B, 1>>,
+    /// Per-token full-vocabulary KL (KL term with `Full`).
+    pub full_kl: Option<Tensor<B, 1>>,
+    /// Per-token entropy of the policy (entropy bonus).
+    pub entropy: Option<Tensor<B, 1>>,
+}
+
+/// The actor's scalar loss (shape `[1]`) and its statistics.
+#[derive(Clone, Debug)]
+pub struct ActorLossOutput<B: Backend> {
+    pub loss: Tensor<B, 1>,
+    pub stats: AlgoStats,
+}
+
+impl PolicyLoss {
+    fn agg(&self) -> (LossAgg, Option<u32>) {
+        match self {
+            PolicyLoss::PpoClip(p) => (p.agg, p.norm_length),
+            PolicyLoss::DecoupledPpo(p) => (p.agg, p.norm_length),
+        }
+    }
+
+    /// The columns the loss reads.
+    pub fn needs(&self, kl_loss: Option<&KlLoss>) -> Vec<Need> {
+        let mut needs = vec![
+            Need::column(RESPONSE_MASK),
+            Need::with_hint(
+                OLD_LOGPROB,
+                "add a LogProb(model: \"policy\") node upstream",
+            ),
+            Need::with_hint(
+                ADVANTAGES,
+                "add an advantage estimator node (e.g. `\"adv\": Grpo()`) upstream",
+            ),
+        ];
+        let ratio = match self {
+            PolicyLoss::PpoClip(p) => p.ratio,
+            PolicyLoss::DecoupledPpo(p) => {
+                needs.push(Need::with_hint(
+                    BEHAVIOUR_LOGPROB,
+                    "the Rollout node gives it",
+                ));
+                p.ratio
+            }
+        };
+        if ratio == RatioLevel::Segment {
+            needs.push(Need::with_hint(
+                TOKEN_TURN,
+                "segment ratios need turn ids; the Rollout node gives them",
+            ));
+        }
+        if kl_loss.is_some_and(|k| k.estimator != KlEstimator::Full) {
+            needs.push(Need::with_hint(REF_LOGPROB, "the KL loss needs the reference model; add a LogProb node on the reference model upstream"));
+        }
+        needs
+    }
+}
+
+/// L_policy − entropy_coef·agg(H) + kl.coef·agg(KL).
+pub fn actor_objective<B: Backend>(
+    policy: &PolicyLoss,
+    inputs: &PolicyInputs<'_, B>,
+    extras: ActorExtras<B>,
+    entropy_coef: f32,
+    kl_loss: Option<&KlLoss>,
+) -> Result<ActorLossOutput<B>, AlgoError> {
+    let out = match policy {
+        PolicyLoss::PpoClip(p) => p.loss(inputs)?,
+        PolicyLoss::DecoupledPpo(p) => {
+            let behaviour = extras
+                .behaviour_logprob
+                .clone()
+                .ok_or_else(|| missing("behaviour_logprob"))?;
+            p.loss(inputs, behaviour)?
+        }
+    };
+    let (agg, norm) = policy.agg();
+    let mut stats = out.stats;
+    stats.insert("pg_loss".into(), scalar(&out.loss));
+    let mut loss = out.loss;
+    if entropy_coef != 0.0 {
+        let h = aggregate(
+            extras.entropy.clone().ok_or_else(|| missing("entropy"))?,
+            inputs.layout,
+            agg,
+            norm,
+        );
+        stats.insert("entropy".into(), scalar(&h));
+        loss = loss - h.mul_scalar(entropy_coef);
+    } else if let Some(h) = &extras.entropy {
+        stats.insert("entropy".into(), masked_mean(h.clone(), inputs.layout));
+    }
+    if let Some(kl) = kl_loss {
+        let per_token = match kl.estimator {
+            KlEstimator::Full => extras
+                .full_kl
+                .clone()
+                .ok_or_else(|| missing("full-vocabulary KL"))?,
+            est => {
+                let reference = extras
+                    .ref_logprob
+                    .clone()
+                    .ok_or_else(|| missing("ref_logprob"))?;
+                est.tensor(inputs.logprob.clone(), reference)
+                    .expect("token estimators give a tensor")
+            }
+        };
+        let term = aggregate(per_token, inputs.layout, agg, norm);
+        stats.insert("kl_loss".into(), scalar(&term));
+        loss = loss + term.mul_scalar(kl.coef);
+    }
+    stats.insert("actor_loss".into(), scalar(&loss));
+    Ok(ActorLossOutput { loss, stats })
+}
+
+fn missing(what: &str) -> AlgoError {
+    AlgoError::invalid(
+        "ActorStep",
+        format!("the configured loss needs {what}, which was not provided"),
+    )
+}
+
+fn scalar<B: Backend>(t: &Tensor<B, 1>) -> f64 {
+    use burn::tensor::ElementConversion;
+    let v: f32 = t.clone().detach().into_scalar().elem();
+    v as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::packed_layout::PackedLayout;
+    use burn::backend::{Autodiff, Flex};
+
+    type AD = Autodiff<Flex>;
+
+    #[test]
+    fn entropy_and_kl_terms_by_hand() {
+        // One sample, two tokens, r = 1, A = [1, 1] → L_policy = −1.
+        // Entropy [0.5, 1.5] → mean 1; coef 0.1 → −0.1.
+        // KL k3 with d = logp − ref = [ln 2, 0]: k3 = [−0.5 + ln 2, 0] → mean; coef 0.5.
+        let l = PackedLayout::<AD>::new(&[0, 2], &[true, true], None, &Default::default());
+        let logp = l.constant(vec![2f32.ln() - 1.0, -1.0]).require_grad();
+        let inputs = PolicyInputs {
+            logprob: logp.clone(),
+            old_logprob: l.constant(vec![2f32.ln() - 1.0, -1.0]),
+            advantages: l.constant(vec![1.0, 1.0]),
+            layout: &l,
+        };
+        let extras = ActorExtras {
+            ref_logprob: Some(l.constant(vec![-1.0, -1.0])),
+            entropy: Some(l.constant(vec![0.5, 1.5])),
+            ..Default::default()
+        };
+        let kl = KlLoss {
+            coef: 0.5,
+            estimator: KlEstimator::K3,
+        };
+        let out = actor_objective(
+            &PolicyLoss::PpoClip(PpoClip::default()),
+            &inputs,
+            extras,
+            0.1,
+            Some(&kl),
+        )
+        .unwrap();
+        let k3 = (-0.5 + 2f64.ln()) / 2.0;
+        let want = -1.0 - 0.1 + 0.5 * k3;
+        assert!(
+            (out.stats["actor_loss"] - want).abs() < 1e-5,
+            "{:?}",
+            out.stats
+        );
+        // d/dlogp_0: policy −A·r/2 = −0.5; KL: 0.5·(1 − exp(−d))/2 = 0.5·0.5/2 = 0.125.
+        let g = logp
+            .grad(&out.loss.backward())
+            .unwrap()
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
+        assert!(
+            (g[0] - (-0.5 + 0.125)).abs() < 1e-5 && (g[1] + 0.5).abs() < 1e-5,
+            "{g:?}"
+        );
+    }
+
+    #[test]
+    fn missing_inputs_are_named() {
+        let l = PackedLayout::<Flex>::new(&[0, 1], &[true], None, &Default::default());
+        let inputs = PolicyInputs {
+            logprob: l.constant(vec![0.0]),
+            old_logprob: l.constant(vec![0.0]),
+            advantages: l.constant(vec![1.0]),
+            layout: &l,
+        };
+        let err = actor_objective(
+            &PolicyLoss::DecoupledPpo(DecoupledPpo::default()),
+            &inputs,
+            ActorExtras::default(),
+            0.0,
+            None,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("behaviour_logprob"), "{err}");
+        let loss = PolicyLoss::DecoupledPpo(DecoupledPpo {
+            ratio: RatioLevel::Segment,
+            ..Default::default()
+        });
+        let names: Vec<String> = loss
+            .needs(Some(&KlLoss {
+                coef: 0.1,
+                estimator: KlEstimator::K3,
+            }))
+            .iter()
+            .map(|n| n.column.name().to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "response_mask",
+                "old_logprob",
+                "advantages",
+                "behaviour_logprob",
+                "token_turn",
+                "ref_logprob"
+            ]
+        );
+    }
+
+    /// The RON options a pipeline needs for `loss: PpoClip(low: ..)`: newtype variants
+    /// written without their inner parentheses, and `Some` left implicit.
+    fn ron_options() -> ron::Options {
+        use ron::extensions::Extensions;
+        ron::Options::default()
+            .with_default_extension(Extensions::UNWRAP_VARIANT_NEWTYPES | Extensions::IMPLICIT_SOME)
+    }
+
+    #[test]
+    fn parses_design_doc_ron() {
+        let opts = ron_options();
+        let l: PolicyLoss = opts.from_str("PpoClip(low: 0.2, high: 0.28, dual_clip: Some(3.0), ratio: Token, agg: SeqMeanTokenMean)").unwrap();
+        assert_eq!(
+            l,
+            PolicyLoss::PpoClip(PpoClip {
+                high: 0.28,
+                dual_clip: Some(3.0),
+                ..Default::default()
+            })
+        );
+        let l: PolicyLoss = opts.from_str("PpoClip(dual_clip: 3.0)").unwrap();
+        assert_eq!(
+            l,
+            PolicyLoss::PpoClip(PpoClip {
+                dual_clip: Some(3.0),
+                ..Default::default()
+            })
+        );
+        assert!(opts.from_str::<PolicyLoss>("PpoClip(lo: 0.2)").is_err());
+        let d: PolicyLoss = opts
+            .from_str("DecoupledPpo(behaviour_cap: Clamp(5.0))")
+            .unwrap();
+        assert!(matches!(
+            d,
+            PolicyLoss::DecoupledPpo(DecoupledPpo {
+                behaviour_cap: crate::algo::BehaviourCap::Clamp(5.0),
+                ..
+            })
+        ));
+    }
+}

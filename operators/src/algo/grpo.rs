@@ -1,0 +1,229 @@
+//! REINFORCE / GRPO: group-normalised scores as discounted token returns (ROLL's
+//! `reinforce` and `grpo` advantage estimators).
+//!
+//! For each sample (ROLL `compute_response_level_rewards` + `compute_reinforce_return`):
+//! 1. s = `score`, clipped by `shaping.reward_clip`;
+//! 2. ŝ = s normalised within the configured grouping ([`Grouping`], [`Norm`]):
+//!    (s − mean)/(std + 1e-6) under `MeanStd`; a group of one or with std ≤ 1e-6 gets 0;
+//! 3. ŝ is placed on the sample's last response token, minus β·KL_t on every response
+//!    token when `kl_penalty` is on;
+//! 4. A_t = G_t = r_t + γ·G_{t+1} over the response tokens (reverse discounted sum).
+//!
+//! `Grpo` defaults: group by trajectory `Group`, `MeanStd`, γ = 1 (verl/ROLL GRPO).
+//! `Reinforce` defaults: whole `Batch`, `Mean` (a batch-mean baseline), γ = 1.
+//!
+//! RON: `"adv": Grpo(norm: MeanStd)`, `"adv": Reinforce(group_by: Batch, norm: Identity)`.
+
+use roll_flow_engine::batch::column::{ADVANTAGES, RESPONSE_MASK, RETURNS, SCORE};
+use roll_flow_engine::{Batch, Contract, Need};
+use serde::Deserialize;
+
+use super::batch_read::{read_f32, read_mask, response_positions, write};
+use super::discount::discounted_returns;
+use super::error::AlgoError;
+use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
+use super::grouping::{normalise, Grouping, Norm};
+use super::kl_penalty::KlPenalty;
+use super::shaping::Shaping;
+
+fn one() -> f32 {
+    1.0
+}
+
+fn batch_grouping() -> Grouping {
+    Grouping::Batch
+}
+
+fn mean_norm() -> Norm {
+    Norm::Mean
+}
+
+/// GRPO: scores normalised within trajectory groups.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grpo {
+    /// Token discount γ of the return (default 1.0).
+    #[serde(default = "one")]
+    pub gamma: f32,
+    /// Which samples are normalised together: `Batch`, `Group` (default), `EnvTag`, `State`.
+    #[serde(default)]
+    pub group_by: Grouping,
+    /// `Identity`, `Mean` or `MeanStd` (default).
+    #[serde(default)]
+    pub norm: Norm,
+    /// Reward clip, whitening, advantage clip (all off by default).
+    #[serde(default)]
+    pub shaping: Shaping,
+    /// KL as a token reward penalty; `None` (default) for no penalty.
+    #[serde(default)]
+    pub kl_penalty: Option<KlPenalty>,
+}
+
+/// REINFORCE: scores with a batch-mean baseline by default.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reinforce {
+    /// Token discount γ of the return (default 1.0).
+    #[serde(default = "one")]
+    pub gamma: f32,
+    /// Which samples are normalised together: `Batch` (default), `Group`, `EnvTag`, `State`.
+    #[serde(default = "batch_grouping")]
+    pub group_by: Grouping,
+    /// `Identity`, `Mean` (default) or `MeanStd`.
+    #[serde(default = "mean_norm")]
+    pub norm: Norm,
+    /// Reward clip, whitening, advantage clip (all off by default).
+    #[serde(default)]
+    pub shaping: Shaping,
+    /// KL as a token reward penalty; `None` (default) for no penalty.
+    #[serde(default)]
+    pub kl_penalty: Option<KlPenalty>,
+}
+
+impl Default for Grpo {
+    fn default() -> Self {
+        Grpo {
+            gamma: 1.0,
+            group_by: Grouping::Group,
+            norm: Norm::MeanStd,
+            shaping: Shaping::default(),
+            kl_penalty: None,
+        }
+    }
+}
+
+impl Default for Reinforce {
+    fn default() -> Self {
+        Reinforce {
+            gamma: 1.0,
+            group_by: Grouping::Batch,
+            norm: Norm::Mean,
+            shaping: Shaping::default(),
+            kl_penalty: None,
+        }
+    }
+}
+
+/// The settings both variants share.
+struct Settings<'a> {
+    node: &'static str,
+    gamma: f32,
+    group_by: Grouping,
+    norm: Norm,
+    shaping: &'a Shaping,
+    kl_penalty: &'a Option<KlPenalty>,
+}
+
+impl Settings<'_> {
+    fn contract(&self) -> Contract {
+        let mut needs = vec![Need::column(RESPONSE_MASK), Need::column(SCORE)];
+        if let Some(col) = self.group_by.column() {
+            needs.push(Need::with_hint(col, group_hint(self.group_by)));
+        }
+        needs.extend(self.kl_penalty.iter().flat_map(KlPenalty::needs));
+        let group_normalised = self.norm != Norm::Identity && self.group_by != Grouping::Batch;
+        Contract {
+            needs,
+            gives: vec![ADVANTAGES, RETURNS],
+            group_normalised,
+        }
+    }
+
+    fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
+        let mut stats = AlgoStats::new();
+        let mask = read_mask(batch, self.node)?.to_vec();
+        let mut scores: Vec<f64> = read_f32(batch, self.node, &SCORE, "the Rollout node gives it")?
+            .iter()
+            .map(|&s| s as f64)
+            .collect();
+        self.shaping.clip_rewards(&mut scores);
+        let ids = self.group_by.group_ids(batch, self.node)?;
+        let normed = normalise(&scores, &ids, self.norm);
+        let mut rewards = vec![0.0f64; batch.num_tokens()];
+        let positions: Vec<Vec<usize>> = (0..batch.num_samples())
+            .map(|i| response_positions(batch, &mask, i))
+            .collect();
+        for (pos, &s) in positions.iter().zip(&normed) {
+            if let Some(&last) = pos.last() {
+                rewards[last] = s;
+            }
+        }
+        if let Some(kl) = self.kl_penalty {
+            kl.apply(self.node, batch, &mask, &mut rewards, state, &mut stats)?;
+        }
+        let mut adv = vec![0.0f32; batch.num_tokens()];
+        for pos in &positions {
+            let r: Vec<f64> = pos.iter().map(|&t| rewards[t]).collect();
+            for (&t, g) in pos.iter().zip(discounted_returns(&r, self.gamma as f64)) {
+                adv[t] = g as f32;
+            }
+        }
+        let returns = adv.clone();
+        self.shaping.finish(&mut adv, &mask, &mut stats);
+        write(batch, self.node, &ADVANTAGES, adv)?;
+        write(batch, self.node, &RETURNS, returns)?;
+        Ok(stats)
+    }
+}
+
+/// Advice for a missing grouping column.
+pub(crate) fn group_hint(g: Grouping) -> &'static str {
+    match g {
+        Grouping::State => "`group_by: State` needs step-wise samples; set the rollout's `samples: Step(history: 2)`",
+        _ => "the Rollout node gives it",
+    }
+}
+
+impl Grpo {
+    fn settings(&self) -> Settings<'_> {
+        Settings {
+            node: "Grpo",
+            gamma: self.gamma,
+            group_by: self.group_by,
+            norm: self.norm,
+            shaping: &self.shaping,
+            kl_penalty: &self.kl_penalty,
+        }
+    }
+}
+
+impl Reinforce {
+    fn settings(&self) -> Settings<'_> {
+        Settings {
+            node: "Reinforce",
+            gamma: self.gamma,
+            group_by: self.group_by,
+            norm: self.norm,
+            shaping: &self.shaping,
+            kl_penalty: &self.kl_penalty,
+        }
+    }
+}
+
+impl AdvantageEstimator for Grpo {
+    fn kind(&self) -> &'static str {
+        "Grpo"
+    }
+    fn contract(&self) -> Contract {
+        self.settings().contract()
+    }
+    fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
+        self.settings().apply(batch, state)
+    }
+}
+
+impl AdvantageEstimator for Reinforce {
+    fn kind(&self) -> &'static str {
+        "Reinforce"
+    }
+    fn contract(&self) -> Contract {
+        self.settings().contract()
+    }
+    fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
+        self.settings().apply(batch, state)
+    }
+}
+
+#[cfg(test)]
+#[path = "grpo_tests.rs"]
+mod tests;

@@ -1,0 +1,72 @@
+//! RL algorithms: advantage estimators, reward shaping, KL control and losses.
+//!
+//! Every piece follows a published rule from ROLL, RAGEN (StarPO), verl-agent (GiGPO) or
+//! AReaL; each file holds one estimator, shaping step or loss with its formula, source and
+//! defaults in its doc comment (see `shared/REFERENCE.md`).
+//!
+//! - Estimators ([`AdvantageEstimator`]) read and write [`roll_flow_engine::Batch`] columns,
+//!   so the `adv` node is a thin wrapper: [`Gae`], [`Grpo`], [`Reinforce`], [`StarPo`],
+//!   [`GiGpo`], [`StepReinforce`], [`AgenticReinforce`].
+//! - Shaping ([`Shaping`], [`KlPenalty`]) runs inside the estimators in ROLL's order:
+//!   reward clip, KL penalty, estimator, whitening, advantage clip.
+//! - Losses ([`PpoClip`], [`DecoupledPpo`], [`ValueLoss`], [`actor_objective`]) are burn
+//!   tensor ops on packed 1-D token tensors, generic over the backend, so autodiff works
+//!   everywhere and the fused kernels have an oracle.
+
+pub mod actor_loss;
+pub mod advantage_clip;
+pub mod agentic_reinforce;
+pub mod aggregation;
+mod batch_read;
+pub mod decoupled_ppo;
+pub mod discount;
+pub mod error;
+pub mod estimator;
+pub mod gae;
+pub mod gigpo;
+pub mod grad_clip;
+pub mod grouping;
+pub mod grpo;
+pub mod kl;
+pub mod kl_controller;
+pub mod kl_penalty;
+pub mod packed_layout;
+pub mod ppo_loss;
+pub mod reward_clip;
+pub mod segment_ratio;
+pub mod shaping;
+pub mod similarity;
+pub mod starpo;
+pub mod step_reinforce;
+pub mod value_loss;
+pub mod whiten;
+
+#[cfg(test)]
+mod test_batches;
+
+pub use actor_loss::{actor_objective, ActorLossOutput, KlLoss, PolicyLoss};
+pub use agentic_reinforce::AgenticReinforce;
+pub use aggregation::LossAgg;
+pub use decoupled_ppo::{BehaviourCap, DecoupledPpo};
+pub use error::AlgoError;
+pub use estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
+pub use gae::Gae;
+pub use gigpo::{AnchorMode, EpisodeStats, GiGpo};
+pub use grad_clip::clip_grad_norm;
+pub use grouping::{Grouping, Norm};
+pub use grpo::{Grpo, Reinforce};
+pub use kl::KlEstimator;
+pub use kl_controller::KlController;
+pub use kl_penalty::KlPenalty;
+pub use packed_layout::PackedLayout;
+pub use ppo_loss::{PolicyLossOutput, PpoClip, RatioLevel};
+pub use shaping::Shaping;
+pub use starpo::StarPo;
+pub use step_reinforce::StepReinforce;
+pub use value_loss::{ValueLoss, ValueLossOutput};
+
+use roll_flow_engine::Column;
+
+/// Sample-level string column: a step sample's raw observation text, used by GiGPO's
+/// similarity-threshold anchor grouping (`anchor: Similarity(threshold: 0.9)`).
+pub const OBSERVATION: Column = Column::sample("observation");

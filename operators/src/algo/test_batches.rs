@@ -1,0 +1,51 @@
+//! Small batch builders for the algorithm tests.
+
+use roll_flow_engine::batch::column::RESPONSE_MASK;
+use roll_flow_engine::{Batch, Column};
+
+/// A batch whose samples have the given response masks (1 = response token); token ids
+/// are 0..n.
+pub fn with_masks(masks: &[&[u8]]) -> Batch {
+    let mut next = 0u32;
+    let seqs: Vec<Vec<u32>> = masks
+        .iter()
+        .map(|m| {
+            m.iter()
+                .map(|_| {
+                    next += 1;
+                    next
+                })
+                .collect()
+        })
+        .collect();
+    let mut batch = Batch::from_sequences(seqs);
+    let flat: Vec<bool> = masks
+        .iter()
+        .flat_map(|m| m.iter().map(|&x| x == 1))
+        .collect();
+    batch.set(&RESPONSE_MASK, flat).unwrap();
+    batch
+}
+
+/// Sets an f32 column.
+pub fn f32s(batch: &mut Batch, column: &Column, values: &[f32]) {
+    batch.set(column, values.to_vec()).unwrap();
+}
+
+/// Sets a u64 column.
+pub fn u64s(batch: &mut Batch, column: &Column, values: &[u64]) {
+    batch.set(column, values.to_vec()).unwrap();
+}
+
+/// Reads an f32 column.
+pub fn get(batch: &Batch, column: &Column) -> Vec<f32> {
+    batch.f32s(column).unwrap().to_vec()
+}
+
+/// Asserts two f32 slices agree within `tol`.
+pub fn assert_close(got: &[f32], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "got {got:?}, want {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!((*g as f64 - w).abs() <= tol, "got {got:?}, want {want:?}");
+    }
+}
