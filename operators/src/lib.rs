@@ -2,5 +2,8 @@
 //!
 //! - [`algo`]: advantage estimators, reward shaping, KL control and the policy/value
 //!   losses, all working on [`roll_flow_engine::Batch`] columns.
+//! - [`envs`]: the environments (FrozenLake, Sokoban, Bandit, multi-turn Math), the shared
+//!   action parser and the env manager.
 
 pub mod algo;
+pub mod envs;
