@@ -1,1 +1,2 @@
 //! roll-flow operators.
+pub mod model;
