@@ -23,7 +23,6 @@ fn logits_match_transformers_tied_f32() {
         let ours = logits_of(&model, &ids(prompt));
         let diff = max_abs_diff(&ours, &matrix(logits));
         eprintln!("max |Δlogit| = {diff}");
-        eprintln!("max |Δlogit| = {diff}");
     assert!(diff < LOGIT_TOLERANCE, "max |Δlogit| = {diff}");
     }
 }
