@@ -66,6 +66,14 @@ pub fn response_logprobs<B: Backend>(
         token_index.push(t);
     }
     let n = token_index.len();
+    if n == 0 {
+        let empty = Tensor::<B, 1>::zeros([0], &device);
+        return Ok(ResponseLogProbs {
+            logprobs: empty.clone(),
+            entropy: empty,
+            token_index,
+        });
+    }
     let hidden = model.hidden(
         packed.right_padded::<B>(&device),
         &AttentionLayout::right_padded(rows, width),

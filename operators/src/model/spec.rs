@@ -20,9 +20,9 @@ use super::config::TinyArch;
 pub struct ModelSpec {
     /// The architecture: the `Tiny` preset or a Hugging Face Qwen2 directory.
     pub arch: ArchSpec,
-    /// The tokenizer; default: `Builtin` for `Tiny`, the directory's own for `HfDir`.
+    /// The tokenizer; default `Auto`: `Builtin` for `Tiny`, the directory's own for `HfDir`.
     #[serde(default)]
-    pub tokenizer: Option<TokenizerSpec>,
+    pub tokenizer: TokenizerSpec,
     /// The optimizer used when this model is trained.
     #[serde(default)]
     pub optim: OptimSpec,
@@ -34,6 +34,7 @@ pub struct ModelSpec {
 
 /// Which network to build.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub enum ArchSpec {
     /// A small Qwen2 trained from scratch (fits CPU training).
     Tiny {
@@ -99,8 +100,11 @@ impl ArchSpec {
 }
 
 /// Where the tokenizer comes from.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub enum TokenizerSpec {
+    /// `Builtin` for `Tiny`, the model directory's own for `HfDir`.
+    #[default]
+    Auto,
     /// The small byte-level BPE shipped with roll-flow (for `Tiny`).
     Builtin,
     /// `tokenizer.json` (+ `tokenizer_config.json`) of this directory.
@@ -109,6 +113,7 @@ pub enum TokenizerSpec {
 
 /// The optimizer.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub enum OptimSpec {
     /// AdamW (Loshchilov & Hutter 2019), decoupled weight decay.
     AdamW {
@@ -178,4 +183,43 @@ pub enum LrSchedule {
     /// Cosine decay from `lr` to `min_lr_ratio * lr` over the run's steps (ROLL's default).
     #[default]
     Cosine,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ModelSpec, ron::error::SpannedError> {
+        ron::from_str(text)
+    }
+
+    #[test]
+    fn tiny_spec_with_defaults() {
+        let spec = parse("(arch: Tiny(layers: 2, dim: 128, heads: 4), tokenizer: Builtin, optim: AdamW(lr: 1e-3))").unwrap();
+        let tiny = spec.arch.tiny().unwrap();
+        assert_eq!((tiny.layers, tiny.dim, tiny.heads, tiny.kv_heads), (2, 128, 4, None));
+        assert_eq!(tiny.max_positions, 4096);
+        assert_eq!(spec.tokenizer, TokenizerSpec::Builtin);
+        let OptimSpec::AdamW { lr, betas, eps, weight_decay, warmup_steps, schedule, min_lr_ratio, grad_clip } = spec.optim;
+        assert_eq!(lr, 1e-3);
+        assert_eq!(betas, (0.9, 0.999));
+        assert_eq!((eps, weight_decay, warmup_steps), (1e-8, 0.01, 0));
+        assert_eq!((schedule, min_lr_ratio, grad_clip), (LrSchedule::Cosine, 0.0, Some(1.0)));
+    }
+
+    #[test]
+    fn hf_dir_spec() {
+        let spec = parse("(arch: HfDir(\"models/Qwen2.5-0.5B-Instruct\"), optim: AdamW(lr: 1e-6, schedule: Constant))").unwrap();
+        assert_eq!(spec.arch, ArchSpec::HfDir("models/Qwen2.5-0.5B-Instruct".into()));
+        assert!(spec.arch.tiny().is_none());
+        assert_eq!(spec.tokenizer, TokenizerSpec::Auto);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let err = parse("(arch: Tiny(layer: 2))").unwrap_err().to_string();
+        assert!(err.contains("layer"), "{err}");
+        let err = parse("(arch: Tiny(), optimizer: AdamW())").unwrap_err().to_string();
+        assert!(err.contains("optimizer"), "{err}");
+    }
 }

@@ -162,3 +162,46 @@ fn template_source(config: &serde_json::Value) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_tokenizer_round_trips_env_text_and_knows_chat_tokens() {
+        let t = TextTokenizer::builtin();
+        let text = "<|im_start|>user\nP_O\n√#S<|im_end|>\n<think>go</think><answer>Left</answer> 42";
+        let ids = t.encode(text).unwrap();
+        assert_eq!(t.decode(&ids, false).unwrap(), text);
+        assert_eq!(t.token_id("<|im_start|>"), Some(1));
+        assert_eq!(ids[0], 1, "special token recognised in text");
+        assert_eq!(t.token_id("<answer>").map(|id| ids.contains(&id)), Some(true));
+        assert_eq!(t.stop_tokens(), vec![0, 2]);
+        assert_eq!(t.vocab_size(), 516);
+    }
+
+    #[test]
+    fn builtin_chat_template_is_chatml() {
+        let t = TextTokenizer::builtin();
+        let messages = [ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "Hi")];
+        let text = t.apply_chat_template(&messages, true).unwrap();
+        assert_eq!(
+            text,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+        );
+    }
+
+    #[test]
+    fn template_errors_are_reported() {
+        let err = ChatTemplate::new("{% if %}", "", "").unwrap_err().to_string();
+        assert!(err.starts_with("chat template:"), "{err}");
+        let raising = ChatTemplate::new("{{ raise_exception('roles must alternate') }}", "", "").unwrap();
+        let err = raising.render(&[], false).unwrap_err().to_string();
+        assert!(err.contains("roles must alternate"), "{err}");
+        let t = TextTokenizer::from_bytes(include_bytes!("../../assets/tiny_tokenizer.json"), "test").unwrap();
+        let err = t.apply_chat_template(&[], true).unwrap_err().to_string();
+        assert!(err.contains("has no chat_template"), "{err}");
+        let err = TextTokenizer::from_bytes(b"{}", "broken.json").unwrap_err().to_string();
+        assert!(err.starts_with("tokenizer broken.json:"), "{err}");
+    }
+}

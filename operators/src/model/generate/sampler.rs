@@ -175,3 +175,69 @@ fn draw(weights: &[f64], candidates: &Option<Vec<usize>>, rng: &mut StdRng) -> u
     }
     *pool.last().expect("at least one candidate")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn frequencies(logits: &[f32], params: &SamplingParams, draws: usize) -> Vec<f64> {
+        let mut rng = StdRng::seed_from_u64(11);
+        let mut counts = vec![0usize; logits.len()];
+        for _ in 0..draws {
+            counts[sample(logits, params, &mut rng).token as usize] += 1;
+        }
+        counts.iter().map(|&c| c as f64 / draws as f64).collect()
+    }
+
+    /// Probabilities ln-spaced so that softmax gives exactly [0.5, 0.25, 0.15, 0.1].
+    fn logits() -> Vec<f32> {
+        [0.5f64, 0.25, 0.15, 0.1].iter().map(|p| p.ln() as f32).collect()
+    }
+
+    #[test]
+    fn greedy_takes_the_first_maximum() {
+        let mut rng = StdRng::seed_from_u64(0);
+        let s = sample(&[0.1, 2.0, 2.0, -1.0], &SamplingParams::greedy(), &mut rng);
+        assert_eq!(s.token, 1);
+        let expected = 2.0 - (0.1f64.exp() + 2.0 * 2.0f64.exp() + (-1.0f64).exp()).ln();
+        assert!((s.logprob as f64 - expected).abs() < 1e-6);
+    }
+
+    #[test]
+    fn top_p_keeps_the_smallest_nucleus() {
+        // Sorted mass: 0.5, 0.75, 0.9 -> top_p 0.8 keeps the first three, renormalised by 0.9.
+        let params = SamplingParams { temperature: 1.0, top_p: 0.8, top_k: 0 };
+        let f = frequencies(&logits(), &params, 40_000);
+        assert_eq!(f[3], 0.0);
+        for (got, want) in f.iter().zip([0.5 / 0.9, 0.25 / 0.9, 0.15 / 0.9]) {
+            assert!((got - want).abs() < 0.01, "{got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn top_k_then_top_p_renormalise_in_order() {
+        // top_k 2 keeps {0.5, 0.25} -> renormalised {2/3, 1/3}; top_p 0.6 then keeps only the first.
+        let params = SamplingParams { temperature: 1.0, top_p: 0.6, top_k: 2 };
+        let f = frequencies(&logits(), &params, 2_000);
+        assert_eq!(f[0], 1.0);
+        let params = SamplingParams { temperature: 1.0, top_p: 1.0, top_k: 2 };
+        let f = frequencies(&logits(), &params, 40_000);
+        assert!((f[0] - 2.0 / 3.0).abs() < 0.01 && f[2] == 0.0 && f[3] == 0.0, "{f:?}");
+    }
+
+    #[test]
+    fn temperature_sharpens_and_logprob_is_of_the_scaled_distribution() {
+        // T = 0.5 squares the probabilities: [0.25, 0.0625, 0.0225, 0.01] / 0.345.
+        let params = SamplingParams { temperature: 0.5, top_p: 1.0, top_k: 0 };
+        let f = frequencies(&logits(), &params, 40_000);
+        let z = 0.25 + 0.0625 + 0.0225 + 0.01;
+        for (got, want) in f.iter().zip([0.25 / z, 0.0625 / z, 0.0225 / z, 0.01 / z]) {
+            assert!((got - want).abs() < 0.01, "{got} vs {want}");
+        }
+        let mut rng = StdRng::seed_from_u64(3);
+        let s = sample(&logits(), &params, &mut rng);
+        let p = [0.25, 0.0625, 0.0225, 0.01][s.token as usize] / z;
+        assert!((s.logprob as f64 - f64::ln(p)).abs() < 1e-5);
+    }
+}

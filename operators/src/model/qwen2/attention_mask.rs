@@ -71,3 +71,34 @@ impl AttentionLayout {
         Tensor::from_data(TensorData::new(values, [batch, 1, 1, queries, keys]), device)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type B = burn::backend::Flex;
+
+    #[test]
+    fn left_padded_layout_and_mask() {
+        let layout = AttentionLayout::left_padded(&[3, 1]);
+        assert_eq!(layout.positions, vec![vec![0, 1, 2], vec![0, 0, 0]]);
+        assert_eq!(layout.key_start, vec![0, 2]);
+        let mask = layout.mask::<B>(3, &Default::default()).into_data().to_vec::<f32>().unwrap();
+        let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
+        #[rustfmt::skip]
+        let expected = [
+            true, false, false,   true, true, false,   true, true, true,
+            false, false, false,  false, false, false, false, false, true,
+        ];
+        assert_eq!(allowed, expected);
+    }
+
+    #[test]
+    fn decode_step_sees_cached_keys_from_row_start() {
+        let layout = AttentionLayout { positions: vec![vec![5], vec![2]], key_start: vec![0, 3] };
+        let mask = layout.mask::<B>(6, &Default::default()).into_data().to_vec::<f32>().unwrap();
+        let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
+        assert_eq!(allowed[..6], [true; 6]);
+        assert_eq!(allowed[6..], [false, false, false, true, true, true]);
+    }
+}
