@@ -4,6 +4,9 @@
 //!   losses, all working on [`roll_flow_engine::Batch`] columns.
 //! - [`envs`]: the environments (FrozenLake, Sokoban, Bandit, multi-turn Math), the shared
 //!   action parser and the env manager.
+//! - [`model`]: the Qwen2-architecture causal LM in burn, HF safetensors loading and
+//!   saving, the tokenizer and chat template, and batched KV-cache generation.
 
 pub mod algo;
 pub mod envs;
+pub mod model;

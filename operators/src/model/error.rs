@@ -1,0 +1,83 @@
+//! Errors of the model layer: loading a model directory, tokenizing, templating, generating.
+//!
+//! Every failure a user can cause (a wrong path, a broken checkpoint, a template that does not
+//! render, a prompt longer than the model's context) becomes one of these variants with the
+//! file and the offending names in the message, never a panic.
+
+use std::path::PathBuf;
+
+/// What went wrong in the model layer, with enough detail for the user to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// A file the model directory must contain is not there.
+    #[error("model directory {dir}: missing {file} ({why})")]
+    MissingFile {
+        dir: PathBuf,
+        file: String,
+        why: &'static str,
+    },
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A JSON file (config.json, the shard index, tokenizer_config.json) does not parse.
+    #[error("{path}: invalid JSON: {source}")]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    /// config.json parses but describes something this model code does not implement.
+    #[error("{path}: {message}")]
+    Config { path: PathBuf, message: String },
+    /// A safetensors file is corrupt or truncated.
+    #[error("{path}: not a valid safetensors file ({message})")]
+    Safetensors { path: PathBuf, message: String },
+    /// Tensors the architecture needs are absent from the checkpoint.
+    #[error("{source_name}: missing tensors: {}", names.join(", "))]
+    MissingTensors {
+        source_name: String,
+        names: Vec<String>,
+    },
+    /// The checkpoint holds tensors the architecture does not use.
+    #[error("{source_name}: unexpected tensors (not part of a Qwen2 model with this config): {}", names.join(", "))]
+    UnexpectedTensors {
+        source_name: String,
+        names: Vec<String>,
+    },
+    /// A tensor has a different shape than config.json implies.
+    #[error("{source_name}: tensor {name} has shape {found:?}, expected {expected:?} from config.json")]
+    ShapeMismatch {
+        source_name: String,
+        name: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+    /// A tensor is stored in a dtype that is not bf16, f16 or f32.
+    #[error("{source_name}: tensor {name} has dtype {dtype}; supported: BF16, F16, F32")]
+    UnsupportedDtype {
+        source_name: String,
+        name: String,
+        dtype: String,
+    },
+    /// The tokenizer could not be loaded or could not encode/decode.
+    #[error("tokenizer {origin}: {message}")]
+    Tokenizer { origin: String, message: String },
+    /// The chat template failed to compile or render.
+    #[error("chat template: {message}")]
+    ChatTemplate { message: String },
+    /// A generation request is invalid (empty prompt, too long, bad sampling parameters).
+    #[error("generation request: {message}")]
+    Request { message: String },
+}
+
+impl ModelError {
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        ModelError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

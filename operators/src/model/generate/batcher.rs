@@ -1,0 +1,245 @@
+//! Continuous batching (Yu et al. 2022, Orca's iteration-level scheduling): requests join the
+//! running batch between decode steps and leave as soon as they finish, so the rollout loop
+//! can feed generations from many environments at once without waiting for the slowest.
+//!
+//! Each [`ContinuousBatcher::step`]: (1) admits waiting requests up to `max_batch` rows by
+//! prefilling their prompts together (left-padded, so their caches come out right-aligned)
+//! and sampling their first token; (2) runs one decode step for every running row with a
+//! single batched forward over the shared [`KvCache`]; (3) returns the requests that
+//! finished and drops their rows from the cache. The model is passed to every step, so the
+//! caller may swap in new weights between steps.
+
+use std::collections::VecDeque;
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use super::kv_cache::KvCache;
+use super::request::{FinishReason, GenerationOutput, GenerationRequest, RequestId};
+use super::sampler::{sample, Sampled};
+use crate::model::error::ModelError;
+use crate::model::qwen2::{AttentionLayout, Qwen2CausalLm};
+use crate::model::weights::to_f32_vec;
+
+/// A request that is being decoded.
+struct Running {
+    id: RequestId,
+    request: GenerationRequest,
+    rng: StdRng,
+    tokens: Vec<u32>,
+    logprobs: Vec<f32>,
+    /// Rotary position of the last sampled token (the next decode input).
+    position: usize,
+    finish: Option<FinishReason>,
+}
+
+/// Schedules generation requests over one batched KV cache.
+pub struct ContinuousBatcher<B: Backend> {
+    waiting: VecDeque<(RequestId, GenerationRequest)>,
+    running: Vec<Running>,
+    cache: Option<KvCache<B>>,
+    next_id: u64,
+    max_batch: usize,
+    device: B::Device,
+}
+
+impl<B: Backend> ContinuousBatcher<B> {
+    /// A batcher that runs at most `max_batch` sequences at once.
+    pub fn new(max_batch: usize, device: &B::Device) -> Self {
+        ContinuousBatcher {
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            cache: None,
+            next_id: 0,
+            max_batch: max_batch.max(1),
+            device: device.clone(),
+        }
+    }
+
+    /// Queues a request; it joins the batch at the next step with a free row.
+    pub fn submit(
+        &mut self,
+        model: &Qwen2CausalLm<B>,
+        request: GenerationRequest,
+    ) -> Result<RequestId, ModelError> {
+        validate(model, &request)?;
+        let id = RequestId(self.next_id);
+        self.next_id += 1;
+        self.waiting.push_back((id, request));
+        Ok(id)
+    }
+
+    /// Removes a request whether waiting or running; returns what it generated so far.
+    pub fn cancel(&mut self, id: RequestId) -> Option<GenerationOutput> {
+        if let Some(i) = self.waiting.iter().position(|(w, _)| *w == id) {
+            self.waiting.remove(i);
+            return Some(output(id, Vec::new(), Vec::new(), FinishReason::Cancelled));
+        }
+        let row = self.running.iter().position(|r| r.id == id)?;
+        self.running[row].finish = Some(FinishReason::Cancelled);
+        self.collect_finished().pop()
+    }
+
+    /// Whether nothing is waiting or running.
+    pub fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.running.is_empty()
+    }
+
+    /// Number of sequences currently in the running batch.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Admits waiting requests, decodes one token for every running one, and returns the
+    /// requests that finished.
+    pub fn step(&mut self, model: &Qwen2CausalLm<B>) -> Vec<GenerationOutput> {
+        self.admit(model);
+        let mut finished = self.collect_finished();
+        if !self.running.is_empty() {
+            self.decode(model);
+            finished.extend(self.collect_finished());
+        }
+        finished
+    }
+
+    /// Steps until every submitted request has finished; outputs in submission order.
+    pub fn run_to_completion(&mut self, model: &Qwen2CausalLm<B>) -> Vec<GenerationOutput> {
+        let mut outputs = Vec::new();
+        while !self.is_idle() {
+            outputs.extend(self.step(model));
+        }
+        outputs.sort_by_key(|o| o.id);
+        outputs
+    }
+
+    fn admit(&mut self, model: &Qwen2CausalLm<B>) {
+        let free = self.max_batch.saturating_sub(self.running.len());
+        let joining: Vec<_> = (0..free.min(self.waiting.len()))
+            .filter_map(|_| self.waiting.pop_front())
+            .collect();
+        if joining.is_empty() {
+            return;
+        }
+        let lengths: Vec<usize> = joining.iter().map(|(_, r)| r.prompt.len()).collect();
+        let layout = AttentionLayout::left_padded(&lengths);
+        let width = layout.queries();
+        let mut ids = Vec::with_capacity(joining.len() * width);
+        for (_, request) in &joining {
+            ids.extend(std::iter::repeat_n(0i64, width - request.prompt.len()));
+            ids.extend(request.prompt.iter().map(|&t| t as i64));
+        }
+        let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(ids, [joining.len(), width]), &self.device);
+        let mut cache = KvCache::new(model.model.layers.len(), layout.key_start.clone());
+        let hidden = model.hidden(tokens, &layout, Some(&mut cache));
+        let logits = model.logits(hidden.narrow(1, width - 1, 1));
+        let rows = self.sample_rows(logits, joining.into_iter().map(|(id, request)| {
+            let position = request.prompt.len();
+            Running {
+                id,
+                rng: StdRng::seed_from_u64(request.seed),
+                request,
+                tokens: Vec::new(),
+                logprobs: Vec::new(),
+                position,
+                finish: None,
+            }
+        }));
+        self.running.extend(rows);
+        match &mut self.cache {
+            Some(running) => running.merge(cache),
+            None => self.cache = Some(cache),
+        }
+    }
+
+    fn decode(&mut self, model: &Qwen2CausalLm<B>) {
+        let cache = self.cache.as_mut().expect("running rows have a cache");
+        let last: Vec<i64> = self.running.iter().map(|r| *r.tokens.last().unwrap() as i64).collect();
+        let rows = last.len();
+        let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(last, [rows, 1]), &self.device);
+        let layout = AttentionLayout {
+            positions: self.running.iter().map(|r| vec![r.position]).collect(),
+            key_start: cache.key_start().to_vec(),
+        };
+        let logits = model.forward(tokens, &layout, Some(cache));
+        let running = std::mem::take(&mut self.running);
+        self.running = self.sample_rows(logits, running.into_iter());
+    }
+
+    /// Samples one token per row from `logits: [rows, 1, vocab]`.
+    fn sample_rows(
+        &self,
+        logits: Tensor<B, 3>,
+        rows: impl Iterator<Item = Running>,
+    ) -> Vec<Running> {
+        let vocab = logits.dims()[2];
+        let values = to_f32_vec(&logits);
+        rows.enumerate()
+            .map(|(i, mut row)| {
+                let Sampled { token, logprob } =
+                    sample(&values[i * vocab..(i + 1) * vocab], &row.request.sampling, &mut row.rng);
+                row.tokens.push(token);
+                row.logprobs.push(logprob);
+                row.position += usize::from(row.tokens.len() > 1);
+                if row.request.stop_tokens.contains(&token) {
+                    row.finish = Some(FinishReason::Stop);
+                } else if row.tokens.len() >= row.request.max_new_tokens {
+                    row.finish = Some(FinishReason::Length);
+                }
+                row
+            })
+            .collect()
+    }
+
+    fn collect_finished(&mut self) -> Vec<GenerationOutput> {
+        if self.running.iter().all(|r| r.finish.is_none()) {
+            return Vec::new();
+        }
+        let (done, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.running)
+            .into_iter()
+            .enumerate()
+            .partition(|(_, r)| r.finish.is_some());
+        let kept_rows: Vec<usize> = keep.iter().map(|(i, _)| *i).collect();
+        if let Some(cache) = &mut self.cache {
+            cache.retain(&kept_rows);
+        }
+        self.running = keep.into_iter().map(|(_, r)| r).collect();
+        done.into_iter()
+            .map(|(_, r)| output(r.id, r.tokens, r.logprobs, r.finish.expect("finished")))
+            .collect()
+    }
+}
+
+fn output(id: RequestId, tokens: Vec<u32>, logprobs: Vec<f32>, finish: FinishReason) -> GenerationOutput {
+    GenerationOutput {
+        id,
+        tokens,
+        logprobs,
+        finish,
+    }
+}
+
+fn validate<B: Backend>(model: &Qwen2CausalLm<B>, request: &GenerationRequest) -> Result<(), ModelError> {
+    let bad = |message: String| Err(ModelError::Request { message });
+    request.sampling.validate()?;
+    if request.prompt.is_empty() {
+        return bad("the prompt is empty".into());
+    }
+    if request.max_new_tokens == 0 {
+        return bad("max_new_tokens must be at least 1".into());
+    }
+    let vocab = model.config.vocab_size;
+    if let Some(t) = request.prompt.iter().find(|&&t| t as usize >= vocab) {
+        return bad(format!("prompt token id {t} is outside the vocabulary (size {vocab})"));
+    }
+    let context = model.config.max_position_embeddings;
+    if request.prompt.len() + request.max_new_tokens > context {
+        return bad(format!(
+            "prompt ({} tokens) + max_new_tokens ({}) exceeds the model's context of {context} positions",
+            request.prompt.len(),
+            request.max_new_tokens
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! Qwen2 self-attention: grouped-query attention (Ainslie et al. 2023) with biases on the
+//! q/k/v projections and none on the output projection, rotary positions, and an optional KV
+//! cache; transformers' `Qwen2Attention` with eager attention:
+//!
+//! `softmax(q kᵀ / sqrt(head_dim) + mask) v`, query head `h` reading key/value head
+//! `h / (heads / kv_heads)`.
+//!
+//! GQA without copying keys: the `heads / kv_heads` query heads that share a key/value head are
+//! stacked along the query axis (`[b, kv, rep·q, d]`), so one batched matmul per key/value head
+//! serves them all, instead of materialising repeated keys as `repeat_kv` does.
+
+use burn::module::Module;
+use burn::nn::Linear;
+use burn::tensor::activation::softmax;
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+
+use super::rotary::RotaryAngles;
+use crate::model::config::Qwen2Config;
+use crate::model::error::ModelError;
+use crate::model::generate::kv_cache::LayerKv;
+use crate::model::weights::{linear, TensorSink, WeightSource};
+
+/// Multi-head attention with grouped key/value heads.
+#[derive(Module, Debug)]
+pub struct Attention<B: Backend> {
+    /// Query projection `hidden -> heads·head_dim`, with bias.
+    pub q_proj: Linear<B>,
+    /// Key projection `hidden -> kv_heads·head_dim`, with bias.
+    pub k_proj: Linear<B>,
+    /// Value projection `hidden -> kv_heads·head_dim`, with bias.
+    pub v_proj: Linear<B>,
+    /// Output projection `heads·head_dim -> hidden`, no bias.
+    pub o_proj: Linear<B>,
+    /// Number of query heads.
+    pub heads: usize,
+    /// Number of key/value heads.
+    pub kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+}
+
+impl<B: Backend> Attention<B> {
+    /// Loads `<name>.{q,k,v,o}_proj`.
+    pub fn load(
+        source: &mut dyn WeightSource,
+        name: &str,
+        config: &Qwen2Config,
+        device: &B::Device,
+    ) -> Result<Self, ModelError> {
+        let (hidden, d) = (config.hidden_size, config.head_dim());
+        let (heads, kv_heads) = (config.num_attention_heads, config.kv_heads());
+        Ok(Attention {
+            q_proj: linear(source, &format!("{name}.q_proj"), hidden, heads * d, true, device)?,
+            k_proj: linear(source, &format!("{name}.k_proj"), hidden, kv_heads * d, true, device)?,
+            v_proj: linear(source, &format!("{name}.v_proj"), hidden, kv_heads * d, true, device)?,
+            o_proj: linear(source, &format!("{name}.o_proj"), heads * d, hidden, false, device)?,
+            heads,
+            kv_heads,
+            head_dim: d,
+        })
+    }
+
+    /// Emits the four projections under `<name>`.
+    pub fn save(&self, name: &str, sink: &mut TensorSink) {
+        sink.put_linear(&format!("{name}.q_proj"), &self.q_proj);
+        sink.put_linear(&format!("{name}.k_proj"), &self.k_proj);
+        sink.put_linear(&format!("{name}.v_proj"), &self.v_proj);
+        sink.put_linear(&format!("{name}.o_proj"), &self.o_proj);
+    }
+
+    /// `x: [batch, queries, hidden]`; `mask: [batch, 1, 1, queries, keys]` where `keys`
+    /// counts cached keys plus these queries. New keys/values are appended to `cache`.
+    pub fn forward(
+        &self,
+        x: Tensor<B, 3>,
+        rope: &RotaryAngles<B>,
+        mask: &Tensor<B, 5>,
+        cache: Option<&mut LayerKv<B>>,
+    ) -> Tensor<B, 3> {
+        let [batch, queries, _] = x.dims();
+        let (heads, kv, d) = (self.heads, self.kv_heads, self.head_dim);
+        let split = |t: Tensor<B, 3>, n: usize| t.reshape([batch, queries, n, d]).swap_dims(1, 2);
+        let q = rope.apply(split(self.q_proj.forward(x.clone()), heads));
+        let k = rope.apply(split(self.k_proj.forward(x.clone()), kv));
+        let v = split(self.v_proj.forward(x), kv);
+        let (k, v) = match cache {
+            Some(cache) => cache.append(k, v),
+            None => (k, v),
+        };
+        let keys = k.dims()[2];
+        let rep = heads / kv;
+        let q = q.reshape([batch, kv, rep * queries, d]);
+        let scores = q
+            .matmul(k.swap_dims(2, 3))
+            .mul_scalar(1.0 / (d as f64).sqrt())
+            .reshape([batch, kv, rep, queries, keys])
+            .add(mask.clone());
+        let probs = softmax(scores, 4).reshape([batch, kv, rep * queries, keys]);
+        let out = probs
+            .matmul(v)
+            .reshape([batch, heads, queries, d])
+            .swap_dims(1, 2)
+            .reshape([batch, queries, heads * d]);
+        self.o_proj.forward(out)
+    }
+}

@@ -1,0 +1,104 @@
+//! Which keys each query may attend to, for batches of sequences of different lengths.
+//!
+//! Every row of a batch is one sequence. A row's keys live in columns `key_start..` of the
+//! key axis (columns before that are left padding, or cache slots of a row that joined a
+//! running batch later) and a query at column `i` sees keys up to `i + (keys - queries)`
+//! (causal). Right padding needs no extra rule: padded queries sit after the real ones and
+//! real queries never see them. The mask is additive: 0 where allowed and a large negative
+//! number elsewhere, finite so that a fully masked padding row gives a harmless uniform
+//! softmax instead of NaN.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+
+/// Added to the scores of forbidden keys (transformers uses `finfo(float32).min`).
+const MASKED: f32 = -1.0e30;
+
+/// Positions and visible key range of every row of one forward call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttentionLayout {
+    /// Rotary position of every query token, `[batch][queries]`.
+    pub positions: Vec<Vec<usize>>,
+    /// First key column that belongs to each row.
+    pub key_start: Vec<usize>,
+}
+
+impl AttentionLayout {
+    /// Right-padded full sequences starting at position 0 (training, log-probs).
+    pub fn right_padded(batch: usize, len: usize) -> Self {
+        AttentionLayout {
+            positions: vec![(0..len).collect(); batch],
+            key_start: vec![0; batch],
+        }
+    }
+
+    /// Left-padded prompts of the given lengths in a `[batch, max_len]` block (prefill).
+    pub fn left_padded(lengths: &[usize]) -> Self {
+        let max_len = lengths.iter().copied().max().unwrap_or(0);
+        let positions = lengths
+            .iter()
+            .map(|&n| (0..max_len).map(|c| (c + n).saturating_sub(max_len)).collect())
+            .collect();
+        let key_start = lengths.iter().map(|&n| max_len - n).collect();
+        AttentionLayout {
+            positions,
+            key_start,
+        }
+    }
+
+    /// Number of rows.
+    pub fn batch(&self) -> usize {
+        self.key_start.len()
+    }
+
+    /// Number of query tokens per row.
+    pub fn queries(&self) -> usize {
+        self.positions.first().map_or(0, Vec::len)
+    }
+
+    /// The additive mask `[batch, 1, 1, queries, keys]` (broadcast over heads).
+    pub fn mask<B: Backend>(&self, keys: usize, device: &B::Device) -> Tensor<B, 5> {
+        let (batch, queries) = (self.batch(), self.queries());
+        let offset = keys - queries;
+        let mut values = Vec::with_capacity(batch * queries * keys);
+        for &start in &self.key_start {
+            for i in 0..queries {
+                values.extend(
+                    (0..keys).map(|j| if j >= start && j <= i + offset { 0.0 } else { MASKED }),
+                );
+            }
+        }
+        Tensor::from_data(TensorData::new(values, [batch, 1, 1, queries, keys]), device)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type B = burn::backend::Flex;
+
+    #[test]
+    fn left_padded_layout_and_mask() {
+        let layout = AttentionLayout::left_padded(&[3, 1]);
+        assert_eq!(layout.positions, vec![vec![0, 1, 2], vec![0, 0, 0]]);
+        assert_eq!(layout.key_start, vec![0, 2]);
+        let mask = layout.mask::<B>(3, &Default::default()).into_data().to_vec::<f32>().unwrap();
+        let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
+        #[rustfmt::skip]
+        let expected = [
+            true, false, false,   true, true, false,   true, true, true,
+            false, false, false,  false, false, false, false, false, true,
+        ];
+        assert_eq!(allowed, expected);
+    }
+
+    #[test]
+    fn decode_step_sees_cached_keys_from_row_start() {
+        let layout = AttentionLayout { positions: vec![vec![5], vec![2]], key_start: vec![0, 3] };
+        let mask = layout.mask::<B>(6, &Default::default()).into_data().to_vec::<f32>().unwrap();
+        let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
+        assert_eq!(allowed[..6], [true; 6]);
+        assert_eq!(allowed[6..], [false, false, false, true, true, true]);
+    }
+}

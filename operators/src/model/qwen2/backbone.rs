@@ -1,0 +1,95 @@
+//! The Qwen2 transformer body shared by the causal LM (policy, reference) and the value model
+//! (critic): token embedding, decoder layers, final RMSNorm (transformers' `Qwen2Model`,
+//! tensor names under `model.`).
+
+use burn::module::Module;
+use burn::nn::Embedding;
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor};
+
+use super::attention_mask::AttentionLayout;
+use super::decoder_layer::DecoderLayer;
+use super::rms_norm::RmsNorm;
+use super::rotary::RotaryAngles;
+use crate::model::config::Qwen2Config;
+use crate::model::error::ModelError;
+use crate::model::generate::kv_cache::KvCache;
+use crate::model::weights::{embedding, TensorSink, WeightSource};
+
+/// Embedding, decoder stack and final norm.
+#[derive(Module, Debug)]
+pub struct Qwen2Backbone<B: Backend> {
+    /// Token embedding `[vocab, hidden]` (`model.embed_tokens`).
+    pub embed_tokens: Embedding<B>,
+    /// Decoder layers (`model.layers.N`).
+    pub layers: Vec<DecoderLayer<B>>,
+    /// Final norm (`model.norm`).
+    pub norm: RmsNorm<B>,
+    /// Rotary embedding base.
+    pub rope_theta: f64,
+    /// Width of one attention head.
+    pub head_dim: usize,
+}
+
+impl<B: Backend> Qwen2Backbone<B> {
+    /// Loads `model.*` for the given config.
+    pub fn load(
+        source: &mut dyn WeightSource,
+        config: &Qwen2Config,
+        device: &B::Device,
+    ) -> Result<Self, ModelError> {
+        let embed_tokens = embedding(
+            source,
+            "model.embed_tokens.weight",
+            config.vocab_size,
+            config.hidden_size,
+            device,
+        )?;
+        let layers = (0..config.num_hidden_layers)
+            .map(|i| DecoderLayer::load(source, &format!("model.layers.{i}"), config, device))
+            .collect::<Result<Vec<_>, _>>()?;
+        let norm = RmsNorm::load(source, "model.norm", config.hidden_size, config.rms_norm_eps, device)?;
+        Ok(Qwen2Backbone {
+            embed_tokens,
+            layers,
+            norm,
+            rope_theta: config.rope_theta,
+            head_dim: config.head_dim(),
+        })
+    }
+
+    /// Emits every `model.*` tensor.
+    pub fn save(&self, sink: &mut TensorSink) {
+        sink.put("model.embed_tokens.weight", &self.embed_tokens.weight.val());
+        for (i, layer) in self.layers.iter().enumerate() {
+            layer.save(&format!("model.layers.{i}"), sink);
+        }
+        self.norm.save("model.norm", sink);
+    }
+
+    /// Final hidden states `[batch, len, hidden]` of `tokens: [batch, len]`.
+    ///
+    /// With a cache, the tokens are appended after the cached keys of each row and the cache
+    /// grows by `len` columns; `layout.key_start` then indexes the grown key axis.
+    pub fn forward(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        layout: &AttentionLayout,
+        mut cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 3> {
+        let device = tokens.device();
+        let queries = tokens.dims()[1];
+        let cached = cache.as_ref().map_or(0, |c| c.len());
+        let rope = RotaryAngles::new(&layout.positions, self.head_dim, self.rope_theta, &device);
+        let mask = layout.mask::<B>(cached + queries, &device);
+        let mut x = self.embed_tokens.forward(tokens);
+        for (i, layer) in self.layers.iter().enumerate() {
+            let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
+            x = layer.forward(x, &rope, &mask, layer_cache);
+        }
+        if let Some(cache) = cache {
+            cache.advance(queries);
+        }
+        self.norm.forward(x)
+    }
+}

@@ -1,0 +1,77 @@
+//! One pre-norm Qwen2 decoder layer (transformers' `Qwen2DecoderLayer`):
+//! `h = x + attn(rms1(x))`, `y = h + mlp(rms2(h))`.
+
+use burn::module::Module;
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+
+use super::attention::Attention;
+use super::mlp::Mlp;
+use super::rms_norm::RmsNorm;
+use super::rotary::RotaryAngles;
+use crate::model::config::Qwen2Config;
+use crate::model::error::ModelError;
+use crate::model::generate::kv_cache::LayerKv;
+use crate::model::weights::{TensorSink, WeightSource};
+
+/// Attention and MLP sub-blocks, each with its own RMSNorm and residual.
+#[derive(Module, Debug)]
+pub struct DecoderLayer<B: Backend> {
+    /// Norm before attention (`input_layernorm`).
+    pub input_layernorm: RmsNorm<B>,
+    /// Self-attention (`self_attn`).
+    pub self_attn: Attention<B>,
+    /// Norm before the MLP (`post_attention_layernorm`).
+    pub post_attention_layernorm: RmsNorm<B>,
+    /// Feed-forward block (`mlp`).
+    pub mlp: Mlp<B>,
+}
+
+impl<B: Backend> DecoderLayer<B> {
+    /// Loads `<name>.*` (e.g. `model.layers.3`).
+    pub fn load(
+        source: &mut dyn WeightSource,
+        name: &str,
+        config: &Qwen2Config,
+        device: &B::Device,
+    ) -> Result<Self, ModelError> {
+        let (h, eps) = (config.hidden_size, config.rms_norm_eps);
+        Ok(DecoderLayer {
+            input_layernorm: RmsNorm::load(source, &format!("{name}.input_layernorm"), h, eps, device)?,
+            self_attn: Attention::load(source, &format!("{name}.self_attn"), config, device)?,
+            post_attention_layernorm: RmsNorm::load(
+                source,
+                &format!("{name}.post_attention_layernorm"),
+                h,
+                eps,
+                device,
+            )?,
+            mlp: Mlp::load(source, &format!("{name}.mlp"), config, device)?,
+        })
+    }
+
+    /// Emits every tensor of the layer under `<name>`.
+    pub fn save(&self, name: &str, sink: &mut TensorSink) {
+        self.input_layernorm.save(&format!("{name}.input_layernorm"), sink);
+        self.self_attn.save(&format!("{name}.self_attn"), sink);
+        self.post_attention_layernorm
+            .save(&format!("{name}.post_attention_layernorm"), sink);
+        self.mlp.save(&format!("{name}.mlp"), sink);
+    }
+
+    /// `x: [batch, len, hidden] -> [batch, len, hidden]`.
+    pub fn forward(
+        &self,
+        x: Tensor<B, 3>,
+        rope: &RotaryAngles<B>,
+        mask: &Tensor<B, 5>,
+        cache: Option<&mut LayerKv<B>>,
+    ) -> Tensor<B, 3> {
+        let attended = self
+            .self_attn
+            .forward(self.input_layernorm.forward(x.clone()), rope, mask, cache);
+        let h = x.add(attended);
+        let mlp_out = self.mlp.forward(self.post_attention_layernorm.forward(h.clone()));
+        h.add(mlp_out)
+    }
+}

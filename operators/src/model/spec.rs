@@ -1,0 +1,225 @@
+//! A model as users declare it in the pipeline's `models:` section:
+//!
+//! ```ron
+//! "policy": (arch: Tiny(layers: 2, dim: 128, heads: 4), tokenizer: Builtin, optim: AdamW(lr: 1e-3)),
+//! "policy": (arch: HfDir("models/Qwen2.5-0.5B-Instruct"), optim: AdamW(lr: 1e-6)),
+//! ```
+//!
+//! Optimizer settings are configuration data here; the training loop reads them. AdamW
+//! defaults follow PyTorch/verl (`betas (0.9, 0.999)`, `eps 1e-8`, `weight_decay 0.01`,
+//! gradient clipping at norm 1.0); the schedule default is ROLL's cosine decay with linear
+//! warmup.
+
+use serde::Deserialize;
+
+use super::config::TinyArch;
+
+/// One entry of `models:`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// The architecture: the `Tiny` preset or a Hugging Face Qwen2 directory.
+    pub arch: ArchSpec,
+    /// The tokenizer; default `Auto`: `Builtin` for `Tiny`, the directory's own for `HfDir`.
+    #[serde(default)]
+    pub tokenizer: TokenizerSpec,
+    /// The optimizer used when this model is trained.
+    #[serde(default)]
+    pub optim: OptimSpec,
+    /// Seed of the random initialisation (Tiny) or of a fresh value head; default: the
+    /// pipeline seed.
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+/// Which network to build.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub enum ArchSpec {
+    /// A small Qwen2 trained from scratch (fits CPU training).
+    Tiny {
+        /// Number of decoder layers.
+        #[serde(default = "tiny_layers")]
+        layers: usize,
+        /// Width of the residual stream.
+        #[serde(default = "tiny_dim")]
+        dim: usize,
+        /// Number of query heads (`dim` must be divisible by it).
+        #[serde(default = "tiny_heads")]
+        heads: usize,
+        /// Number of key/value heads (grouped-query attention); default `heads`.
+        #[serde(default)]
+        kv_heads: Option<usize>,
+        /// MLP hidden width; default `4 * dim`.
+        #[serde(default)]
+        ffn_dim: Option<usize>,
+        /// Longest sequence (prompt + response) the model handles.
+        #[serde(default = "tiny_max_positions")]
+        max_positions: usize,
+    },
+    /// A Hugging Face Qwen2/Qwen2.5 directory (config.json, *.safetensors, tokenizer.json).
+    HfDir(String),
+}
+
+fn tiny_layers() -> usize {
+    TinyArch::default().layers
+}
+fn tiny_dim() -> usize {
+    TinyArch::default().dim
+}
+fn tiny_heads() -> usize {
+    TinyArch::default().heads
+}
+fn tiny_max_positions() -> usize {
+    TinyArch::default().max_positions
+}
+
+impl ArchSpec {
+    /// The Tiny preset's parameters, if this is `Tiny`.
+    pub fn tiny(&self) -> Option<TinyArch> {
+        match self {
+            ArchSpec::Tiny {
+                layers,
+                dim,
+                heads,
+                kv_heads,
+                ffn_dim,
+                max_positions,
+            } => Some(TinyArch {
+                layers: *layers,
+                dim: *dim,
+                heads: *heads,
+                kv_heads: *kv_heads,
+                ffn_dim: *ffn_dim,
+                max_positions: *max_positions,
+                ..TinyArch::default()
+            }),
+            ArchSpec::HfDir(_) => None,
+        }
+    }
+}
+
+/// Where the tokenizer comes from.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub enum TokenizerSpec {
+    /// `Builtin` for `Tiny`, the model directory's own for `HfDir`.
+    #[default]
+    Auto,
+    /// The small byte-level BPE shipped with roll-flow (for `Tiny`).
+    Builtin,
+    /// `tokenizer.json` (+ `tokenizer_config.json`) of this directory.
+    HfDir(String),
+}
+
+/// The optimizer.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub enum OptimSpec {
+    /// AdamW (Loshchilov & Hutter 2019), decoupled weight decay.
+    AdamW {
+        /// Peak learning rate.
+        #[serde(default = "default_lr")]
+        lr: f64,
+        /// Exponential decay rates of the first and second moment estimates.
+        #[serde(default = "default_betas")]
+        betas: (f64, f64),
+        /// Added to the denominator for numerical stability.
+        #[serde(default = "default_eps")]
+        eps: f64,
+        /// Decoupled weight decay coefficient.
+        #[serde(default = "default_weight_decay")]
+        weight_decay: f64,
+        /// Steps of linear warmup from 0 to `lr`.
+        #[serde(default)]
+        warmup_steps: usize,
+        /// Learning-rate schedule after warmup.
+        #[serde(default)]
+        schedule: LrSchedule,
+        /// Final learning rate of the cosine schedule as a fraction of `lr`.
+        #[serde(default)]
+        min_lr_ratio: f64,
+        /// Clip the global gradient norm to this value; `None` disables clipping.
+        #[serde(default = "default_grad_clip")]
+        grad_clip: Option<f64>,
+    },
+}
+
+fn default_lr() -> f64 {
+    1e-6
+}
+fn default_betas() -> (f64, f64) {
+    (0.9, 0.999)
+}
+fn default_eps() -> f64 {
+    1e-8
+}
+fn default_weight_decay() -> f64 {
+    0.01
+}
+fn default_grad_clip() -> Option<f64> {
+    Some(1.0)
+}
+
+impl Default for OptimSpec {
+    fn default() -> Self {
+        OptimSpec::AdamW {
+            lr: default_lr(),
+            betas: default_betas(),
+            eps: default_eps(),
+            weight_decay: default_weight_decay(),
+            warmup_steps: 0,
+            schedule: LrSchedule::default(),
+            min_lr_ratio: 0.0,
+            grad_clip: default_grad_clip(),
+        }
+    }
+}
+
+/// How the learning rate evolves after warmup.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum LrSchedule {
+    /// Constant at `lr`.
+    Constant,
+    /// Cosine decay from `lr` to `min_lr_ratio * lr` over the run's steps (ROLL's default).
+    #[default]
+    Cosine,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ModelSpec, ron::error::SpannedError> {
+        ron::from_str(text)
+    }
+
+    #[test]
+    fn tiny_spec_with_defaults() {
+        let spec = parse("(arch: Tiny(layers: 2, dim: 128, heads: 4), tokenizer: Builtin, optim: AdamW(lr: 1e-3))").unwrap();
+        let tiny = spec.arch.tiny().unwrap();
+        assert_eq!((tiny.layers, tiny.dim, tiny.heads, tiny.kv_heads), (2, 128, 4, None));
+        assert_eq!(tiny.max_positions, 4096);
+        assert_eq!(spec.tokenizer, TokenizerSpec::Builtin);
+        let OptimSpec::AdamW { lr, betas, eps, weight_decay, warmup_steps, schedule, min_lr_ratio, grad_clip } = spec.optim;
+        assert_eq!(lr, 1e-3);
+        assert_eq!(betas, (0.9, 0.999));
+        assert_eq!((eps, weight_decay, warmup_steps), (1e-8, 0.01, 0));
+        assert_eq!((schedule, min_lr_ratio, grad_clip), (LrSchedule::Cosine, 0.0, Some(1.0)));
+    }
+
+    #[test]
+    fn hf_dir_spec() {
+        let spec = parse("(arch: HfDir(\"models/Qwen2.5-0.5B-Instruct\"), optim: AdamW(lr: 1e-6, schedule: Constant))").unwrap();
+        assert_eq!(spec.arch, ArchSpec::HfDir("models/Qwen2.5-0.5B-Instruct".into()));
+        assert!(spec.arch.tiny().is_none());
+        assert_eq!(spec.tokenizer, TokenizerSpec::Auto);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let err = parse("(arch: Tiny(layer: 2))").unwrap_err().to_string();
+        assert!(err.contains("layer"), "{err}");
+        let err = parse("(arch: Tiny(), optimizer: AdamW())").unwrap_err().to_string();
+        assert!(err.contains("optimizer"), "{err}");
+    }
+}
