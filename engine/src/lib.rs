@@ -12,6 +12,7 @@
 //! The engine is generic over a [`Catalog`]: the operators crate supplies the real one, and
 //! tests supply small ones of their own, which is how the executor is tested in isolation.
 
+pub mod atomic_file;
 pub mod batch;
 
 pub use batch::{Batch, BatchError, Column, Level, Values};
@@ -24,6 +25,7 @@ pub use operator::{Contract, Need, Operator, OperatorError, Role, StepContext};
 pub use spec::{EnvSet, Pipeline};
 pub mod executor;
 pub mod graph;
+pub mod metrics;
 
 pub use executor::{execute, ExecError, ExecutorOptions, NodeReport, StepReport};
 pub use graph::{validate, PipelineGraph, Validation};

@@ -6,7 +6,13 @@
 //!   action parser and the env manager.
 //! - [`model`]: the Qwen2-architecture causal LM in burn, HF safetensors loading and
 //!   saving, the tokenizer and chat template, and batched KV-cache generation.
+//! - [`nodes`]: the registry of RON node kinds, and [`catalog`]: the [`RollFlow`] catalog
+//!   that ties nodes, models and envs to the engine.
 
 pub mod algo;
 pub mod envs;
 pub mod model;
+pub mod catalog;
+pub mod nodes;
+
+pub use catalog::RollFlow;

@@ -60,9 +60,12 @@ fn decode_utf8(path: &Path, bytes: Vec<u8>) -> Result<String, Diagnostic> {
     })
 }
 
-/// The `ron` options pipeline files are read with: `Some(..)` may be left out.
+/// The `ron` options pipeline files are read with: `Some(..)` may be left out, and a
+/// variant wrapping a config takes its fields directly (`Gae(gamma: 1.0)`).
 pub fn ron_options() -> ron::Options {
-    ron::Options::default().with_default_extension(Extensions::IMPLICIT_SOME)
+    ron::Options::default()
+        .with_default_extension(Extensions::IMPLICIT_SOME)
+        .with_default_extension(Extensions::UNWRAP_VARIANT_NEWTYPES)
 }
 
 /// Parses pipeline text.

@@ -1,0 +1,59 @@
+//! Subcommands.
+
+mod graph;
+mod run;
+mod validate;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use roll_flow_engine::spec::{self, Diagnostic, Loaded};
+use roll_flow_engine::{validate as validate_graph, PipelineGraph};
+use roll_flow_operators::RollFlow;
+
+/// Train LLM agents with reinforcement learning, from one RON pipeline file.
+#[derive(Parser, Debug)]
+#[command(name = "roll-flow", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run (train) a pipeline.
+    Run(run::RunArgs),
+    /// Check pipeline files without running them; exits 1 if any is invalid.
+    Validate(validate::ValidateArgs),
+    /// Print a pipeline's graph as Graphviz DOT, with each node's needs and gives.
+    Graph(graph::GraphArgs),
+}
+
+pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Run(args) => run::run(&args),
+        Command::Validate(args) => Ok(validate::validate(&args)),
+        Command::Graph(args) => Ok(graph::graph(&args)),
+    }
+}
+
+/// Loads and validates one file. Prints warnings; on errors prints them and returns None.
+pub(crate) fn load_valid(path: &Path, overrides: &[String]) -> Option<(Loaded<RollFlow>, PipelineGraph)> {
+    let loaded = match spec::load::<RollFlow>(path, overrides) {
+        Ok(loaded) => loaded,
+        Err(diagnostics) => {
+            print_diagnostics(&diagnostics);
+            return None;
+        }
+    };
+    let validation = validate_graph(&loaded);
+    print_diagnostics(&validation.diagnostics);
+    validation.graph.map(|graph| (loaded, graph))
+}
+
+pub(crate) fn print_diagnostics(diagnostics: &[Diagnostic]) {
+    for d in diagnostics {
+        eprintln!("{d}");
+    }
+}

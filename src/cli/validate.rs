@@ -1,0 +1,35 @@
+//! `roll-flow validate FILE...`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    /// Pipeline files to check.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// `key=value` overrides, applied as `roll-flow run --set` would.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
+pub fn validate(args: &ValidateArgs) -> ExitCode {
+    let mut failed = 0;
+    for file in &args.files {
+        match super::load_valid(file, &args.set) {
+            Some((loaded, graph)) => {
+                let edges: usize = graph.nodes.iter().map(|n| n.outputs.len()).sum();
+                println!("ok: {} ({} nodes, {edges} edges)", file.display(), loaded.pipeline.nodes.len());
+            }
+            None => failed += 1,
+        }
+    }
+    if failed > 0 {
+        eprintln!("{failed} of {} pipeline files are invalid", args.files.len());
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
