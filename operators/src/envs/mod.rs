@@ -15,8 +15,10 @@
 //! - [`play`]: `roll-flow play`, scripted (JSON lines) or interactive.
 
 pub mod action;
+pub mod bandit;
 pub mod frozen_lake;
 pub mod render;
+pub mod sokoban;
 
 use serde::Serialize;
 
