@@ -17,6 +17,7 @@
 pub mod action;
 pub mod bandit;
 pub mod frozen_lake;
+pub mod math;
 pub mod render;
 pub mod sokoban;
 
