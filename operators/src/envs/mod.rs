@@ -16,13 +16,17 @@
 
 pub mod action;
 pub mod bandit;
+pub mod config;
 pub mod frozen_lake;
 pub mod math;
+pub mod registry;
 pub mod render;
 pub mod sokoban;
 
 use serde::Serialize;
 
+pub use config::EnvConfig;
+pub use registry::{register_env, EnvFactory};
 pub use render::Frame;
 
 /// What `reset` hands the agent: the first observation and the rules of the game.
