@@ -18,6 +18,7 @@ pub mod action;
 pub mod bandit;
 pub mod config;
 pub mod frozen_lake;
+pub mod manager;
 pub mod math;
 pub mod registry;
 pub mod render;
@@ -26,6 +27,7 @@ pub mod sokoban;
 use serde::Serialize;
 
 pub use config::EnvConfig;
+pub use manager::{EnvManager, EnvSlot, Shard};
 pub use registry::{register_env, EnvFactory};
 pub use render::Frame;
 
