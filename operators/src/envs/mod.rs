@@ -15,11 +15,20 @@
 //! - [`play`]: `roll-flow play`, scripted (JSON lines) or interactive.
 
 pub mod action;
+pub mod bandit;
+pub mod config;
 pub mod frozen_lake;
+pub mod manager;
+pub mod math;
+pub mod registry;
 pub mod render;
+pub mod sokoban;
 
 use serde::Serialize;
 
+pub use config::EnvConfig;
+pub use manager::{EnvManager, EnvSlot, Shard};
+pub use registry::{register_env, EnvFactory};
 pub use render::Frame;
 
 /// What `reset` hands the agent: the first observation and the rules of the game.
