@@ -15,8 +15,8 @@ use super::kl_controller::KlController;
 /// Scalar metrics of one estimator call (e.g. `adv/mean`, `kl/beta`), for tracking.
 pub type AlgoStats = BTreeMap<String, f64>;
 
-/// State an `adv` node keeps between steps.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// State an `adv` node keeps between steps (serialisable, for checkpoints).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AdvantageState {
     /// The KL penalty's coefficient controller, created on first use from the config.
     pub kl: Option<KlController>,

@@ -4,8 +4,9 @@
 //! β ← β·(1 + clip(KL/target − 1, −0.2, 0.2)·n/horizon), with n the batch size and
 //! horizon 10000 by default. Fixed β when no target is set.
 
-/// The controller state carried by the `adv` node between steps.
-#[derive(Clone, Debug, PartialEq)]
+/// The controller state carried by the `adv` node between steps (serialisable, for
+/// checkpoints).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum KlController {
     /// β never changes.
     Fixed { beta: f64 },

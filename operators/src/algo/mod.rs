@@ -14,6 +14,8 @@
 //!   everywhere and the fused kernels have an oracle.
 
 pub mod actor_loss;
+pub mod adv_node;
+pub mod adv_spec;
 pub mod advantage_clip;
 pub mod agentic_reinforce;
 pub mod aggregation;
@@ -44,14 +46,16 @@ pub mod whiten;
 #[cfg(test)]
 mod test_batches;
 
-pub use actor_loss::{actor_objective, ActorLossOutput, KlLoss, PolicyLoss};
+pub use actor_loss::{actor_objective, ActorExtras, ActorLossOutput, KlLoss, PolicyLoss};
+pub use adv_node::AdvantageNode;
+pub use adv_spec::AdvantageSpec;
 pub use agentic_reinforce::AgenticReinforce;
 pub use aggregation::LossAgg;
 pub use decoupled_ppo::{BehaviourCap, DecoupledPpo};
 pub use error::AlgoError;
 pub use estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
 pub use gae::Gae;
-pub use gigpo::{AnchorMode, EpisodeStats, GiGpo};
+pub use gigpo::{AnchorMode, EpisodeStats, GiGpo, GigpoNorm};
 pub use grad_clip::clip_grad_norm;
 pub use grouping::{Grouping, Norm};
 pub use grpo::{Grpo, Reinforce};
@@ -59,7 +63,7 @@ pub use kl::KlEstimator;
 pub use kl_controller::KlController;
 pub use kl_penalty::KlPenalty;
 pub use packed_layout::PackedLayout;
-pub use ppo_loss::{PolicyLossOutput, PpoClip, RatioLevel};
+pub use ppo_loss::{PolicyInputs, PolicyLossOutput, PpoClip, RatioLevel};
 pub use shaping::Shaping;
 pub use starpo::StarPo;
 pub use step_reinforce::StepReinforce;

@@ -1,0 +1,117 @@
+use roll_flow_engine::batch::column::*;
+use roll_flow_engine::{Column, Need};
+
+use super::*;
+use crate::algo::gigpo::STEP_HINT;
+
+fn ron_options() -> ron::Options {
+    use ron::extensions::Extensions;
+    ron::Options::default()
+        .with_default_extension(Extensions::UNWRAP_VARIANT_NEWTYPES | Extensions::IMPLICIT_SOME)
+}
+
+fn parse(text: &str) -> AdvantageSpec {
+    ron_options()
+        .from_str(text)
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// Columns a trajectory-wise rollout plus an old-logprob node give.
+fn trajectory_columns() -> Vec<Column> {
+    vec![
+        RESPONSE_MASK,
+        BEHAVIOUR_LOGPROB,
+        TOKEN_TURN,
+        TOKEN_REWARD,
+        SCORE,
+        EPISODE_RETURN,
+        ENV_TAG,
+        GROUP_ID,
+        TRAJECTORY_ID,
+        POLICY_VERSION,
+        TURN_COUNT,
+        SUCCESS,
+        OLD_LOGPROB,
+    ]
+}
+
+fn step_columns() -> Vec<Column> {
+    let mut c = trajectory_columns();
+    c.extend([STATE_HASH, STEP_INDEX, crate::algo::OBSERVATION]);
+    c
+}
+
+fn unmet(spec: &AdvantageSpec, given: &[Column]) -> Vec<Need> {
+    spec.contract()
+        .needs
+        .into_iter()
+        .filter(|n| !given.contains(&n.column))
+        .collect()
+}
+
+#[test]
+fn every_variant_parses_with_its_ron_name() {
+    let texts = [
+        "Gae(gamma: 1.0, lambda: 0.95)",
+        "Grpo(norm: MeanStd, group_by: EnvTag)",
+        "Reinforce()",
+        "StarPO(norm: MeanStd, keep_top_std: 0.25)",
+        "GiGPO(step_gamma: 0.95, step_weight: 1.0, norm: Mean)",
+        "StepReinforce(gamma: 0.9, group_by: State)",
+        "AgenticReinforce(gamma: 0.9)",
+    ];
+    for (text, name) in texts.iter().zip(AdvantageSpec::NAMES) {
+        assert_eq!(parse(text).kind(), name);
+    }
+    let kl = parse("Gae(kl_penalty: (coef: 0.05, target: 0.1), shaping: (whiten: true))");
+    let AdvantageSpec::Gae(g) = kl else { panic!() };
+    assert_eq!(g.kl_penalty.unwrap().target, Some(0.1));
+}
+
+#[test]
+fn unknown_fields_are_refused() {
+    let err = ron_options()
+        .from_str::<AdvantageSpec>("GiGPO(step_gama: 0.9)")
+        .unwrap_err();
+    assert!(err.to_string().contains("step_gama"), "{err}");
+}
+
+#[test]
+fn gigpo_refuses_trajectory_samples_at_validation() {
+    let spec = parse("GiGPO()");
+    let missing = unmet(&spec, &trajectory_columns());
+    let names: Vec<&str> = missing.iter().map(|n| n.column.name()).collect();
+    assert_eq!(names, ["step_index", "state_hash"]);
+    assert!(missing.iter().all(|n| n.hint.as_deref() == Some(STEP_HINT)));
+    assert!(unmet(&spec, &step_columns()).is_empty());
+}
+
+#[test]
+fn needs_and_gives_per_variant() {
+    assert!(unmet(&parse("StarPO()"), &trajectory_columns()).is_empty());
+    assert!(unmet(&parse("Grpo()"), &trajectory_columns()).is_empty());
+    assert!(unmet(&parse("AgenticReinforce()"), &trajectory_columns()).is_empty());
+    assert!(unmet(&parse("StepReinforce()"), &step_columns()).is_empty());
+    let gae = unmet(&parse("Gae()"), &trajectory_columns());
+    assert_eq!(
+        gae,
+        vec![Need::with_hint(VALUES, "add a Values node upstream")]
+    );
+    let kl = unmet(&parse("Grpo(kl_penalty: ())"), &trajectory_columns());
+    assert_eq!(
+        kl.iter().map(|n| n.column.name()).collect::<Vec<_>>(),
+        ["ref_logprob"]
+    );
+    assert_eq!(parse("Gae()").contract().gives, vec![ADVANTAGES, RETURNS]);
+    assert_eq!(parse("GiGPO()").contract().gives, vec![ADVANTAGES]);
+}
+
+#[test]
+fn group_normalised_flags_the_group_of_one_pitfall() {
+    assert!(parse("Grpo(norm: Mean)").contract().group_normalised);
+    assert!(parse("StarPO()").contract().group_normalised);
+    assert!(parse("GiGPO()").contract().group_normalised);
+    assert!(!parse("Grpo(norm: Identity)").contract().group_normalised);
+    assert!(!parse("Gae()").contract().group_normalised);
+    assert!(!parse("AgenticReinforce()").contract().group_normalised);
+}
