@@ -53,6 +53,7 @@ fn unmet(spec: &AdvantageSpec, given: &[Column]) -> Vec<Need> {
 fn every_variant_parses_with_its_ron_name() {
     let texts = [
         "Gae(gamma: 1.0, lambda: 0.95)",
+        "BiLevelGae(turn_gamma: 0.9)",
         "Grpo(norm: MeanStd, group_by: EnvTag)",
         "Reinforce()",
         "StarPO(norm: MeanStd, keep_top_std: 0.25)",
@@ -91,6 +92,10 @@ fn needs_and_gives_per_variant() {
     assert!(unmet(&parse("StarPO()"), &trajectory_columns()).is_empty());
     assert!(unmet(&parse("Grpo()"), &trajectory_columns()).is_empty());
     assert!(unmet(&parse("AgenticReinforce()"), &trajectory_columns()).is_empty());
+    assert_eq!(
+        unmet(&parse("BiLevelGae()"), &trajectory_columns()).len(),
+        1
+    );
     assert!(unmet(&parse("StepReinforce()"), &step_columns()).is_empty());
     let gae = unmet(&parse("Gae()"), &trajectory_columns());
     assert_eq!(

@@ -5,7 +5,7 @@
 //! defaults in its doc comment (see `shared/REFERENCE.md`).
 //!
 //! - Estimators ([`AdvantageEstimator`]) read and write [`roll_flow_engine::Batch`] columns,
-//!   so the `adv` node is a thin wrapper: [`Gae`], [`Grpo`], [`Reinforce`], [`StarPo`],
+//!   so the `adv` node is a thin wrapper: [`Gae`], [`BiLevelGae`], [`Grpo`], [`Reinforce`], [`StarPo`],
 //!   [`GiGpo`], [`StepReinforce`], [`AgenticReinforce`].
 //! - Shaping ([`Shaping`], [`KlPenalty`]) runs inside the estimators in ROLL's order:
 //!   reward clip, KL penalty, estimator, whitening, advantage clip.
@@ -20,6 +20,7 @@ pub mod advantage_clip;
 pub mod agentic_reinforce;
 pub mod aggregation;
 mod batch_read;
+pub mod bi_level_gae;
 pub mod decoupled_ppo;
 pub mod discount;
 pub mod error;
@@ -51,6 +52,7 @@ pub use adv_node::AdvantageNode;
 pub use adv_spec::AdvantageSpec;
 pub use agentic_reinforce::AgenticReinforce;
 pub use aggregation::LossAgg;
+pub use bi_level_gae::BiLevelGae;
 pub use decoupled_ppo::{BehaviourCap, DecoupledPpo};
 pub use error::AlgoError;
 pub use estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
