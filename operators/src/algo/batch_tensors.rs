@@ -54,7 +54,7 @@ impl<B: Backend> ActorBatch<B> {
             PolicyLoss::PpoClip(p) => (p.ratio, false),
             PolicyLoss::DecoupledPpo(p) => (p.ratio, true),
         };
-        let layout = PackedLayout::from_batch(batch, ratio == RatioLevel::Segment, device)?;
+        let layout = PackedLayout::from_batch(batch, NODE, ratio == RatioLevel::Segment, device)?;
         let old_hint = "add a LogProb(model: \"policy\") node upstream";
         let behaviour = decoupled
             .then(|| {
@@ -108,7 +108,7 @@ impl<B: Backend> CriticBatch<B> {
     pub fn from_batch(batch: &Batch, device: &B::Device) -> Result<Self, AlgoError> {
         const NODE: &str = "CriticStep";
         Ok(CriticBatch {
-            layout: PackedLayout::from_batch(batch, false, device)?,
+            layout: PackedLayout::from_batch(batch, NODE, false, device)?,
             old_values: token_tensor(batch, NODE, &VALUES, "add a Values node upstream", device)?,
             returns: token_tensor(
                 batch,

@@ -141,6 +141,42 @@ mod tests {
     }
 
     #[test]
+    fn empty_mask_sample_and_single_token() {
+        // Sample 0 has no response token; sample 1 one token with V = 1 inside the clip
+        // range of V_old = 0.9: ½·(1 − 2)² = 0.5, gradient V − R = −1.
+        let l = PackedLayout::<AD>::new(&[0, 1, 2], &[false, true], None, &Default::default());
+        let v = l.constant(vec![5.0, 1.0]).require_grad();
+        let out = ValueLoss::default()
+            .loss(
+                v.clone(),
+                l.constant(vec![0.0, 0.9]),
+                l.constant(vec![0.0, 2.0]),
+                &l,
+            )
+            .unwrap();
+        let g = v
+            .grad(&out.loss.backward())
+            .unwrap()
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
+        assert!((out.loss.into_scalar() - 0.5).abs() < 1e-6);
+        assert_eq!(g, vec![0.0, -1.0]);
+        assert_eq!(out.stats["vf_clipfrac"], 0.0);
+        assert!(ValueLoss {
+            clip: Some(-1.0),
+            ..Default::default()
+        }
+        .loss(
+            l.constant(vec![0.0, 0.0]),
+            l.constant(vec![0.0, 0.0]),
+            l.constant(vec![0.0, 0.0]),
+            &l
+        )
+        .is_err());
+    }
+
+    #[test]
     fn clipped_by_hand() {
         // c = 0.2. Token 0: V = 1, V_old = 0, R = 2: V_c = 0.2, max(1, 3.24) = 3.24 (clipped
         // term wins, no gradient). Token 1: V = 0.1, V_old = 0, R = 1: V_c = V, 0.81.
