@@ -78,7 +78,12 @@ impl AdvantageEstimator for AdvantageSpec {
         self.inner().contract()
     }
 
+    fn validate(&self) -> Result<(), AlgoError> {
+        self.inner().validate()
+    }
+
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
+        self.inner().validate()?;
         self.inner().apply(batch, state)
     }
 }

@@ -120,3 +120,50 @@ fn group_normalised_flags_the_group_of_one_pitfall() {
     assert!(!parse("Gae()").contract().group_normalised);
     assert!(!parse("AgenticReinforce()").contract().group_normalised);
 }
+
+#[test]
+fn out_of_range_settings_are_refused_before_running() {
+    let cases = [
+        (
+            "Gae(lambda: 1.5)",
+            "Gae: `lambda` must be in [0, 1], got 1.5",
+        ),
+        (
+            "Grpo(gamma: -0.1)",
+            "Grpo: `gamma` must be in [0, 1], got -0.1",
+        ),
+        (
+            "StarPO(keep_top_std: 0.0)",
+            "StarPO: `keep_top_std` must be in (0, 1], got 0",
+        ),
+        (
+            "GiGPO(anchor: Similarity(threshold: 2.0))",
+            "GiGPO: `anchor.threshold` must be in [0, 1], got 2",
+        ),
+        (
+            "StepReinforce(shaping: (advantage_clip: -1.0))",
+            "StepReinforce: `shaping.advantage_clip` must be > 0, got -1",
+        ),
+        (
+            "Gae(kl_penalty: (estimator: Full))",
+            "Gae: kl_penalty cannot use `Full`",
+        ),
+    ];
+    for (text, message) in cases {
+        let spec = parse(text);
+        let err = spec.validate().unwrap_err().to_string();
+        assert!(err.starts_with(message), "{text}: {err}");
+        let mut batch = crate::algo::test_batches::with_masks(&[&[1]]);
+        let err = spec
+            .apply(&mut batch, &mut Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(message), "{text}: {err}");
+    }
+    for name in AdvantageSpec::NAMES {
+        assert!(
+            parse(&format!("{name}()")).validate().is_ok(),
+            "{name} defaults"
+        );
+    }
+}

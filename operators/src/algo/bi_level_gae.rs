@@ -23,6 +23,7 @@ use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
 use super::batch_read::{read_f32, read_i64, read_mask, response_positions, write};
+use super::config_check::unit_interval;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
 use super::gae::response_rewards;
@@ -114,6 +115,16 @@ impl BiLevelGae {
 impl AdvantageEstimator for BiLevelGae {
     fn kind(&self) -> &'static str {
         NODE
+    }
+
+    fn validate(&self) -> Result<(), AlgoError> {
+        unit_interval(NODE, "gamma", self.gamma)?;
+        unit_interval(NODE, "lambda", self.lambda)?;
+        unit_interval(NODE, "turn_gamma", self.turn_gamma)?;
+        if let Some(kl) = &self.kl_penalty {
+            kl.validate(NODE)?;
+        }
+        self.shaping.validate(NODE)
     }
 
     fn contract(&self) -> Contract {

@@ -27,6 +27,7 @@ use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
 use super::batch_read::{broadcast_to_response, read_f32, read_mask, read_str, read_u64, write};
+use super::config_check::unit_interval;
 use super::discount::{repeated_step, step_returns};
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
@@ -217,6 +218,20 @@ impl GiGpo {
 impl AdvantageEstimator for GiGpo {
     fn kind(&self) -> &'static str {
         NODE
+    }
+
+    fn validate(&self) -> Result<(), AlgoError> {
+        unit_interval(NODE, "step_gamma", self.step_gamma)?;
+        if !self.step_weight.is_finite() || self.step_weight < 0.0 {
+            return Err(AlgoError::invalid(
+                NODE,
+                format!("`step_weight` must be ≥ 0, got {}", self.step_weight),
+            ));
+        }
+        if let AnchorMode::Similarity { threshold } = self.anchor {
+            unit_interval(NODE, "anchor.threshold", threshold)?;
+        }
+        self.shaping.validate(NODE)
     }
 
     fn contract(&self) -> Contract {

@@ -22,6 +22,7 @@ pub mod aggregation;
 mod batch_read;
 pub mod batch_tensors;
 pub mod bi_level_gae;
+pub mod config_check;
 pub mod decoupled_ppo;
 pub mod discount;
 pub mod error;

@@ -15,6 +15,7 @@ use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
 use super::batch_read::{broadcast_to_response, read_f32, read_mask, read_u64, write};
+use super::config_check::unit_interval;
 use super::discount::{repeated_step, step_returns};
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
@@ -62,6 +63,11 @@ impl Default for StepReinforce {
 impl AdvantageEstimator for StepReinforce {
     fn kind(&self) -> &'static str {
         NODE
+    }
+
+    fn validate(&self) -> Result<(), AlgoError> {
+        unit_interval(NODE, "gamma", self.gamma)?;
+        self.shaping.validate(NODE)
     }
 
     fn contract(&self) -> Contract {
