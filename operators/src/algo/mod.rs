@@ -5,13 +5,15 @@
 //! defaults in its doc comment (see `shared/REFERENCE.md`).
 //!
 //! - Estimators ([`AdvantageEstimator`]) read and write [`roll_flow_engine::Batch`] columns,
-//!   so the `adv` node is a thin wrapper: [`Gae`], [`BiLevelGae`], [`Grpo`], [`Reinforce`], [`StarPo`],
-//!   [`GiGpo`], [`StepReinforce`], [`AgenticReinforce`].
+//!   so the `adv` node ([`AdvantageNode`] over [`AdvantageSpec`]) is a thin wrapper: [`Gae`],
+//!   [`BiLevelGae`], [`Grpo`], [`Reinforce`], [`StarPo`], [`GiGpo`], [`StepReinforce`],
+//!   [`AgenticReinforce`].
 //! - Shaping ([`Shaping`], [`KlPenalty`]) runs inside the estimators in ROLL's order:
 //!   reward clip, KL penalty, estimator, whitening, advantage clip.
 //! - Losses ([`PpoClip`], [`DecoupledPpo`], [`ValueLoss`], [`actor_objective`]) are burn
 //!   tensor ops on packed 1-D token tensors, generic over the backend, so autodiff works
-//!   everywhere and the fused kernels have an oracle.
+//!   everywhere and the fused kernels have an oracle; [`ActorBatch`] / [`CriticBatch`] read
+//!   their inputs from a batch and [`clip_grad_norm`] clips the gradients.
 
 pub mod actor_loss;
 pub mod adv_node;
