@@ -10,6 +10,7 @@ use roll_flow_engine::{Batch, Contract};
 use serde::Deserialize;
 
 use super::agentic_reinforce::AgenticReinforce;
+use super::bi_level_gae::BiLevelGae;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
 use super::gae::Gae;
@@ -23,6 +24,8 @@ use super::step_reinforce::StepReinforce;
 pub enum AdvantageSpec {
     /// Token-level GAE with a critic.
     Gae(Gae),
+    /// RAGEN's turn-level then token-level GAE.
+    BiLevelGae(BiLevelGae),
     /// Group-normalised scores (GRPO).
     Grpo(Grpo),
     /// Scores with a batch-mean baseline (REINFORCE).
@@ -41,8 +44,9 @@ pub enum AdvantageSpec {
 
 impl AdvantageSpec {
     /// All RON variant names, for "did you mean" advice and registries.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "Gae",
+        "BiLevelGae",
         "Grpo",
         "Reinforce",
         "StarPO",
@@ -54,6 +58,7 @@ impl AdvantageSpec {
     fn inner(&self) -> &dyn AdvantageEstimator {
         match self {
             AdvantageSpec::Gae(e) => e,
+            AdvantageSpec::BiLevelGae(e) => e,
             AdvantageSpec::Grpo(e) => e,
             AdvantageSpec::Reinforce(e) => e,
             AdvantageSpec::StarPo(e) => e,
@@ -73,7 +78,12 @@ impl AdvantageEstimator for AdvantageSpec {
         self.inner().contract()
     }
 
+    fn validate(&self) -> Result<(), AlgoError> {
+        self.inner().validate()
+    }
+
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
+        self.inner().validate()?;
         self.inner().apply(batch, state)
     }
 }

@@ -53,6 +53,7 @@ fn unmet(spec: &AdvantageSpec, given: &[Column]) -> Vec<Need> {
 fn every_variant_parses_with_its_ron_name() {
     let texts = [
         "Gae(gamma: 1.0, lambda: 0.95)",
+        "BiLevelGae(turn_gamma: 0.9)",
         "Grpo(norm: MeanStd, group_by: EnvTag)",
         "Reinforce()",
         "StarPO(norm: MeanStd, keep_top_std: 0.25)",
@@ -91,6 +92,10 @@ fn needs_and_gives_per_variant() {
     assert!(unmet(&parse("StarPO()"), &trajectory_columns()).is_empty());
     assert!(unmet(&parse("Grpo()"), &trajectory_columns()).is_empty());
     assert!(unmet(&parse("AgenticReinforce()"), &trajectory_columns()).is_empty());
+    assert_eq!(
+        unmet(&parse("BiLevelGae()"), &trajectory_columns()).len(),
+        1
+    );
     assert!(unmet(&parse("StepReinforce()"), &step_columns()).is_empty());
     let gae = unmet(&parse("Gae()"), &trajectory_columns());
     assert_eq!(
@@ -114,4 +119,51 @@ fn group_normalised_flags_the_group_of_one_pitfall() {
     assert!(!parse("Grpo(norm: Identity)").contract().group_normalised);
     assert!(!parse("Gae()").contract().group_normalised);
     assert!(!parse("AgenticReinforce()").contract().group_normalised);
+}
+
+#[test]
+fn out_of_range_settings_are_refused_before_running() {
+    let cases = [
+        (
+            "Gae(lambda: 1.5)",
+            "Gae: `lambda` must be in [0, 1], got 1.5",
+        ),
+        (
+            "Grpo(gamma: -0.1)",
+            "Grpo: `gamma` must be in [0, 1], got -0.1",
+        ),
+        (
+            "StarPO(keep_top_std: 0.0)",
+            "StarPO: `keep_top_std` must be in (0, 1], got 0",
+        ),
+        (
+            "GiGPO(anchor: Similarity(threshold: 2.0))",
+            "GiGPO: `anchor.threshold` must be in [0, 1], got 2",
+        ),
+        (
+            "StepReinforce(shaping: (advantage_clip: -1.0))",
+            "StepReinforce: `shaping.advantage_clip` must be > 0, got -1",
+        ),
+        (
+            "Gae(kl_penalty: (estimator: Full))",
+            "Gae: kl_penalty cannot use `Full`",
+        ),
+    ];
+    for (text, message) in cases {
+        let spec = parse(text);
+        let err = spec.validate().unwrap_err().to_string();
+        assert!(err.starts_with(message), "{text}: {err}");
+        let mut batch = crate::algo::test_batches::with_masks(&[&[1]]);
+        let err = spec
+            .apply(&mut batch, &mut Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(message), "{text}: {err}");
+    }
+    for name in AdvantageSpec::NAMES {
+        assert!(
+            parse(&format!("{name}()")).validate().is_ok(),
+            "{name} defaults"
+        );
+    }
 }

@@ -17,6 +17,7 @@ use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
 use super::batch_read::{read_i64, read_mask, response_positions, write};
+use super::config_check::unit_interval;
 use super::discount::discounted_returns;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
@@ -70,6 +71,11 @@ impl AgenticReinforce {
 impl AdvantageEstimator for AgenticReinforce {
     fn kind(&self) -> &'static str {
         NODE
+    }
+
+    fn validate(&self) -> Result<(), AlgoError> {
+        unit_interval(NODE, "gamma", self.gamma)?;
+        self.shaping.validate(NODE)
     }
 
     fn contract(&self) -> Contract {

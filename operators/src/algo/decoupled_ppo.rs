@@ -9,7 +9,8 @@
 //! The behaviour weight can be bounded ([`BehaviourCap`], AReaL `behav_imp_weight_cap`):
 //! `Clamp(c)` uses min(w, c); `Mask(c)` sets w = 0 where w > c (AReaL's rule: such tokens
 //! drop out of the loss but stay in the aggregation's denominators). Default: unbounded.
-//! Stats add `behave_weight_mean` and `behave_masked_frac` over response tokens.
+//! Stats add `behave_weight_mean` and `behave_capped_frac` (tokens whose weight was clamped or
+//! masked) over response tokens.
 //!
 //! RON: `loss: DecoupledPpo(low: 0.2, high: 0.2, behaviour_cap: Mask(5.0))`.
 
@@ -141,7 +142,7 @@ impl DecoupledPpo {
             .exp();
         let dropped = raw.greater(w.clone().add_scalar(1e-12)).float();
         stats.insert("behave_weight_mean".into(), masked_mean(w.clone(), layout));
-        stats.insert("behave_masked_frac".into(), masked_mean(dropped, layout));
+        stats.insert("behave_capped_frac".into(), masked_mean(dropped, layout));
         stats.insert(
             "ppo_kl".into(),
             masked_mean(inputs.old_logprob.clone() - inputs.logprob.clone(), layout),

@@ -28,6 +28,11 @@ pub trait AdvantageEstimator {
     fn kind(&self) -> &'static str;
     /// The columns needed and given, as configured.
     fn contract(&self) -> Contract;
+    /// Checks the settings' ranges (run at graph validation and before every `apply`
+    /// through [`super::AdvantageSpec`]).
+    fn validate(&self) -> Result<(), AlgoError> {
+        Ok(())
+    }
     /// Computes the advantages of `batch` in place. May drop samples (StarPO-S filtering).
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError>;
 }

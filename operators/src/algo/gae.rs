@@ -18,6 +18,7 @@ use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
 use super::batch_read::{read_f32, read_mask, response_positions, write};
+use super::config_check::unit_interval;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
 use super::kl_penalty::KlPenalty;
@@ -96,6 +97,15 @@ pub(crate) fn response_rewards(
 impl AdvantageEstimator for Gae {
     fn kind(&self) -> &'static str {
         NODE
+    }
+
+    fn validate(&self) -> Result<(), AlgoError> {
+        unit_interval(NODE, "gamma", self.gamma)?;
+        unit_interval(NODE, "lambda", self.lambda)?;
+        if let Some(kl) = &self.kl_penalty {
+            kl.validate(NODE)?;
+        }
+        self.shaping.validate(NODE)
     }
 
     fn contract(&self) -> Contract {

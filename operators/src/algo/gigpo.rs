@@ -5,7 +5,9 @@
 //!    `Mean` (verl-agent's scripts' default), std + 1e-6 under `MeanStd`. A group of one
 //!    gets mean 0, std 1 (verl-agent `episode_norm_reward`). The statistics are taken over
 //!    step rows (`StepRows`, verl-agent: long trajectories weigh more) or one value per
-//!    trajectory (`Trajectories`, ROLL).
+//!    trajectory (`Trajectories`, ROLL). A group of one trajectory gets mean 0, std 1 in
+//!    both modes (verl-agent's step-row code counts rows, so a lone multi-step trajectory
+//!    would get its own mean there; REFERENCE.md's "group of one" is one trajectory).
 //! 2. Step return R_t = r_t + γ_s·R_{t+1} within each trajectory (r_t = the step sample's
 //!    `score`, order by `step_index`; γ_s = 0.95).
 //! 3. Anchor groups: steps whose observation is identical (`state_hash`), or, in
@@ -25,6 +27,7 @@ use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
 use super::batch_read::{broadcast_to_response, read_f32, read_mask, read_str, read_u64, write};
+use super::config_check::unit_interval;
 use super::discount::{repeated_step, step_returns};
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
@@ -120,20 +123,17 @@ impl Default for GiGpo {
     }
 }
 
-/// Writes (values[i] − mean)/F for i in `group`, with mean and std over `stats_of`; a
-/// single statistic counts as mean 0, std 1 (verl-agent's group-of-one rule).
+/// Writes (values[i] − mean)/F for i in `group`, with mean and std over `stats_of`, or
+/// mean 0, std 1 when `lone` (a group of one trajectory, verl-agent's rule).
 fn normalise_in(
     values: &[f64],
     group: &[usize],
     stats_of: &[f64],
+    lone: bool,
     norm: GigpoNorm,
     out: &mut [f64],
 ) {
-    let (mean, std) = if stats_of.len() == 1 {
-        (0.0, 1.0)
-    } else {
-        mean_std(stats_of)
-    };
+    let (mean, std) = if lone { (0.0, 1.0) } else { mean_std(stats_of) };
     for &i in group {
         out[i] = match norm {
             GigpoNorm::Mean => values[i] - mean,
@@ -147,18 +147,18 @@ impl GiGpo {
     pub fn episode_advantages(&self, returns: &[f64], groups: &[usize], trajs: &[u64]) -> Vec<f64> {
         let mut out = vec![0.0; returns.len()];
         for group in members(groups) {
+            let mut seen = std::collections::HashSet::new();
+            let first_rows: Vec<usize> = group
+                .iter()
+                .copied()
+                .filter(|&i| seen.insert(trajs[i]))
+                .collect();
             let stats_of: Vec<f64> = match self.episode_stats {
                 EpisodeStats::StepRows => group.iter().map(|&i| returns[i]).collect(),
-                EpisodeStats::Trajectories => {
-                    let mut seen = std::collections::HashSet::new();
-                    group
-                        .iter()
-                        .filter(|&&i| seen.insert(trajs[i]))
-                        .map(|&i| returns[i])
-                        .collect()
-                }
+                EpisodeStats::Trajectories => first_rows.iter().map(|&i| returns[i]).collect(),
             };
-            normalise_in(returns, &group, &stats_of, self.norm, &mut out);
+            let lone = first_rows.len() == 1;
+            normalise_in(returns, &group, &stats_of, lone, self.norm, &mut out);
         }
         out
     }
@@ -168,7 +168,7 @@ impl GiGpo {
         let mut out = vec![0.0; step_returns.len()];
         for group in members(anchors).into_iter().filter(|g| g.len() > 1) {
             let stats_of: Vec<f64> = group.iter().map(|&i| step_returns[i]).collect();
-            normalise_in(step_returns, &group, &stats_of, self.norm, &mut out);
+            normalise_in(step_returns, &group, &stats_of, false, self.norm, &mut out);
         }
         out
     }
@@ -218,6 +218,20 @@ impl GiGpo {
 impl AdvantageEstimator for GiGpo {
     fn kind(&self) -> &'static str {
         NODE
+    }
+
+    fn validate(&self) -> Result<(), AlgoError> {
+        unit_interval(NODE, "step_gamma", self.step_gamma)?;
+        if !self.step_weight.is_finite() || self.step_weight < 0.0 {
+            return Err(AlgoError::invalid(
+                NODE,
+                format!("`step_weight` must be ≥ 0, got {}", self.step_weight),
+            ));
+        }
+        if let AnchorMode::Similarity { threshold } = self.anchor {
+            unit_interval(NODE, "anchor.threshold", threshold)?;
+        }
+        self.shaping.validate(NODE)
     }
 
     fn contract(&self) -> Contract {

@@ -86,6 +86,19 @@ fn mean_mode_step_rows_by_hand() {
 }
 
 #[test]
+fn lone_multi_step_trajectory_is_a_group_of_one() {
+    // One trajectory of two steps in its group: mean 0, std 1 in both modes → A^E = R.
+    let rows = [(5, 1, 0, 1, 0.0, 0.5), (5, 1, 1, 2, 0.5, 0.5)];
+    for stats in [EpisodeStats::StepRows, EpisodeStats::Trajectories] {
+        let cfg = GiGpo {
+            episode_stats: stats,
+            ..Default::default()
+        };
+        assert_close(&advantages(&cfg, step_batch(&rows)), &[0.5, 0.5], 1e-7);
+    }
+}
+
+#[test]
 fn trajectory_stats_and_step_weight() {
     // Per trajectory returns [1, 0], mean 0.5; ω = 2.
     let cfg = GiGpo {

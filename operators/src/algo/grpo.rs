@@ -19,6 +19,7 @@ use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
 use super::batch_read::{read_f32, read_mask, response_positions, write};
+use super::config_check::unit_interval;
 use super::discount::discounted_returns;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
@@ -129,6 +130,14 @@ impl Settings<'_> {
         }
     }
 
+    fn validate(&self) -> Result<(), AlgoError> {
+        unit_interval(self.node, "gamma", self.gamma)?;
+        if let Some(kl) = self.kl_penalty {
+            kl.validate(self.node)?;
+        }
+        self.shaping.validate(self.node)
+    }
+
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
         let mut stats = AlgoStats::new();
         let mask = read_mask(batch, self.node)?.to_vec();
@@ -207,6 +216,9 @@ impl AdvantageEstimator for Grpo {
     fn contract(&self) -> Contract {
         self.settings().contract()
     }
+    fn validate(&self) -> Result<(), AlgoError> {
+        self.settings().validate()
+    }
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
         self.settings().apply(batch, state)
     }
@@ -218,6 +230,9 @@ impl AdvantageEstimator for Reinforce {
     }
     fn contract(&self) -> Contract {
         self.settings().contract()
+    }
+    fn validate(&self) -> Result<(), AlgoError> {
+        self.settings().validate()
     }
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
         self.settings().apply(batch, state)

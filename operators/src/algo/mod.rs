@@ -5,13 +5,15 @@
 //! defaults in its doc comment (see `shared/REFERENCE.md`).
 //!
 //! - Estimators ([`AdvantageEstimator`]) read and write [`roll_flow_engine::Batch`] columns,
-//!   so the `adv` node is a thin wrapper: [`Gae`], [`Grpo`], [`Reinforce`], [`StarPo`],
-//!   [`GiGpo`], [`StepReinforce`], [`AgenticReinforce`].
+//!   so the `adv` node ([`AdvantageNode`] over [`AdvantageSpec`]) is a thin wrapper: [`Gae`],
+//!   [`BiLevelGae`], [`Grpo`], [`Reinforce`], [`StarPo`], [`GiGpo`], [`StepReinforce`],
+//!   [`AgenticReinforce`].
 //! - Shaping ([`Shaping`], [`KlPenalty`]) runs inside the estimators in ROLL's order:
 //!   reward clip, KL penalty, estimator, whitening, advantage clip.
 //! - Losses ([`PpoClip`], [`DecoupledPpo`], [`ValueLoss`], [`actor_objective`]) are burn
 //!   tensor ops on packed 1-D token tensors, generic over the backend, so autodiff works
-//!   everywhere and the fused kernels have an oracle.
+//!   everywhere and the fused kernels have an oracle; [`ActorBatch`] / [`CriticBatch`] read
+//!   their inputs from a batch and [`clip_grad_norm`] clips the gradients.
 
 pub mod actor_loss;
 pub mod adv_node;
@@ -20,6 +22,9 @@ pub mod advantage_clip;
 pub mod agentic_reinforce;
 pub mod aggregation;
 mod batch_read;
+pub mod batch_tensors;
+pub mod bi_level_gae;
+pub mod config_check;
 pub mod decoupled_ppo;
 pub mod discount;
 pub mod error;
@@ -51,6 +56,8 @@ pub use adv_node::AdvantageNode;
 pub use adv_spec::AdvantageSpec;
 pub use agentic_reinforce::AgenticReinforce;
 pub use aggregation::LossAgg;
+pub use batch_tensors::{ActorBatch, CriticBatch};
+pub use bi_level_gae::BiLevelGae;
 pub use decoupled_ppo::{BehaviourCap, DecoupledPpo};
 pub use error::AlgoError;
 pub use estimator::{AdvantageEstimator, AdvantageState, AlgoStats};

@@ -77,14 +77,15 @@ impl<B: Backend> PackedLayout<B> {
     /// wanted).
     pub fn from_batch(
         batch: &Batch,
+        node: &'static str,
         with_turns: bool,
         device: &B::Device,
     ) -> Result<Self, AlgoError> {
-        let mask = read_mask(batch, "loss")?;
+        let mask = read_mask(batch, node)?;
         let turns = if with_turns {
             Some(read_i64(
                 batch,
-                "loss",
+                node,
                 &TOKEN_TURN,
                 "segment ratios need turn ids; the Rollout node gives them",
             )?)

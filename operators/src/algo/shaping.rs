@@ -9,6 +9,8 @@
 use serde::Deserialize;
 
 use super::advantage_clip::clip_advantages;
+use super::config_check::positive;
+use super::error::AlgoError;
 use super::estimator::AlgoStats;
 use super::reward_clip::clip_rewards;
 use super::whiten::whiten;
@@ -31,6 +33,12 @@ pub struct Shaping {
 }
 
 impl Shaping {
+    /// The clips must be > 0 when set.
+    pub fn validate(&self, node: &'static str) -> Result<(), AlgoError> {
+        positive(node, "shaping.reward_clip", self.reward_clip)?;
+        positive(node, "shaping.advantage_clip", self.advantage_clip)
+    }
+
     /// Applies `reward_clip` to response-level rewards.
     pub fn clip_rewards(&self, rewards: &mut [f64]) {
         if let Some(c) = self.reward_clip {

@@ -82,6 +82,19 @@ impl AdvantageEstimator for StarPo {
         NODE
     }
 
+    fn validate(&self) -> Result<(), AlgoError> {
+        if !(self.keep_top_std > 0.0 && self.keep_top_std <= 1.0) {
+            return Err(AlgoError::invalid(
+                NODE,
+                format!(
+                    "`keep_top_std` must be in (0, 1], got {}",
+                    self.keep_top_std
+                ),
+            ));
+        }
+        self.shaping.validate(NODE)
+    }
+
     fn contract(&self) -> Contract {
         Contract {
             needs: vec![
@@ -99,12 +112,7 @@ impl AdvantageEstimator for StarPo {
         batch: &mut Batch,
         _state: &mut AdvantageState,
     ) -> Result<AlgoStats, AlgoError> {
-        if !(self.keep_top_std > 0.0 && self.keep_top_std <= 1.0) {
-            return Err(AlgoError::invalid(
-                NODE,
-                format!("keep_top_std must be in (0, 1], got {}", self.keep_top_std),
-            ));
-        }
+        self.validate()?;
         if batch.has(&STEP_INDEX) {
             return Err(AlgoError::invalid(NODE, "StarPO needs trajectory-wise samples, but got step-wise ones; set the rollout's `samples: Trajectory` (or use GiGPO)"));
         }

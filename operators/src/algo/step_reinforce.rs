@@ -15,6 +15,7 @@ use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
 use super::batch_read::{broadcast_to_response, read_f32, read_mask, read_u64, write};
+use super::config_check::unit_interval;
 use super::discount::{repeated_step, step_returns};
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
@@ -62,6 +63,11 @@ impl Default for StepReinforce {
 impl AdvantageEstimator for StepReinforce {
     fn kind(&self) -> &'static str {
         NODE
+    }
+
+    fn validate(&self) -> Result<(), AlgoError> {
+        unit_interval(NODE, "gamma", self.gamma)?;
+        self.shaping.validate(NODE)
     }
 
     fn contract(&self) -> Contract {
@@ -146,6 +152,29 @@ mod tests {
         };
         cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
         assert_close(&get(&b, &ADVANTAGES), &[0.0, 0.5, 1.0, 1.0, 0.0, 0.0], 1e-7);
+    }
+
+    #[test]
+    fn group_of_one_and_zero_std_get_zero() {
+        // Group 0: one single-step trajectory. Group 1: two one-step trajectories whose only
+        // action was invalid (−0.1 each): equal returns, zero std. Group 2: two trajectories
+        // that hit the 2-turn limit with invalid actions: returns [−0.195, −0.1] each.
+        let mut b = with_masks(&[&[1], &[1], &[1], &[1], &[1], &[1], &[1]]);
+        f32s(&mut b, &SCORE, &[1.0, -0.1, -0.1, -0.1, -0.1, -0.1, -0.1]);
+        u64s(&mut b, &TRAJECTORY_ID, &[1, 2, 3, 4, 4, 5, 5]);
+        u64s(&mut b, &STEP_INDEX, &[0, 0, 0, 0, 1, 0, 1]);
+        u64s(&mut b, &GROUP_ID, &[0, 1, 1, 2, 2, 2, 2]);
+        StepReinforce::default()
+            .apply(&mut b, &mut AdvantageState::default())
+            .unwrap();
+        // Group 2: mean −0.1475, unbiased std sqrt(4·0.0475²/3).
+        let s = (4.0 * 0.0475f64.powi(2) / 3.0).sqrt() + 1e-6;
+        let (lo, hi) = (-0.0475 / s, 0.0475 / s);
+        assert_close(
+            &get(&b, &ADVANTAGES),
+            &[0.0, 0.0, 0.0, lo, hi, lo, hi],
+            1e-4,
+        );
     }
 
     #[test]

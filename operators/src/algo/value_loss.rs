@@ -12,6 +12,8 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
+use roll_flow_engine::batch::column::{RESPONSE_MASK, RETURNS, VALUES};
+use roll_flow_engine::Need;
 use serde::Deserialize;
 
 use super::aggregation::{aggregate, LossAgg};
@@ -62,6 +64,18 @@ pub struct ValueLossOutput<B: Backend> {
 }
 
 impl ValueLoss {
+    /// The columns the critic step reads besides the critic's own forward pass.
+    pub fn needs(&self) -> Vec<Need> {
+        vec![
+            Need::column(RESPONSE_MASK),
+            Need::with_hint(VALUES, "add a Values node upstream"),
+            Need::with_hint(
+                RETURNS,
+                "the critic needs `returns`; use `adv: Gae(...)` or `BiLevelGae(...)`",
+            ),
+        ]
+    }
+
     /// The aggregated loss of predictions `values` against `returns`.
     pub fn loss<B: Backend>(
         &self,
@@ -123,6 +137,22 @@ mod tests {
     }
 
     #[test]
+    fn needs_values_and_returns() {
+        let names: Vec<String> = ValueLoss::default()
+            .needs()
+            .iter()
+            .map(|n| n.column.name().to_string())
+            .collect();
+        assert_eq!(names, ["response_mask", "values", "returns"]);
+        let cfg: ValueLoss = ron::from_str("(clip: None)").unwrap();
+        assert_eq!(cfg.clip, None);
+        assert_eq!(
+            ron::from_str::<ValueLoss>("()").unwrap(),
+            ValueLoss::default()
+        );
+    }
+
+    #[test]
     fn unclipped_by_hand() {
         // ½·mean((1 − 0)², (2 − 4)²) = ½·2.5; grads (V − R)/2.
         let cfg = ValueLoss {
@@ -138,6 +168,42 @@ mod tests {
         );
         assert!((l - 1.25).abs() < 1e-6);
         assert_eq!(g, vec![0.5, -1.0, 0.0]);
+    }
+
+    #[test]
+    fn empty_mask_sample_and_single_token() {
+        // Sample 0 has no response token; sample 1 one token with V = 1 inside the clip
+        // range of V_old = 0.9: ½·(1 − 2)² = 0.5, gradient V − R = −1.
+        let l = PackedLayout::<AD>::new(&[0, 1, 2], &[false, true], None, &Default::default());
+        let v = l.constant(vec![5.0, 1.0]).require_grad();
+        let out = ValueLoss::default()
+            .loss(
+                v.clone(),
+                l.constant(vec![0.0, 0.9]),
+                l.constant(vec![0.0, 2.0]),
+                &l,
+            )
+            .unwrap();
+        let g = v
+            .grad(&out.loss.backward())
+            .unwrap()
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
+        assert!((out.loss.into_scalar() - 0.5).abs() < 1e-6);
+        assert_eq!(g, vec![0.0, -1.0]);
+        assert_eq!(out.stats["vf_clipfrac"], 0.0);
+        assert!(ValueLoss {
+            clip: Some(-1.0),
+            ..Default::default()
+        }
+        .loss(
+            l.constant(vec![0.0, 0.0]),
+            l.constant(vec![0.0, 0.0]),
+            l.constant(vec![0.0, 0.0]),
+            &l
+        )
+        .is_err());
     }
 
     #[test]
