@@ -32,7 +32,12 @@ pub trait NodeSpec: DeserializeOwned + Debug + Clone + Send + Sync + 'static {
     fn references(&self) -> Vec<Reference> {
         Vec::new()
     }
-    /// Which node variant would give `column`, for "add a … node upstream" advice.
+    /// Checks the node's settings (ranges, combinations) before anything is built.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// What would give `column`, as a noun phrase ("a `LogProb` node"), for the advice
+    /// "add … upstream".
     fn giver_of(column: &Column) -> Option<&'static str>;
 }
 

@@ -3,7 +3,7 @@
 use roll_flow_engine::{Catalog, Operator, Pipeline, WorkerInfo};
 
 use crate::envs::EnvConfig;
-use crate::model::ModelSpec;
+use crate::model::spec::ModelSpec;
 use crate::nodes::Node;
 
 /// The pipeline dialect `roll-flow` reads: `Pipeline<RollFlow>`.

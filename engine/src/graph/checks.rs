@@ -128,6 +128,14 @@ pub(crate) fn references<C: Catalog>(p: &Pipeline<C>, r: &mut Report) {
     }
 }
 
+pub(crate) fn node_settings<C: Catalog>(p: &Pipeline<C>, r: &mut Report) {
+    for (name, spec) in p.nodes.iter() {
+        if let Err(problem) = spec.check() {
+            r.error(At::Value(&node_path(name)), format!("node `{name}` ({}): {problem}", spec.kind()), None);
+        }
+    }
+}
+
 /// Wires edges into `nodes` and returns the petgraph; reports bad edges.
 pub(crate) fn edges<C: Catalog>(p: &Pipeline<C>, nodes: &mut [GraphNode], r: &mut Report) -> Petgraph {
     let mut graph = Petgraph::new();
@@ -154,6 +162,7 @@ pub(crate) fn edges<C: Catalog>(p: &Pipeline<C>, nodes: &mut [GraphNode], r: &mu
         if nodes[b].role == Role::Source {
             let help = format!("`{to}` ({}) starts each step from the policy version; remove this edge", nodes[b].kind);
             r.error(At::Value(&end(1)), format!("edge into source node `{to}`"), Some(help));
+            continue;
         }
         graph.add_edge(node_index(a), node_index(b), e);
         nodes[a].outputs.push(b);
@@ -198,13 +207,14 @@ pub(crate) fn acyclic_order(graph: &Petgraph, nodes: &[GraphNode], r: &mut Repor
     None
 }
 
-pub(crate) fn reachable_from_sources(graph: &Petgraph, nodes: &[GraphNode], r: &mut Report) {
+/// Reports nodes no source leads to; returns which nodes are reachable.
+pub(crate) fn reachable_from_sources(graph: &Petgraph, nodes: &[GraphNode], r: &mut Report) -> Vec<bool> {
     let sources: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].role == Role::Source).collect();
     if sources.is_empty() {
         if !nodes.is_empty() {
             r.error(At::Name(&[field("nodes")]), "the graph has no source node".into(), Some("add a `Rollout(...)` node; every step starts there".into()));
         }
-        return;
+        return vec![false; nodes.len()];
     }
     let mut seen = vec![false; nodes.len()];
     let mut queue: VecDeque<usize> = sources.into_iter().collect();
@@ -218,10 +228,12 @@ pub(crate) fn reachable_from_sources(graph: &Petgraph, nodes: &[GraphNode], r: &
         let help = format!("add an edge that leads to it, e.g. (\"{}\", \"{}\")", nodes.iter().find(|n| n.role == Role::Source).map_or("rollout", |n| &n.name), node.name);
         r.error(At::Name(&node_path(&node.name)), format!("node `{}` is not reachable from any source, so it would never run", nodes[i].name), Some(help));
     }
+    seen
 }
 
 /// Every need must be given by some node upstream (batches carry columns downstream).
-pub(crate) fn column_needs<N: NodeSpec>(order: &[usize], nodes: &[GraphNode], r: &mut Report) {
+/// Unreachable nodes are skipped: they already have an error of their own.
+pub(crate) fn column_needs<N: NodeSpec>(order: &[usize], nodes: &[GraphNode], reachable: &[bool], r: &mut Report) {
     let mut available: Vec<BTreeSet<Column>> = vec![BTreeSet::new(); nodes.len()];
     for &i in order {
         let mut upstream = BTreeSet::new();
@@ -229,7 +241,7 @@ pub(crate) fn column_needs<N: NodeSpec>(order: &[usize], nodes: &[GraphNode], r:
             upstream.extend(available[j].iter().cloned());
             upstream.extend(nodes[j].contract.gives.iter().cloned());
         }
-        for need in &nodes[i].contract.needs {
+        for need in nodes[i].contract.needs.iter().filter(|_| reachable[i]) {
             if !upstream.contains(&need.column) {
                 let help = need.hint.clone().or_else(|| giver_help::<N>(&need.column, i, nodes));
                 let msg = format!("node `{}` ({}) needs column `{}`, which nothing upstream gives", nodes[i].name, nodes[i].kind, need.column);
@@ -244,7 +256,7 @@ fn giver_help<N: NodeSpec>(column: &Column, at: usize, nodes: &[GraphNode]) -> O
     if let Some(giver) = nodes.iter().find(|n| n.contract.gives.contains(column)) {
         return Some(format!("node `{}` gives it; add the edge (\"{}\", \"{}\")", giver.name, giver.name, nodes[at].name));
     }
-    N::giver_of(column).map(|kind| format!("add a `{kind}` node upstream of `{}`", nodes[at].name))
+    N::giver_of(column).map(|what| format!("add {what} upstream of `{}`", nodes[at].name))
 }
 
 /// Warns when a group-normalising node sees env sets with `group_size: 1`.
@@ -274,7 +286,7 @@ pub(crate) fn group_pitfalls<C: Catalog>(p: &Pipeline<C>, order: &[usize], nodes
 }
 
 /// The nodes that publish policy versions back to the sources.
-pub(crate) fn feedback_origins(graph: &Petgraph, nodes: &[GraphNode], _r: &mut Report) -> Vec<usize> {
+pub(crate) fn feedback_origins(graph: &Petgraph, nodes: &[GraphNode]) -> Vec<usize> {
     let updaters: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].role == Role::PolicyUpdate).collect();
     let has_updater_below = |i: usize| {
         let mut dfs = petgraph::visit::Dfs::new(graph, node_index(i));

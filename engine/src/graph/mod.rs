@@ -81,6 +81,7 @@ pub fn validate<C: Catalog>(loaded: &Loaded<C>) -> Validation {
     checks::scalars(pipeline, &mut report);
     checks::duplicate_names(pipeline, &mut report);
     checks::references(pipeline, &mut report);
+    checks::node_settings(pipeline, &mut report);
     // Duplicated names are reported above; the graph keeps each name's first definition.
     let mut nodes: Vec<GraphNode> = pipeline
         .nodes
@@ -98,12 +99,12 @@ pub fn validate<C: Catalog>(loaded: &Loaded<C>) -> Validation {
         .collect();
     let graph = checks::edges(pipeline, &mut nodes, &mut report);
     let order = checks::acyclic_order(&graph, &nodes, &mut report);
-    checks::reachable_from_sources(&graph, &nodes, &mut report);
+    let reachable = checks::reachable_from_sources(&graph, &nodes, &mut report);
     if let Some(order) = &order {
-        checks::column_needs::<C::Node>(order, &nodes, &mut report);
+        checks::column_needs::<C::Node>(order, &nodes, &reachable, &mut report);
         checks::group_pitfalls(pipeline, order, &nodes, &mut report);
     }
-    let feedback_from = checks::feedback_origins(&graph, &nodes, &mut report);
+    let feedback_from = checks::feedback_origins(&graph, &nodes);
     let diagnostics = report.finish();
     let ok = !diagnostics.iter().any(Diagnostic::is_error);
     let graph = match (ok, order) {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use ron::error::{Error as RonError, SpannedError};
 use ron::extensions::Extensions;
 
-use super::diagnostic::{Diagnostic, LineCol, Location};
+use super::diagnostic::{ByteSpan, Diagnostic, LineCol, Location};
 use super::overrides::apply_overrides;
 use super::suggest::{did_you_mean, quoted_list};
 use super::Pipeline;
@@ -84,11 +84,23 @@ pub fn ron_diagnostic(path: &Path, text: &str, e: &SpannedError) -> Diagnostic {
     if end.line == start.line && end.col > start.col {
         location.width = end.col - start.col;
     }
+    let start_byte = byte_offset(text, start.line, start.col).unwrap_or(text.len());
     let at_end = byte_offset(text, end.line, end.col).is_none_or(|o| text[o..].trim().is_empty());
-    let (message, help) = if at_end && !matches!(e.code, RonError::TrailingCharacters) {
-        describe(&RonError::Eof, text)
-    } else {
-        describe(&e.code, text)
+    let (message, help) = match &e.code {
+        RonError::TrailingCharacters => {
+            // Point at the extra text itself, not at the end of the pipeline.
+            let extra = start_byte + (text[start_byte..].len() - text[start_byte..].trim_start().len());
+            location = Location::from_span(text, ByteSpan { start: extra, end: extra + 1 });
+            describe(&e.code, text)
+        }
+        _ if at_end => describe(&RonError::Eof, text),
+        RonError::ExpectedComma => {
+            // The comma is missing after the previous value, which may be lines above.
+            let after = text[..start_byte].trim_end().len();
+            location = Location::from_span(text, ByteSpan { start: after.saturating_sub(1), end: after });
+            ("expected `,` after this value".into(), Some("separate fields and entries with `,`".into()))
+        }
+        code => describe(code, text),
     };
     Diagnostic::error(path, message).at(Some(location)).help_opt(help)
 }
@@ -122,10 +134,16 @@ fn describe(code: &RonError, text: &str) -> (String, Option<String>) {
         RonError::InvalidValueForType { expected, found } => {
             (format!("expected {expected}, found {found}"), None)
         }
-        RonError::ExpectedComma => (
-            "expected a comma or a closing bracket".into(),
-            Some("separate fields and entries with `,`".into()),
+        RonError::TrailingCharacters => (
+            "unexpected text after the end of the pipeline".into(),
+            Some("a pipeline file holds exactly one `Pipeline(...)`".into()),
         ),
+        RonError::ExpectedInteger => ("expected a whole number".into(), None),
+        RonError::ExpectedFloat => ("expected a number".into(), None),
+        RonError::ExpectedBoolean => ("expected `true` or `false`".into(), None),
+        RonError::ExpectedString | RonError::ExpectedStringEnd => {
+            ("expected a string in double quotes".into(), None)
+        }
         other => (other.to_string(), None),
     }
 }

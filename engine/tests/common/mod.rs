@@ -73,7 +73,7 @@ impl NodeSpec for TestNode {
     }
 
     fn giver_of(column: &Column) -> Option<&'static str> {
-        [(OLD_LOGPROB, "LogProb"), (VALUES, "Values"), (ADVANTAGES, "GroupAdv")]
+        [(OLD_LOGPROB, "a `LogProb` node"), (VALUES, "a `Values` node"), (ADVANTAGES, "a `GroupAdv` node")]
             .into_iter()
             .find(|(c, _)| c == column)
             .map(|(_, k)| k)

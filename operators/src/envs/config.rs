@@ -30,8 +30,10 @@ pub struct CustomEnvConfig {
     pub params: ron::Value,
 }
 
-/// One environment and its parameters.
+/// One environment and its parameters. (Named `env` for serde, so an unknown variant
+/// reads "unknown env `FrozenLak`".)
 #[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename = "env")]
 pub enum EnvConfig {
     /// FrozenLake: `FrozenLake(size: 4, p: 0.8, slippery: false)`.
     FrozenLake(#[serde(default)] FrozenLakeConfig),

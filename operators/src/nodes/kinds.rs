@@ -25,6 +25,10 @@ macro_rules! estimator_kinds {
                 AdvantageEstimator::contract(self)
             }
 
+            fn check(&self) -> Result<(), String> {
+                AdvantageEstimator::validate(self).map_err(|e| e.to_string())
+            }
+
             fn build(&self, _name: &str, _res: &mut NodeResources) -> Result<Box<dyn Operator>, String> {
                 Ok(Box::new(AdvantageNode::new(AdvantageSpec::$variant(self.clone()))))
             }
@@ -34,6 +38,7 @@ macro_rules! estimator_kinds {
 
 estimator_kinds! {
     algo::Gae => Gae,
+    algo::BiLevelGae => BiLevelGae,
     algo::Grpo => Grpo,
     algo::Reinforce => Reinforce,
     algo::StarPo => StarPo,
@@ -56,6 +61,10 @@ macro_rules! declared_kinds {
             fn references(&self) -> Vec<Reference> {
                 let $c = self;
                 $refs
+            }
+
+            fn check(&self) -> Result<(), String> {
+                <$config>::check(self)
             }
 
             fn build(&self, _name: &str, _res: &mut NodeResources) -> Result<Box<dyn Operator>, String> {

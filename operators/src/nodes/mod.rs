@@ -28,6 +28,10 @@ pub trait NodeKind {
     fn references(&self) -> Vec<Reference> {
         Vec::new()
     }
+    /// Range and combination checks run at validation.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
     fn build(&self, name: &str, resources: &mut NodeResources) -> Result<Box<dyn Operator>, String>;
 }
 
@@ -59,6 +63,7 @@ node_registry! {
     RefLogProb(RefLogProbSpec) = "RefLogProb",
     Values(ValuesSpec) = "Values",
     Gae(algo::Gae) = "Gae",
+    BiLevelGae(algo::BiLevelGae) = "BiLevelGae",
     Grpo(algo::Grpo) = "Grpo",
     Reinforce(algo::Reinforce) = "Reinforce",
     StarPo(algo::StarPo) = "StarPO",
@@ -94,6 +99,10 @@ impl NodeSpec for Node {
 
     fn references(&self) -> Vec<Reference> {
         self.parts().1.references()
+    }
+
+    fn check(&self) -> Result<(), String> {
+        self.parts().1.check()
     }
 
     fn giver_of(column: &Column) -> Option<&'static str> {
