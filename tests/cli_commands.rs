@@ -13,12 +13,24 @@ fn roll_flow(args: &[&str]) -> Output {
 #[test]
 fn graph_prints_dot_that_graphviz_renders() {
     let out = roll_flow(&["graph", "pipelines/frozen_lake_ppo.ron"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let dot = String::from_utf8(out.stdout).unwrap();
     assert!(dot.starts_with("digraph pipeline {"));
     assert!(dot.contains("adv : Gae|{needs\\nresponse_mask"), "{dot}");
-    assert!(dot.contains("[style=dashed, label=\"policy version\""), "the feedback edge is drawn");
-    assert_eq!(dot.matches(" -> ").count(), 7 + 2, "seven edges and the feedback edge to each source (rollout, eval)");
+    assert!(
+        dot.contains("[style=dashed, label=\"policy version\""),
+        "the feedback edge is drawn"
+    );
+    assert_eq!(
+        dot.matches(" -> ").count(),
+        7 + 2,
+        "seven edges and the feedback edge to each source (rollout, eval)"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let dot_file = dir.path().join("g.dot");
@@ -28,7 +40,11 @@ fn graph_prints_dot_that_graphviz_renders() {
         .arg(&dot_file)
         .output()
         .expect("graphviz `dot` is installed (.ci/run installs it)");
-    assert!(svg.status.success(), "{}", String::from_utf8_lossy(&svg.stderr));
+    assert!(
+        svg.status.success(),
+        "{}",
+        String::from_utf8_lossy(&svg.stderr)
+    );
     let svg = String::from_utf8(svg.stdout).unwrap();
     assert!(svg.contains("<svg") && svg.contains("critic_step"));
 }
@@ -57,10 +73,17 @@ fn run_validates_writes_the_pipeline_copy_and_stops_at_an_unrunnable_node() {
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("node `rollout`: `Rollout` nodes cannot run in this build of roll-flow yet"), "{stderr}");
+    assert!(
+        stderr
+            .contains("node `rollout`: `Rollout` nodes cannot run in this build of roll-flow yet"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("panicked"));
     let copy = std::fs::read_to_string(out_dir.join("pipeline.ron")).unwrap();
-    assert!(copy.contains("steps: 2,") && copy.contains("groups: 2,"), "the copy holds the overrides:\n{copy}");
+    assert!(
+        copy.contains("steps: 2,") && copy.contains("groups: 2,"),
+        "the copy holds the overrides:\n{copy}"
+    );
     assert!(out_dir.join("metrics.jsonl").exists());
 }
 
@@ -68,17 +91,30 @@ fn run_validates_writes_the_pipeline_copy_and_stops_at_an_unrunnable_node() {
 fn run_refuses_an_invalid_file_before_writing_anything() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
-    let out = roll_flow(&["run", "tests/pipelines/invalid/gae_without_values.ron", "--out", out_dir.to_str().unwrap()]);
+    let out = roll_flow(&[
+        "run",
+        "tests/pipelines/invalid/gae_without_values.ron",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(!out_dir.exists());
 }
 
 #[test]
 fn every_command_has_help_and_bad_usage_exits_2() {
-    for cmd in [vec!["--help"], vec!["run", "--help"], vec!["validate", "--help"], vec!["graph", "--help"]] {
+    for cmd in [
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["validate", "--help"],
+        vec!["graph", "--help"],
+    ] {
         let out = roll_flow(&cmd);
         assert_eq!(out.status.code(), Some(0), "{cmd:?}");
-        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: roll-flow"), "{cmd:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Usage: roll-flow"),
+            "{cmd:?}"
+        );
     }
     assert_eq!(roll_flow(&["validate"]).status.code(), Some(2));
     assert_eq!(roll_flow(&["frobnicate"]).status.code(), Some(2));

@@ -9,7 +9,10 @@ use std::path::Path;
 
 /// Writes `bytes` to `path` atomically.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
@@ -36,14 +39,18 @@ mod tests {
         write_atomic(&path, b"one").unwrap();
         write_atomic(&path, b"two").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
-        let names: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("f.txt")]);
         fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_failed_write_keeps_the_old_file() {
-        let dir = std::env::temp_dir().join(format!("roll-flow-atomic-fail-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("roll-flow-atomic-fail-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let path = dir.join("f.txt");
         write_atomic(&path, b"old").unwrap();

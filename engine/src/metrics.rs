@@ -42,8 +42,16 @@ impl MetricsLog {
     pub fn open(dir: &Path, append: bool) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("metrics.jsonl");
-        let file = OpenOptions::new().create(true).append(append).write(true).truncate(!append).open(&path)?;
-        Ok(MetricsLog { path, out: BufWriter::new(file) })
+        let file = OpenOptions::new()
+            .create(true)
+            .append(append)
+            .write(true)
+            .truncate(!append)
+            .open(&path)?;
+        Ok(MetricsLog {
+            path,
+            out: BufWriter::new(file),
+        })
     }
 
     pub fn path(&self) -> &Path {

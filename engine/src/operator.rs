@@ -23,7 +23,10 @@ impl Need {
     }
 
     pub fn with_hint(column: Column, hint: impl Into<String>) -> Self {
-        Need { column, hint: Some(hint.into()) }
+        Need {
+            column,
+            hint: Some(hint.into()),
+        }
     }
 }
 

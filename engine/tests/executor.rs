@@ -38,7 +38,9 @@ struct Run {
 fn run(text: &str, options: ExecutorOptions) -> Run {
     let loaded = loaded(text);
     let validation = validate(&loaded);
-    let graph = validation.graph.unwrap_or_else(|| panic!("{:?}", validation.diagnostics));
+    let graph = validation
+        .graph
+        .unwrap_or_else(|| panic!("{:?}", validation.diagnostics));
     let reports = Arc::new(Mutex::new(Vec::new()));
     let sink = reports.clone();
     let trace = trace_for(&loaded.pipeline.name);
@@ -51,11 +53,18 @@ fn run(text: &str, options: ExecutorOptions) -> Run {
     );
     let events = trace.lock().unwrap().clone();
     let reports = reports.lock().unwrap().clone();
-    Run { result, events, reports }
+    Run {
+        result,
+        events,
+        reports,
+    }
 }
 
 fn position(events: &[Event], step: u64, node: &str) -> usize {
-    events.iter().position(|e| e.step == step && e.node == node).unwrap_or_else(|| panic!("{node} did not run at step {step}"))
+    events
+        .iter()
+        .position(|e| e.step == step && e.node == node)
+        .unwrap_or_else(|| panic!("{node} did not run at step {step}"))
 }
 
 #[test]
@@ -68,19 +77,33 @@ fn nodes_run_in_dependency_order_every_step() {
         assert!(at("old_logprob") < at("adv") && at("values") < at("adv"));
         assert!(at("adv") < at("train") && at("train") < at("sink"));
         if step > 0 {
-            assert!(position(&run.events, step - 1, "train") < at("rollout"), "synchronous: rollout waits for training");
+            assert!(
+                position(&run.events, step - 1, "train") < at("rollout"),
+                "synchronous: rollout waits for training"
+            );
         }
     }
     // adv saw the merge of both branches.
     let adv = &run.events[position(&run.events, 0, "adv")];
-    assert!(adv.columns.contains(&"old_logprob".to_string()) && adv.columns.contains(&"values".to_string()));
+    assert!(
+        adv.columns.contains(&"old_logprob".to_string())
+            && adv.columns.contains(&"values".to_string())
+    );
 }
 
 #[test]
 fn feedback_delivers_version_t_to_the_rollout_of_step_t_plus_one() {
-    let run = run(&pipeline("feedback", 1, 4, "", ""), ExecutorOptions::default());
+    let run = run(
+        &pipeline("feedback", 1, 4, "", ""),
+        ExecutorOptions::default(),
+    );
     run.result.unwrap();
-    let versions: Vec<u64> = run.events.iter().filter(|e| e.node == "rollout").map(|e| e.policy_version).collect();
+    let versions: Vec<u64> = run
+        .events
+        .iter()
+        .filter(|e| e.node == "rollout")
+        .map(|e| e.policy_version)
+        .collect();
     assert_eq!(versions, vec![0, 1, 2, 3]);
     // Downstream nodes see the version their samples were generated with.
     assert!(run.events.iter().all(|e| e.policy_version == e.step));
@@ -88,20 +111,35 @@ fn feedback_delivers_version_t_to_the_rollout_of_step_t_plus_one() {
 
 #[test]
 fn staleness_lets_rollout_run_ahead_by_k_versions() {
-    let options = ExecutorOptions { staleness: 1, ..ExecutorOptions::default() };
+    let options = ExecutorOptions {
+        staleness: 1,
+        ..ExecutorOptions::default()
+    };
     let run = run(&pipeline("stale", 1, 5, "", ""), options);
     run.result.unwrap();
-    let versions: Vec<(u64, u64)> =
-        run.events.iter().filter(|e| e.node == "rollout").map(|e| (e.step, e.policy_version)).collect();
+    let versions: Vec<(u64, u64)> = run
+        .events
+        .iter()
+        .filter(|e| e.node == "rollout")
+        .map(|e| (e.step, e.policy_version))
+        .collect();
     assert_eq!(versions, vec![(0, 0), (1, 0), (2, 1), (3, 2), (4, 3)]);
 }
 
 #[test]
 fn runs_exactly_n_steps_and_reports_each_in_order() {
-    let run = run(&pipeline("n-steps", 1, 5, "", ""), ExecutorOptions::default());
+    let run = run(
+        &pipeline("n-steps", 1, 5, "", ""),
+        ExecutorOptions::default(),
+    );
     run.result.unwrap();
     for node in ["rollout", "old_logprob", "values", "adv", "train", "sink"] {
-        let steps: Vec<u64> = run.events.iter().filter(|e| e.node == node).map(|e| e.step).collect();
+        let steps: Vec<u64> = run
+            .events
+            .iter()
+            .filter(|e| e.node == node)
+            .map(|e| e.step)
+            .collect();
         assert_eq!(steps, vec![0, 1, 2, 3, 4], "{node}");
     }
     let steps: Vec<u64> = run.reports.iter().map(|r| r.step).collect();
@@ -116,10 +154,24 @@ fn runs_exactly_n_steps_and_reports_each_in_order() {
 
 #[test]
 fn the_same_seed_gives_the_same_trace() {
-    let strip = |events: Vec<Event>| events.into_iter().map(|e| (e.step, e.node, e.policy_version, e.seed)).collect::<Vec<_>>();
-    let a = run(&pipeline("seed-a", 42, 3, "", ""), ExecutorOptions::default());
-    let b = run(&pipeline("seed-b", 42, 3, "", ""), ExecutorOptions::default());
-    let c = run(&pipeline("seed-c", 43, 3, "", ""), ExecutorOptions::default());
+    let strip = |events: Vec<Event>| {
+        events
+            .into_iter()
+            .map(|e| (e.step, e.node, e.policy_version, e.seed))
+            .collect::<Vec<_>>()
+    };
+    let a = run(
+        &pipeline("seed-a", 42, 3, "", ""),
+        ExecutorOptions::default(),
+    );
+    let b = run(
+        &pipeline("seed-b", 42, 3, "", ""),
+        ExecutorOptions::default(),
+    );
+    let c = run(
+        &pipeline("seed-c", 43, 3, "", ""),
+        ExecutorOptions::default(),
+    );
     let (a, b, c) = (strip(a.events), strip(b.events), strip(c.events));
     assert_eq!(a, b);
     assert_ne!(a, c);
@@ -129,19 +181,40 @@ fn the_same_seed_gives_the_same_trace() {
 
 #[test]
 fn an_operator_error_stops_the_run_and_names_node_and_step() {
-    let run = run(&pipeline("fail", 1, 6, r#""boom": Fail(at_step: 2),"#, r#"("adv", "boom")"#), ExecutorOptions::default());
+    let run = run(
+        &pipeline(
+            "fail",
+            1,
+            6,
+            r#""boom": Fail(at_step: 2),"#,
+            r#"("adv", "boom")"#,
+        ),
+        ExecutorOptions::default(),
+    );
     let err = run.result.unwrap_err();
-    assert_eq!(err.to_string(), "node `boom` at step 2: deliberate failure at step 2");
-    assert!(run.events.iter().all(|e| e.step <= 2), "no step after the failure starts");
+    assert_eq!(
+        err.to_string(),
+        "node `boom` at step 2: deliberate failure at step 2"
+    );
+    assert!(
+        run.events.iter().all(|e| e.step <= 2),
+        "no step after the failure starts"
+    );
     assert!(!run.events.iter().any(|e| e.step == 2 && e.node == "sink"));
 }
 
 #[test]
 fn several_workers_each_run_every_step_deterministically() {
-    let options = ExecutorOptions { threads: 2, ..ExecutorOptions::default() };
+    let options = ExecutorOptions {
+        threads: 2,
+        ..ExecutorOptions::default()
+    };
     let per_worker = |events: &[Event], w: usize| {
-        let mut v: Vec<(u64, String, u64)> =
-            events.iter().filter(|e| e.worker == w).map(|e| (e.step, e.node.clone(), e.seed)).collect();
+        let mut v: Vec<(u64, String, u64)> = events
+            .iter()
+            .filter(|e| e.worker == w)
+            .map(|e| (e.step, e.node.clone(), e.seed))
+            .collect();
         v.sort();
         v
     };
@@ -154,5 +227,9 @@ fn several_workers_each_run_every_step_deterministically() {
         assert_eq!(per_worker(&a.events, w).len(), 3 * 6);
         assert_eq!(per_worker(&a.events, w), per_worker(&b.events, w));
     }
-    assert_ne!(per_worker(&a.events, 0), per_worker(&a.events, 1), "workers get distinct seeds");
+    assert_ne!(
+        per_worker(&a.events, 0),
+        per_worker(&a.events, 1),
+        "workers get distinct seeds"
+    );
 }

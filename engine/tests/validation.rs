@@ -28,7 +28,10 @@ fn summary(text: &str) -> Vec<(String, usize, usize)> {
     diagnostics(text)
         .into_iter()
         .map(|d| {
-            let at = d.location.map(|l| (l.start.line, l.start.col)).unwrap_or((0, 0));
+            let at = d
+                .location
+                .map(|l| (l.start.line, l.start.col))
+                .unwrap_or((0, 0));
             (d.message, at.0, at.1)
         })
         .collect()
@@ -47,58 +50,124 @@ fn a_valid_pipeline_has_no_diagnostics_and_a_graph() {
 fn dangling_edge_points_at_the_name_with_a_suggestion() {
     let text = VALID.replace(r#"("adv", "train")]"#, r#"("adv", "trian")]"#);
     let d = diagnostics(&text);
-    let edge = d.iter().find(|d| d.message == "edge names unknown node `trian`").unwrap();
+    let edge = d
+        .iter()
+        .find(|d| d.message == "edge names unknown node `trian`")
+        .unwrap();
     assert_eq!(edge.help.as_deref(), Some("did you mean `train`?"));
     let loc = edge.location.as_ref().unwrap();
     assert_eq!((loc.start.line, loc.start.col, loc.width), (11, 73, 7));
-    assert!(d.iter().any(|d| d.message.starts_with("node `train` is not reachable")));
+    assert!(d
+        .iter()
+        .any(|d| d.message.starts_with("node `train` is not reachable")));
 }
 
 #[test]
 fn cycles_are_refused_with_their_members() {
-    let text = VALID.replace(r#"("adv", "train")]"#, r#"("adv", "train"), ("train", "old_logprob")]"#);
+    let text = VALID.replace(
+        r#"("adv", "train")]"#,
+        r#"("adv", "train"), ("train", "old_logprob")]"#,
+    );
     let s = summary(&text);
-    assert_eq!(s[0].0, "cycle in the per-step graph through old_logprob, adv, train");
-    assert_eq!((s[0].1, s[0].2), (11, 41), "points at the cycle's first edge");
-    let self_loop = VALID.replace(r#"("adv", "train")]"#, r#"("adv", "train"), ("adv", "adv")]"#);
-    assert_eq!(summary(&self_loop)[0].0, "cycle in the per-step graph through adv");
+    assert_eq!(
+        s[0].0,
+        "cycle in the per-step graph through old_logprob, adv, train"
+    );
+    assert_eq!(
+        (s[0].1, s[0].2),
+        (11, 41),
+        "points at the cycle's first edge"
+    );
+    let self_loop = VALID.replace(
+        r#"("adv", "train")]"#,
+        r#"("adv", "train"), ("adv", "adv")]"#,
+    );
+    assert_eq!(
+        summary(&self_loop)[0].0,
+        "cycle in the per-step graph through adv"
+    );
 }
 
 #[test]
 fn unmet_needs_name_the_column_and_the_giver() {
-    let text = VALID.replace(r#"("rollout", "old_logprob"), ("old_logprob", "adv")"#, r#"("rollout", "old_logprob"), ("rollout", "adv")"#);
+    let text = VALID.replace(
+        r#"("rollout", "old_logprob"), ("old_logprob", "adv")"#,
+        r#"("rollout", "old_logprob"), ("rollout", "adv")"#,
+    );
     let d = diagnostics(&text);
     assert_eq!(d.len(), 1, "{d:?}");
-    assert_eq!(d[0].message, "node `train` (Train) needs column `old_logprob`, which nothing upstream gives");
-    assert_eq!(d[0].help.as_deref(), Some("node `old_logprob` gives it; add the edge (\"old_logprob\", \"train\")"));
+    assert_eq!(
+        d[0].message,
+        "node `train` (Train) needs column `old_logprob`, which nothing upstream gives"
+    );
+    assert_eq!(
+        d[0].help.as_deref(),
+        Some("node `old_logprob` gives it; add the edge (\"old_logprob\", \"train\")")
+    );
     let gae = VALID.replace("GroupAdv()", "Gae()");
     let d = diagnostics(&gae);
-    assert_eq!(d[0].message, "node `adv` (Gae) needs column `values`, which nothing upstream gives");
-    assert_eq!(d[0].help.as_deref(), Some("Gae needs a critic; add a Values node upstream"));
+    assert_eq!(
+        d[0].message,
+        "node `adv` (Gae) needs column `values`, which nothing upstream gives"
+    );
+    assert_eq!(
+        d[0].help.as_deref(),
+        Some("Gae needs a critic; add a Values node upstream")
+    );
 }
 
 #[test]
 fn undeclared_models_and_envs_are_refused_at_the_field() {
-    let text = VALID.replace(r#"Train(model: "policy")"#, r#"Train(model: "polcy")"#).replace(r#"Rollout(envs: "train")"#, r#"Rollout(envs: "val")"#);
+    let text = VALID
+        .replace(r#"Train(model: "policy")"#, r#"Train(model: "polcy")"#)
+        .replace(r#"Rollout(envs: "train")"#, r#"Rollout(envs: "val")"#);
     let s = summary(&text);
-    assert_eq!(s[0], ("node `rollout` uses env set `val`, which `envs` does not declare".to_string(), 6, 34));
-    assert_eq!(s[1], ("node `train` uses model `polcy`, which `models` does not declare".to_string(), 9, 31));
-    assert_eq!(diagnostics(&text)[1].help.as_deref(), Some("did you mean `policy`?"));
+    assert_eq!(
+        s[0],
+        (
+            "node `rollout` uses env set `val`, which `envs` does not declare".to_string(),
+            6,
+            34
+        )
+    );
+    assert_eq!(
+        s[1],
+        (
+            "node `train` uses model `polcy`, which `models` does not declare".to_string(),
+            9,
+            31
+        )
+    );
+    assert_eq!(
+        diagnostics(&text)[1].help.as_deref(),
+        Some("did you mean `policy`?")
+    );
 }
 
 #[test]
 fn duplicate_names_are_refused_at_the_second_one() {
-    let text = VALID.replace(r#""adv": GroupAdv(),"#, r#""adv": GroupAdv(), "adv": Gae(),"#);
+    let text = VALID.replace(
+        r#""adv": GroupAdv(),"#,
+        r#""adv": GroupAdv(), "adv": Gae(),"#,
+    );
     let s = summary(&text);
     assert_eq!(s[0], ("node `adv` is defined twice".to_string(), 8, 28));
 }
 
 #[test]
 fn sources_take_no_input_and_something_must_start_the_step() {
-    let into_source = VALID.replace(r#"("adv", "train")]"#, r#"("adv", "train"), ("train", "rollout")]"#);
+    let into_source = VALID.replace(
+        r#"("adv", "train")]"#,
+        r#"("adv", "train"), ("train", "rollout")]"#,
+    );
     let s = summary(&into_source);
-    assert!(s.iter().any(|d| d.0 == "edge into source node `rollout`"), "{s:?}");
-    let no_source = VALID.replace(r#""rollout": Rollout(envs: "train"),"#, "").replace(r#"("rollout", "old_logprob"), "#, "");
+    assert!(
+        s.iter().any(|d| d.0 == "edge into source node `rollout`"),
+        "{s:?}"
+    );
+    let no_source = VALID
+        .replace(r#""rollout": Rollout(envs: "train"),"#, "")
+        .replace(r#"("rollout", "old_logprob"), "#, "");
     assert_eq!(summary(&no_source)[0].0, "the graph has no source node");
 }
 
@@ -108,7 +177,11 @@ fn every_problem_is_reported_at_once() {
         .replace("steps: 2", "steps: 0")
         .replace(r#"Train(model: "policy")"#, r#"Train(model: "nope")"#)
         .replace(r#"("adv", "train")]"#, r#"("adv", "train"), ("x", "y")]"#);
-    let errors: Vec<String> = diagnostics(&text).into_iter().filter(Diagnostic::is_error).map(|d| d.message).collect();
+    let errors: Vec<String> = diagnostics(&text)
+        .into_iter()
+        .filter(Diagnostic::is_error)
+        .map(|d| d.message)
+        .collect();
     assert_eq!(errors.len(), 4, "{errors:?}");
 }
 
@@ -120,20 +193,26 @@ fn group_normalisation_over_groups_of_one_is_a_warning() {
     let w: Vec<&Diagnostic> = v.warnings().collect();
     assert_eq!(w.len(), 1);
     assert_eq!(w[0].severity, Severity::Warning);
-    assert!(w[0].message.contains("env set `train` has group_size 1: every advantage will be 0"));
+    assert!(w[0]
+        .message
+        .contains("env set `train` has group_size 1: every advantage will be 0"));
 }
 
 #[test]
 fn rendered_diagnostics_show_file_line_and_caret() {
     let text = VALID.replace(r#"("adv", "train")]"#, r#"("adv", "trian")]"#);
-    let rendered = diagnostics(&text).iter().find(|d| d.message.contains("trian")).unwrap().to_string();
+    let rendered = diagnostics(&text)
+        .iter()
+        .find(|d| d.message.contains("trian"))
+        .unwrap()
+        .to_string();
     let expected = "error: edge names unknown node `trian`\n  --> test.ron:11:73\n   |\n11 |     edges: [(\"rollout\", \"old_logprob\"), (\"old_logprob\", \"adv\"), (\"adv\", \"trian\")],\n   |                                                                         ^^^^^^^\n   = help: did you mean `train`?\n";
     assert_eq!(rendered, expected);
 }
 
 #[test]
 fn syntax_and_serde_errors_come_with_positions() {
-    let first = |t: &str| load_text(t).err().expect("should fail").remove(0);
+    let first = |t: &str| load_text(t).expect_err("should fail").remove(0);
     let d = first(&VALID.replace("GroupAdv()", "GroupAdvv()"));
     assert_eq!(d.message, "unknown node kind `GroupAdvv`");
     assert_eq!(d.help.as_deref(), Some("did you mean `GroupAdv`?"));

@@ -10,9 +10,9 @@
 //!   that ties nodes, models and envs to the engine.
 
 pub mod algo;
+pub mod catalog;
 pub mod envs;
 pub mod model;
-pub mod catalog;
 pub mod nodes;
 
 pub use catalog::RollFlow;

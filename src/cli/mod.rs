@@ -39,7 +39,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Loads and validates one file. Prints warnings; on errors prints them and returns None.
-pub(crate) fn load_valid(path: &Path, overrides: &[String]) -> Option<(Loaded<RollFlow>, PipelineGraph)> {
+pub(crate) fn load_valid(
+    path: &Path,
+    overrides: &[String],
+) -> Option<(Loaded<RollFlow>, PipelineGraph)> {
     let loaded = match spec::load::<RollFlow>(path, overrides) {
         Ok(loaded) => loaded,
         Err(diagnostics) => {

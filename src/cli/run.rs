@@ -56,8 +56,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let out_dir = loaded.pipeline.out_dir.clone();
     write_atomic(&out_dir.join("pipeline.ron"), loaded.source.text.as_bytes())
         .with_context(|| format!("cannot write the pipeline copy into {}", out_dir.display()))?;
-    let log = MetricsLog::open(&out_dir, false).with_context(|| format!("cannot create {}/metrics.jsonl", out_dir.display()))?;
-    eprintln!("run `{}`: {} steps into {}", loaded.pipeline.name, loaded.pipeline.steps, out_dir.display());
+    let log = MetricsLog::open(&out_dir, false)
+        .with_context(|| format!("cannot create {}/metrics.jsonl", out_dir.display()))?;
+    eprintln!(
+        "run `{}`: {} steps into {}",
+        loaded.pipeline.name,
+        loaded.pipeline.steps,
+        out_dir.display()
+    );
 
     let started = Instant::now();
     let log = Arc::new(Mutex::new(log));
@@ -71,7 +77,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         if let Err(e) = log.append(&record) {
             tracing::error!("cannot append to {}: {e}", log.path().display());
         }
-        eprintln!("step {} done ({:.1}s)", report.step, started.elapsed().as_secs_f64());
+        eprintln!(
+            "step {} done ({:.1}s)",
+            report.step,
+            started.elapsed().as_secs_f64()
+        );
     });
     let options = ExecutorOptions {
         threads: args.workers,
@@ -81,6 +91,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         staleness: 0,
     };
     execute::<RollFlow>(Arc::new(loaded.pipeline), Arc::new(graph), options, on_step)?;
-    eprintln!("finished in {:.1}s; metrics in {}", started.elapsed().as_secs_f64(), out_dir.join("metrics.jsonl").display());
+    eprintln!(
+        "finished in {:.1}s; metrics in {}",
+        started.elapsed().as_secs_f64(),
+        out_dir.join("metrics.jsonl").display()
+    );
     Ok(ExitCode::SUCCESS)
 }

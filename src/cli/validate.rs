@@ -21,13 +21,20 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
         match super::load_valid(file, &args.set) {
             Some((loaded, graph)) => {
                 let edges: usize = graph.nodes.iter().map(|n| n.outputs.len()).sum();
-                println!("ok: {} ({} nodes, {edges} edges)", file.display(), loaded.pipeline.nodes.len());
+                println!(
+                    "ok: {} ({} nodes, {edges} edges)",
+                    file.display(),
+                    loaded.pipeline.nodes.len()
+                );
             }
             None => failed += 1,
         }
     }
     if failed > 0 {
-        eprintln!("{failed} of {} pipeline files are invalid", args.files.len());
+        eprintln!(
+            "{failed} of {} pipeline files are invalid",
+            args.files.len()
+        );
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -26,11 +26,17 @@ pub struct Column {
 
 impl Column {
     pub const fn token(name: &'static str) -> Self {
-        Column { name: Cow::Borrowed(name), level: Level::Token }
+        Column {
+            name: Cow::Borrowed(name),
+            level: Level::Token,
+        }
     }
 
     pub const fn sample(name: &'static str) -> Self {
-        Column { name: Cow::Borrowed(name), level: Level::Sample }
+        Column {
+            name: Cow::Borrowed(name),
+            level: Level::Sample,
+        }
     }
 
     pub fn name(&self) -> &str {

@@ -26,9 +26,18 @@ pub enum BatchError {
     #[error("batch has no {level:?}-level column `{name}`")]
     Missing { name: String, level: Level },
     #[error("column `{name}` has {found} values but the batch has {expected} {level:?}s")]
-    Length { name: String, level: Level, expected: usize, found: usize },
+    Length {
+        name: String,
+        level: Level,
+        expected: usize,
+        found: usize,
+    },
     #[error("column `{name}` holds {found} values, not {expected}")]
-    Type { name: String, expected: &'static str, found: &'static str },
+    Type {
+        name: String,
+        expected: &'static str,
+        found: &'static str,
+    },
     #[error("cannot join batches: {0}")]
     Mismatch(String),
 }
@@ -62,7 +71,11 @@ macro_rules! typed_getters {
 impl Batch {
     /// A batch with no samples.
     pub fn new() -> Self {
-        Batch { tokens: Vec::new(), offsets: vec![0], ..Default::default() }
+        Batch {
+            tokens: Vec::new(),
+            offsets: vec![0],
+            ..Default::default()
+        }
     }
 
     /// A batch from each sample's token ids.
@@ -170,10 +183,12 @@ impl Batch {
 
     /// The untyped values of a column.
     pub fn column(&self, column: &Column) -> Result<&Values, BatchError> {
-        self.columns_of(column.level).get(column.name()).ok_or_else(|| BatchError::Missing {
-            name: column.name().to_string(),
-            level: column.level,
-        })
+        self.columns_of(column.level)
+            .get(column.name())
+            .ok_or_else(|| BatchError::Missing {
+                name: column.name().to_string(),
+                level: column.level,
+            })
     }
 
     typed_getters! {
@@ -186,17 +201,30 @@ impl Batch {
 
     /// Names of all columns, token-level first.
     pub fn column_names(&self) -> impl Iterator<Item = (Level, &str)> {
-        let tok = self.token_columns.keys().map(|k| (Level::Token, k.as_str()));
-        tok.chain(self.sample_columns.keys().map(|k| (Level::Sample, k.as_str())))
+        let tok = self
+            .token_columns
+            .keys()
+            .map(|k| (Level::Token, k.as_str()));
+        tok.chain(
+            self.sample_columns
+                .keys()
+                .map(|k| (Level::Sample, k.as_str())),
+        )
     }
 
     /// The samples at `indices`, in that order, with every column.
     pub fn select(&self, indices: &[usize]) -> Batch {
         let mut out = Batch::new();
-        let mut token_columns: BTreeMap<String, Values> =
-            self.token_columns.iter().map(|(k, v)| (k.clone(), v.empty_like())).collect();
-        let mut sample_columns: BTreeMap<String, Values> =
-            self.sample_columns.iter().map(|(k, v)| (k.clone(), v.empty_like())).collect();
+        let mut token_columns: BTreeMap<String, Values> = self
+            .token_columns
+            .iter()
+            .map(|(k, v)| (k.clone(), v.empty_like()))
+            .collect();
+        let mut sample_columns: BTreeMap<String, Values> = self
+            .sample_columns
+            .iter()
+            .map(|(k, v)| (k.clone(), v.empty_like()))
+            .collect();
         for &i in indices {
             let range = self.sample_range(i);
             out.tokens.extend_from_slice(&self.tokens[range.clone()]);
@@ -228,8 +256,12 @@ impl Batch {
     /// Concatenates batches sample-wise. Every batch must have the same columns with the
     /// same types (an empty batch with no columns joins anything).
     pub fn concat(batches: &[Batch]) -> Result<Batch, BatchError> {
-        let mut parts = batches.iter().filter(|b| !(b.is_empty() && b.column_names().next().is_none()));
-        let Some(first) = parts.next() else { return Ok(Batch::new()) };
+        let mut parts = batches
+            .iter()
+            .filter(|b| !(b.is_empty() && b.column_names().next().is_none()));
+        let Some(first) = parts.next() else {
+            return Ok(Batch::new());
+        };
         let mut out = first.clone();
         for b in parts {
             out.append(b)?;
@@ -238,7 +270,11 @@ impl Batch {
     }
 
     fn append(&mut self, other: &Batch) -> Result<(), BatchError> {
-        let names = |b: &Batch| b.column_names().map(|(l, n)| (l, n.to_string())).collect::<Vec<_>>();
+        let names = |b: &Batch| {
+            b.column_names()
+                .map(|(l, n)| (l, n.to_string()))
+                .collect::<Vec<_>>()
+        };
         if names(self) != names(other) {
             return Err(BatchError::Mismatch(format!(
                 "columns differ: {:?} vs {:?}",
@@ -248,7 +284,8 @@ impl Batch {
         }
         let base = self.tokens.len();
         self.tokens.extend_from_slice(&other.tokens);
-        self.offsets.extend(other.offsets[1..].iter().map(|o| o + base));
+        self.offsets
+            .extend(other.offsets[1..].iter().map(|o| o + base));
         for (own, theirs) in [
             (&mut self.token_columns, &other.token_columns),
             (&mut self.sample_columns, &other.sample_columns),
@@ -256,7 +293,9 @@ impl Batch {
             for (name, dst) in own.iter_mut() {
                 let src = &theirs[name];
                 if !dst.extend_from(src, 0..src.len()) {
-                    return Err(BatchError::Mismatch(format!("column `{name}` changes type")));
+                    return Err(BatchError::Mismatch(format!(
+                        "column `{name}` changes type"
+                    )));
                 }
             }
         }

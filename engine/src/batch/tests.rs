@@ -30,9 +30,15 @@ fn set_checks_length_and_get_checks_type() {
         "column `advantages` has 5 values but the batch has 6 Tokens"
     );
     let err = b.f32s(&GROUP_ID).unwrap_err();
-    assert_eq!(err.to_string(), "column `group_id` holds u64 values, not f32");
+    assert_eq!(
+        err.to_string(),
+        "column `group_id` holds u64 values, not f32"
+    );
     let err = b.f32s(&ADVANTAGES).unwrap_err();
-    assert_eq!(err.to_string(), "batch has no Token-level column `advantages`");
+    assert_eq!(
+        err.to_string(),
+        "batch has no Token-level column `advantages`"
+    );
 }
 
 #[test]
@@ -41,11 +47,17 @@ fn select_and_split_keep_columns_aligned() {
     let s = b.select(&[2, 0]);
     assert_eq!(s.tokens(), &[5, 6, 1, 2, 3]);
     assert_eq!(s.offsets(), &[0, 2, 5]);
-    assert_eq!(s.bools(&RESPONSE_MASK).unwrap(), &[false, true, false, true, true]);
+    assert_eq!(
+        s.bools(&RESPONSE_MASK).unwrap(),
+        &[false, true, false, true, true]
+    );
     assert_eq!(s.f32s(&SCORE).unwrap(), &[0.5, 1.0]);
 
     let parts = b.split(2);
-    assert_eq!(parts.iter().map(Batch::num_samples).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(
+        parts.iter().map(Batch::num_samples).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
     assert_eq!(Batch::concat(&parts).unwrap(), b);
 }
 

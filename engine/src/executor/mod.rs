@@ -73,11 +73,19 @@ pub fn execute<C: Catalog>(
     let guards = timely::execute(config, move |worker| {
         run_worker::<C>(worker, &pipeline, &graph, &options, &on_step, &failed)
     })
-    .map_err(|message| ExecError { node: None, step: None, message })?;
+    .map_err(|message| ExecError {
+        node: None,
+        step: None,
+        message,
+    })?;
     let mut first_error = None;
     for result in guards.join() {
         let outcome = result.unwrap_or_else(|panic| {
-            Err(ExecError { node: None, step: None, message: format!("a worker panicked: {panic}") })
+            Err(ExecError {
+                node: None,
+                step: None,
+                message: format!("a worker panicked: {panic}"),
+            })
         });
         if let Err(e) = outcome {
             first_error.get_or_insert(e);
@@ -101,9 +109,15 @@ fn run_worker<C: Catalog>(
     on_step: &StepCallback,
     failed: &Arc<AtomicBool>,
 ) -> Result<(), ExecError> {
-    let info = WorkerInfo { index: worker.index(), peers: worker.peers() };
-    let mut resources = C::resources(pipeline, info)
-        .map_err(|message| ExecError { node: None, step: None, message })?;
+    let info = WorkerInfo {
+        index: worker.index(),
+        peers: worker.peers(),
+    };
+    let mut resources = C::resources(pipeline, info).map_err(|message| ExecError {
+        node: None,
+        step: None,
+        message,
+    })?;
     let mut operators = Vec::with_capacity(graph.nodes.len());
     for node in &graph.nodes {
         let name = node.name.as_str();
@@ -112,8 +126,11 @@ fn run_worker<C: Catalog>(
             step: None,
             message: "node is in the graph but not in the pipeline".into(),
         })?;
-        let op = C::build(name, spec, pipeline, &mut resources)
-            .map_err(|message| ExecError { node: Some(name.to_string()), step: None, message })?;
+        let op = C::build(name, spec, pipeline, &mut resources).map_err(|message| ExecError {
+            node: Some(name.to_string()),
+            step: None,
+            message,
+        })?;
         operators.push(Some(op));
     }
     let state = Rc::new(RefCell::new(WorkerState::default()));
@@ -123,7 +140,8 @@ fn run_worker<C: Catalog>(
     worker.dataflow::<u64, _, _>(|scope| {
         let (feedback, fed_back) = scope.feedback::<Vec<Envelope>>(1 + staleness);
         let versions = versions_in.to_stream(scope).concat(fed_back);
-        let mut outputs: Vec<Option<Stream<'_, u64, Vec<Envelope>>>> = vec![None; graph.nodes.len()];
+        let mut outputs: Vec<Option<Stream<'_, u64, Vec<Envelope>>>> =
+            vec![None; graph.nodes.len()];
         for &i in &graph.order {
             let spec = &graph.nodes[i];
             let input = match spec.role {
@@ -150,10 +168,15 @@ fn run_worker<C: Catalog>(
             outputs[i] = Some(node::attach(input, ctx));
         }
         let published = graph.feedback_from.iter().map(|&i| {
-            outputs[i].clone().expect("built").map(|e: Envelope| Envelope::version(e.step, e.step + 1))
+            outputs[i]
+                .clone()
+                .expect("built")
+                .map(|e: Envelope| Envelope::version(e.step, e.step + 1))
         });
         scope.concatenate(published).connect_loop(feedback);
-        scope.concatenate(outputs.into_iter().flatten()).probe_with(&probe);
+        scope
+            .concatenate(outputs.into_iter().flatten())
+            .probe_with(&probe);
     });
     for step in 0..=staleness {
         versions_in.advance_to(step);
@@ -171,9 +194,16 @@ fn run_worker<C: Catalog>(
 }
 
 /// Hands out the reports of every step the probe has passed, in step order.
-fn flush_reports(probe: &ProbeHandle<u64>, state: &Rc<RefCell<WorkerState>>, next: &mut u64, on_step: &StepCallback) {
+fn flush_reports(
+    probe: &ProbeHandle<u64>,
+    state: &Rc<RefCell<WorkerState>>,
+    next: &mut u64,
+    on_step: &StepCallback,
+) {
     loop {
-        let Some((&step, _)) = state.borrow().reports.first_key_value() else { return };
+        let Some((&step, _)) = state.borrow().reports.first_key_value() else {
+            return;
+        };
         if probe.less_equal(&step) || step < *next {
             return;
         }

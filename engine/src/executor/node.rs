@@ -29,7 +29,12 @@ pub struct Envelope {
 impl Envelope {
     /// A bare policy version for step `step` (what sources receive).
     pub fn version(step: u64, policy_version: u64) -> Self {
-        Envelope { step, policy_version, input: 0, batch: Batch::new() }
+        Envelope {
+            step,
+            policy_version,
+            input: 0,
+            batch: Batch::new(),
+        }
     }
 }
 
@@ -66,13 +71,18 @@ pub(crate) struct NodeRuntime {
 }
 
 /// Wires `rt` as a timely operator reading `input`; returns its output stream.
-pub(crate) fn attach<'s>(input: Stream<'s, u64, Vec<Envelope>>, mut rt: NodeRuntime) -> Stream<'s, u64, Vec<Envelope>> {
+pub(crate) fn attach<'s>(
+    input: Stream<'s, u64, Vec<Envelope>>,
+    mut rt: NodeRuntime,
+) -> Stream<'s, u64, Vec<Envelope>> {
     let name = rt.name.clone();
     input.unary_frontier(PipelinePact, &name, move |_cap, _info| {
         let mut stash: BTreeMap<u64, (Capability<u64>, Vec<Envelope>)> = BTreeMap::new();
         move |(input, frontier), output| {
             input.for_each_stamp(|cap, data| {
-                let Some(cap) = cap.retain_least(output.output_index()) else { return };
+                let Some(cap) = cap.retain_least(output.output_index()) else {
+                    return;
+                };
                 let step = *cap.time();
                 let entry = stash.entry(step).or_insert_with(|| (cap, Vec::new()));
                 entry.1.extend(data.flat_map(std::mem::take));
@@ -122,13 +132,25 @@ impl NodeRuntime {
         match result {
             Ok(batch) => {
                 self.record(step, policy_version, seconds, &batch, ctx.metrics);
-                Some(Envelope { step, policy_version, input: 0, batch })
+                Some(Envelope {
+                    step,
+                    policy_version,
+                    input: 0,
+                    batch,
+                })
             }
             Err(e) => self.fail(step, e.0),
         }
     }
 
-    fn record(&self, step: u64, version: u64, seconds: f64, batch: &Batch, metrics: BTreeMap<String, f64>) {
+    fn record(
+        &self,
+        step: u64,
+        version: u64,
+        seconds: f64,
+        batch: &Batch,
+        metrics: BTreeMap<String, f64>,
+    ) {
         let mut state = self.state.borrow_mut();
         let report = state.reports.entry(step).or_insert_with(|| StepReport {
             step,
@@ -149,7 +171,11 @@ impl NodeRuntime {
     fn fail(&self, step: u64, message: String) -> Option<Envelope> {
         mark_failed(&self.failed);
         let mut state = self.state.borrow_mut();
-        state.error.get_or_insert(ExecError { node: Some(self.name.clone()), step: Some(step), message });
+        state.error.get_or_insert(ExecError {
+            node: Some(self.name.clone()),
+            step: Some(step),
+            message,
+        });
         None
     }
 }
@@ -157,14 +183,21 @@ impl NodeRuntime {
 fn merge_inputs(arrived: Vec<Envelope>) -> Result<Batch, String> {
     let mut batches = arrived.into_iter().map(|e| e.batch);
     let first = batches.next().unwrap_or_default();
-    batches.try_fold(first, |acc, b| acc.merge(b)).map_err(|e| e.to_string())
+    batches
+        .try_fold(first, |acc, b| acc.merge(b))
+        .map_err(|e| e.to_string())
 }
 
 /// A deterministic seed for (pipeline seed, node, step, worker): FNV-1a over the parts,
 /// finished with splitmix64, stable across platforms and Rust versions.
 pub fn step_seed(seed: u64, node: &str, step: u64, worker: usize) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let parts = [&seed.to_le_bytes()[..], node.as_bytes(), &step.to_le_bytes(), &(worker as u64).to_le_bytes()];
+    let parts = [
+        &seed.to_le_bytes()[..],
+        node.as_bytes(),
+        &step.to_le_bytes(),
+        &(worker as u64).to_le_bytes(),
+    ];
     for byte in parts.iter().flat_map(|p| p.iter()) {
         h ^= u64::from(*byte);
         h = h.wrapping_mul(0x0100_0000_01b3);

@@ -23,18 +23,31 @@ pub struct ExecutorOptions {
 
 impl Default for ExecutorOptions {
     fn default() -> Self {
-        ExecutorOptions { threads: 1, processes: 1, process: 0, hostfile: None, staleness: 0 }
+        ExecutorOptions {
+            threads: 1,
+            processes: 1,
+            process: 0,
+            hostfile: None,
+            staleness: 0,
+        }
     }
 }
 
 impl ExecutorOptions {
     pub(crate) fn timely_config(&self) -> Result<timely::Config, ExecError> {
-        let err = |message: String| ExecError { node: None, step: None, message };
+        let err = |message: String| ExecError {
+            node: None,
+            step: None,
+            message,
+        };
         if self.threads == 0 || self.processes == 0 {
             return Err(err("workers and processes must be at least 1".into()));
         }
         if self.process >= self.processes {
-            return Err(err(format!("process index {} is not below the process count {}", self.process, self.processes)));
+            return Err(err(format!(
+                "process index {} is not below the process count {}",
+                self.process, self.processes
+            )));
         }
         let communication = match (self.processes, self.threads) {
             (1, 1) => CommunicationConfig::Thread,
@@ -47,17 +60,32 @@ impl ExecutorOptions {
                 zerocopy: false,
             },
         };
-        Ok(timely::Config { communication, worker: timely::WorkerConfig::default() })
+        Ok(timely::Config {
+            communication,
+            worker: timely::WorkerConfig::default(),
+        })
     }
 
     fn addresses(&self, processes: usize) -> Result<Vec<String>, String> {
         let Some(path) = &self.hostfile else {
-            return Ok((0..processes).map(|i| format!("localhost:{}", 2101 + i)).collect());
+            return Ok((0..processes)
+                .map(|i| format!("localhost:{}", 2101 + i))
+                .collect());
         };
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read hostfile {}: {e}", path.display()))?;
-        let hosts: Vec<String> = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read hostfile {}: {e}", path.display()))?;
+        let hosts: Vec<String> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect();
         if hosts.len() < processes {
-            return Err(format!("hostfile {} lists {} hosts for {processes} processes", path.display(), hosts.len()));
+            return Err(format!(
+                "hostfile {} lists {} hosts for {processes} processes",
+                path.display(),
+                hosts.len()
+            ));
         }
         Ok(hosts.into_iter().take(processes).collect())
     }

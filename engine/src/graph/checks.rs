@@ -29,7 +29,10 @@ enum At<'p> {
 
 impl<'a> Report<'a> {
     pub(crate) fn new(source: &'a Source) -> Self {
-        Report { source, diagnostics: Vec::new() }
+        Report {
+            source,
+            diagnostics: Vec::new(),
+        }
     }
 
     fn locate(&self, at: At) -> Option<Location> {
@@ -59,7 +62,7 @@ impl<'a> Report<'a> {
     /// Errors before warnings, each in file order.
     pub(crate) fn finish(mut self) -> Vec<Diagnostic> {
         let line = |d: &Diagnostic| d.location.as_ref().map(|l| l.start);
-        self.diagnostics.sort_by(|a, b| (a.severity, line(a)).cmp(&(b.severity, line(b))));
+        self.diagnostics.sort_by_key(|d| (d.severity, line(d)));
         self.diagnostics
     }
 }
@@ -70,18 +73,34 @@ fn node_path(name: &str) -> Vec<Seg> {
 
 pub(crate) fn scalars<C: Catalog>(p: &Pipeline<C>, r: &mut Report) {
     if p.steps == 0 {
-        r.error(At::Value(&[field("steps")]), "`steps` is 0: nothing would run".into(), Some("set `steps: 1` or more".into()));
+        r.error(
+            At::Value(&[field("steps")]),
+            "`steps` is 0: nothing would run".into(),
+            Some("set `steps: 1` or more".into()),
+        );
     }
     for (name, set) in p.envs.iter() {
         let path = |f: &str| vec![field("envs"), key(name), field(f)];
         if set.groups == 0 {
-            r.error(At::Value(&path("groups")), format!("env set `{name}` has 0 groups"), Some("set `groups: 1` or more".into()));
+            r.error(
+                At::Value(&path("groups")),
+                format!("env set `{name}` has 0 groups"),
+                Some("set `groups: 1` or more".into()),
+            );
         }
         if set.group_size == 0 {
-            r.error(At::Value(&path("group_size")), format!("env set `{name}` has group_size 0"), Some("set `group_size: 1` or more".into()));
+            r.error(
+                At::Value(&path("group_size")),
+                format!("env set `{name}` has group_size 0"),
+                Some("set `group_size: 1` or more".into()),
+            );
         }
         if set.max_turns == Some(0) {
-            r.error(At::Value(&path("max_turns")), format!("env set `{name}` allows 0 turns"), Some("set `max_turns: 1` or more, or leave it out".into()));
+            r.error(
+                At::Value(&path("max_turns")),
+                format!("env set `{name}` allows 0 turns"),
+                Some("set `max_turns: 1` or more, or leave it out".into()),
+            );
         }
     }
 }
@@ -98,7 +117,11 @@ pub(crate) fn duplicate_names<C: Catalog>(p: &Pipeline<C>, r: &mut Report) {
             let nth = seen.iter().filter(|(n, _)| *n == name).count();
             if nth > 0 {
                 let path = [field(section), Seg::Key(name.to_string(), nth)];
-                r.error(At::Name(&path), format!("{what} `{name}` is defined twice"), Some("give each entry its own name".into()));
+                r.error(
+                    At::Name(&path),
+                    format!("{what} `{name}` is defined twice"),
+                    Some("give each entry its own name".into()),
+                );
             }
             seen.insert((name, nth));
         }
@@ -122,7 +145,13 @@ pub(crate) fn references<C: Catalog>(p: &Pipeline<C>, r: &mut Report) {
                 } else {
                     did_you_mean(name, known)
                 };
-                r.error(At::Value(&path), format!("node `{node}` uses {what} `{name}`, which `{section}` does not declare"), Some(help));
+                r.error(
+                    At::Value(&path),
+                    format!(
+                        "node `{node}` uses {what} `{name}`, which `{section}` does not declare"
+                    ),
+                    Some(help),
+                );
             }
         }
     }
@@ -131,13 +160,21 @@ pub(crate) fn references<C: Catalog>(p: &Pipeline<C>, r: &mut Report) {
 pub(crate) fn node_settings<C: Catalog>(p: &Pipeline<C>, r: &mut Report) {
     for (name, spec) in p.nodes.iter() {
         if let Err(problem) = spec.check() {
-            r.error(At::Value(&node_path(name)), format!("node `{name}` ({}): {problem}", spec.kind()), None);
+            r.error(
+                At::Value(&node_path(name)),
+                format!("node `{name}` ({}): {problem}", spec.kind()),
+                None,
+            );
         }
     }
 }
 
 /// Wires edges into `nodes` and returns the petgraph; reports bad edges.
-pub(crate) fn edges<C: Catalog>(p: &Pipeline<C>, nodes: &mut [GraphNode], r: &mut Report) -> Petgraph {
+pub(crate) fn edges<C: Catalog>(
+    p: &Pipeline<C>,
+    nodes: &mut [GraphNode],
+    r: &mut Report,
+) -> Petgraph {
     let mut graph = Petgraph::new();
     for i in 0..nodes.len() {
         graph.add_node(i);
@@ -151,17 +188,32 @@ pub(crate) fn edges<C: Catalog>(p: &Pipeline<C>, nodes: &mut [GraphNode], r: &mu
         for (k, name) in [from, to].into_iter().enumerate() {
             ends[k] = names.iter().position(|n| n == name);
             if ends[k].is_none() {
-                r.error(At::Value(&end(k)), format!("edge names unknown node `{name}`"), Some(did_you_mean(name, &names)));
+                r.error(
+                    At::Value(&end(k)),
+                    format!("edge names unknown node `{name}`"),
+                    Some(did_you_mean(name, &names)),
+                );
             }
         }
         let [Some(a), Some(b)] = ends else { continue };
         if !seen.insert((a, b)) {
-            r.error(At::Value(&[field("edges"), Seg::Index(e)]), format!("edge (\"{from}\", \"{to}\") is listed twice"), Some("remove the repeat".into()));
+            r.error(
+                At::Value(&[field("edges"), Seg::Index(e)]),
+                format!("edge (\"{from}\", \"{to}\") is listed twice"),
+                Some("remove the repeat".into()),
+            );
             continue;
         }
         if nodes[b].role == Role::Source {
-            let help = format!("`{to}` ({}) starts each step from the policy version; remove this edge", nodes[b].kind);
-            r.error(At::Value(&end(1)), format!("edge into source node `{to}`"), Some(help));
+            let help = format!(
+                "`{to}` ({}) starts each step from the policy version; remove this edge",
+                nodes[b].kind
+            );
+            r.error(
+                At::Value(&end(1)),
+                format!("edge into source node `{to}`"),
+                Some(help),
+            );
             continue;
         }
         graph.add_edge(node_index(a), node_index(b), e);
@@ -172,7 +224,11 @@ pub(crate) fn edges<C: Catalog>(p: &Pipeline<C>, nodes: &mut [GraphNode], r: &mu
 }
 
 /// A topological order with ties broken by file order, or `None` (and errors) on cycles.
-pub(crate) fn acyclic_order(graph: &Petgraph, nodes: &[GraphNode], r: &mut Report) -> Option<Vec<usize>> {
+pub(crate) fn acyclic_order(
+    graph: &Petgraph,
+    nodes: &[GraphNode],
+    r: &mut Report,
+) -> Option<Vec<usize>> {
     let mut indegree: Vec<usize> = nodes.iter().map(|n| n.inputs.len()).collect();
     let mut ready: BTreeSet<usize> = (0..nodes.len()).filter(|&i| indegree[i] == 0).collect();
     let mut order = Vec::with_capacity(nodes.len());
@@ -196,23 +252,39 @@ pub(crate) fn acyclic_order(graph: &Petgraph, nodes: &[GraphNode], r: &mut Repor
         let members: BTreeSet<usize> = scc.iter().map(|n| n.index()).collect();
         let first_edge = graph
             .edge_references()
-            .filter(|e| members.contains(&e.source().index()) && members.contains(&e.target().index()))
+            .filter(|e| {
+                members.contains(&e.source().index()) && members.contains(&e.target().index())
+            })
             .map(|e| *e.weight())
             .min()
             .unwrap_or(0);
         let path: Vec<&str> = members.iter().map(|&i| nodes[i].name.as_str()).collect();
         let help = "the only loop in a pipeline is the policy-version feedback from the training node back to the rollout, which roll-flow adds itself; remove one of these edges";
-        r.error(At::Value(&[field("edges"), Seg::Index(first_edge)]), format!("cycle in the per-step graph through {}", path.join(", ")), Some(help.into()));
+        r.error(
+            At::Value(&[field("edges"), Seg::Index(first_edge)]),
+            format!("cycle in the per-step graph through {}", path.join(", ")),
+            Some(help.into()),
+        );
     }
     None
 }
 
 /// Reports nodes no source leads to; returns which nodes are reachable.
-pub(crate) fn reachable_from_sources(graph: &Petgraph, nodes: &[GraphNode], r: &mut Report) -> Vec<bool> {
-    let sources: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].role == Role::Source).collect();
+pub(crate) fn reachable_from_sources(
+    graph: &Petgraph,
+    nodes: &[GraphNode],
+    r: &mut Report,
+) -> Vec<bool> {
+    let sources: Vec<usize> = (0..nodes.len())
+        .filter(|&i| nodes[i].role == Role::Source)
+        .collect();
     if sources.is_empty() {
         if !nodes.is_empty() {
-            r.error(At::Name(&[field("nodes")]), "the graph has no source node".into(), Some("add a `Rollout(...)` node; every step starts there".into()));
+            r.error(
+                At::Name(&[field("nodes")]),
+                "the graph has no source node".into(),
+                Some("add a `Rollout(...)` node; every step starts there".into()),
+            );
         }
         return vec![false; nodes.len()];
     }
@@ -225,15 +297,34 @@ pub(crate) fn reachable_from_sources(graph: &Petgraph, nodes: &[GraphNode], r: &
         queue.extend(graph.neighbors(node_index(i)).map(|n| n.index()));
     }
     for (i, node) in nodes.iter().enumerate().filter(|(i, _)| !seen[*i]) {
-        let help = format!("add an edge that leads to it, e.g. (\"{}\", \"{}\")", nodes.iter().find(|n| n.role == Role::Source).map_or("rollout", |n| &n.name), node.name);
-        r.error(At::Name(&node_path(&node.name)), format!("node `{}` is not reachable from any source, so it would never run", nodes[i].name), Some(help));
+        let help = format!(
+            "add an edge that leads to it, e.g. (\"{}\", \"{}\")",
+            nodes
+                .iter()
+                .find(|n| n.role == Role::Source)
+                .map_or("rollout", |n| &n.name),
+            node.name
+        );
+        r.error(
+            At::Name(&node_path(&node.name)),
+            format!(
+                "node `{}` is not reachable from any source, so it would never run",
+                nodes[i].name
+            ),
+            Some(help),
+        );
     }
     seen
 }
 
 /// Every need must be given by some node upstream (batches carry columns downstream).
 /// Unreachable nodes are skipped: they already have an error of their own.
-pub(crate) fn column_needs<N: NodeSpec>(order: &[usize], nodes: &[GraphNode], reachable: &[bool], r: &mut Report) {
+pub(crate) fn column_needs<N: NodeSpec>(
+    order: &[usize],
+    nodes: &[GraphNode],
+    reachable: &[bool],
+    r: &mut Report,
+) {
     let mut available: Vec<BTreeSet<Column>> = vec![BTreeSet::new(); nodes.len()];
     for &i in order {
         let mut upstream = BTreeSet::new();
@@ -243,8 +334,14 @@ pub(crate) fn column_needs<N: NodeSpec>(order: &[usize], nodes: &[GraphNode], re
         }
         for need in nodes[i].contract.needs.iter().filter(|_| reachable[i]) {
             if !upstream.contains(&need.column) {
-                let help = need.hint.clone().or_else(|| giver_help::<N>(&need.column, i, nodes));
-                let msg = format!("node `{}` ({}) needs column `{}`, which nothing upstream gives", nodes[i].name, nodes[i].kind, need.column);
+                let help = need
+                    .hint
+                    .clone()
+                    .or_else(|| giver_help::<N>(&need.column, i, nodes));
+                let msg = format!(
+                    "node `{}` ({}) needs column `{}`, which nothing upstream gives",
+                    nodes[i].name, nodes[i].kind, need.column
+                );
                 r.error(At::Value(&node_path(&nodes[i].name)), msg, help);
             }
         }
@@ -254,23 +351,39 @@ pub(crate) fn column_needs<N: NodeSpec>(order: &[usize], nodes: &[GraphNode], re
 
 fn giver_help<N: NodeSpec>(column: &Column, at: usize, nodes: &[GraphNode]) -> Option<String> {
     if let Some(giver) = nodes.iter().find(|n| n.contract.gives.contains(column)) {
-        return Some(format!("node `{}` gives it; add the edge (\"{}\", \"{}\")", giver.name, giver.name, nodes[at].name));
+        return Some(format!(
+            "node `{}` gives it; add the edge (\"{}\", \"{}\")",
+            giver.name, giver.name, nodes[at].name
+        ));
     }
     N::giver_of(column).map(|what| format!("add {what} upstream of `{}`", nodes[at].name))
 }
 
 /// Warns when a group-normalising node sees env sets with `group_size: 1`.
-pub(crate) fn group_pitfalls<C: Catalog>(p: &Pipeline<C>, order: &[usize], nodes: &[GraphNode], r: &mut Report) {
+pub(crate) fn group_pitfalls<C: Catalog>(
+    p: &Pipeline<C>,
+    order: &[usize],
+    nodes: &[GraphNode],
+    r: &mut Report,
+) {
     let mut env_sets: Vec<BTreeSet<String>> = vec![BTreeSet::new(); nodes.len()];
     for &i in order {
-        if let Some(spec) = p.nodes.get(&nodes[i].name).filter(|_| nodes[i].role == Role::Source) {
+        if let Some(spec) = p
+            .nodes
+            .get(&nodes[i].name)
+            .filter(|_| nodes[i].role == Role::Source)
+        {
             for reference in spec.references() {
                 if let Reference::Env { name, .. } = reference {
                     env_sets[i].insert(name);
                 }
             }
         }
-        let inherited: BTreeSet<String> = nodes[i].inputs.iter().flat_map(|&j| env_sets[j].clone()).collect();
+        let inherited: BTreeSet<String> = nodes[i]
+            .inputs
+            .iter()
+            .flat_map(|&j| env_sets[j].clone())
+            .collect();
         env_sets[i].extend(inherited);
         if !nodes[i].contract.group_normalised {
             continue;
@@ -278,7 +391,9 @@ pub(crate) fn group_pitfalls<C: Catalog>(p: &Pipeline<C>, order: &[usize], nodes
         for set_name in &env_sets[i] {
             if p.envs.get(set_name).is_some_and(|s| s.group_size == 1) {
                 let msg = format!("node `{}` ({}) normalises within groups, but env set `{set_name}` has group_size 1: every advantage will be 0", nodes[i].name, nodes[i].kind);
-                let help = format!("set `group_size` above 1 in envs.{set_name}, or normalise over the batch");
+                let help = format!(
+                    "set `group_size` above 1 in envs.{set_name}, or normalise over the batch"
+                );
                 r.warning(At::Value(&node_path(&nodes[i].name)), msg, Some(help));
             }
         }
@@ -287,15 +402,22 @@ pub(crate) fn group_pitfalls<C: Catalog>(p: &Pipeline<C>, order: &[usize], nodes
 
 /// The nodes that publish policy versions back to the sources.
 pub(crate) fn feedback_origins(graph: &Petgraph, nodes: &[GraphNode]) -> Vec<usize> {
-    let updaters: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].role == Role::PolicyUpdate).collect();
+    let updaters: Vec<usize> = (0..nodes.len())
+        .filter(|&i| nodes[i].role == Role::PolicyUpdate)
+        .collect();
     let has_updater_below = |i: usize| {
         let mut dfs = petgraph::visit::Dfs::new(graph, node_index(i));
         dfs.next(graph);
         std::iter::from_fn(|| dfs.next(graph)).any(|n| nodes[n.index()].role == Role::PolicyUpdate)
     };
-    let last: Vec<usize> = updaters.into_iter().filter(|&i| !has_updater_below(i)).collect();
+    let last: Vec<usize> = updaters
+        .into_iter()
+        .filter(|&i| !has_updater_below(i))
+        .collect();
     if last.is_empty() {
-        (0..nodes.len()).filter(|&i| nodes[i].outputs.is_empty()).collect()
+        (0..nodes.len())
+            .filter(|&i| nodes[i].outputs.is_empty())
+            .collect()
     } else {
         last
     }

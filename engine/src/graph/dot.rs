@@ -31,8 +31,15 @@ fn column_list(columns: impl Iterator<Item = String>) -> String {
 pub fn to_dot(graph: &PipelineGraph, title: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "digraph pipeline {{");
-    let _ = writeln!(out, "  label=\"{}\";\n  labelloc=t;\n  rankdir=TB;", escape(title));
-    let _ = writeln!(out, "  node [shape=record, fontname=\"Helvetica\", fontsize=10];");
+    let _ = writeln!(
+        out,
+        "  label=\"{}\";\n  labelloc=t;\n  rankdir=TB;",
+        escape(title)
+    );
+    let _ = writeln!(
+        out,
+        "  node [shape=record, fontname=\"Helvetica\", fontsize=10];"
+    );
     for &i in &graph.order {
         let node = &graph.nodes[i];
         let needs = column_list(node.contract.needs.iter().map(|n| n.column.to_string()));
@@ -58,7 +65,10 @@ pub fn to_dot(graph: &PipelineGraph, title: &str) -> String {
     }
     for &from in &graph.feedback_from {
         for to in graph.sources() {
-            let _ = writeln!(out, "  n{from} -> n{to} [style=dashed, label=\"policy version\", constraint=false];");
+            let _ = writeln!(
+                out,
+                "  n{from} -> n{to} [style=dashed, label=\"policy version\", constraint=false];"
+            );
         }
     }
     out.push_str("}\n");

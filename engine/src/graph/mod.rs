@@ -108,7 +108,11 @@ pub fn validate<C: Catalog>(loaded: &Loaded<C>) -> Validation {
     let diagnostics = report.finish();
     let ok = !diagnostics.iter().any(Diagnostic::is_error);
     let graph = match (ok, order) {
-        (true, Some(order)) => Some(PipelineGraph { nodes, order, feedback_from }),
+        (true, Some(order)) => Some(PipelineGraph {
+            nodes,
+            order,
+            feedback_from,
+        }),
         _ => None,
     };
     Validation { graph, diagnostics }
@@ -119,4 +123,3 @@ pub(crate) type Petgraph = DiGraph<usize, usize>;
 pub(crate) fn node_index(i: usize) -> NodeIndex {
     NodeIndex::new(i)
 }
-

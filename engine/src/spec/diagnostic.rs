@@ -67,8 +67,14 @@ impl Location {
         let col = text[line_start..start].chars().count() + 1;
         let end = span.end.clamp(start, line_end);
         let width = text[start..end].chars().count().max(1);
-        let line_text = text[line_start..line_end].trim_end_matches('\r').to_string();
-        Location { start: LineCol { line, col }, width, line_text }
+        let line_text = text[line_start..line_end]
+            .trim_end_matches('\r')
+            .to_string();
+        Location {
+            start: LineCol { line, col },
+            width,
+            line_text,
+        }
     }
 
     /// A location from a line and column (ron's error positions).
@@ -94,7 +100,10 @@ impl Diagnostic {
     }
 
     pub fn warning(file: &Path, message: impl Into<String>) -> Self {
-        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(file, message) }
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(file, message)
+        }
     }
 
     pub fn at(mut self, location: Option<Location>) -> Self {
@@ -128,7 +137,13 @@ impl fmt::Display for Diagnostic {
             Some(loc) => {
                 let num = loc.start.line.to_string();
                 let pad = " ".repeat(num.len());
-                writeln!(f, "{pad}--> {}:{}:{}", self.file.display(), loc.start.line, loc.start.col)?;
+                writeln!(
+                    f,
+                    "{pad}--> {}:{}:{}",
+                    self.file.display(),
+                    loc.start.line,
+                    loc.start.col
+                )?;
                 writeln!(f, "{pad} |")?;
                 writeln!(f, "{num} | {}", loc.line_text)?;
                 let lead: String = loc
@@ -155,5 +170,9 @@ impl fmt::Display for Diagnostic {
 
 /// Renders diagnostics one after another, errors and warnings in file order.
 pub fn render_all(diagnostics: &[Diagnostic]) -> String {
-    diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")
+    diagnostics
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -32,16 +32,24 @@ pub struct Loaded<C: Catalog> {
 /// Reads and parses `path`, applying `--set key=value` overrides first.
 pub fn load<C: Catalog>(path: &Path, overrides: &[String]) -> Result<Loaded<C>, Vec<Diagnostic>> {
     let bytes = std::fs::read(path).map_err(|e| {
-        vec![Diagnostic::error(path, format!("cannot read pipeline file: {e}"))
-            .help("check the path; pipelines shipped with roll-flow are in pipelines/")]
+        vec![
+            Diagnostic::error(path, format!("cannot read pipeline file: {e}"))
+                .help("check the path; pipelines shipped with roll-flow are in pipelines/"),
+        ]
     })?;
-    let text = decode_utf8(path, bytes).map_err(|d| vec![d])?;
+    let text = decode_utf8(path, bytes).map_err(|d| vec![*d])?;
     let text = apply_overrides(path, &text, overrides)?;
-    let pipeline = parse::<C>(path, &text).map_err(|d| vec![d])?;
-    Ok(Loaded { pipeline, source: Source { path: path.to_path_buf(), text } })
+    let pipeline = parse::<C>(path, &text).map_err(|d| vec![*d])?;
+    Ok(Loaded {
+        pipeline,
+        source: Source {
+            path: path.to_path_buf(),
+            text,
+        },
+    })
 }
 
-fn decode_utf8(path: &Path, bytes: Vec<u8>) -> Result<String, Diagnostic> {
+fn decode_utf8(path: &Path, bytes: Vec<u8>) -> Result<String, Box<Diagnostic>> {
     String::from_utf8(bytes).map_err(|e| {
         let bad_at = e.utf8_error().valid_up_to();
         let bytes = e.into_bytes();
@@ -54,9 +62,17 @@ fn decode_utf8(path: &Path, bytes: Vec<u8>) -> Result<String, Diagnostic> {
             .next()
             .unwrap_or("")
             .to_string();
-        Diagnostic::error(path, format!("file is not valid UTF-8 (byte 0x{:02X})", bytes[bad_at]))
-            .at(Some(Location { start: LineCol { line, col }, width: 1, line_text }))
-            .help("pipeline files are UTF-8 text; re-save the file as UTF-8")
+        Diagnostic::error(
+            path,
+            format!("file is not valid UTF-8 (byte 0x{:02X})", bytes[bad_at]),
+        )
+        .at(Some(Location {
+            start: LineCol { line, col },
+            width: 1,
+            line_text,
+        }))
+        .help("pipeline files are UTF-8 text; re-save the file as UTF-8")
+        .into()
     })
 }
 
@@ -69,18 +85,27 @@ pub fn ron_options() -> ron::Options {
 }
 
 /// Parses pipeline text.
-pub fn parse<C: Catalog>(path: &Path, text: &str) -> Result<Pipeline<C>, Diagnostic> {
+pub fn parse<C: Catalog>(path: &Path, text: &str) -> Result<Pipeline<C>, Box<Diagnostic>> {
     if text.trim().is_empty() {
         return Err(Diagnostic::error(path, "the pipeline file is empty")
-            .help("a pipeline file holds one `Pipeline(...)`; see pipelines/ for examples"));
+            .help("a pipeline file holds one `Pipeline(...)`; see pipelines/ for examples")
+            .into());
     }
-    ron_options().from_str::<Pipeline<C>>(text).map_err(|e| ron_diagnostic(path, text, &e))
+    ron_options()
+        .from_str::<Pipeline<C>>(text)
+        .map_err(|e| ron_diagnostic(path, text, &e).into())
 }
 
 /// Turns a `ron` error into a diagnostic with location and advice.
 pub fn ron_diagnostic(path: &Path, text: &str, e: &SpannedError) -> Diagnostic {
     let (start, end) = (e.span.start, e.span.end);
-    let mut location = Location::from_line_col(text, LineCol { line: start.line, col: start.col });
+    let mut location = Location::from_line_col(
+        text,
+        LineCol {
+            line: start.line,
+            col: start.col,
+        },
+    );
     if end.line == start.line && end.col > start.col {
         location.width = end.col - start.col;
     }
@@ -89,39 +114,86 @@ pub fn ron_diagnostic(path: &Path, text: &str, e: &SpannedError) -> Diagnostic {
     let (message, help) = match &e.code {
         RonError::TrailingCharacters => {
             // Point at the extra text itself, not at the end of the pipeline.
-            let extra = start_byte + (text[start_byte..].len() - text[start_byte..].trim_start().len());
-            location = Location::from_span(text, ByteSpan { start: extra, end: extra + 1 });
+            let extra =
+                start_byte + (text[start_byte..].len() - text[start_byte..].trim_start().len());
+            location = Location::from_span(
+                text,
+                ByteSpan {
+                    start: extra,
+                    end: extra + 1,
+                },
+            );
             describe(&e.code, text)
         }
         _ if at_end => describe(&RonError::Eof, text),
         RonError::ExpectedComma => {
             // The comma is missing after the previous value, which may be lines above.
             let after = text[..start_byte].trim_end().len();
-            location = Location::from_span(text, ByteSpan { start: after.saturating_sub(1), end: after });
-            ("expected `,` after this value".into(), Some("separate fields and entries with `,`".into()))
+            location = Location::from_span(
+                text,
+                ByteSpan {
+                    start: after.saturating_sub(1),
+                    end: after,
+                },
+            );
+            (
+                "expected `,` after this value".into(),
+                Some("separate fields and entries with `,`".into()),
+            )
         }
         code => describe(code, text),
     };
-    Diagnostic::error(path, message).at(Some(location)).help_opt(help)
+    Diagnostic::error(path, message)
+        .at(Some(location))
+        .help_opt(help)
 }
 
 fn describe(code: &RonError, text: &str) -> (String, Option<String>) {
     match code {
-        RonError::NoSuchEnumVariant { expected, found, outer } => {
+        RonError::NoSuchEnumVariant {
+            expected,
+            found,
+            outer,
+        } => {
             let what = outer.as_deref().unwrap_or("variant");
-            (format!("unknown {what} `{found}`"), Some(did_you_mean(found, expected)))
+            (
+                format!("unknown {what} `{found}`"),
+                Some(did_you_mean(found, expected)),
+            )
         }
-        RonError::NoSuchStructField { expected, found, outer } => {
-            let inside = outer.as_deref().map(|o| format!(" in `{o}`")).unwrap_or_default();
-            (format!("unknown field `{found}`{inside}"), Some(did_you_mean(found, expected)))
+        RonError::NoSuchStructField {
+            expected,
+            found,
+            outer,
+        } => {
+            let inside = outer
+                .as_deref()
+                .map(|o| format!(" in `{o}`"))
+                .unwrap_or_default();
+            (
+                format!("unknown field `{found}`{inside}"),
+                Some(did_you_mean(found, expected)),
+            )
         }
         RonError::MissingStructField { field, outer } => {
-            let inside = outer.as_deref().map(|o| format!(" in `{o}`")).unwrap_or_default();
-            (format!("missing field `{field}`{inside}"), Some(format!("add `{field}: ...`")))
+            let inside = outer
+                .as_deref()
+                .map(|o| format!(" in `{o}`"))
+                .unwrap_or_default();
+            (
+                format!("missing field `{field}`{inside}"),
+                Some(format!("add `{field}: ...`")),
+            )
         }
         RonError::DuplicateStructField { field, outer } => {
-            let inside = outer.as_deref().map(|o| format!(" in `{o}`")).unwrap_or_default();
-            (format!("field `{field}` is given twice{inside}"), Some("keep one of them".into()))
+            let inside = outer
+                .as_deref()
+                .map(|o| format!(" in `{o}`"))
+                .unwrap_or_default();
+            (
+                format!("field `{field}` is given twice{inside}"),
+                Some("keep one of them".into()),
+            )
         }
         RonError::ExpectedDifferentStructName { expected, found } => (
             format!("expected `{expected}(...)`, found `{found}(...)`"),
@@ -129,7 +201,10 @@ fn describe(code: &RonError, text: &str) -> (String, Option<String>) {
         ),
         RonError::Eof => (
             "unexpected end of file".into(),
-            Some(format!("a bracket is not closed; open ones: {}", quoted_list(&unclosed(text)))),
+            Some(format!(
+                "a bracket is not closed; open ones: {}",
+                quoted_list(&unclosed(text))
+            )),
         ),
         RonError::InvalidValueForType { expected, found } => {
             (format!("expected {expected}, found {found}"), None)
@@ -156,7 +231,10 @@ fn byte_offset(text: &str, line: usize, col: usize) -> Option<usize> {
         text.match_indices('\n').nth(line - 2).map(|(i, _)| i + 1)?
     };
     let rest = &text[line_start..];
-    let within = rest.char_indices().nth(col.saturating_sub(1)).map_or(rest.len(), |(i, _)| i);
+    let within = rest
+        .char_indices()
+        .nth(col.saturating_sub(1))
+        .map_or(rest.len(), |(i, _)| i);
     Some(line_start + within)
 }
 

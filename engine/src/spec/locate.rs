@@ -46,7 +46,10 @@ pub(crate) struct Node {
 pub(crate) enum Body {
     Atom,
     /// Named fields; `open` is the position right after `(`.
-    Struct { open: usize, fields: Vec<(String, ByteSpan, Node)> },
+    Struct {
+        open: usize,
+        fields: Vec<(String, ByteSpan, Node)>,
+    },
     Seq(Vec<Node>),
     Map(Vec<(String, ByteSpan, Node)>),
 }
@@ -73,20 +76,26 @@ impl Lexer {
             let start = i;
             i = match c {
                 b' ' | b'\t' | b'\r' | b'\n' => i + 1,
-                b'/' if bytes.get(i + 1) == Some(&b'/') => src[i..].find('\n').map_or(bytes.len(), |n| i + n),
+                b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                    src[i..].find('\n').map_or(bytes.len(), |n| i + n)
+                }
                 b'/' if bytes.get(i + 1) == Some(&b'*') => skip_block_comment(bytes, i)?,
                 b'"' => lx.push(Tok::Str, start, skip_string(bytes, i + 1)?),
                 b'r' if matches!(bytes.get(i + 1), Some(b'"') | Some(b'#')) => {
                     lx.push(Tok::Str, start, skip_raw_string(src, i + 1)?)
                 }
                 b'\'' => lx.push(Tok::Other, start, skip_char(bytes, i + 1)?),
-                b'(' | b')' | b'[' | b']' | b'{' | b'}' | b':' | b',' => lx.push(Tok::Punct(c), start, i + 1),
+                b'(' | b')' | b'[' | b']' | b'{' | b'}' | b':' | b',' => {
+                    lx.push(Tok::Punct(c), start, i + 1)
+                }
                 c if c.is_ascii_alphabetic() || c == b'_' => {
                     let end = scan(bytes, i, |b| b.is_ascii_alphanumeric() || b == b'_');
                     lx.push(Tok::Ident, start, end)
                 }
                 _ => {
-                    let end = scan(bytes, i + 1, |b| b.is_ascii_alphanumeric() || b"._+-".contains(&b));
+                    let end = scan(bytes, i + 1, |b| {
+                        b.is_ascii_alphanumeric() || b"._+-".contains(&b)
+                    });
                     lx.push(Tok::Other, start, end)
                 }
             };
@@ -143,7 +152,9 @@ fn skip_raw_string(src: &str, i: usize) -> Option<usize> {
     let hashes = src[i..].bytes().take_while(|&b| b == b'#').count();
     let body = i + hashes + 1;
     let close = format!("\"{}", "#".repeat(hashes));
-    src.get(body..)?.find(&close).map(|n| body + n + close.len())
+    src.get(body..)?
+        .find(&close)
+        .map(|n| body + n + close.len())
 }
 
 fn skip_char(bytes: &[u8], mut i: usize) -> Option<usize> {
@@ -196,13 +207,21 @@ impl Parser<'_> {
             Tok::Punct(_) => return None,
         };
         let end = self.toks[self.pos - 1].1.end;
-        Some(Node { span: ByteSpan { start: head.start, end }, head, body })
+        Some(Node {
+            span: ByteSpan {
+                start: head.start,
+                end,
+            },
+            head,
+            body,
+        })
     }
 
     /// After `(`: named fields or tuple elements.
     fn parens(&mut self) -> Option<Body> {
         let open = self.toks[self.pos - 1].1.end;
-        let named = self.peek_at(0) == Some(Tok::Ident) && self.peek_at(1) == Some(Tok::Punct(b':'));
+        let named =
+            self.peek_at(0) == Some(Tok::Ident) && self.peek_at(1) == Some(Tok::Punct(b':'));
         if !named {
             return Some(Body::Seq(self.seq(b')')?));
         }
@@ -268,7 +287,9 @@ pub(crate) fn parse(src: &str) -> Option<Node> {
 }
 
 fn skip_attribute(parser: &mut Parser) -> bool {
-    let Some((_, span)) = parser.peek() else { return false };
+    let Some((_, span)) = parser.peek() else {
+        return false;
+    };
     if !parser.text(span).starts_with('#') {
         return false;
     }
@@ -296,9 +317,11 @@ impl Node {
             (Seg::Field(name), Body::Struct { fields, .. }) => {
                 fields.iter().find(|(n, _, _)| n == name).map(|(_, _, v)| v)
             }
-            (Seg::Key(name, nth), Body::Map(entries)) => {
-                entries.iter().filter(|(k, _, _)| k == name).nth(*nth).map(|(_, _, v)| v)
-            }
+            (Seg::Key(name, nth), Body::Map(entries)) => entries
+                .iter()
+                .filter(|(k, _, _)| k == name)
+                .nth(*nth)
+                .map(|(_, _, v)| v),
             (Seg::Index(i), Body::Seq(items)) => items.get(*i),
             // A newtype variant such as `Some(x)` or `Step(x)`: look inside its one element.
             (_, Body::Seq(items)) if items.len() == 1 => items[0].child(seg),
@@ -314,12 +337,15 @@ impl Node {
     pub(crate) fn name_span(&self, path: &[Seg]) -> Option<ByteSpan> {
         let (last, parent) = path.split_last()?;
         match (last, &self.find(parent)?.body) {
-            (Seg::Field(name), Body::Struct { fields, .. }) => {
-                fields.iter().find(|(n, _, _)| n == name).map(|(_, s, _)| *s)
-            }
-            (Seg::Key(name, nth), Body::Map(entries)) => {
-                entries.iter().filter(|(k, _, _)| k == name).nth(*nth).map(|(_, s, _)| *s)
-            }
+            (Seg::Field(name), Body::Struct { fields, .. }) => fields
+                .iter()
+                .find(|(n, _, _)| n == name)
+                .map(|(_, s, _)| *s),
+            (Seg::Key(name, nth), Body::Map(entries)) => entries
+                .iter()
+                .filter(|(k, _, _)| k == name)
+                .nth(*nth)
+                .map(|(_, s, _)| *s),
             _ => None,
         }
     }

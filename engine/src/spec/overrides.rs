@@ -16,7 +16,11 @@ use super::locate::{parse, Body, Node, Seg};
 use super::suggest::did_you_mean;
 
 /// Applies each `key=value` in order and returns the edited text.
-pub fn apply_overrides(path: &Path, text: &str, overrides: &[String]) -> Result<String, Vec<Diagnostic>> {
+pub fn apply_overrides(
+    path: &Path,
+    text: &str,
+    overrides: &[String],
+) -> Result<String, Vec<Diagnostic>> {
     let mut text = text.to_string();
     let mut errors = Vec::new();
     for item in overrides {
@@ -38,14 +42,23 @@ struct Problem(String, Option<String>);
 
 fn apply_one(text: &str, item: &str) -> Result<String, Problem> {
     let Some((key, value)) = item.split_once('=') else {
-        return Err(Problem("expected `key=value`".into(), Some("e.g. --set steps=5".into())));
+        return Err(Problem(
+            "expected `key=value`".into(),
+            Some("e.g. --set steps=5".into()),
+        ));
     };
     let (key, value) = (key.trim(), value.trim());
     if key.is_empty() || value.is_empty() {
-        return Err(Problem("expected `key=value`".into(), Some("e.g. --set envs.train.groups=2".into())));
+        return Err(Problem(
+            "expected `key=value`".into(),
+            Some("e.g. --set envs.train.groups=2".into()),
+        ));
     }
     let root = parse(text).ok_or_else(|| {
-        Problem("the pipeline file does not parse; fix it first (see `roll-flow validate`)".into(), None)
+        Problem(
+            "the pipeline file does not parse; fix it first (see `roll-flow validate`)".into(),
+            None,
+        )
     })?;
     let segments: Vec<&str> = key.split('.').collect();
     let mut node = &root;
@@ -58,7 +71,12 @@ fn apply_one(text: &str, item: &str) -> Result<String, Problem> {
         }
     }
     let span = node.span;
-    Ok(format!("{}{}{}", &text[..span.start], value, &text[span.end..]))
+    Ok(format!(
+        "{}{}{}",
+        &text[..span.start],
+        value,
+        &text[span.end..]
+    ))
 }
 
 fn segment_for(node: &Node, name: &str) -> Seg {
@@ -74,20 +92,44 @@ fn insert_field(text: &str, node: &Node, name: &str, value: &str) -> Result<Stri
     let open = match &node.body {
         Body::Struct { open, .. } => *open,
         // `Gae()` or `Checkpoint()`: an empty struct-like value.
-        Body::Seq(items) if items.is_empty() && text[node.head.start..node.span.end].ends_with(')') => {
-            text[..node.span.end].rfind('(').map(|i| i + 1).unwrap_or(node.span.end)
+        Body::Seq(items)
+            if items.is_empty() && text[node.head.start..node.span.end].ends_with(')') =>
+        {
+            text[..node.span.end]
+                .rfind('(')
+                .map(|i| i + 1)
+                .unwrap_or(node.span.end)
         }
         Body::Map(_) => {
-            return Err(Problem(format!("no entry `{name}` here"), Some(entries_help(node, name))))
+            return Err(Problem(
+                format!("no entry `{name}` here"),
+                Some(entries_help(node, name)),
+            ))
         }
-        _ => return Err(Problem(format!("cannot set field `{name}` on this value"), None)),
+        _ => {
+            return Err(Problem(
+                format!("cannot set field `{name}` on this value"),
+                None,
+            ))
+        }
     };
-    Ok(format!("{}{name}: {value}, {}", &text[..open], &text[open..]))
+    Ok(format!(
+        "{}{name}: {value}, {}",
+        &text[..open],
+        &text[open..]
+    ))
 }
 
 fn missing(node: &Node, name: &str, parents: &[&str]) -> Problem {
-    let place = if parents.is_empty() { "the pipeline".to_string() } else { format!("`{}`", parents.join(".")) };
-    Problem(format!("`{name}` is not in {place}"), Some(entries_help(node, name)))
+    let place = if parents.is_empty() {
+        "the pipeline".to_string()
+    } else {
+        format!("`{}`", parents.join("."))
+    };
+    Problem(
+        format!("`{name}` is not in {place}"),
+        Some(entries_help(node, name)),
+    )
 }
 
 fn entries_help(node: &Node, name: &str) -> String {
@@ -114,20 +156,31 @@ mod tests {
     fn replaces_existing_values() {
         assert!(set("steps=2").unwrap().contains("steps: 2,"));
         assert!(set("envs.train.groups=1").unwrap().contains("groups: 1)"));
-        assert!(set("nodes.ckpt.every=1").unwrap().contains("Checkpoint(every: 1)"));
+        assert!(set("nodes.ckpt.every=1")
+            .unwrap()
+            .contains("Checkpoint(every: 1)"));
     }
 
     #[test]
     fn inserts_fields_left_at_default() {
-        assert!(set("envs.train.group_size=2").unwrap().contains("(group_size: 2, env: Bandit()"));
-        assert!(set("nodes.adv.gamma=0.9").unwrap().contains("Gae(gamma: 0.9, )"));
+        assert!(set("envs.train.group_size=2")
+            .unwrap()
+            .contains("(group_size: 2, env: Bandit()"));
+        assert!(set("nodes.adv.gamma=0.9")
+            .unwrap()
+            .contains("Gae(gamma: 0.9, )"));
         assert!(set("seed=3").unwrap().contains("Pipeline(seed: 3, name"));
     }
 
     #[test]
     fn explains_bad_keys() {
-        assert_eq!(set("envs.trian.groups=2").unwrap_err(), "`trian` is not in `envs` / did you mean `train`?");
-        assert!(set("steps").unwrap_err().starts_with("expected `key=value`"));
+        assert_eq!(
+            set("envs.trian.groups=2").unwrap_err(),
+            "`trian` is not in `envs` / did you mean `train`?"
+        );
+        assert!(set("steps")
+            .unwrap_err()
+            .starts_with("expected `key=value`"));
         assert!(set("=3").is_err());
     }
 }

@@ -19,7 +19,7 @@ where
 }
 
 /// `help` text for an unknown name: a suggestion, or the list of valid names.
-pub fn did_you_mean<'a>(found: &str, known: &[&'a str]) -> String {
+pub fn did_you_mean(found: &str, known: &[&str]) -> String {
     match closest(found, known.iter().copied()) {
         Some(k) => format!("did you mean `{k}`?"),
         None if known.is_empty() => "nothing is declared under that name".to_string(),
@@ -52,7 +52,13 @@ mod tests {
 
     #[test]
     fn lists_names_when_nothing_is_close() {
-        assert_eq!(did_you_mean("zzz", &["a", "b"]), "expected one of `a` or `b`");
-        assert_eq!(did_you_mean("grups", &["groups", "group_size"]), "did you mean `groups`?");
+        assert_eq!(
+            did_you_mean("zzz", &["a", "b"]),
+            "expected one of `a` or `b`"
+        );
+        assert_eq!(
+            did_you_mean("grups", &["groups", "group_size"]),
+            "did you mean `groups`?"
+        );
     }
 }

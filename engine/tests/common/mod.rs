@@ -7,19 +7,34 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use roll_flow_engine::batch::column::{ADVANTAGES, GROUP_ID, OLD_LOGPROB, SCORE, VALUES};
 use roll_flow_engine::spec::{load, Diagnostic, Loaded, Source};
-use roll_flow_engine::{Batch, Catalog, Column, Contract, Need, NodeSpec, Operator, OperatorError, Pipeline, Reference, Role, StepContext, WorkerInfo};
+use roll_flow_engine::{
+    Batch, Catalog, Column, Contract, Need, NodeSpec, Operator, OperatorError, Pipeline, Reference,
+    Role, StepContext, WorkerInfo,
+};
 use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename = "node kind", deny_unknown_fields)]
 pub enum TestNode {
-    Rollout { envs: String, #[serde(default = "two")] samples: usize },
-    LogProb { model: String },
-    Values { model: String },
+    Rollout {
+        envs: String,
+        #[serde(default = "two")]
+        samples: usize,
+    },
+    LogProb {
+        model: String,
+    },
+    Values {
+        model: String,
+    },
     GroupAdv {},
     Gae {},
-    Train { model: String },
-    Fail { at_step: u64 },
+    Train {
+        model: String,
+    },
+    Fail {
+        at_step: u64,
+    },
     Sink {},
 }
 
@@ -42,14 +57,30 @@ impl NodeSpec for TestNode {
     }
 
     fn contract(&self) -> Contract {
-        let c = |needs: Vec<Need>, gives: Vec<Column>| Contract { needs, gives, group_normalised: false };
+        let c = |needs: Vec<Need>, gives: Vec<Column>| Contract {
+            needs,
+            gives,
+            group_normalised: false,
+        };
         match self {
             TestNode::Rollout { .. } => c(vec![], vec![SCORE, GROUP_ID]),
             TestNode::LogProb { .. } => c(vec![], vec![OLD_LOGPROB]),
             TestNode::Values { .. } => c(vec![], vec![VALUES]),
-            TestNode::GroupAdv {} => Contract { group_normalised: true, ..c(vec![Need::column(SCORE)], vec![ADVANTAGES]) },
-            TestNode::Gae {} => c(vec![Need::with_hint(VALUES, "Gae needs a critic; add a Values node upstream")], vec![ADVANTAGES]),
-            TestNode::Train { .. } => c(vec![Need::column(ADVANTAGES), Need::column(OLD_LOGPROB)], vec![]),
+            TestNode::GroupAdv {} => Contract {
+                group_normalised: true,
+                ..c(vec![Need::column(SCORE)], vec![ADVANTAGES])
+            },
+            TestNode::Gae {} => c(
+                vec![Need::with_hint(
+                    VALUES,
+                    "Gae needs a critic; add a Values node upstream",
+                )],
+                vec![ADVANTAGES],
+            ),
+            TestNode::Train { .. } => c(
+                vec![Need::column(ADVANTAGES), Need::column(OLD_LOGPROB)],
+                vec![],
+            ),
             TestNode::Fail { .. } | TestNode::Sink {} => c(vec![], vec![]),
         }
     }
@@ -64,19 +95,31 @@ impl NodeSpec for TestNode {
 
     fn references(&self) -> Vec<Reference> {
         match self {
-            TestNode::Rollout { envs, .. } => vec![Reference::Env { field: "envs", name: envs.clone() }],
-            TestNode::LogProb { model } | TestNode::Values { model } | TestNode::Train { model } => {
-                vec![Reference::Model { field: "model", name: model.clone() }]
+            TestNode::Rollout { envs, .. } => vec![Reference::Env {
+                field: "envs",
+                name: envs.clone(),
+            }],
+            TestNode::LogProb { model }
+            | TestNode::Values { model }
+            | TestNode::Train { model } => {
+                vec![Reference::Model {
+                    field: "model",
+                    name: model.clone(),
+                }]
             }
             _ => vec![],
         }
     }
 
     fn giver_of(column: &Column) -> Option<&'static str> {
-        [(OLD_LOGPROB, "a `LogProb` node"), (VALUES, "a `Values` node"), (ADVANTAGES, "a `GroupAdv` node")]
-            .into_iter()
-            .find(|(c, _)| c == column)
-            .map(|(_, k)| k)
+        [
+            (OLD_LOGPROB, "a `LogProb` node"),
+            (VALUES, "a `Values` node"),
+            (ADVANTAGES, "a `GroupAdv` node"),
+        ]
+        .into_iter()
+        .find(|(c, _)| c == column)
+        .map(|(_, k)| k)
     }
 }
 
@@ -127,7 +170,12 @@ impl Catalog for TestCatalog {
         Ok(trace_for(&pipeline.name))
     }
 
-    fn build(name: &str, node: &TestNode, _p: &Pipeline<Self>, trace: &mut Trace) -> Result<Box<dyn Operator>, String> {
+    fn build(
+        name: &str,
+        node: &TestNode,
+        _p: &Pipeline<Self>,
+        trace: &mut Trace,
+    ) -> Result<Box<dyn Operator>, String> {
         let (name, node, trace) = (name.to_string(), node.clone(), trace.clone());
         Ok(Box::new(move |ctx: &mut StepContext, batch: Batch| {
             let columns = batch.column_names().map(|(_, n)| n.to_string()).collect();
@@ -146,13 +194,22 @@ impl Catalog for TestCatalog {
 }
 
 fn process(node: &TestNode, ctx: &mut StepContext, batch: Batch) -> Result<Batch, OperatorError> {
-    let per_token = |b: &Batch, k: f32| b.tokens().iter().map(|&t| t as f32 * k).collect::<Vec<f32>>();
+    let per_token = |b: &Batch, k: f32| {
+        b.tokens()
+            .iter()
+            .map(|&t| t as f32 * k)
+            .collect::<Vec<f32>>()
+    };
     Ok(match node {
         TestNode::Rollout { samples, .. } => {
-            let seqs = (0..*samples).map(|i| vec![ctx.step as u32, ctx.policy_version as u32, i as u32]);
+            let seqs =
+                (0..*samples).map(|i| vec![ctx.step as u32, ctx.policy_version as u32, i as u32]);
             let b = Batch::from_sequences(seqs);
-            let scores: Vec<f32> = (0..*samples).map(|i| (ctx.seed % 7) as f32 + i as f32).collect();
-            b.with(&SCORE, scores)?.with(&GROUP_ID, vec![0u64; *samples])?
+            let scores: Vec<f32> = (0..*samples)
+                .map(|i| (ctx.seed % 7) as f32 + i as f32)
+                .collect();
+            b.with(&SCORE, scores)?
+                .with(&GROUP_ID, vec![0u64; *samples])?
         }
         TestNode::LogProb { .. } => {
             let v = per_token(&batch, 0.5);
@@ -167,11 +224,16 @@ fn process(node: &TestNode, ctx: &mut StepContext, batch: Batch) -> Result<Batch
             batch.with(&ADVANTAGES, v)?
         }
         TestNode::Train { .. } => {
-            ctx.metrics.insert("loss".into(), batch.f32s(&ADVANTAGES)?.iter().map(|&a| f64::from(a)).sum());
+            ctx.metrics.insert(
+                "loss".into(),
+                batch.f32s(&ADVANTAGES)?.iter().map(|&a| f64::from(a)).sum(),
+            );
             batch
         }
         TestNode::Fail { at_step } if ctx.step == *at_step => {
-            return Err(OperatorError(format!("deliberate failure at step {at_step}")))
+            return Err(OperatorError(format!(
+                "deliberate failure at step {at_step}"
+            )))
         }
         TestNode::Fail { .. } | TestNode::Sink {} => batch,
     })
@@ -189,10 +251,19 @@ pub fn load_text(text: &str) -> Result<Loaded<TestCatalog>, Vec<Diagnostic>> {
 /// Parses text directly (no file).
 pub fn loaded(text: &str) -> Loaded<TestCatalog> {
     let path = Path::new("test.ron");
-    let pipeline = roll_flow_engine::spec::parse::<TestCatalog>(path, text).unwrap_or_else(|d| panic!("{d}"));
-    Loaded { pipeline, source: Source { path: path.to_path_buf(), text: text.to_string() } }
+    let pipeline =
+        roll_flow_engine::spec::parse::<TestCatalog>(path, text).unwrap_or_else(|d| panic!("{d}"));
+    Loaded {
+        pipeline,
+        source: Source {
+            path: path.to_path_buf(),
+            text: text.to_string(),
+        },
+    }
 }
 
 fn fxhash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

@@ -47,7 +47,9 @@ pub enum ModelError {
         names: Vec<String>,
     },
     /// A tensor has a different shape than config.json implies.
-    #[error("{source_name}: tensor {name} has shape {found:?}, expected {expected:?} from config.json")]
+    #[error(
+        "{source_name}: tensor {name} has shape {found:?}, expected {expected:?} from config.json"
+    )]
     ShapeMismatch {
         source_name: String,
         name: String,

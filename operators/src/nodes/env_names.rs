@@ -12,7 +12,13 @@ pub struct EnvNames(pub Vec<String>);
 
 impl EnvNames {
     pub fn references(&self, field: &'static str) -> Vec<Reference> {
-        self.0.iter().map(|name| Reference::Env { field, name: name.clone() }).collect()
+        self.0
+            .iter()
+            .map(|name| Reference::Env {
+                field,
+                name: name.clone(),
+            })
+            .collect()
     }
 }
 
@@ -37,7 +43,9 @@ impl<'de> Deserialize<'de> for EnvNames {
                     names.push(name);
                 }
                 if names.is_empty() {
-                    return Err(de::Error::custom("the list of env sets is empty; name at least one"));
+                    return Err(de::Error::custom(
+                        "the list of env sets is empty; name at least one",
+                    ));
                 }
                 Ok(EnvNames(names))
             }

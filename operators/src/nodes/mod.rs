@@ -32,7 +32,8 @@ pub trait NodeKind {
     fn check(&self) -> Result<(), String> {
         Ok(())
     }
-    fn build(&self, name: &str, resources: &mut NodeResources) -> Result<Box<dyn Operator>, String>;
+    fn build(&self, name: &str, resources: &mut NodeResources)
+        -> Result<Box<dyn Operator>, String>;
 }
 
 macro_rules! node_registry {
@@ -79,7 +80,11 @@ node_registry! {
 
 impl Node {
     /// Builds this node's operator.
-    pub fn build(&self, name: &str, resources: &mut NodeResources) -> Result<Box<dyn Operator>, String> {
+    pub fn build(
+        &self,
+        name: &str,
+        resources: &mut NodeResources,
+    ) -> Result<Box<dyn Operator>, String> {
         self.parts().1.build(name, resources)
     }
 }
@@ -110,7 +115,10 @@ impl NodeSpec for Node {
             (OLD_LOGPROB, "a `LogProb` node"),
             (REF_LOGPROB, "a `RefLogProb` node"),
             (VALUES, "a `Values` node (with a critic model)"),
-            (ADVANTAGES, "an advantage node (`StarPO`, `GiGPO`, `Grpo`, `Gae`, ...)"),
+            (
+                ADVANTAGES,
+                "an advantage node (`StarPO`, `GiGPO`, `Grpo`, `Gae`, ...)",
+            ),
             (RETURNS, "a `Gae` node"),
         ];
         advice

@@ -82,18 +82,35 @@ fn trajectory() -> SampleMode {
 impl RolloutSpec {
     pub fn contract(&self) -> Contract {
         let mut gives = vec![
-            RESPONSE_MASK, BEHAVIOUR_LOGPROB, TOKEN_TURN, TOKEN_REWARD, SCORE, EPISODE_RETURN, ENV_TAG,
-            GROUP_ID, TRAJECTORY_ID, POLICY_VERSION, TURN_COUNT, SUCCESS,
+            RESPONSE_MASK,
+            BEHAVIOUR_LOGPROB,
+            TOKEN_TURN,
+            TOKEN_REWARD,
+            SCORE,
+            EPISODE_RETURN,
+            ENV_TAG,
+            GROUP_ID,
+            TRAJECTORY_ID,
+            POLICY_VERSION,
+            TURN_COUNT,
+            SUCCESS,
         ];
         if matches!(self.samples, SampleMode::Step { .. }) {
             gives.extend([STATE_HASH, STEP_INDEX, OBSERVATION]);
         }
-        Contract { needs: vec![], gives, group_normalised: false }
+        Contract {
+            needs: vec![],
+            gives,
+            group_normalised: false,
+        }
     }
 
     pub fn references(&self) -> Vec<Reference> {
         let mut refs = self.envs.references("envs");
-        refs.push(Reference::Model { field: "policy", name: self.policy.clone() });
+        refs.push(Reference::Model {
+            field: "policy",
+            name: self.policy.clone(),
+        });
         refs
     }
 }
@@ -121,11 +138,18 @@ pub struct ValuesSpec {
 }
 
 pub(super) fn model_ref(name: &str) -> Vec<Reference> {
-    vec![Reference::Model { field: "model", name: name.to_string() }]
+    vec![Reference::Model {
+        field: "model",
+        name: name.to_string(),
+    }]
 }
 
 fn scoring(gives: Column) -> Contract {
-    Contract { needs: vec![Need::column(RESPONSE_MASK)], gives: vec![gives], group_normalised: false }
+    Contract {
+        needs: vec![Need::column(RESPONSE_MASK)],
+        gives: vec![gives],
+        group_normalised: false,
+    }
 }
 
 impl LogProbSpec {
@@ -179,14 +203,25 @@ fn default_policy_loss() -> PolicyLoss {
 
 impl ActorStepSpec {
     pub fn contract(&self) -> Contract {
-        let mut needs = vec![Need::column(RESPONSE_MASK), Need::column(OLD_LOGPROB), Need::column(ADVANTAGES)];
+        let mut needs = vec![
+            Need::column(RESPONSE_MASK),
+            Need::column(OLD_LOGPROB),
+            Need::column(ADVANTAGES),
+        ];
         if self.kl.is_some() {
-            needs.push(Need::with_hint(REF_LOGPROB, "the `kl` loss term needs a reference model; add a RefLogProb node upstream"));
+            needs.push(Need::with_hint(
+                REF_LOGPROB,
+                "the `kl` loss term needs a reference model; add a RefLogProb node upstream",
+            ));
         }
         if matches!(self.loss, PolicyLoss::DecoupledPpo(_)) {
             needs.push(Need::column(BEHAVIOUR_LOGPROB));
         }
-        Contract { needs, gives: vec![], group_normalised: false }
+        Contract {
+            needs,
+            gives: vec![],
+            group_normalised: false,
+        }
     }
 }
 
@@ -208,10 +243,17 @@ impl CriticStepSpec {
     pub fn contract(&self) -> Contract {
         let needs = vec![
             Need::column(RESPONSE_MASK),
-            Need::with_hint(RETURNS, "value targets come from GAE; use `adv: Gae(...)` upstream"),
+            Need::with_hint(
+                RETURNS,
+                "value targets come from GAE; use `adv: Gae(...)` upstream",
+            ),
             Need::column(VALUES),
         ];
-        Contract { needs, gives: vec![], group_normalised: false }
+        Contract {
+            needs,
+            gives: vec![],
+            group_normalised: false,
+        }
     }
 }
 
@@ -257,7 +299,10 @@ impl EvalSpec {
 
     pub fn references(&self) -> Vec<Reference> {
         let mut refs = self.envs.references("envs");
-        refs.push(Reference::Model { field: "policy", name: self.policy.clone() });
+        refs.push(Reference::Model {
+            field: "policy",
+            name: self.policy.clone(),
+        });
         refs
     }
 }
@@ -273,7 +318,6 @@ pub struct CheckpointSpec {
     #[serde(default)]
     pub keep: Option<usize>,
 }
-
 
 impl CheckpointSpec {
     pub fn contract(&self) -> Contract {
@@ -291,7 +335,10 @@ fn at_least_one(what: &str, value: u64) -> Result<(), String> {
 impl RolloutSpec {
     pub fn check(&self) -> Result<(), String> {
         if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
-            return Err(format!("`temperature` must be >= 0, got {}", self.temperature));
+            return Err(format!(
+                "`temperature` must be >= 0, got {}",
+                self.temperature
+            ));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return Err(format!("`top_p` must be in (0, 1], got {}", self.top_p));

@@ -8,7 +8,10 @@ use crate::RollFlow;
 
 fn pipeline_files() -> Vec<std::path::PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pipelines");
-    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.retain(|p| p.extension().is_some_and(|e| e == "ron"));
     files.sort();
     files
@@ -17,7 +20,13 @@ fn pipeline_files() -> Vec<std::path::PathBuf> {
 fn load(text: &str) -> Loaded<RollFlow> {
     let path = Path::new("t.ron");
     let pipeline = parse::<RollFlow>(path, text).unwrap_or_else(|d| panic!("{d}"));
-    Loaded { pipeline, source: Source { path: path.to_path_buf(), text: text.to_string() } }
+    Loaded {
+        pipeline,
+        source: Source {
+            path: path.to_path_buf(),
+            text: text.to_string(),
+        },
+    }
 }
 
 #[test]
@@ -27,15 +36,19 @@ fn every_shipped_pipeline_validates_without_warnings() {
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         let v = validate(&load(&text));
-        assert!(v.diagnostics.is_empty(), "{}: {:?}", file.display(), v.diagnostics);
+        assert!(
+            v.diagnostics.is_empty(),
+            "{}: {:?}",
+            file.display(),
+            v.diagnostics
+        );
         assert!(v.graph.is_some());
     }
 }
 
 fn node(text: &str) -> Node {
-    let wrapped = format!(
-        "Pipeline(name: \"t\", steps: 1, out_dir: \"o\", nodes: {{ \"n\": {text} }})"
-    );
+    let wrapped =
+        format!("Pipeline(name: \"t\", steps: 1, out_dir: \"o\", nodes: {{ \"n\": {text} }})");
     load(&wrapped).pipeline.nodes.get("n").unwrap().clone()
 }
 
@@ -43,14 +56,28 @@ fn node(text: &str) -> Node {
 fn roles_and_contracts_follow_the_config() {
     let rollout = node("Rollout(envs: \"train\")");
     assert_eq!((rollout.kind(), rollout.role()), ("Rollout", Role::Source));
-    let gives = |n: &Node| n.contract().gives.iter().map(|c| c.name().to_string()).collect::<Vec<_>>();
+    let gives = |n: &Node| {
+        n.contract()
+            .gives
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect::<Vec<_>>()
+    };
     assert!(!gives(&rollout).contains(&"state_hash".to_string()));
     let stepwise = node("Rollout(envs: [\"a\", \"b\"], samples: Step(history: 2))");
     assert!(gives(&stepwise).contains(&"state_hash".to_string()));
-    assert_eq!(stepwise.references().len(), 3, "two env sets and the policy");
+    assert_eq!(
+        stepwise.references().len(),
+        3,
+        "two env sets and the policy"
+    );
     assert_eq!(node("ActorStep()").role(), Role::PolicyUpdate);
     let with_kl = node("ActorStep(kl: (coef: 0.1))");
-    assert!(with_kl.contract().needs.iter().any(|n| n.column.name() == "ref_logprob"));
+    assert!(with_kl
+        .contract()
+        .needs
+        .iter()
+        .any(|n| n.column.name() == "ref_logprob"));
     assert_eq!(node("StarPO(keep_top_std: 0.5)").kind(), "StarPO");
     assert!(node("Grpo()").contract().group_normalised);
 }
@@ -58,20 +85,44 @@ fn roles_and_contracts_follow_the_config() {
 #[test]
 fn settings_are_range_checked() {
     let err = |t: &str| node(t).check().unwrap_err();
-    assert_eq!(err("Rollout(envs: \"t\", temperature: -1.0)"), "`temperature` must be >= 0, got -1");
-    assert_eq!(err("Rollout(envs: \"t\", top_p: 0.0)"), "`top_p` must be in (0, 1], got 0");
+    assert_eq!(
+        err("Rollout(envs: \"t\", temperature: -1.0)"),
+        "`temperature` must be >= 0, got -1"
+    );
+    assert_eq!(
+        err("Rollout(envs: \"t\", top_p: 0.0)"),
+        "`top_p` must be in (0, 1], got 0"
+    );
     assert_eq!(err("Checkpoint(every: 0)"), "`every` must be at least 1");
-    assert_eq!(err("ActorStep(ppo_epochs: 0)"), "`ppo_epochs` must be at least 1");
-    assert!(node("ActorStep(loss: PpoClip(low: 0.2, high: 0.28))").check().is_ok());
+    assert_eq!(
+        err("ActorStep(ppo_epochs: 0)"),
+        "`ppo_epochs` must be at least 1"
+    );
+    assert!(node("ActorStep(loss: PpoClip(low: 0.2, high: 0.28))")
+        .check()
+        .is_ok());
 }
 
 #[test]
 fn every_registered_kind_parses_with_defaults() {
     let bodies = [
-        ("Rollout", "(envs: \"t\")"), ("LogProb", "()"), ("RefLogProb", "(model: \"r\")"), ("Values", "(model: \"c\")"),
-        ("Gae", "()"), ("BiLevelGae", "()"), ("Grpo", "()"), ("Reinforce", "()"), ("StarPO", "()"), ("GiGPO", "()"),
-        ("StepReinforce", "()"), ("AgenticReinforce", "()"), ("ActorStep", "()"), ("CriticStep", "(model: \"c\")"),
-        ("ModelUpdate", "()"), ("Eval", "(envs: \"v\")"), ("Checkpoint", "()"),
+        ("Rollout", "(envs: \"t\")"),
+        ("LogProb", "()"),
+        ("RefLogProb", "(model: \"r\")"),
+        ("Values", "(model: \"c\")"),
+        ("Gae", "()"),
+        ("BiLevelGae", "()"),
+        ("Grpo", "()"),
+        ("Reinforce", "()"),
+        ("StarPO", "()"),
+        ("GiGPO", "()"),
+        ("StepReinforce", "()"),
+        ("AgenticReinforce", "()"),
+        ("ActorStep", "()"),
+        ("CriticStep", "(model: \"c\")"),
+        ("ModelUpdate", "()"),
+        ("Eval", "(envs: \"v\")"),
+        ("Checkpoint", "()"),
     ];
     assert_eq!(bodies.len(), Node::KINDS.len());
     for (kind, body) in bodies {

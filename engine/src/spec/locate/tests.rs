@@ -24,16 +24,36 @@ fn finds_fields_keys_and_indices() {
     let at = |p: &[Seg]| value_head(SRC, p).map(text);
     assert_eq!(at(&[field("steps")]), Some("3"));
     assert_eq!(at(&[field("nodes"), key("adv")]), Some("GiGPO"));
-    assert_eq!(at(&[field("nodes"), Seg::Key("adv".into(), 1)]), Some("Gae"));
-    assert_eq!(at(&[field("edges"), Seg::Index(1), Seg::Index(1)]), Some("\"missing\""));
-    assert_eq!(at(&[field("models"), key("policy"), field("optim"), field("lr")]), Some("1e-3"));
-    assert_eq!(at(&[field("nodes"), key("rollout"), field("samples"), field("history")]), Some("2"));
+    assert_eq!(
+        at(&[field("nodes"), Seg::Key("adv".into(), 1)]),
+        Some("Gae")
+    );
+    assert_eq!(
+        at(&[field("edges"), Seg::Index(1), Seg::Index(1)]),
+        Some("\"missing\"")
+    );
+    assert_eq!(
+        at(&[field("models"), key("policy"), field("optim"), field("lr")]),
+        Some("1e-3")
+    );
+    assert_eq!(
+        at(&[
+            field("nodes"),
+            key("rollout"),
+            field("samples"),
+            field("history")
+        ]),
+        Some("2")
+    );
     assert_eq!(at(&[field("nodes"), key("nope")]), None);
 }
 
 #[test]
 fn finds_key_and_field_names() {
-    assert_eq!(name_span(SRC, &[field("nodes"), Seg::Key("adv".into(), 1)]).map(text), Some("\"adv\""));
+    assert_eq!(
+        name_span(SRC, &[field("nodes"), Seg::Key("adv".into(), 1)]).map(text),
+        Some("\"adv\"")
+    );
     assert_eq!(name_span(SRC, &[field("steps")]).map(text), Some("steps"));
 }
 

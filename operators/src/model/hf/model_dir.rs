@@ -35,7 +35,10 @@ pub fn read_config(dir: &Path) -> Result<Qwen2Config, ModelError> {
 
 /// The causal LM of `dir` (config.json + safetensors), weights converted to the backend's
 /// float type.
-pub fn load_causal_lm<B: Backend>(dir: &Path, device: &B::Device) -> Result<Qwen2CausalLm<B>, ModelError> {
+pub fn load_causal_lm<B: Backend>(
+    dir: &Path,
+    device: &B::Device,
+) -> Result<Qwen2CausalLm<B>, ModelError> {
     let config = read_config(dir)?;
     let mut source = SafetensorsSource::open(dir)?;
     if config.tie_word_embeddings {
