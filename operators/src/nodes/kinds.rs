@@ -64,7 +64,7 @@ macro_rules! declared_kinds {
             }
 
             fn check(&self) -> Result<(), String> {
-                <$config>::check(self)
+                SpecCheck::check(self)
             }
 
             fn build(&self, _name: &str, _res: &mut NodeResources) -> Result<Box<dyn Operator>, String> {

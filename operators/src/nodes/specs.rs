@@ -325,6 +325,18 @@ impl CheckpointSpec {
     }
 }
 
+/// Range checks of a node's settings, run at validation; most nodes have none.
+pub trait SpecCheck {
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl SpecCheck for LogProbSpec {}
+impl SpecCheck for RefLogProbSpec {}
+impl SpecCheck for ValuesSpec {}
+impl SpecCheck for ModelUpdateSpec {}
+
 fn at_least_one(what: &str, value: u64) -> Result<(), String> {
     if value == 0 {
         return Err(format!("`{what}` must be at least 1"));
@@ -332,8 +344,8 @@ fn at_least_one(what: &str, value: u64) -> Result<(), String> {
     Ok(())
 }
 
-impl RolloutSpec {
-    pub fn check(&self) -> Result<(), String> {
+impl SpecCheck for RolloutSpec {
+    fn check(&self) -> Result<(), String> {
         if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
             return Err(format!(
                 "`temperature` must be >= 0, got {}",
@@ -357,8 +369,8 @@ impl RolloutSpec {
     }
 }
 
-impl ActorStepSpec {
-    pub fn check(&self) -> Result<(), String> {
+impl SpecCheck for ActorStepSpec {
+    fn check(&self) -> Result<(), String> {
         at_least_one("ppo_epochs", self.ppo_epochs as u64)?;
         at_least_one("micro_batch", self.micro_batch.unwrap_or(1) as u64)?;
         if !(self.entropy.is_finite() && self.entropy >= 0.0) {
@@ -372,47 +384,23 @@ impl ActorStepSpec {
     }
 }
 
-impl CriticStepSpec {
-    pub fn check(&self) -> Result<(), String> {
+impl SpecCheck for CriticStepSpec {
+    fn check(&self) -> Result<(), String> {
         at_least_one("ppo_epochs", self.ppo_epochs as u64)?;
         at_least_one("micro_batch", self.micro_batch.unwrap_or(1) as u64)
     }
 }
 
-impl EvalSpec {
-    pub fn check(&self) -> Result<(), String> {
+impl SpecCheck for EvalSpec {
+    fn check(&self) -> Result<(), String> {
         at_least_one("every", self.every)?;
         at_least_one("max_new_tokens", self.max_new_tokens as u64)
     }
 }
 
-impl CheckpointSpec {
-    pub fn check(&self) -> Result<(), String> {
+impl SpecCheck for CheckpointSpec {
+    fn check(&self) -> Result<(), String> {
         at_least_one("every", self.every)?;
         at_least_one("keep", self.keep.unwrap_or(1) as u64)
-    }
-}
-
-impl LogProbSpec {
-    pub fn check(&self) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-impl RefLogProbSpec {
-    pub fn check(&self) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-impl ValuesSpec {
-    pub fn check(&self) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-impl ModelUpdateSpec {
-    pub fn check(&self) -> Result<(), String> {
-        Ok(())
     }
 }
