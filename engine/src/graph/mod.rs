@@ -6,6 +6,7 @@
 //! touched, so `roll-flow validate` is instant even for a 7B pipeline.
 
 mod checks;
+mod columns;
 mod dot;
 
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -101,8 +102,8 @@ pub fn validate<C: Catalog>(loaded: &Loaded<C>) -> Validation {
     let order = checks::acyclic_order(&graph, &nodes, &mut report);
     let reachable = checks::reachable_from_sources(&graph, &nodes, &mut report);
     if let Some(order) = &order {
-        checks::column_needs::<C::Node>(order, &nodes, &reachable, &mut report);
-        checks::group_pitfalls(pipeline, order, &nodes, &mut report);
+        columns::column_needs::<C::Node>(order, &nodes, &reachable, &mut report);
+        columns::group_pitfalls(pipeline, order, &nodes, &mut report);
     }
     let feedback_from = checks::feedback_origins(&graph, &nodes);
     let diagnostics = report.finish();

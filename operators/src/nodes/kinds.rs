@@ -7,7 +7,7 @@
 use roll_flow_engine::{Contract, Operator, Reference, Role};
 
 use super::specs::*;
-use super::NodeKind;
+use super::{NodeKind, SpecCheck};
 use crate::algo::{self, AdvantageEstimator, AdvantageNode, AdvantageSpec};
 use crate::catalog::NodeResources;
 

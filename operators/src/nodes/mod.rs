@@ -5,6 +5,7 @@
 //! below turns the kinds into the `Node` enum that serde reads from `nodes:`; adding an
 //! operator is its own file plus one line here.
 
+mod checks;
 mod env_names;
 mod kinds;
 mod specs;
@@ -16,6 +17,7 @@ use serde::Deserialize;
 use crate::algo;
 use crate::catalog::NodeResources;
 
+pub use checks::SpecCheck;
 pub use env_names::EnvNames;
 pub use specs::*;
 

@@ -1,0 +1,84 @@
+//! Range checks of node settings, run by `roll-flow validate` before anything is built.
+
+use super::specs::*;
+use crate::algo::PolicyLoss;
+
+/// Range checks of a node's settings, run at validation; most nodes have none.
+pub trait SpecCheck {
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl SpecCheck for LogProbSpec {}
+impl SpecCheck for RefLogProbSpec {}
+impl SpecCheck for ValuesSpec {}
+impl SpecCheck for ModelUpdateSpec {}
+
+fn at_least_one(what: &str, value: u64) -> Result<(), String> {
+    if value == 0 {
+        return Err(format!("`{what}` must be at least 1"));
+    }
+    Ok(())
+}
+
+impl SpecCheck for RolloutSpec {
+    fn check(&self) -> Result<(), String> {
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return Err(format!(
+                "`temperature` must be >= 0, got {}",
+                self.temperature
+            ));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(format!("`top_p` must be in (0, 1], got {}", self.top_p));
+        }
+        if self.top_k == Some(0) {
+            return Err("`top_k` must be at least 1 (leave it out to disable)".into());
+        }
+        at_least_one("max_new_tokens", self.max_new_tokens as u64)?;
+        if self.sequence_length <= self.max_new_tokens {
+            return Err(format!(
+                "`sequence_length` ({}) must exceed `max_new_tokens` ({}) to leave room for the prompt",
+                self.sequence_length, self.max_new_tokens
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl SpecCheck for ActorStepSpec {
+    fn check(&self) -> Result<(), String> {
+        at_least_one("ppo_epochs", self.ppo_epochs as u64)?;
+        at_least_one("micro_batch", self.micro_batch.unwrap_or(1) as u64)?;
+        if !(self.entropy.is_finite() && self.entropy >= 0.0) {
+            return Err(format!("`entropy` must be >= 0, got {}", self.entropy));
+        }
+        let loss = match &self.loss {
+            PolicyLoss::PpoClip(l) => l.validate(),
+            PolicyLoss::DecoupledPpo(l) => l.validate(),
+        };
+        loss.map_err(|e| e.to_string())
+    }
+}
+
+impl SpecCheck for CriticStepSpec {
+    fn check(&self) -> Result<(), String> {
+        at_least_one("ppo_epochs", self.ppo_epochs as u64)?;
+        at_least_one("micro_batch", self.micro_batch.unwrap_or(1) as u64)
+    }
+}
+
+impl SpecCheck for EvalSpec {
+    fn check(&self) -> Result<(), String> {
+        at_least_one("every", self.every)?;
+        at_least_one("max_new_tokens", self.max_new_tokens as u64)
+    }
+}
+
+impl SpecCheck for CheckpointSpec {
+    fn check(&self) -> Result<(), String> {
+        at_least_one("every", self.every)?;
+        at_least_one("keep", self.keep.unwrap_or(1) as u64)
+    }
+}
