@@ -119,3 +119,22 @@ fn every_command_has_help_and_bad_usage_exits_2() {
     assert_eq!(roll_flow(&["validate"]).status.code(), Some(2));
     assert_eq!(roll_flow(&["frobnicate"]).status.code(), Some(2));
 }
+
+#[test]
+fn run_names_the_missing_backend_feature() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = roll_flow(&[
+        "run",
+        "pipelines/frozen_lake_starpo.ron",
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--set",
+        "device=Wgpu",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if cfg!(feature = "wgpu") {
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("built without the `wgpu` feature; rebuild with `cargo build --release --features wgpu`"), "{stderr}");
+}

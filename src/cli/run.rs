@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use roll_flow_engine::atomic_file::write_atomic;
 use roll_flow_engine::metrics::{step_record, MetricsLog};
+use roll_flow_engine::spec::Device;
 use roll_flow_engine::{execute, ExecutorOptions};
 use roll_flow_operators::RollFlow;
 
@@ -49,10 +50,29 @@ impl RunArgs {
     }
 }
 
+/// The backend a pipeline's `device` needs, when this binary was built without it.
+fn missing_backend(device: Device) -> Option<String> {
+    let (feature, built) = match device {
+        Device::Cpu => return None,
+        Device::Wgpu => ("wgpu", cfg!(feature = "wgpu")),
+        Device::Cuda(_) => ("cuda", cfg!(feature = "cuda")),
+    };
+    (!built).then(|| {
+        format!(
+            "the pipeline asks for `device: {device:?}`, but this roll-flow was built without the `{feature}` feature; \
+             rebuild with `cargo build --release --features {feature}`, or run with `--set device=Cpu`"
+        )
+    })
+}
+
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let Some((loaded, graph)) = super::load_valid(&args.file, &args.overrides()) else {
         return Ok(ExitCode::FAILURE);
     };
+    if let Some(problem) = missing_backend(loaded.pipeline.device) {
+        eprintln!("error: {problem}");
+        return Ok(ExitCode::FAILURE);
+    }
     let out_dir = loaded.pipeline.out_dir.clone();
     write_atomic(&out_dir.join("pipeline.ron"), loaded.source.text.as_bytes())
         .with_context(|| format!("cannot write the pipeline copy into {}", out_dir.display()))?;
