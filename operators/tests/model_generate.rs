@@ -16,7 +16,12 @@ fn model() -> Qwen2CausalLm<B> {
     load_causal_lm::<B>(&fixture("tiny_qwen2"), &device()).unwrap()
 }
 
-fn request(prompt: &[u32], max_new_tokens: usize, sampling: SamplingParams, seed: u64) -> GenerationRequest {
+fn request(
+    prompt: &[u32],
+    max_new_tokens: usize,
+    sampling: SamplingParams,
+    seed: u64,
+) -> GenerationRequest {
     GenerationRequest {
         prompt: prompt.to_vec(),
         max_new_tokens,
@@ -52,9 +57,15 @@ fn cached_decoding_matches_full_recomputation() {
         for (i, (&token, &logprob)) in out.tokens.iter().zip(&out.logprobs).enumerate() {
             let row = &logits[(prompt.len() - 1 + i) * vocab..(prompt.len() + i) * vocab];
             let best = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            assert_eq!(row[token as usize], best, "step {i}: cached greedy token is the recomputed argmax");
+            assert_eq!(
+                row[token as usize], best,
+                "step {i}: cached greedy token is the recomputed argmax"
+            );
             let full = log_softmax_at(row, 1.0, token as usize);
-            assert!((full - logprob).abs() < 1e-4, "step {i}: {full} vs {logprob}");
+            assert!(
+                (full - logprob).abs() < 1e-4,
+                "step {i}: {full} vs {logprob}"
+            );
         }
     }
 }
@@ -62,14 +73,22 @@ fn cached_decoding_matches_full_recomputation() {
 #[test]
 fn continuous_batching_matches_running_alone() {
     let model = model();
-    let sampling = [SamplingParams::greedy(), SamplingParams { temperature: 0.9, top_p: 0.95, top_k: 40 }];
+    let sampling = [
+        SamplingParams::greedy(),
+        SamplingParams {
+            temperature: 0.9,
+            top_p: 0.95,
+            top_k: 40,
+        },
+    ];
     for params in sampling {
         let requests: Vec<GenerationRequest> = PROMPTS
             .iter()
             .enumerate()
             .map(|(i, p)| request(p, 4 + 3 * i, params.clone(), 100 + i as u64))
             .collect();
-        let solo: Vec<GenerationOutput> = requests.iter().map(|r| alone(&model, r.clone())).collect();
+        let solo: Vec<GenerationOutput> =
+            requests.iter().map(|r| alone(&model, r.clone())).collect();
         // Batch of at most 3 rows; requests arrive one per step, so rows join and leave while
         // others are mid-generation.
         let mut batcher = ContinuousBatcher::<B>::new(3, &device());
@@ -100,12 +119,19 @@ fn continuous_batching_matches_running_alone() {
 #[test]
 fn sampling_is_seeded_per_request() {
     let model = model();
-    let params = SamplingParams { temperature: 1.0, top_p: 1.0, top_k: 0 };
+    let params = SamplingParams {
+        temperature: 1.0,
+        top_p: 1.0,
+        top_k: 0,
+    };
     let a = alone(&model, request(PROMPTS[0], 16, params.clone(), 5));
     let b = alone(&model, request(PROMPTS[0], 16, params.clone(), 5));
     let c = alone(&model, request(PROMPTS[0], 16, params, 6));
     assert_eq!(a.tokens, b.tokens);
-    assert_ne!(a.tokens, c.tokens, "another seed samples another continuation");
+    assert_ne!(
+        a.tokens, c.tokens,
+        "another seed samples another continuation"
+    );
 }
 
 #[test]
@@ -113,7 +139,11 @@ fn top_k_one_is_greedy_and_logprob_uses_temperature() {
     let model = model();
     let vocab = model.config.vocab_size;
     let greedy = alone(&model, request(PROMPTS[1], 8, SamplingParams::greedy(), 0));
-    let params = SamplingParams { temperature: 0.7, top_p: 1.0, top_k: 1 };
+    let params = SamplingParams {
+        temperature: 0.7,
+        top_p: 1.0,
+        top_k: 1,
+    };
     let top1 = alone(&model, request(PROMPTS[1], 8, params, 3));
     assert_eq!(top1.tokens, greedy.tokens);
     let mut sequence = PROMPTS[1].to_vec();
@@ -145,8 +175,12 @@ fn stop_token_ends_the_sequence_and_is_kept() {
 fn cancel_removes_a_running_request() {
     let model = model();
     let mut batcher = ContinuousBatcher::<B>::new(4, &device());
-    let a = batcher.submit(&model, request(PROMPTS[0], 20, SamplingParams::greedy(), 0)).unwrap();
-    let b = batcher.submit(&model, request(PROMPTS[1], 6, SamplingParams::greedy(), 0)).unwrap();
+    let a = batcher
+        .submit(&model, request(PROMPTS[0], 20, SamplingParams::greedy(), 0))
+        .unwrap();
+    let b = batcher
+        .submit(&model, request(PROMPTS[1], 6, SamplingParams::greedy(), 0))
+        .unwrap();
     batcher.step(&model);
     let cancelled = batcher.cancel(a).unwrap();
     assert_eq!(cancelled.finish, FinishReason::Cancelled);
@@ -163,16 +197,46 @@ fn bad_requests_are_refused_with_reasons() {
     let model = model();
     let mut batcher = ContinuousBatcher::<B>::new(4, &device());
     let cases = [
-        (request(&[], 4, SamplingParams::greedy(), 0), "the prompt is empty"),
-        (request(&[1], 0, SamplingParams::greedy(), 0), "max_new_tokens must be at least 1"),
-        (request(&[9999], 4, SamplingParams::greedy(), 0), "token id 9999 is outside the vocabulary"),
-        (request(&[1; 250], 10, SamplingParams::greedy(), 0), "exceeds the model's context of 256"),
         (
-            request(&[1], 4, SamplingParams { temperature: -1.0, top_p: 1.0, top_k: 0 }, 0),
+            request(&[], 4, SamplingParams::greedy(), 0),
+            "the prompt is empty",
+        ),
+        (
+            request(&[1], 0, SamplingParams::greedy(), 0),
+            "max_new_tokens must be at least 1",
+        ),
+        (
+            request(&[9999], 4, SamplingParams::greedy(), 0),
+            "token id 9999 is outside the vocabulary",
+        ),
+        (
+            request(&[1; 250], 10, SamplingParams::greedy(), 0),
+            "exceeds the model's context of 256",
+        ),
+        (
+            request(
+                &[1],
+                4,
+                SamplingParams {
+                    temperature: -1.0,
+                    top_p: 1.0,
+                    top_k: 0,
+                },
+                0,
+            ),
             "temperature -1",
         ),
         (
-            request(&[1], 4, SamplingParams { temperature: 1.0, top_p: 0.0, top_k: 0 }, 0),
+            request(
+                &[1],
+                4,
+                SamplingParams {
+                    temperature: 1.0,
+                    top_p: 0.0,
+                    top_k: 0,
+                },
+                0,
+            ),
             "top_p 0 must be in (0, 1]",
         ),
     ];

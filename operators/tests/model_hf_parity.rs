@@ -23,7 +23,7 @@ fn logits_match_transformers_tied_f32() {
         let ours = logits_of(&model, &ids(prompt));
         let diff = max_abs_diff(&ours, &matrix(logits));
         eprintln!("max |Δlogit| = {diff}");
-    assert!(diff < LOGIT_TOLERANCE, "max |Δlogit| = {diff}");
+        assert!(diff < LOGIT_TOLERANCE, "max |Δlogit| = {diff}");
     }
 }
 
@@ -65,12 +65,22 @@ fn tokenizer_ids_match_transformers() {
     let (_, tokenizer) = load_model_dir::<B>(&fixture("tiny_qwen2"), &device()).unwrap();
     let expected = expected("tiny_qwen2");
     let prompts = expected["prompts"].as_array().unwrap();
-    for (text, hf_ids) in prompts.iter().zip(expected["prompt_ids"].as_array().unwrap()) {
+    for (text, hf_ids) in prompts
+        .iter()
+        .zip(expected["prompt_ids"].as_array().unwrap())
+    {
         let ours = tokenizer.encode(text.as_str().unwrap()).unwrap();
         assert_eq!(ours, ids(hf_ids));
-        assert_eq!(tokenizer.decode(&ours, false).unwrap(), text.as_str().unwrap());
+        assert_eq!(
+            tokenizer.decode(&ours, false).unwrap(),
+            text.as_str().unwrap()
+        );
     }
-    assert_eq!(tokenizer.stop_tokens(), vec![0, 2], "<|endoftext|> and <|im_end|>");
+    assert_eq!(
+        tokenizer.stop_tokens(),
+        vec![0, 2],
+        "<|endoftext|> and <|im_end|>"
+    );
 }
 
 #[test]
@@ -87,7 +97,9 @@ fn chat_template_renders_as_transformers() {
             .map(|m| ChatMessage::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
             .collect();
         let add_generation_prompt = case["add_generation_prompt"].as_bool().unwrap();
-        let ours = tokenizer.apply_chat_template(&messages, add_generation_prompt).unwrap();
+        let ours = tokenizer
+            .apply_chat_template(&messages, add_generation_prompt)
+            .unwrap();
         assert_eq!(ours, case["rendered"].as_str().unwrap());
     }
 }

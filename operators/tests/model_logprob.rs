@@ -16,7 +16,10 @@ fn reference(row: &[f32], temperature: f64, token: usize) -> (f64, f64) {
     let scaled: Vec<f64> = row.iter().map(|&l| l as f64 / temperature).collect();
     let max = scaled.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let log_z = max + scaled.iter().map(|s| (s - max).exp()).sum::<f64>().ln();
-    let entropy = -scaled.iter().map(|s| (s - log_z).exp() * (s - log_z)).sum::<f64>();
+    let entropy = -scaled
+        .iter()
+        .map(|s| (s - log_z).exp() * (s - log_z))
+        .sum::<f64>();
     (scaled[token] - log_z, entropy)
 }
 
@@ -50,7 +53,11 @@ fn packed_logprobs_and_entropy_match_unpacked_f64_reference() {
     let out = response_logprobs(&model, &packed, &mask, temperature).unwrap();
     let logprobs = to_f32_vec(&out.logprobs);
     let entropy = to_f32_vec(&out.entropy);
-    let expected_count: usize = sequences.iter().zip(prompt_lens).map(|(s, p)| s.len() - p).sum();
+    let expected_count: usize = sequences
+        .iter()
+        .zip(prompt_lens)
+        .map(|(s, p)| s.len() - p)
+        .sum();
     assert_eq!(logprobs.len(), expected_count);
     let mut k = 0;
     for (seq, tokens) in sequences.iter().enumerate() {
@@ -59,8 +66,16 @@ fn packed_logprobs_and_entropy_match_unpacked_f64_reference() {
             let row = &logits[(pos - 1) * vocab..pos * vocab];
             let (lp, ent) = reference(row, temperature as f64, tokens[pos] as usize);
             assert_eq!(out.token_index[k], packed.offsets[seq] + pos);
-            assert!((logprobs[k] as f64 - lp).abs() < 1e-4, "logprob {} vs {lp}", logprobs[k]);
-            assert!((entropy[k] as f64 - ent).abs() < 1e-4, "entropy {} vs {ent}", entropy[k]);
+            assert!(
+                (logprobs[k] as f64 - lp).abs() < 1e-4,
+                "logprob {} vs {lp}",
+                logprobs[k]
+            );
+            assert!(
+                (entropy[k] as f64 - ent).abs() < 1e-4,
+                "entropy {} vs {ent}",
+                entropy[k]
+            );
             k += 1;
         }
     }
@@ -75,9 +90,13 @@ fn first_token_cannot_be_a_response_token() {
     let packed = PackedSequences::from_sequences(&sequences());
     let mut mask = vec![false; packed.tokens.len()];
     mask[packed.offsets[1]] = true;
-    let message = response_logprobs(&model, &packed, &mask, 1.0).unwrap_err().to_string();
+    let message = response_logprobs(&model, &packed, &mask, 1.0)
+        .unwrap_err()
+        .to_string();
     assert!(message.contains("starts sequence 1"), "{message}");
-    let message = response_logprobs(&model, &packed, &mask[1..], 1.0).unwrap_err().to_string();
+    let message = response_logprobs(&model, &packed, &mask[1..], 1.0)
+        .unwrap_err()
+        .to_string();
     assert!(message.contains("response mask has"), "{message}");
 }
 
@@ -94,10 +113,23 @@ fn gradients_flow_through_the_model_and_match_finite_differences() {
     let loss = loss_of(&model);
     let grads = loss.backward();
     let norm_weight = &model.model.norm.weight;
-    let grad = to_f32_vec(&norm_weight.grad(&grads).expect("final norm weight has a gradient"));
+    let grad = to_f32_vec(
+        &norm_weight
+            .grad(&grads)
+            .expect("final norm weight has a gradient"),
+    );
     assert!(grad.iter().all(|g| g.is_finite()));
-    assert!(grad.iter().any(|g| g.abs() > 1e-3), "gradient is not all zero");
-    let q_grad = model.model.layers[0].self_attn.q_proj.bias.as_ref().unwrap().grad(&grads);
+    assert!(
+        grad.iter().any(|g| g.abs() > 1e-3),
+        "gradient is not all zero"
+    );
+    let q_grad = model.model.layers[0]
+        .self_attn
+        .q_proj
+        .bias
+        .as_ref()
+        .unwrap()
+        .grad(&grads);
     assert!(q_grad.is_some(), "gradients reach the first layer");
 
     // Central difference along channel 3 of the final norm weight, in f32 with a step large
@@ -113,7 +145,10 @@ fn gradients_flow_through_the_model_and_match_finite_differences() {
             &device(),
         ));
         let out = response_logprobs(&m, &packed, &mask, 1.0).unwrap();
-        -to_f32_vec(&out.logprobs).iter().map(|&v| v as f64).sum::<f64>()
+        -to_f32_vec(&out.logprobs)
+            .iter()
+            .map(|&v| v as f64)
+            .sum::<f64>()
     };
     let numeric = (shifted(eps) - shifted(-eps)) / (2.0 * eps as f64);
     let analytic = grad[3] as f64;

@@ -51,9 +51,12 @@ impl ChatTemplate {
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function("raise_exception", |message: String| -> Result<String, Error> {
-            Err(Error::new(ErrorKind::InvalidOperation, message))
-        });
+        env.add_function(
+            "raise_exception",
+            |message: String| -> Result<String, Error> {
+                Err(Error::new(ErrorKind::InvalidOperation, message))
+            },
+        );
         env.add_template_owned(NAME, source.to_string())
             .map_err(|e| ModelError::ChatTemplate {
                 message: describe(&e),
@@ -67,10 +70,17 @@ impl ChatTemplate {
 
     /// Renders the conversation; with `add_generation_prompt` the text ends where the
     /// assistant's reply begins.
-    pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String, ModelError> {
-        let template = self.env.get_template(NAME).map_err(|e| ModelError::ChatTemplate {
-            message: describe(&e),
-        })?;
+    pub fn render(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, ModelError> {
+        let template = self
+            .env
+            .get_template(NAME)
+            .map_err(|e| ModelError::ChatTemplate {
+                message: describe(&e),
+            })?;
         template
             .render(minijinja::context! {
                 messages => messages,

@@ -109,7 +109,11 @@ impl Qwen2Config {
 
     /// Takes `rope_theta` from transformers 5's `rope_parameters` when present.
     fn absorb_rope_parameters(&mut self) {
-        let theta = self.rope_parameters.as_ref().and_then(|p| p.get("rope_theta")).and_then(|t| t.as_f64());
+        let theta = self
+            .rope_parameters
+            .as_ref()
+            .and_then(|p| p.get("rope_theta"))
+            .and_then(|t| t.as_f64());
         if let Some(theta) = theta {
             self.rope_theta = theta;
         }
@@ -120,7 +124,10 @@ impl Qwen2Config {
         let mut value = serde_json::to_value(self).expect("config serializes");
         let object = value.as_object_mut().expect("config is an object");
         object.insert("num_key_value_heads".into(), self.kv_heads().into());
-        object.insert("architectures".into(), serde_json::json!(["Qwen2ForCausalLM"]));
+        object.insert(
+            "architectures".into(),
+            serde_json::json!(["Qwen2ForCausalLM"]),
+        );
         object.insert("torch_dtype".into(), "float32".into());
         object.insert("use_cache".into(), true.into());
         if self.head_dim.is_none() {
@@ -148,16 +155,19 @@ impl Qwen2Config {
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{name} must be positive"));
         }
-        if self.head_dim.is_none() && self.hidden_size % self.num_attention_heads != 0 {
+        if self.head_dim.is_none() && !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(format!(
                 "hidden_size {} is not divisible by num_attention_heads {}",
                 self.hidden_size, self.num_attention_heads
             ));
         }
-        if self.head_dim() % 2 != 0 {
-            return Err(format!("head dimension {} must be even for rotary embeddings", self.head_dim()));
+        if !self.head_dim().is_multiple_of(2) {
+            return Err(format!(
+                "head dimension {} must be even for rotary embeddings",
+                self.head_dim()
+            ));
         }
-        if self.num_attention_heads % self.kv_heads() != 0 {
+        if !self.num_attention_heads.is_multiple_of(self.kv_heads()) {
             return Err(format!(
                 "num_attention_heads {} is not a multiple of num_key_value_heads {}",
                 self.num_attention_heads,
@@ -165,17 +175,29 @@ impl Qwen2Config {
             ));
         }
         if self.hidden_act != "silu" {
-            return Err(format!("hidden_act \"{}\" is not supported; Qwen2 uses \"silu\"", self.hidden_act));
+            return Err(format!(
+                "hidden_act \"{}\" is not supported; Qwen2 uses \"silu\"",
+                self.hidden_act
+            ));
         }
         if self.rope_scaling.as_ref().is_some_and(|v| !v.is_null()) {
             return Err("rope_scaling is set; only plain rotary embeddings are supported".into());
         }
-        let rope_type = self.rope_parameters.as_ref().and_then(|p| p.get("rope_type")).and_then(|t| t.as_str());
+        let rope_type = self
+            .rope_parameters
+            .as_ref()
+            .and_then(|p| p.get("rope_type"))
+            .and_then(|t| t.as_str());
         if rope_type.is_some_and(|t| t != "default") {
-            return Err(format!("rope_parameters.rope_type \"{}\" is not supported; only \"default\"", rope_type.unwrap_or_default()));
+            return Err(format!(
+                "rope_parameters.rope_type \"{}\" is not supported; only \"default\"",
+                rope_type.unwrap_or_default()
+            ));
         }
         if self.use_sliding_window {
-            return Err("use_sliding_window is true; sliding-window attention is not supported".into());
+            return Err(
+                "use_sliding_window is true; sliding-window attention is not supported".into(),
+            );
         }
         Ok(())
     }
@@ -194,7 +216,9 @@ impl Qwen2Config {
     /// End-of-sequence ids declared in config.json (one id or a list).
     pub fn eos_token_ids(&self) -> Vec<u32> {
         match &self.eos_token_id {
-            Some(serde_json::Value::Number(n)) => n.as_u64().map(|v| v as u32).into_iter().collect(),
+            Some(serde_json::Value::Number(n)) => {
+                n.as_u64().map(|v| v as u32).into_iter().collect()
+            }
             Some(serde_json::Value::Array(items)) => items
                 .iter()
                 .filter_map(|v| v.as_u64().map(|v| v as u32))

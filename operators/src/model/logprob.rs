@@ -81,12 +81,20 @@ pub fn response_logprobs<B: Backend>(
     );
     let hidden_dim = hidden.dims()[2];
     let rows_index = Tensor::<B, 1, Int>::from_data(TensorData::new(source_rows, [n]), &device);
-    let selected = hidden.reshape([rows * width, hidden_dim]).select(0, rows_index);
+    let selected = hidden
+        .reshape([rows * width, hidden_dim])
+        .select(0, rows_index);
     let logits = model.logits(selected).div_scalar(temperature as f64);
     let log_probs = log_softmax(logits, 1);
     let targets = Tensor::<B, 2, Int>::from_data(TensorData::new(targets, [n, 1]), &device);
     let logprobs = log_probs.clone().gather(1, targets).reshape([n]);
-    let entropy = log_probs.clone().exp().mul(log_probs).sum_dim(1).neg().reshape([n]);
+    let entropy = log_probs
+        .clone()
+        .exp()
+        .mul(log_probs)
+        .sum_dim(1)
+        .neg()
+        .reshape([n]);
     Ok(ResponseLogProbs {
         logprobs,
         entropy,
@@ -94,7 +102,11 @@ pub fn response_logprobs<B: Backend>(
     })
 }
 
-fn check_inputs(packed: &PackedSequences, mask: &[bool], temperature: f32) -> Result<(), ModelError> {
+fn check_inputs(
+    packed: &PackedSequences,
+    mask: &[bool],
+    temperature: f32,
+) -> Result<(), ModelError> {
     if mask.len() != packed.tokens.len() {
         return Err(ModelError::Request {
             message: format!(

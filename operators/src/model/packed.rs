@@ -66,7 +66,10 @@ impl PackedSequences {
 
     /// Length of the longest sequence.
     pub fn max_len(&self) -> usize {
-        (0..self.len()).map(|i| self.offsets[i + 1] - self.offsets[i]).max().unwrap_or(0)
+        (0..self.len())
+            .map(|i| self.offsets[i + 1] - self.offsets[i])
+            .max()
+            .unwrap_or(0)
     }
 
     /// `(sequence, position in it)` of packed token `t`.

@@ -186,31 +186,65 @@ pub enum LrSchedule {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<ModelSpec, ron::error::SpannedError> {
-        ron::from_str(text)
+    /// Parses as the pipeline loader does: `Option` fields written without `Some(..)`.
+    pub(crate) fn parse(text: &str) -> Result<ModelSpec, ron::error::SpannedError> {
+        ron::Options::default()
+            .with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
+            .from_str(text)
     }
 
     #[test]
     fn tiny_spec_with_defaults() {
         let spec = parse("(arch: Tiny(layers: 2, dim: 128, heads: 4), tokenizer: Builtin, optim: AdamW(lr: 1e-3))").unwrap();
         let tiny = spec.arch.tiny().unwrap();
-        assert_eq!((tiny.layers, tiny.dim, tiny.heads, tiny.kv_heads), (2, 128, 4, None));
+        assert_eq!(
+            (tiny.layers, tiny.dim, tiny.heads, tiny.kv_heads),
+            (2, 128, 4, None)
+        );
         assert_eq!(tiny.max_positions, 4096);
         assert_eq!(spec.tokenizer, TokenizerSpec::Builtin);
-        let OptimSpec::AdamW { lr, betas, eps, weight_decay, warmup_steps, schedule, min_lr_ratio, grad_clip } = spec.optim;
+        let OptimSpec::AdamW {
+            lr,
+            betas,
+            eps,
+            weight_decay,
+            warmup_steps,
+            schedule,
+            min_lr_ratio,
+            grad_clip,
+        } = spec.optim;
         assert_eq!(lr, 1e-3);
         assert_eq!(betas, (0.9, 0.999));
         assert_eq!((eps, weight_decay, warmup_steps), (1e-8, 0.01, 0));
-        assert_eq!((schedule, min_lr_ratio, grad_clip), (LrSchedule::Cosine, 0.0, Some(1.0)));
+        assert_eq!(
+            (schedule, min_lr_ratio, grad_clip),
+            (LrSchedule::Cosine, 0.0, Some(1.0))
+        );
+    }
+
+    #[test]
+    fn implicit_some_options() {
+        let spec = parse("(arch: Tiny(kv_heads: 2), optim: AdamW(grad_clip: 0.5))").unwrap();
+        assert_eq!(spec.arch.tiny().unwrap().kv_heads, Some(2));
+        assert!(matches!(
+            spec.optim,
+            OptimSpec::AdamW {
+                grad_clip: Some(0.5),
+                ..
+            }
+        ));
     }
 
     #[test]
     fn hf_dir_spec() {
         let spec = parse("(arch: HfDir(\"models/Qwen2.5-0.5B-Instruct\"), optim: AdamW(lr: 1e-6, schedule: Constant))").unwrap();
-        assert_eq!(spec.arch, ArchSpec::HfDir("models/Qwen2.5-0.5B-Instruct".into()));
+        assert_eq!(
+            spec.arch,
+            ArchSpec::HfDir("models/Qwen2.5-0.5B-Instruct".into())
+        );
         assert!(spec.arch.tiny().is_none());
         assert_eq!(spec.tokenizer, TokenizerSpec::Auto);
     }
@@ -219,7 +253,9 @@ mod tests {
     fn unknown_fields_are_refused() {
         let err = parse("(arch: Tiny(layer: 2))").unwrap_err().to_string();
         assert!(err.contains("layer"), "{err}");
-        let err = parse("(arch: Tiny(), optimizer: AdamW())").unwrap_err().to_string();
+        let err = parse("(arch: Tiny(), optimizer: AdamW())")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("optimizer"), "{err}");
     }
 }

@@ -34,17 +34,21 @@ impl TextTokenizer {
     pub fn builtin() -> Self {
         let mut t = Self::from_bytes(BUILTIN_TOKENIZER.as_bytes(), "builtin")
             .expect("the built-in tokenizer.json is valid");
-        t.chat = Some(ChatTemplate::new(BUILTIN_CHAT_TEMPLATE, "", "<|im_end|>").expect("built-in template compiles"));
+        t.chat = Some(
+            ChatTemplate::new(BUILTIN_CHAT_TEMPLATE, "", "<|im_end|>")
+                .expect("built-in template compiles"),
+        );
         t.eos_token = Some("<|im_end|>".into());
         t
     }
 
     /// A tokenizer from the bytes of a `tokenizer.json`; `origin` names it in errors.
     pub fn from_bytes(bytes: &[u8], origin: &str) -> Result<Self, ModelError> {
-        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| ModelError::Tokenizer {
-            origin: origin.to_string(),
-            message: e.to_string(),
-        })?;
+        let inner =
+            tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| ModelError::Tokenizer {
+                origin: origin.to_string(),
+                message: e.to_string(),
+            })?;
         Ok(TextTokenizer {
             inner,
             origin: origin.to_string(),
@@ -74,13 +78,16 @@ impl TextTokenizer {
 
     fn read_config(&mut self, path: &Path) -> Result<(), ModelError> {
         let text = std::fs::read_to_string(path).map_err(|e| ModelError::io(path, e))?;
-        let config: serde_json::Value = serde_json::from_str(&text).map_err(|source| ModelError::Json {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let config: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| ModelError::Json {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let token = |key: &str| match config.get(key) {
             Some(serde_json::Value::String(s)) => Some(s.clone()),
-            Some(serde_json::Value::Object(o)) => o.get("content").and_then(|c| c.as_str()).map(String::from),
+            Some(serde_json::Value::Object(o)) => {
+                o.get("content").and_then(|c| c.as_str()).map(String::from)
+            }
             _ => None,
         };
         self.eos_token = token("eos_token");
@@ -101,7 +108,9 @@ impl TextTokenizer {
 
     /// Text of `ids`; with `skip_special_tokens`, special tokens are left out.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, ModelError> {
-        self.inner.decode(ids, skip_special_tokens).map_err(|e| self.error(e))
+        self.inner
+            .decode(ids, skip_special_tokens)
+            .map_err(|e| self.error(e))
     }
 
     /// Vocabulary size including added tokens.
@@ -120,9 +129,16 @@ impl TextTokenizer {
     }
 
     /// Renders a conversation with the chat template.
-    pub fn apply_chat_template(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String, ModelError> {
+    pub fn apply_chat_template(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, ModelError> {
         let template = self.chat.as_ref().ok_or_else(|| ModelError::ChatTemplate {
-            message: format!("{} has no chat_template (tokenizer_config.json)", self.origin),
+            message: format!(
+                "{} has no chat_template (tokenizer_config.json)",
+                self.origin
+            ),
         })?;
         template.render(messages, add_generation_prompt)
     }
@@ -170,12 +186,16 @@ mod tests {
     #[test]
     fn builtin_tokenizer_round_trips_env_text_and_knows_chat_tokens() {
         let t = TextTokenizer::builtin();
-        let text = "<|im_start|>user\nP_O\n√#S<|im_end|>\n<think>go</think><answer>Left</answer> 42";
+        let text =
+            "<|im_start|>user\nP_O\n√#S<|im_end|>\n<think>go</think><answer>Left</answer> 42";
         let ids = t.encode(text).unwrap();
         assert_eq!(t.decode(&ids, false).unwrap(), text);
         assert_eq!(t.token_id("<|im_start|>"), Some(1));
         assert_eq!(ids[0], 1, "special token recognised in text");
-        assert_eq!(t.token_id("<answer>").map(|id| ids.contains(&id)), Some(true));
+        assert_eq!(
+            t.token_id("<answer>").map(|id| ids.contains(&id)),
+            Some(true)
+        );
         assert_eq!(t.stop_tokens(), vec![0, 2]);
         assert_eq!(t.vocab_size(), 516);
     }
@@ -183,7 +203,10 @@ mod tests {
     #[test]
     fn builtin_chat_template_is_chatml() {
         let t = TextTokenizer::builtin();
-        let messages = [ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "Hi")];
+        let messages = [
+            ChatMessage::new("system", "Be brief."),
+            ChatMessage::new("user", "Hi"),
+        ];
         let text = t.apply_chat_template(&messages, true).unwrap();
         assert_eq!(
             text,
@@ -193,15 +216,22 @@ mod tests {
 
     #[test]
     fn template_errors_are_reported() {
-        let err = ChatTemplate::new("{% if %}", "", "").unwrap_err().to_string();
+        let err = ChatTemplate::new("{% if %}", "", "")
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("chat template:"), "{err}");
-        let raising = ChatTemplate::new("{{ raise_exception('roles must alternate') }}", "", "").unwrap();
+        let raising =
+            ChatTemplate::new("{{ raise_exception('roles must alternate') }}", "", "").unwrap();
         let err = raising.render(&[], false).unwrap_err().to_string();
         assert!(err.contains("roles must alternate"), "{err}");
-        let t = TextTokenizer::from_bytes(include_bytes!("../../assets/tiny_tokenizer.json"), "test").unwrap();
+        let t =
+            TextTokenizer::from_bytes(include_bytes!("../../assets/tiny_tokenizer.json"), "test")
+                .unwrap();
         let err = t.apply_chat_template(&[], true).unwrap_err().to_string();
         assert!(err.contains("has no chat_template"), "{err}");
-        let err = TextTokenizer::from_bytes(b"{}", "broken.json").unwrap_err().to_string();
+        let err = TextTokenizer::from_bytes(b"{}", "broken.json")
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("tokenizer broken.json:"), "{err}");
     }
 }

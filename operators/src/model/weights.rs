@@ -103,9 +103,18 @@ pub fn linear<B: Backend>(
     device: &B::Device,
 ) -> Result<Linear<B>, ModelError> {
     let hf = source.take(&format!("{name}.weight"), &[d_out, d_in], Init::Normal)?;
-    let weight = Tensor::from_data(TensorData::new(transpose(&hf, d_out, d_in), [d_in, d_out]), device);
+    let weight = Tensor::from_data(
+        TensorData::new(transpose(&hf, d_out, d_in), [d_in, d_out]),
+        device,
+    );
     let bias = if bias {
-        Some(vector_param(source, &format!("{name}.bias"), d_out, Init::Zeros, device)?)
+        Some(vector_param(
+            source,
+            &format!("{name}.bias"),
+            d_out,
+            Init::Zeros,
+            device,
+        )?)
     } else {
         None
     };
@@ -141,14 +150,16 @@ impl TensorSink {
     /// Adds a tensor of any rank as is.
     pub fn put<B: Backend, const D: usize>(&mut self, name: &str, tensor: &Tensor<B, D>) {
         let shape = tensor.dims().to_vec();
-        self.tensors.push((name.to_string(), shape, to_f32_vec(tensor)));
+        self.tensors
+            .push((name.to_string(), shape, to_f32_vec(tensor)));
     }
 
     /// Adds a burn linear layer as Hugging Face's `weight [out, in]` (+ `bias`).
     pub fn put_linear<B: Backend>(&mut self, name: &str, layer: &Linear<B>) {
         let [d_in, d_out] = layer.weight.val().dims();
         let values = transpose(&to_f32_vec(&layer.weight.val()), d_in, d_out);
-        self.tensors.push((format!("{name}.weight"), vec![d_out, d_in], values));
+        self.tensors
+            .push((format!("{name}.weight"), vec![d_out, d_in], values));
         if let Some(bias) = &layer.bias {
             self.put(&format!("{name}.bias"), &bias.val());
         }

@@ -18,7 +18,9 @@ pub fn device() -> burn::tensor::Device<B> {
 
 /// `tests/fixtures/<name>` of the workspace.
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(name)
 }
 
 /// The fixture's `expected.json`.
@@ -29,7 +31,12 @@ pub fn expected(name: &str) -> serde_json::Value {
 
 /// A JSON array of integers.
 pub fn ids(value: &serde_json::Value) -> Vec<u32> {
-    value.as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect()
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect()
 }
 
 /// A JSON matrix of numbers, flattened row-major.
@@ -38,7 +45,12 @@ pub fn matrix(value: &serde_json::Value) -> Vec<f32> {
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|row| row.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32))
+        .flat_map(|row| {
+            row.as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+        })
         .collect()
 }
 
@@ -53,5 +65,8 @@ pub fn logits_of(model: &Qwen2CausalLm<B>, tokens: &[u32]) -> Vec<f32> {
 /// Largest absolute difference of two equally long slices.
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "lengths differ");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }

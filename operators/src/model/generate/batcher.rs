@@ -130,22 +130,28 @@ impl<B: Backend> ContinuousBatcher<B> {
             ids.extend(std::iter::repeat_n(0i64, width - request.prompt.len()));
             ids.extend(request.prompt.iter().map(|&t| t as i64));
         }
-        let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(ids, [joining.len(), width]), &self.device);
+        let tokens = Tensor::<B, 2, Int>::from_data(
+            TensorData::new(ids, [joining.len(), width]),
+            &self.device,
+        );
         let mut cache = KvCache::new(model.model.layers.len(), layout.key_start.clone());
         let hidden = model.hidden(tokens, &layout, Some(&mut cache));
         let logits = model.logits(hidden.narrow(1, width - 1, 1));
-        let rows = self.sample_rows(logits, joining.into_iter().map(|(id, request)| {
-            let position = request.prompt.len();
-            Running {
-                id,
-                rng: StdRng::seed_from_u64(request.seed),
-                request,
-                tokens: Vec::new(),
-                logprobs: Vec::new(),
-                position,
-                finish: None,
-            }
-        }));
+        let rows = self.sample_rows(
+            logits,
+            joining.into_iter().map(|(id, request)| {
+                let position = request.prompt.len();
+                Running {
+                    id,
+                    rng: StdRng::seed_from_u64(request.seed),
+                    request,
+                    tokens: Vec::new(),
+                    logprobs: Vec::new(),
+                    position,
+                    finish: None,
+                }
+            }),
+        );
         self.running.extend(rows);
         match &mut self.cache {
             Some(running) => running.merge(cache),
@@ -155,7 +161,11 @@ impl<B: Backend> ContinuousBatcher<B> {
 
     fn decode(&mut self, model: &Qwen2CausalLm<B>) {
         let cache = self.cache.as_mut().expect("running rows have a cache");
-        let last: Vec<i64> = self.running.iter().map(|r| *r.tokens.last().unwrap() as i64).collect();
+        let last: Vec<i64> = self
+            .running
+            .iter()
+            .map(|r| *r.tokens.last().unwrap() as i64)
+            .collect();
         let rows = last.len();
         let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(last, [rows, 1]), &self.device);
         let layout = AttentionLayout {
@@ -177,8 +187,11 @@ impl<B: Backend> ContinuousBatcher<B> {
         let values = to_f32_vec(&logits);
         rows.enumerate()
             .map(|(i, mut row)| {
-                let Sampled { token, logprob } =
-                    sample(&values[i * vocab..(i + 1) * vocab], &row.request.sampling, &mut row.rng);
+                let Sampled { token, logprob } = sample(
+                    &values[i * vocab..(i + 1) * vocab],
+                    &row.request.sampling,
+                    &mut row.rng,
+                );
                 row.tokens.push(token);
                 row.logprobs.push(logprob);
                 row.position += usize::from(row.tokens.len() > 1);
@@ -211,7 +224,12 @@ impl<B: Backend> ContinuousBatcher<B> {
     }
 }
 
-fn output(id: RequestId, tokens: Vec<u32>, logprobs: Vec<f32>, finish: FinishReason) -> GenerationOutput {
+fn output(
+    id: RequestId,
+    tokens: Vec<u32>,
+    logprobs: Vec<f32>,
+    finish: FinishReason,
+) -> GenerationOutput {
     GenerationOutput {
         id,
         tokens,
@@ -220,7 +238,10 @@ fn output(id: RequestId, tokens: Vec<u32>, logprobs: Vec<f32>, finish: FinishRea
     }
 }
 
-fn validate<B: Backend>(model: &Qwen2CausalLm<B>, request: &GenerationRequest) -> Result<(), ModelError> {
+fn validate<B: Backend>(
+    model: &Qwen2CausalLm<B>,
+    request: &GenerationRequest,
+) -> Result<(), ModelError> {
     let bad = |message: String| Err(ModelError::Request { message });
     request.sampling.validate()?;
     if request.prompt.is_empty() {
@@ -231,7 +252,9 @@ fn validate<B: Backend>(model: &Qwen2CausalLm<B>, request: &GenerationRequest) -
     }
     let vocab = model.config.vocab_size;
     if let Some(t) = request.prompt.iter().find(|&&t| t as usize >= vocab) {
-        return bad(format!("prompt token id {t} is outside the vocabulary (size {vocab})"));
+        return bad(format!(
+            "prompt token id {t} is outside the vocabulary (size {vocab})"
+        ));
     }
     let context = model.config.max_position_embeddings;
     if request.prompt.len() + request.max_new_tokens > context {

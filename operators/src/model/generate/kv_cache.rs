@@ -55,7 +55,13 @@ impl<B: Backend> KvCache<B> {
     /// An empty cache for `rows` sequences whose first key will be at `key_start[r]`.
     pub fn new(num_layers: usize, key_start: Vec<usize>) -> Self {
         KvCache {
-            layers: vec![LayerKv { keys: None, values: None }; num_layers],
+            layers: vec![
+                LayerKv {
+                    keys: None,
+                    values: None
+                };
+                num_layers
+            ],
             len: 0,
             key_start,
         }

@@ -60,7 +60,10 @@ impl SamplingParams {
     pub fn validate(&self) -> Result<(), ModelError> {
         let bad = |message: String| Err(ModelError::Request { message });
         if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
-            return bad(format!("temperature {} must be finite and >= 0", self.temperature));
+            return bad(format!(
+                "temperature {} must be finite and >= 0",
+                self.temperature
+            ));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return bad(format!("top_p {} must be in (0, 1]", self.top_p));
@@ -192,7 +195,10 @@ mod tests {
 
     /// Probabilities ln-spaced so that softmax gives exactly [0.5, 0.25, 0.15, 0.1].
     fn logits() -> Vec<f32> {
-        [0.5f64, 0.25, 0.15, 0.1].iter().map(|p| p.ln() as f32).collect()
+        [0.5f64, 0.25, 0.15, 0.1]
+            .iter()
+            .map(|p| p.ln() as f32)
+            .collect()
     }
 
     #[test]
@@ -207,7 +213,11 @@ mod tests {
     #[test]
     fn top_p_keeps_the_smallest_nucleus() {
         // Sorted mass: 0.5, 0.75, 0.9 -> top_p 0.8 keeps the first three, renormalised by 0.9.
-        let params = SamplingParams { temperature: 1.0, top_p: 0.8, top_k: 0 };
+        let params = SamplingParams {
+            temperature: 1.0,
+            top_p: 0.8,
+            top_k: 0,
+        };
         let f = frequencies(&logits(), &params, 40_000);
         assert_eq!(f[3], 0.0);
         for (got, want) in f.iter().zip([0.5 / 0.9, 0.25 / 0.9, 0.15 / 0.9]) {
@@ -218,18 +228,33 @@ mod tests {
     #[test]
     fn top_k_then_top_p_renormalise_in_order() {
         // top_k 2 keeps {0.5, 0.25} -> renormalised {2/3, 1/3}; top_p 0.6 then keeps only the first.
-        let params = SamplingParams { temperature: 1.0, top_p: 0.6, top_k: 2 };
+        let params = SamplingParams {
+            temperature: 1.0,
+            top_p: 0.6,
+            top_k: 2,
+        };
         let f = frequencies(&logits(), &params, 2_000);
         assert_eq!(f[0], 1.0);
-        let params = SamplingParams { temperature: 1.0, top_p: 1.0, top_k: 2 };
+        let params = SamplingParams {
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 2,
+        };
         let f = frequencies(&logits(), &params, 40_000);
-        assert!((f[0] - 2.0 / 3.0).abs() < 0.01 && f[2] == 0.0 && f[3] == 0.0, "{f:?}");
+        assert!(
+            (f[0] - 2.0 / 3.0).abs() < 0.01 && f[2] == 0.0 && f[3] == 0.0,
+            "{f:?}"
+        );
     }
 
     #[test]
     fn temperature_sharpens_and_logprob_is_of_the_scaled_distribution() {
         // T = 0.5 squares the probabilities: [0.25, 0.0625, 0.0225, 0.01] / 0.345.
-        let params = SamplingParams { temperature: 0.5, top_p: 1.0, top_k: 0 };
+        let params = SamplingParams {
+            temperature: 0.5,
+            top_p: 1.0,
+            top_k: 0,
+        };
         let f = frequencies(&logits(), &params, 40_000);
         let z = 0.25 + 0.0625 + 0.0225 + 0.01;
         for (got, want) in f.iter().zip([0.25 / z, 0.0625 / z, 0.0225 / z, 0.01 / z]) {

@@ -16,10 +16,8 @@ use crate::model::weights::TensorSink;
 /// Reads and validates `dir/config.json`.
 pub fn read_config(dir: &Path) -> Result<Qwen2Config, ModelError> {
     if !dir.is_dir() {
-        return Err(ModelError::MissingFile {
+        return Err(ModelError::MissingDir {
             dir: dir.to_path_buf(),
-            file: String::new(),
-            why: "the model directory itself does not exist",
         });
     }
     let path = dir.join("config.json");
@@ -35,7 +33,10 @@ pub fn read_config(dir: &Path) -> Result<Qwen2Config, ModelError> {
 
 /// The causal LM of `dir` (config.json + safetensors), weights converted to the backend's
 /// float type.
-pub fn load_causal_lm<B: Backend>(dir: &Path, device: &B::Device) -> Result<Qwen2CausalLm<B>, ModelError> {
+pub fn load_causal_lm<B: Backend>(
+    dir: &Path,
+    device: &B::Device,
+) -> Result<Qwen2CausalLm<B>, ModelError> {
     let config = read_config(dir)?;
     let mut source = SafetensorsSource::open(dir)?;
     if config.tie_word_embeddings {

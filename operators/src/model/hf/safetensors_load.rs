@@ -101,7 +101,8 @@ impl SafetensorsSource {
         };
         let file = self.files.len();
         {
-            let tensors = SafeTensors::deserialize(&bytes).map_err(|e| invalid(format!("{e:?}")))?;
+            let tensors =
+                SafeTensors::deserialize(&bytes).map_err(|e| invalid(format!("{e:?}")))?;
             let base = bytes.as_ptr() as usize;
             for (name, view) in tensors.iter() {
                 let start = view.data().as_ptr() as usize - base;
@@ -166,18 +167,23 @@ fn decode(bytes: &[u8], dtype: Dtype) -> Option<Vec<f32>> {
 fn shard_files(dir: &Path) -> Result<Vec<String>, ModelError> {
     let index_path = dir.join(INDEX_FILE);
     if index_path.is_file() {
-        let text = std::fs::read_to_string(&index_path).map_err(|e| ModelError::io(&index_path, e))?;
-        let index: serde_json::Value = serde_json::from_str(&text).map_err(|source| ModelError::Json {
-            path: index_path.clone(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(&index_path).map_err(|e| ModelError::io(&index_path, e))?;
+        let index: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| ModelError::Json {
+                path: index_path.clone(),
+                source,
+            })?;
         let Some(map) = index.get("weight_map").and_then(|m| m.as_object()) else {
             return Err(ModelError::Config {
                 path: index_path,
                 message: "no \"weight_map\" object".into(),
             });
         };
-        let files: BTreeSet<String> = map.values().filter_map(|v| v.as_str().map(String::from)).collect();
+        let files: BTreeSet<String> = map
+            .values()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect();
         for file in &files {
             if !dir.join(file).is_file() {
                 return Err(ModelError::MissingFile {

@@ -17,7 +17,11 @@ use crate::model::weights::TensorSink;
 ///
 /// Files are written under a temporary name and renamed, so an interrupted save never leaves
 /// a half-written checkpoint under the final name.
-pub fn save_model_dir(dir: &Path, config: &Qwen2Config, tensors: &TensorSink) -> Result<(), ModelError> {
+pub fn save_model_dir(
+    dir: &Path,
+    config: &Qwen2Config,
+    tensors: &TensorSink,
+) -> Result<(), ModelError> {
     std::fs::create_dir_all(dir).map_err(|e| ModelError::io(dir, e))?;
     let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
         .tensors
@@ -40,10 +44,11 @@ pub fn save_model_dir(dir: &Path, config: &Qwen2Config, tensors: &TensorSink) ->
         })
         .collect::<Result<Vec<_>, ModelError>>()?;
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    let serialized = safetensors::serialize(views, Some(metadata)).map_err(|e| ModelError::Safetensors {
-        path: dir.join(SINGLE_FILE),
-        message: format!("{e:?}"),
-    })?;
+    let serialized =
+        safetensors::serialize(views, Some(metadata)).map_err(|e| ModelError::Safetensors {
+            path: dir.join(SINGLE_FILE),
+            message: format!("{e:?}"),
+        })?;
     write_atomically(&dir.join(SINGLE_FILE), &serialized)?;
     write_atomically(&dir.join("config.json"), config.to_json_string().as_bytes())
 }

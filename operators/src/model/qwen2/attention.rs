@@ -51,10 +51,38 @@ impl<B: Backend> Attention<B> {
         let (hidden, d) = (config.hidden_size, config.head_dim());
         let (heads, kv_heads) = (config.num_attention_heads, config.kv_heads());
         Ok(Attention {
-            q_proj: linear(source, &format!("{name}.q_proj"), hidden, heads * d, true, device)?,
-            k_proj: linear(source, &format!("{name}.k_proj"), hidden, kv_heads * d, true, device)?,
-            v_proj: linear(source, &format!("{name}.v_proj"), hidden, kv_heads * d, true, device)?,
-            o_proj: linear(source, &format!("{name}.o_proj"), heads * d, hidden, false, device)?,
+            q_proj: linear(
+                source,
+                &format!("{name}.q_proj"),
+                hidden,
+                heads * d,
+                true,
+                device,
+            )?,
+            k_proj: linear(
+                source,
+                &format!("{name}.k_proj"),
+                hidden,
+                kv_heads * d,
+                true,
+                device,
+            )?,
+            v_proj: linear(
+                source,
+                &format!("{name}.v_proj"),
+                hidden,
+                kv_heads * d,
+                true,
+                device,
+            )?,
+            o_proj: linear(
+                source,
+                &format!("{name}.o_proj"),
+                heads * d,
+                hidden,
+                false,
+                device,
+            )?,
             heads,
             kv_heads,
             head_dim: d,

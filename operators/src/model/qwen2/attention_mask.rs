@@ -37,7 +37,11 @@ impl AttentionLayout {
         let max_len = lengths.iter().copied().max().unwrap_or(0);
         let positions = lengths
             .iter()
-            .map(|&n| (0..max_len).map(|c| (c + n).saturating_sub(max_len)).collect())
+            .map(|&n| {
+                (0..max_len)
+                    .map(|c| (c + n).saturating_sub(max_len))
+                    .collect()
+            })
             .collect();
         let key_start = lengths.iter().map(|&n| max_len - n).collect();
         AttentionLayout {
@@ -63,12 +67,19 @@ impl AttentionLayout {
         let mut values = Vec::with_capacity(batch * queries * keys);
         for &start in &self.key_start {
             for i in 0..queries {
-                values.extend(
-                    (0..keys).map(|j| if j >= start && j <= i + offset { 0.0 } else { MASKED }),
-                );
+                values.extend((0..keys).map(|j| {
+                    if j >= start && j <= i + offset {
+                        0.0
+                    } else {
+                        MASKED
+                    }
+                }));
             }
         }
-        Tensor::from_data(TensorData::new(values, [batch, 1, 1, queries, keys]), device)
+        Tensor::from_data(
+            TensorData::new(values, [batch, 1, 1, queries, keys]),
+            device,
+        )
     }
 }
 
@@ -83,7 +94,11 @@ mod tests {
         let layout = AttentionLayout::left_padded(&[3, 1]);
         assert_eq!(layout.positions, vec![vec![0, 1, 2], vec![0, 0, 0]]);
         assert_eq!(layout.key_start, vec![0, 2]);
-        let mask = layout.mask::<B>(3, &Default::default()).into_data().to_vec::<f32>().unwrap();
+        let mask = layout
+            .mask::<B>(3, &Default::default())
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
         let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
         #[rustfmt::skip]
         let expected = [
@@ -95,8 +110,15 @@ mod tests {
 
     #[test]
     fn decode_step_sees_cached_keys_from_row_start() {
-        let layout = AttentionLayout { positions: vec![vec![5], vec![2]], key_start: vec![0, 3] };
-        let mask = layout.mask::<B>(6, &Default::default()).into_data().to_vec::<f32>().unwrap();
+        let layout = AttentionLayout {
+            positions: vec![vec![5], vec![2]],
+            key_start: vec![0, 3],
+        };
+        let mask = layout
+            .mask::<B>(6, &Default::default())
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
         let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
         assert_eq!(allowed[..6], [true; 6]);
         assert_eq!(allowed[6..], [false, false, false, true, true, true]);

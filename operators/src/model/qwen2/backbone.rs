@@ -48,7 +48,13 @@ impl<B: Backend> Qwen2Backbone<B> {
         let layers = (0..config.num_hidden_layers)
             .map(|i| DecoderLayer::load(source, &format!("model.layers.{i}"), config, device))
             .collect::<Result<Vec<_>, _>>()?;
-        let norm = RmsNorm::load(source, "model.norm", config.hidden_size, config.rms_norm_eps, device)?;
+        let norm = RmsNorm::load(
+            source,
+            "model.norm",
+            config.hidden_size,
+            config.rms_norm_eps,
+            device,
+        )?;
         Ok(Qwen2Backbone {
             embed_tokens,
             layers,

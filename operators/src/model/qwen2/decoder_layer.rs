@@ -37,7 +37,13 @@ impl<B: Backend> DecoderLayer<B> {
     ) -> Result<Self, ModelError> {
         let (h, eps) = (config.hidden_size, config.rms_norm_eps);
         Ok(DecoderLayer {
-            input_layernorm: RmsNorm::load(source, &format!("{name}.input_layernorm"), h, eps, device)?,
+            input_layernorm: RmsNorm::load(
+                source,
+                &format!("{name}.input_layernorm"),
+                h,
+                eps,
+                device,
+            )?,
             self_attn: Attention::load(source, &format!("{name}.self_attn"), config, device)?,
             post_attention_layernorm: RmsNorm::load(
                 source,
@@ -52,7 +58,8 @@ impl<B: Backend> DecoderLayer<B> {
 
     /// Emits every tensor of the layer under `<name>`.
     pub fn save(&self, name: &str, sink: &mut TensorSink) {
-        self.input_layernorm.save(&format!("{name}.input_layernorm"), sink);
+        self.input_layernorm
+            .save(&format!("{name}.input_layernorm"), sink);
         self.self_attn.save(&format!("{name}.self_attn"), sink);
         self.post_attention_layernorm
             .save(&format!("{name}.post_attention_layernorm"), sink);
@@ -67,11 +74,13 @@ impl<B: Backend> DecoderLayer<B> {
         mask: &Tensor<B, 5>,
         cache: Option<&mut LayerKv<B>>,
     ) -> Tensor<B, 3> {
-        let attended = self
-            .self_attn
-            .forward(self.input_layernorm.forward(x.clone()), rope, mask, cache);
+        let attended =
+            self.self_attn
+                .forward(self.input_layernorm.forward(x.clone()), rope, mask, cache);
         let h = x.add(attended);
-        let mlp_out = self.mlp.forward(self.post_attention_layernorm.forward(h.clone()));
+        let mlp_out = self
+            .mlp
+            .forward(self.post_attention_layernorm.forward(h.clone()));
         h.add(mlp_out)
     }
 }
