@@ -67,7 +67,7 @@ fn missing_directory_and_config_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let absent = dir.path().join("nope");
     assert!(
-        load_error(&absent).contains("does not exist"),
+        load_error(&absent).ends_with("nope does not exist"),
         "{}",
         load_error(&absent)
     );

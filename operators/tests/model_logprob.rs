@@ -98,6 +98,14 @@ fn first_token_cannot_be_a_response_token() {
         .unwrap_err()
         .to_string();
     assert!(message.contains("response mask has"), "{message}");
+    let bad = PackedSequences::from_sequences(&[vec![1u32, 600]]);
+    let message = response_logprobs(&model, &bad, &[false, true], 1.0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("token id 600 is outside the vocabulary"),
+        "{message}"
+    );
 }
 
 #[test]

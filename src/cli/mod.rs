@@ -1,5 +1,6 @@
-//! Subcommands.
+//! The subcommands; each file maps its arguments onto library calls.
 
+mod generate;
 mod graph;
 mod run;
 mod validate;
@@ -28,6 +29,8 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Print a pipeline's graph as Graphviz DOT, with each node's needs and gives.
     Graph(graph::GraphArgs),
+    /// Complete a prompt with a model directory: the quick check before training on it.
+    Generate(generate::GenerateArgs),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -35,6 +38,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&args),
         Command::Validate(args) => Ok(validate::validate(&args)),
         Command::Graph(args) => Ok(graph::graph(&args)),
+        Command::Generate(args) => generate::run(&args).map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -9,6 +9,9 @@ use std::path::PathBuf;
 /// What went wrong in the model layer, with enough detail for the user to fix it.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
+    /// The model directory does not exist.
+    #[error("model directory {dir} does not exist")]
+    MissingDir { dir: PathBuf },
     /// A file the model directory must contain is not there.
     #[error("model directory {dir}: missing {file} ({why})")]
     MissingFile {

@@ -48,7 +48,7 @@ pub fn response_logprobs<B: Backend>(
     temperature: f32,
 ) -> Result<ResponseLogProbs<B>, ModelError> {
     packed.validate()?;
-    check_inputs(packed, response_mask, temperature)?;
+    check_inputs(packed, response_mask, temperature, model.config.vocab_size)?;
     let device = model.model.embed_tokens.weight.device();
     let (rows, width) = (packed.len(), packed.max_len());
     let mut source_rows = Vec::new();
@@ -106,7 +106,13 @@ fn check_inputs(
     packed: &PackedSequences,
     mask: &[bool],
     temperature: f32,
+    vocab: usize,
 ) -> Result<(), ModelError> {
+    if let Some(t) = packed.tokens.iter().find(|&&t| t as usize >= vocab) {
+        return Err(ModelError::Request {
+            message: format!("token id {t} is outside the vocabulary (size {vocab})"),
+        });
+    }
     if mask.len() != packed.tokens.len() {
         return Err(ModelError::Request {
             message: format!(

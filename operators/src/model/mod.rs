@@ -5,6 +5,7 @@
 //! One code path serves the Tiny preset trained from scratch and a user's Qwen2.5 directory:
 //! both are a [`config::Qwen2Config`] plus named weights from a [`weights::WeightSource`].
 
+pub mod build;
 pub mod chat_template;
 pub mod config;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod generate;
 pub mod hf;
 pub mod logprob;
 pub mod packed;
+pub mod quick_generate;
 pub mod qwen2;
 pub mod spec;
 pub mod tokenizer;
@@ -22,3 +24,7 @@ pub use config::{Qwen2Config, TinyArch};
 pub use error::ModelError;
 pub use qwen2::{Qwen2CausalLm, Qwen2ValueModel};
 pub use tokenizer::TextTokenizer;
+
+/// The CPU backend of the default build (burn's `flex`; measured against `ndarray` in
+/// `bench/README.md`).
+pub type CpuBackend = burn::backend::Flex;

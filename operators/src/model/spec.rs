@@ -186,11 +186,14 @@ pub enum LrSchedule {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<ModelSpec, ron::error::SpannedError> {
-        ron::from_str(text)
+    /// Parses as the pipeline loader does: `Option` fields written without `Some(..)`.
+    pub(crate) fn parse(text: &str) -> Result<ModelSpec, ron::error::SpannedError> {
+        ron::Options::default()
+            .with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
+            .from_str(text)
     }
 
     #[test]
@@ -220,6 +223,19 @@ mod tests {
             (schedule, min_lr_ratio, grad_clip),
             (LrSchedule::Cosine, 0.0, Some(1.0))
         );
+    }
+
+    #[test]
+    fn implicit_some_options() {
+        let spec = parse("(arch: Tiny(kv_heads: 2), optim: AdamW(grad_clip: 0.5))").unwrap();
+        assert_eq!(spec.arch.tiny().unwrap().kv_heads, Some(2));
+        assert!(matches!(
+            spec.optim,
+            OptimSpec::AdamW {
+                grad_clip: Some(0.5),
+                ..
+            }
+        ));
     }
 
     #[test]

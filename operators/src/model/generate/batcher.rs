@@ -164,7 +164,7 @@ impl<B: Backend> ContinuousBatcher<B> {
         let last: Vec<i64> = self
             .running
             .iter()
-            .map(|r| *r.tokens.last().unwrap() as i64)
+            .map(|r| *r.tokens.last().expect("a running row has sampled a token") as i64)
             .collect();
         let rows = last.len();
         let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(last, [rows, 1]), &self.device);

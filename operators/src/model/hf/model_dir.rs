@@ -16,10 +16,8 @@ use crate::model::weights::TensorSink;
 /// Reads and validates `dir/config.json`.
 pub fn read_config(dir: &Path) -> Result<Qwen2Config, ModelError> {
     if !dir.is_dir() {
-        return Err(ModelError::MissingFile {
+        return Err(ModelError::MissingDir {
             dir: dir.to_path_buf(),
-            file: String::new(),
-            why: "the model directory itself does not exist",
         });
     }
     let path = dir.join("config.json");

@@ -1,0 +1,80 @@
+//! The text-in, text-out generation behind `roll-flow generate`: load a model directory,
+//! optionally wrap the prompt in the chat template, generate, decode. It is the check a user
+//! runs on a model directory before training with it.
+
+use std::path::Path;
+
+use burn::tensor::backend::Backend;
+
+use super::chat_template::ChatMessage;
+use super::error::ModelError;
+use super::generate::{ContinuousBatcher, GenerationOutput, GenerationRequest, SamplingParams};
+use super::hf::load_model_dir;
+
+/// What to generate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuickGenerate {
+    /// The prompt text.
+    pub prompt: String,
+    /// Render the prompt as one user message with the chat template (and the assistant
+    /// generation prompt) before tokenizing.
+    pub chat: bool,
+    /// Most tokens to generate.
+    pub max_new_tokens: usize,
+    /// Temperature and truncation; temperature 0 is greedy.
+    pub sampling: SamplingParams,
+    /// Seed of the sampler.
+    pub seed: u64,
+}
+
+/// The completion and what produced it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Completion {
+    /// The exact text fed to the tokenizer (after the chat template).
+    pub prompt_text: String,
+    /// Number of prompt tokens.
+    pub prompt_tokens: usize,
+    /// The generated text, special tokens removed.
+    pub text: String,
+    /// The raw generation (token ids, log-probs, finish reason).
+    pub output: GenerationOutput,
+}
+
+/// Loads `dir` and completes the prompt.
+pub fn complete_in_model_dir<B: Backend>(
+    dir: &Path,
+    request: &QuickGenerate,
+    device: &B::Device,
+) -> Result<Completion, ModelError> {
+    let (model, tokenizer) = load_model_dir::<B>(dir, device)?;
+    let prompt_text = if request.chat {
+        tokenizer.apply_chat_template(&[ChatMessage::new("user", &request.prompt)], true)?
+    } else {
+        request.prompt.clone()
+    };
+    let prompt = tokenizer.encode(&prompt_text)?;
+    let mut stop_tokens = tokenizer.stop_tokens();
+    stop_tokens.extend(model.config.eos_token_ids());
+    let mut batcher = ContinuousBatcher::<B>::new(1, device);
+    batcher.submit(
+        &model,
+        GenerationRequest {
+            prompt: prompt.clone(),
+            max_new_tokens: request.max_new_tokens,
+            sampling: request.sampling.clone(),
+            stop_tokens,
+            seed: request.seed,
+        },
+    )?;
+    let output = batcher
+        .run_to_completion(&model)
+        .pop()
+        .expect("one request, one output");
+    let text = tokenizer.decode(&output.tokens, true)?;
+    Ok(Completion {
+        prompt_text,
+        prompt_tokens: prompt.len(),
+        text,
+        output,
+    })
+}
