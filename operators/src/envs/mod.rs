@@ -20,6 +20,7 @@ pub mod config;
 pub mod frozen_lake;
 pub mod manager;
 pub mod math;
+pub mod play;
 pub mod registry;
 pub mod render;
 pub mod sokoban;
