@@ -47,6 +47,28 @@ fn answer(action: usize) -> String {
     format!("<answer>{}</answer>", ACTION_NAMES[action])
 }
 
+/// The topology walk stamps connected masks along a path, so every non-wall cell is
+/// reachable from the player when boxes are ignored.
+fn floor_is_connected(text: &str) -> bool {
+    let grid: Vec<Vec<char>> = text.lines().map(|l| l.chars().collect()).collect();
+    let open = |r: usize, c: usize| grid[r][c] != '#';
+    let total = grid.iter().flatten().filter(|c| **c != '#').count();
+    let start = (0..grid.len())
+        .flat_map(|r| (0..grid[r].len()).map(move |c| (r, c)))
+        .find(|&(r, c)| matches!(grid[r][c], 'P' | 'S'))
+        .unwrap();
+    let mut seen = std::collections::HashSet::from([start]);
+    let mut stack = vec![start];
+    while let Some((r, c)) = stack.pop() {
+        for (nr, nc) in [(r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)] {
+            if open(nr, nc) && seen.insert((nr, nc)) {
+                stack.push((nr, nc));
+            }
+        }
+    }
+    seen.len() == total
+}
+
 fn check_generated_levels(config: SokobanConfig, seeds: u64) {
     let mut env = config.build().unwrap();
     for seed in 0..seeds {
@@ -67,6 +89,7 @@ fn check_generated_levels(config: SokobanConfig, seeds: u64) {
         assert_eq!(count(&['P', 'S']), 1);
         assert!(env.room().unwrap().border_is_walled());
 
+        assert!(floor_is_connected(text), "seed {seed}:\n{text}");
         let level = solver::parse(text);
         let plan =
             solver::solve(&level).unwrap_or_else(|| panic!("seed {seed} unsolvable:\n{text}"));
