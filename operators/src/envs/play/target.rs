@@ -43,7 +43,10 @@ pub fn resolve(spec: &str, env: Option<&str>) -> Result<PlayTarget, EnvError> {
     if text.trim_start().starts_with("Pipeline") {
         return from_pipeline(&text, &origin, env);
     }
-    let config = EnvConfig::parse(&text).map_err(|e| EnvError::Spec(format!("{origin}: {e}")))?;
+    let config = EnvConfig::parse(&text).map_err(|e| match (e, path.is_file()) {
+        (EnvError::Spec(message), true) => EnvError::Spec(format!("{origin}: {message}")),
+        (e, _) => e,
+    })?;
     if let Some(name) = env {
         return Err(EnvError::Spec(format!(
             "--env {name} picks an entry of a pipeline file, but {origin} is a single env spec"
@@ -59,7 +62,7 @@ pub fn resolve(spec: &str, env: Option<&str>) -> Result<PlayTarget, EnvError> {
 fn from_pipeline(text: &str, origin: &str, env: Option<&str>) -> Result<PlayTarget, EnvError> {
     let pipeline: PipelineEnvs = ron_options()
         .from_str(text)
-        .map_err(|e| EnvError::Spec(format!("{origin}: {e}")))?;
+        .map_err(|e| EnvError::Spec(format!("{origin}: {e}")))?; // ron's error: line:col + what
     let names: Vec<&str> = pipeline.envs.names().collect();
     let name = match (env, names.as_slice()) {
         (Some(name), _) => name,

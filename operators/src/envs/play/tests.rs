@@ -183,3 +183,15 @@ fn targets_resolve_from_spec_file_and_pipeline() {
     assert!(wrong.contains("no env `test`"), "{wrong}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn spec_errors_are_said_once() {
+    let message = super::resolve("FrozenLak(size: 4)", None)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(message.matches("env spec").count(), 1, "{message}");
+    assert!(
+        message.contains("FrozenLak") && message.contains("expected one of"),
+        "{message}"
+    );
+}
