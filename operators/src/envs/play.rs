@@ -70,6 +70,19 @@ pub fn as_answer(line: &str) -> String {
     }
 }
 
+/// The next input line (without its newline), decoding invalid UTF-8 lossily so any
+/// bytes become an action text (and earn the format penalty) instead of an error.
+fn read_line(input: &mut impl BufRead) -> Result<Option<String>, PlayError> {
+    let mut bytes = Vec::new();
+    if input.read_until(b'\n', &mut bytes)? == 0 {
+        return Ok(None);
+    }
+    if bytes.last() == Some(&b'\n') {
+        bytes.pop();
+    }
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
 /// One episode in progress, shared by both modes.
 struct Session {
     env: Box<dyn Env>,
@@ -131,7 +144,7 @@ impl Session {
 pub fn play_scripted(
     config: &EnvConfig,
     options: &PlayOptions,
-    input: impl BufRead,
+    mut input: impl BufRead,
     mut output: impl Write,
 ) -> Result<EpisodeSummary, PlayError> {
     let (mut session, obs, instruction) = Session::start(config, options)?;
@@ -141,8 +154,8 @@ pub fn play_scripted(
         seed: options.seed,
     };
     writeln!(output, "{}", serde_json::to_string(&reset)?)?;
-    for line in input.lines() {
-        let result = session.step(&line?)?;
+    while let Some(line) = read_line(&mut input)? {
+        let result = session.step(&line)?;
         writeln!(output, "{}", serde_json::to_string(&result)?)?;
         if result.done() {
             break;
@@ -185,11 +198,10 @@ pub fn play_interactive(
     loop {
         write!(output, "action> ")?;
         output.flush()?;
-        let mut line = String::new();
-        if input.read_line(&mut line)? == 0 {
+        let Some(line) = read_line(&mut input)? else {
             writeln!(output)?;
             break;
-        }
+        };
         let result = session.step(&line)?;
         let state = match (result.terminated, result.truncated) {
             (true, _) => "terminated",

@@ -195,3 +195,26 @@ fn spec_errors_are_said_once() {
         "{message}"
     );
 }
+
+#[test]
+fn binary_junk_lines_are_penalised_actions_not_errors() {
+    let config = EnvConfig::parse("FrozenLake()").unwrap();
+    let options = PlayOptions {
+        seed: 5,
+        ..Default::default()
+    };
+    let input: &[u8] = b"\xff\xfe\x00\x1b[2J\n\n<answer>\xc3(</answer>\nLeft";
+    let mut out = Vec::new();
+    play_scripted(&config, &options, input, &mut out).unwrap();
+    let json = lines(&out);
+    assert_eq!(
+        json.len(),
+        5,
+        "reset + 4 steps, the last line without a newline"
+    );
+    for step in &json[1..4] {
+        assert_eq!(step["info"]["action_is_valid"], false);
+        assert!((step["reward"].as_f64().unwrap() - -0.01).abs() < 1e-6);
+    }
+    assert_eq!(json[4]["info"]["action_is_valid"], true);
+}
