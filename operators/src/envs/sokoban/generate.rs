@@ -83,9 +83,7 @@ pub fn generate(params: &GenParams, rng: &mut impl Rng) -> Option<Room> {
             let Some(start) = place(params, floor, rng) else {
                 continue;
             };
-            let mut search = ReversePlay::new(&start, visited);
-            search.run(params.search_depth);
-            let (mut room, displacement) = search.best_room();
+            let (mut room, displacement) = reverse_play_with(&start, params.search_depth, visited);
             if displacement > 0 {
                 random_player_moves(&mut room, displacement, rng);
                 return Some(room);
@@ -93,6 +91,18 @@ pub fn generate(params: &GenParams, rng: &mut impl Rng) -> Option<Room> {
         }
         None
     })
+}
+
+/// Step 3 alone: the best state reverse play reaches from `start` (boxes on their
+/// targets), and its total box displacement.
+pub fn reverse_play(start: &Room, search_depth: usize) -> (Room, i64) {
+    VISITED.with(|visited| reverse_play_with(start, search_depth, &mut visited.borrow_mut()))
+}
+
+fn reverse_play_with(start: &Room, search_depth: usize, visited: &mut Visited) -> (Room, i64) {
+    let mut search = ReversePlay::new(start, visited);
+    search.run(search_depth);
+    search.best_room()
 }
 
 /// Step 1: the floor cells of a random-walk topology.

@@ -171,6 +171,34 @@ fn deeper_search_and_other_shapes_stay_solvable() {
 }
 
 #[test]
+fn reverse_play_pulls_as_far_as_its_depth_allows() {
+    use super::generate::reverse_play;
+    // Corridor: box on its target at column 2, player at column 3. Only pulls to the right
+    // are possible; each pull moves the box one cell (displacement +1, one box swap).
+    let env = room_env(SokobanConfig::default(), &["#######", "#_√P__#", "#######"]);
+    let start = env.room().unwrap().clone();
+    let cases = [
+        (2, 0, "#_√P__#"),
+        (3, 1, "#_OXP_#"),
+        (4, 2, "#_O_XP#"),
+        (30, 2, "#_O_XP#"),
+    ];
+    for (depth, displacement, row) in cases {
+        let (room, moved) = reverse_play(&start, depth);
+        assert_eq!(moved, displacement, "search_depth {depth}");
+        let env = Sokoban {
+            room: Some(room),
+            ..SokobanConfig::default().build().unwrap()
+        };
+        assert_eq!(
+            env.observation().lines().nth(1).unwrap(),
+            row,
+            "search_depth {depth}"
+        );
+    }
+}
+
+#[test]
 fn scripted_episode_rewards_on_off_and_solved() {
     // Box A starts on target T1: pushing it right takes it off (−1), the next push puts it
     // on T2 (+1); pushing box B up onto T1 solves the level (+1, +10). Every step −0.1.
