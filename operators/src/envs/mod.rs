@@ -8,6 +8,7 @@
 //! what lets a group of envs share one initial state and lets eval compare across steps.
 //!
 //! - [`action`]: the `<answer>…</answer>` parser shared by all envs.
+//! - [`anchor`]: stable observation hashes, the GiGPO anchor-state key.
 //! - [`frozen_lake`], [`sokoban`], [`bandit`], [`math`]: the built-in envs.
 //! - [`config`]: [`EnvConfig`], the RON `env:` value, and [`registry`] for custom envs.
 //! - [`manager`]: groups × group_size envs per env tag, their seeds and worker shards.
@@ -15,17 +16,20 @@
 //! - [`play`]: `roll-flow play`, scripted (JSON lines) or interactive.
 
 pub mod action;
+pub mod anchor;
 pub mod bandit;
 pub mod config;
 pub mod frozen_lake;
 pub mod manager;
 pub mod math;
+pub mod play;
 pub mod registry;
 pub mod render;
 pub mod sokoban;
 
 use serde::Serialize;
 
+pub use anchor::observation_hash;
 pub use config::EnvConfig;
 pub use manager::{EnvManager, EnvSlot, Shard};
 pub use registry::{register_env, EnvFactory};

@@ -6,7 +6,9 @@
 //! encoder needs no colour quantisation and is lossless.
 
 pub mod encode;
+mod episode;
 mod frame;
 
 pub use encode::{gif_bytes, png_bytes, write_gif, write_png};
+pub use episode::EpisodeRecording;
 pub use frame::{Frame, Rgb, Shape, Tile, TILE_PX};

@@ -83,9 +83,7 @@ pub fn generate(params: &GenParams, rng: &mut impl Rng) -> Option<Room> {
             let Some(start) = place(params, floor, rng) else {
                 continue;
             };
-            let mut search = ReversePlay::new(&start, params.search_depth, visited);
-            search.run(&start);
-            let (mut room, displacement) = search.best_room(&start);
+            let (mut room, displacement) = reverse_play_with(&start, params.search_depth, visited);
             if displacement > 0 {
                 random_player_moves(&mut room, displacement, rng);
                 return Some(room);
@@ -93,6 +91,18 @@ pub fn generate(params: &GenParams, rng: &mut impl Rng) -> Option<Room> {
         }
         None
     })
+}
+
+/// Step 3 alone: the best state reverse play reaches from `start` (boxes on their
+/// targets), and its total box displacement.
+pub fn reverse_play(start: &Room, search_depth: usize) -> (Room, i64) {
+    VISITED.with(|visited| reverse_play_with(start, search_depth, &mut visited.borrow_mut()))
+}
+
+fn reverse_play_with(start: &Room, search_depth: usize, visited: &mut Visited) -> (Room, i64) {
+    let mut search = ReversePlay::new(start, visited);
+    search.run(search_depth);
+    search.best_room()
 }
 
 /// Step 1: the floor cells of a random-walk topology.
@@ -171,44 +181,63 @@ fn full_mask(cells: usize) -> u128 {
     }
 }
 
+/// A node of the reverse-play search: the movable state plus the score's bookkeeping.
+#[derive(Clone, Copy)]
+struct Node {
+    player: usize,
+    boxes: u128,
+    /// `positions[k]`: where box k (the one that started on target k) stands now.
+    positions: [usize; MAX_BOXES],
+    box_swaps: i64,
+    last_pull: Option<usize>,
+}
+
 /// Step 3: the depth-first reverse-play search.
 struct ReversePlay<'a> {
+    room: &'a Room,
     visited: &'a mut Visited,
-    ttl: usize,
     num_targets: usize,
     /// `origins[k]`: box k's target (gym-sokoban's box_mapping keys).
     origins: [usize; MAX_BOXES],
     best_score: i64,
-    best: (usize, u128, [usize; MAX_BOXES]),
+    best: Node,
 }
 
 impl<'a> ReversePlay<'a> {
-    fn new(start: &Room, ttl: usize, visited: &'a mut Visited) -> Self {
+    fn new(room: &'a Room, visited: &'a mut Visited) -> Self {
         visited.clear();
         let mut origins = [0; MAX_BOXES];
-        let mut targets = start.targets;
+        let mut targets = room.targets;
         let mut n = 0;
         while targets != 0 {
             origins[n] = targets.trailing_zeros() as usize;
             targets &= targets - 1;
             n += 1;
         }
+        let start = Node {
+            player: room.player,
+            boxes: room.boxes,
+            positions: origins,
+            box_swaps: 0,
+            last_pull: None,
+        };
         ReversePlay {
+            room,
             visited,
-            ttl,
             num_targets: n,
             origins,
             best_score: -1,
-            best: (start.player, start.boxes, origins),
+            best: start,
         }
     }
 
-    fn run(&mut self, start: &Room) {
-        let origins = self.origins;
-        self.search(start, start.player, start.boxes, origins, 0, None, self.ttl);
+    fn run(&mut self, search_depth: usize) {
+        let start = self.best; // before searching, the best node is the start node
+        self.search(start, search_depth);
     }
 
-    fn displacement(&self, positions: &[usize; MAX_BOXES], cols: usize) -> i64 {
+    fn displacement(&self, positions: &[usize; MAX_BOXES]) -> i64 {
+        let cols = self.room.cols;
         (0..self.num_targets)
             .map(|k| {
                 let (a, b) = (positions[k], self.origins[k]);
@@ -217,68 +246,66 @@ impl<'a> ReversePlay<'a> {
             .sum()
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn search(
-        &mut self,
-        room: &Room,
-        player: usize,
-        boxes: u128,
-        positions: [usize; MAX_BOXES],
-        swaps: i64,
-        last_pull: Option<usize>,
-        ttl: usize,
-    ) {
+    /// gym-sokoban's `depth_first_search` (RAGEN's pull-only variant).
+    fn search(&mut self, node: Node, ttl: usize) {
         let ttl = ttl.saturating_sub(1);
         if ttl == 0 || self.visited.len() >= MAX_EXPLORED {
             return;
         }
         let key = StateKey {
-            boxes,
-            player: player as u8,
+            boxes: node.boxes,
+            player: node.player as u8,
         };
         if !self.visited.insert(key) {
             return;
         }
-        let targets_free = room.targets & (boxes | bit(player)) == 0;
+        let targets_free = self.room.targets & (node.boxes | bit(node.player)) == 0;
         let score = if targets_free {
-            swaps * self.displacement(&positions, room.cols)
+            node.box_swaps * self.displacement(&node.positions)
         } else {
             0
         };
         if score > self.best_score {
             self.best_score = score;
-            self.best = (player, boxes, positions);
+            self.best = node;
         }
         for dir in DIRS {
-            let next = room.neighbour(player, dir);
-            if room.is_wall(next) || boxes & bit(next) != 0 {
-                continue; // gym-sokoban's reverse_move leaves the state unchanged: explored.
+            if let Some(child) = self.reverse_move(&node, dir) {
+                self.search(child, ttl);
             }
-            let behind = room.neighbour(player, opposite(dir));
-            if boxes & bit(behind) == 0 {
-                self.search(room, next, boxes, positions, swaps, last_pull, ttl);
-                continue;
-            }
-            let k = (0..self.num_targets)
-                .find(|&k| positions[k] == behind)
-                .unwrap_or(0);
-            let mut moved = positions;
-            moved[k] = player;
-            let pulled = boxes & !bit(behind) | bit(player);
-            let swaps_next = swaps + i64::from(last_pull != Some(k));
-            self.search(room, next, pulled, moved, swaps_next, Some(k), ttl);
         }
     }
 
-    /// The best state as a room, and its total box displacement.
-    fn best_room(&self, start: &Room) -> (Room, i64) {
-        let (player, boxes, positions) = self.best;
-        let room = Room {
-            boxes,
-            player,
-            ..start.clone()
+    /// Moves the player one cell, pulling the box behind it along; `None` when blocked
+    /// (gym-sokoban then recurses into the unchanged, already explored state).
+    fn reverse_move(&self, node: &Node, dir: Dir) -> Option<Node> {
+        let next = self.room.neighbour(node.player, dir);
+        if self.room.is_wall(next) || node.boxes & bit(next) != 0 {
+            return None;
+        }
+        let behind = self.room.neighbour(node.player, opposite(dir));
+        let mut child = Node {
+            player: next,
+            ..*node
         };
-        (room, self.displacement(&positions, start.cols))
+        if node.boxes & bit(behind) != 0 {
+            let k = (0..self.num_targets).find(|&k| node.positions[k] == behind)?;
+            child.positions[k] = node.player;
+            child.boxes = node.boxes & !bit(behind) | bit(node.player);
+            child.box_swaps += i64::from(node.last_pull != Some(k));
+            child.last_pull = Some(k);
+        }
+        Some(child)
+    }
+
+    /// The best state as a room, and its total box displacement.
+    fn best_room(&self) -> (Room, i64) {
+        let room = Room {
+            boxes: self.best.boxes,
+            player: self.best.player,
+            ..self.room.clone()
+        };
+        (room, self.displacement(&self.best.positions))
     }
 }
 

@@ -47,6 +47,28 @@ fn answer(action: usize) -> String {
     format!("<answer>{}</answer>", ACTION_NAMES[action])
 }
 
+/// The topology walk stamps connected masks along a path, so every non-wall cell is
+/// reachable from the player when boxes are ignored.
+fn floor_is_connected(text: &str) -> bool {
+    let grid: Vec<Vec<char>> = text.lines().map(|l| l.chars().collect()).collect();
+    let open = |r: usize, c: usize| grid[r][c] != '#';
+    let total = grid.iter().flatten().filter(|c| **c != '#').count();
+    let start = (0..grid.len())
+        .flat_map(|r| (0..grid[r].len()).map(move |c| (r, c)))
+        .find(|&(r, c)| matches!(grid[r][c], 'P' | 'S'))
+        .unwrap();
+    let mut seen = std::collections::HashSet::from([start]);
+    let mut stack = vec![start];
+    while let Some((r, c)) = stack.pop() {
+        for (nr, nc) in [(r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)] {
+            if open(nr, nc) && seen.insert((nr, nc)) {
+                stack.push((nr, nc));
+            }
+        }
+    }
+    seen.len() == total
+}
+
 fn check_generated_levels(config: SokobanConfig, seeds: u64) {
     let mut env = config.build().unwrap();
     for seed in 0..seeds {
@@ -67,6 +89,7 @@ fn check_generated_levels(config: SokobanConfig, seeds: u64) {
         assert_eq!(count(&['P', 'S']), 1);
         assert!(env.room().unwrap().border_is_walled());
 
+        assert!(floor_is_connected(text), "seed {seed}:\n{text}");
         let level = solver::parse(text);
         let plan =
             solver::solve(&level).unwrap_or_else(|| panic!("seed {seed} unsolvable:\n{text}"));
@@ -144,6 +167,34 @@ fn deeper_search_and_other_shapes_stay_solvable() {
     ];
     for config in configs {
         check_generated_levels(config, 25);
+    }
+}
+
+#[test]
+fn reverse_play_pulls_as_far_as_its_depth_allows() {
+    use super::generate::reverse_play;
+    // Corridor: box on its target at column 2, player at column 3. Only pulls to the right
+    // are possible; each pull moves the box one cell (displacement +1, one box swap).
+    let env = room_env(SokobanConfig::default(), &["#######", "#_√P__#", "#######"]);
+    let start = env.room().unwrap().clone();
+    let cases = [
+        (2, 0, "#_√P__#"),
+        (3, 1, "#_OXP_#"),
+        (4, 2, "#_O_XP#"),
+        (30, 2, "#_O_XP#"),
+    ];
+    for (depth, displacement, row) in cases {
+        let (room, moved) = reverse_play(&start, depth);
+        assert_eq!(moved, displacement, "search_depth {depth}");
+        let env = Sokoban {
+            room: Some(room),
+            ..SokobanConfig::default().build().unwrap()
+        };
+        assert_eq!(
+            env.observation().lines().nth(1).unwrap(),
+            row,
+            "search_depth {depth}"
+        );
     }
 }
 
