@@ -2,6 +2,7 @@
 
 mod generate;
 mod graph;
+mod play;
 mod run;
 mod validate;
 
@@ -29,6 +30,9 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Print a pipeline's graph as Graphviz DOT, with each node's needs and gives.
     Graph(graph::GraphArgs),
+    /// Play an env by hand in a terminal, or from a script (one action per line in, one
+    /// JSON line per step out).
+    Play(play::PlayArgs),
     /// Complete a prompt with a model directory: the quick check before training on it.
     Generate(generate::GenerateArgs),
 }
@@ -38,6 +42,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&args),
         Command::Validate(args) => Ok(validate::validate(&args)),
         Command::Graph(args) => Ok(graph::graph(&args)),
+        Command::Play(args) => play::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Generate(args) => generate::run(&args).map(|()| ExitCode::SUCCESS),
     }
 }

@@ -351,6 +351,22 @@ impl Node {
     }
 }
 
+/// The first identifier of `src`, after comments and `#![enable(..)]` attributes: tells a
+/// pipeline file (`Pipeline(`) from an env spec (`FrozenLake(`) before parsing either.
+pub fn first_identifier(src: &str) -> Option<&str> {
+    let toks = Lexer::run(src)?;
+    let mut depth = 0i32;
+    for (tok, span) in toks {
+        match tok {
+            Tok::Punct(b'[') => depth += 1,
+            Tok::Punct(b']') => depth -= 1,
+            Tok::Ident if depth == 0 => return Some(&src[span.start..span.end]),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The span of the value's first token at `path` in `src`.
 pub fn value_head(src: &str, path: &[Seg]) -> Option<ByteSpan> {
     parse(src)?.find(path).map(|n| n.head)

@@ -286,13 +286,7 @@ mod tests {
         );
     }
 
-    /// The RON options a pipeline needs for `loss: PpoClip(low: ..)`: newtype variants
-    /// written without their inner parentheses, and `Some` left implicit.
-    fn ron_options() -> ron::Options {
-        use ron::extensions::Extensions;
-        ron::Options::default()
-            .with_default_extension(Extensions::UNWRAP_VARIANT_NEWTYPES | Extensions::IMPLICIT_SOME)
-    }
+    use roll_flow_engine::spec::ron_options;
 
     #[test]
     fn parses_design_doc_ron() {

@@ -4,11 +4,7 @@ use roll_flow_engine::{Column, Need};
 use super::*;
 use crate::algo::gigpo::STEP_HINT;
 
-fn ron_options() -> ron::Options {
-    use ron::extensions::Extensions;
-    ron::Options::default()
-        .with_default_extension(Extensions::UNWRAP_VARIANT_NEWTYPES | Extensions::IMPLICIT_SOME)
-}
+use roll_flow_engine::spec::ron_options;
 
 fn parse(text: &str) -> AdvantageSpec {
     ron_options()

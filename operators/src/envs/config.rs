@@ -48,12 +48,7 @@ pub enum EnvConfig {
 }
 
 /// RON options for env specs: newtype variants may omit their inner parentheses.
-pub fn ron_options() -> ron::Options {
-    ron::Options::default().with_default_extension(
-        ron::extensions::Extensions::UNWRAP_VARIANT_NEWTYPES
-            | ron::extensions::Extensions::IMPLICIT_SOME,
-    )
-}
+pub use roll_flow_engine::spec::ron_options;
 
 impl EnvConfig {
     /// Parses an env spec such as `FrozenLake(size: 4)`.

@@ -58,6 +58,16 @@ fn finds_key_and_field_names() {
 }
 
 #[test]
+fn first_identifier_skips_comments_and_attributes() {
+    assert_eq!(first_identifier(SRC), Some("Pipeline"));
+    assert_eq!(
+        first_identifier("/* x */ FrozenLake(size: 4)"),
+        Some("FrozenLake")
+    );
+    assert_eq!(first_identifier("// only a comment"), None);
+}
+
+#[test]
 fn gives_up_quietly_on_text_it_cannot_read() {
     assert!(parse("Pipeline(name: ").is_none());
     assert!(parse("\"unterminated").is_none());

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use roll_flow_engine::spec::locate::first_identifier;
 use roll_flow_engine::spec::OrderedMap;
 use roll_flow_engine::EnvSet;
 
@@ -40,7 +41,7 @@ pub fn resolve(spec: &str, env: Option<&str>) -> Result<PlayTarget, EnvError> {
     } else {
         (spec.to_string(), "the env spec".to_string())
     };
-    if text.trim_start().starts_with("Pipeline") {
+    if first_identifier(&text) == Some("Pipeline") {
         return from_pipeline(&text, &origin, env);
     }
     let config = EnvConfig::parse(&text).map_err(|e| match (e, path.is_file()) {
