@@ -1,14 +1,9 @@
 //! `roll-flow graph`, `run` and `--help` through the real binary.
 
-use std::process::{Command, Output};
+mod common;
 
-fn roll_flow(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roll-flow"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the binary runs")
-}
+use common::roll_flow;
+use std::process::Command;
 
 #[test]
 fn graph_prints_dot_that_graphviz_renders() {

@@ -3,15 +3,9 @@
 //! location and advice, and nothing may panic.
 
 use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn roll_flow(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roll-flow"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the binary runs")
-}
+use common::roll_flow;
 
 /// (file stem, message, line:col, help)
 const CASES: &[(&str, &str, &str, Option<&str>)] = &[

@@ -3,6 +3,7 @@ use roll_flow_engine::{Column, Need};
 
 use super::*;
 use crate::algo::gigpo::STEP_HINT;
+use crate::nodes::{STEP_COLUMNS, TRAJECTORY_COLUMNS};
 
 use roll_flow_engine::spec::ron_options;
 
@@ -14,26 +15,15 @@ fn parse(text: &str) -> AdvantageSpec {
 
 /// Columns a trajectory-wise rollout plus an old-logprob node give.
 fn trajectory_columns() -> Vec<Column> {
-    vec![
-        RESPONSE_MASK,
-        BEHAVIOUR_LOGPROB,
-        TOKEN_TURN,
-        TOKEN_REWARD,
-        SCORE,
-        EPISODE_RETURN,
-        ENV_TAG,
-        GROUP_ID,
-        TRAJECTORY_ID,
-        POLICY_VERSION,
-        TURN_COUNT,
-        SUCCESS,
-        OLD_LOGPROB,
-    ]
+    let mut c = TRAJECTORY_COLUMNS.to_vec();
+    c.push(OLD_LOGPROB);
+    c
 }
 
+/// Columns a step-wise rollout plus an old-logprob node give.
 fn step_columns() -> Vec<Column> {
     let mut c = trajectory_columns();
-    c.extend([STATE_HASH, STEP_INDEX, crate::algo::OBSERVATION]);
+    c.extend(STEP_COLUMNS.iter().cloned());
     c
 }
 

@@ -22,11 +22,11 @@ use roll_flow_engine::batch::column::{
 use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
-use super::batch_read::{read_f32, read_i64, read_mask, response_positions, write};
+use super::batch_read::read_i64;
 use super::config_check::unit_interval;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
-use super::gae::response_rewards;
+use super::gae::CriticEstimator;
 use super::kl_penalty::KlPenalty;
 use super::shaping::Shaping;
 
@@ -143,34 +143,16 @@ impl AdvantageEstimator for BiLevelGae {
     }
 
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
-        let mut stats = AlgoStats::new();
-        let mask = read_mask(batch, NODE)?.to_vec();
-        let mut rewards = response_rewards(batch, NODE, &mask)?;
-        self.shaping.clip_rewards(&mut rewards);
-        if let Some(kl) = &self.kl_penalty {
-            kl.apply(NODE, batch, &mask, &mut rewards, state, &mut stats)?;
-        }
-        let values = read_f32(batch, NODE, &VALUES, "add a Values node upstream")?;
-        let turns = read_i64(batch, NODE, &TOKEN_TURN, "the Rollout node gives it")?;
-        let (mut adv, mut ret) = (
-            vec![0.0f32; batch.num_tokens()],
-            vec![0.0f32; batch.num_tokens()],
-        );
-        for i in 0..batch.num_samples() {
-            let pos = response_positions(batch, &mask, i);
-            let r: Vec<f64> = pos.iter().map(|&t| rewards[t]).collect();
-            let v: Vec<f64> = pos.iter().map(|&t| values[t] as f64).collect();
+        let turns = read_i64(batch, NODE, &TOKEN_TURN, "the Rollout node gives it")?.to_vec();
+        let estimator = CriticEstimator {
+            node: NODE,
+            shaping: &self.shaping,
+            kl_penalty: self.kl_penalty.as_ref(),
+        };
+        estimator.apply(batch, state, |pos, r, v| {
             let tt: Vec<i64> = pos.iter().map(|&t| turns[t]).collect();
-            let (a, g) = self.sequence(&r, &v, &tt);
-            for (k, &t) in pos.iter().enumerate() {
-                adv[t] = a[k] as f32;
-                ret[t] = g[k] as f32;
-            }
-        }
-        self.shaping.finish(&mut adv, &mask, &mut stats);
-        write(batch, NODE, &ADVANTAGES, adv)?;
-        write(batch, NODE, &RETURNS, ret)?;
-        Ok(stats)
+            self.sequence(r, v, &tt)
+        })
     }
 }
 

@@ -26,6 +26,49 @@ use super::shaping::Shaping;
 
 const NODE: &str = "Gae";
 
+/// The steps every critic-based estimator shares: response-token rewards (reward clip,
+/// then the KL penalty), the critic's values, each sample's advantages and returns from
+/// `per_sample(positions, rewards, values)`, then whitening and advantage clipping.
+pub(super) struct CriticEstimator<'a> {
+    pub node: &'static str,
+    pub shaping: &'a Shaping,
+    pub kl_penalty: Option<&'a KlPenalty>,
+}
+
+impl CriticEstimator<'_> {
+    pub fn apply(
+        &self,
+        batch: &mut Batch,
+        state: &mut AdvantageState,
+        mut per_sample: impl FnMut(&[usize], &[f64], &[f64]) -> (Vec<f64>, Vec<f64>),
+    ) -> Result<AlgoStats, AlgoError> {
+        let mut stats = AlgoStats::new();
+        let mask = read_mask(batch, self.node)?.to_vec();
+        let mut rewards = response_rewards(batch, self.node, &mask)?;
+        self.shaping.clip_rewards(&mut rewards);
+        if let Some(kl) = self.kl_penalty {
+            kl.apply(self.node, batch, &mask, &mut rewards, state, &mut stats)?;
+        }
+        let values = read_f32(batch, self.node, &VALUES, "add a Values node upstream")?;
+        let mut adv = vec![0.0f32; batch.num_tokens()];
+        let mut ret = vec![0.0f32; batch.num_tokens()];
+        for i in 0..batch.num_samples() {
+            let pos = response_positions(batch, &mask, i);
+            let r: Vec<f64> = pos.iter().map(|&t| rewards[t]).collect();
+            let v: Vec<f64> = pos.iter().map(|&t| values[t] as f64).collect();
+            let (a, g) = per_sample(&pos, &r, &v);
+            for (k, &t) in pos.iter().enumerate() {
+                adv[t] = a[k] as f32;
+                ret[t] = g[k] as f32;
+            }
+        }
+        self.shaping.finish(&mut adv, &mask, &mut stats);
+        write(batch, self.node, &ADVANTAGES, adv)?;
+        write(batch, self.node, &RETURNS, ret)?;
+        Ok(stats)
+    }
+}
+
 fn one() -> f32 {
     1.0
 }
@@ -123,30 +166,13 @@ impl AdvantageEstimator for Gae {
     }
 
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
-        let mut stats = AlgoStats::new();
-        let mask = read_mask(batch, NODE)?.to_vec();
-        let mut rewards = response_rewards(batch, NODE, &mask)?;
-        self.shaping.clip_rewards(&mut rewards);
-        if let Some(kl) = &self.kl_penalty {
-            kl.apply(NODE, batch, &mask, &mut rewards, state, &mut stats)?;
-        }
-        let values = read_f32(batch, NODE, &VALUES, "add a Values node upstream")?;
-        let mut adv = vec![0.0f32; batch.num_tokens()];
-        let mut ret = vec![0.0f32; batch.num_tokens()];
-        for i in 0..batch.num_samples() {
-            let pos = response_positions(batch, &mask, i);
-            let r: Vec<f64> = pos.iter().map(|&t| rewards[t]).collect();
-            let v: Vec<f64> = pos.iter().map(|&t| values[t] as f64).collect();
-            let (a, g) = gae(&r, &v, self.gamma as f64, self.lambda as f64);
-            for (k, &t) in pos.iter().enumerate() {
-                adv[t] = a[k] as f32;
-                ret[t] = g[k] as f32;
-            }
-        }
-        self.shaping.finish(&mut adv, &mask, &mut stats);
-        write(batch, NODE, &ADVANTAGES, adv)?;
-        write(batch, NODE, &RETURNS, ret)?;
-        Ok(stats)
+        let (gamma, lambda) = (self.gamma as f64, self.lambda as f64);
+        let estimator = CriticEstimator {
+            node: NODE,
+            shaping: &self.shaping,
+            kl_penalty: self.kl_penalty.as_ref(),
+        };
+        estimator.apply(batch, state, |_, r, v| gae(r, v, gamma, lambda))
     }
 }
 

@@ -75,28 +75,34 @@ pub struct RolloutSpec {
     pub sequence_length: usize,
 }
 
+/// What every rollout gives, per token and per sample.
+pub const TRAJECTORY_COLUMNS: [Column; 12] = [
+    RESPONSE_MASK,
+    BEHAVIOUR_LOGPROB,
+    TOKEN_TURN,
+    TOKEN_REWARD,
+    SCORE,
+    EPISODE_RETURN,
+    ENV_TAG,
+    GROUP_ID,
+    TRAJECTORY_ID,
+    POLICY_VERSION,
+    TURN_COUNT,
+    SUCCESS,
+];
+
+/// What step-wise rollouts give in addition (GiGPO's anchor states).
+pub const STEP_COLUMNS: [Column; 3] = [STATE_HASH, STEP_INDEX, OBSERVATION];
+
 fn trajectory() -> SampleMode {
     SampleMode::Trajectory
 }
 
 impl RolloutSpec {
     pub fn contract(&self) -> Contract {
-        let mut gives = vec![
-            RESPONSE_MASK,
-            BEHAVIOUR_LOGPROB,
-            TOKEN_TURN,
-            TOKEN_REWARD,
-            SCORE,
-            EPISODE_RETURN,
-            ENV_TAG,
-            GROUP_ID,
-            TRAJECTORY_ID,
-            POLICY_VERSION,
-            TURN_COUNT,
-            SUCCESS,
-        ];
+        let mut gives = TRAJECTORY_COLUMNS.to_vec();
         if matches!(self.samples, SampleMode::Step { .. }) {
-            gives.extend([STATE_HASH, STEP_INDEX, OBSERVATION]);
+            gives.extend(STEP_COLUMNS.iter().cloned());
         }
         Contract {
             needs: vec![],
