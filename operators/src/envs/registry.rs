@@ -1,6 +1,6 @@
 //! Custom envs: implement [`Env`], then register a factory under one name.
 //!
-//! ```ignore
+//! ```text
 //! roll_flow_operators::envs::register_env("Maze", |params| {
 //!     let config: MazeConfig = roll_flow_operators::envs::registry::params("Maze", params)?;
 //!     Ok(Box::new(Maze::new(config)))
