@@ -25,14 +25,13 @@ mod options;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use timely::dataflow::operators::vec::Map;
 use timely::dataflow::operators::{Concat, Concatenate, ConnectLoop, Feedback, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle, Stream};
 
-use crate::batch::Batch;
 use crate::catalog::{Catalog, WorkerInfo};
 use crate::graph::PipelineGraph;
 use crate::operator::Role;
@@ -211,13 +210,4 @@ fn flush_reports(
         *next = step + 1;
         on_step(report);
     }
-}
-
-/// An empty batch, for sources.
-pub(crate) fn empty_batch() -> Batch {
-    Batch::new()
-}
-
-pub(crate) fn mark_failed(failed: &AtomicBool) {
-    failed.store(true, Ordering::SeqCst);
 }

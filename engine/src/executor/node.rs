@@ -11,7 +11,7 @@ use timely::dataflow::channels::pact::Pipeline as PipelinePact;
 use timely::dataflow::operators::{Capability, Operator as TimelyOperator};
 use timely::dataflow::Stream;
 
-use super::{empty_batch, mark_failed, ExecError, WorkerState};
+use super::{ExecError, WorkerState};
 use crate::batch::Batch;
 use crate::catalog::WorkerInfo;
 use crate::operator::{Operator, Role, StepContext};
@@ -112,7 +112,7 @@ impl NodeRuntime {
         arrived.sort_by_key(|e| e.input);
         let policy_version = arrived.iter().map(|e| e.policy_version).max().unwrap_or(0);
         let input = match self.role {
-            Role::Source => empty_batch(),
+            Role::Source => Batch::new(),
             _ => match merge_inputs(arrived) {
                 Ok(b) => b,
                 Err(message) => return self.fail(step, message),
@@ -169,7 +169,7 @@ impl NodeRuntime {
     }
 
     fn fail(&self, step: u64, message: String) -> Option<Envelope> {
-        mark_failed(&self.failed);
+        self.failed.store(true, Ordering::SeqCst);
         let mut state = self.state.borrow_mut();
         state.error.get_or_insert(ExecError {
             node: Some(self.name.clone()),

@@ -20,10 +20,7 @@ pub enum Seg {
     Index(usize),
 }
 
-/// A path like `nodes` → `"adv"` → `norm`.
-pub type Path = Vec<Seg>;
-
-/// Shorthand constructors, so callers read like the file: `path![f "nodes", k "adv"]`.
+/// Shorthand constructors, so a path reads like the file: `[field("nodes"), key("adv")]`.
 pub fn field(name: &str) -> Seg {
     Seg::Field(name.to_string())
 }
