@@ -46,6 +46,9 @@ pub trait NodeSpec: DeserializeOwned + Debug + Clone + Send + Sync + 'static {
 pub struct WorkerInfo {
     pub index: usize,
     pub peers: usize,
+    /// The first step this run executes: 0, or the step after the checkpoint a resumed
+    /// run continues from.
+    pub first_step: u64,
 }
 
 /// The serde types of one pipeline dialect and how its nodes are built.

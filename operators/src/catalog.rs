@@ -11,10 +11,7 @@ use crate::nodes::Node;
 pub struct RollFlow;
 
 /// What the operators of one worker share.
-#[derive(Debug)]
-pub struct NodeResources {
-    pub worker: WorkerInfo,
-}
+pub type NodeResources = crate::runtime::Runtime;
 
 impl Catalog for RollFlow {
     type Node = Node;
@@ -22,8 +19,15 @@ impl Catalog for RollFlow {
     type Env = EnvConfig;
     type Resources = NodeResources;
 
-    fn resources(_pipeline: &Pipeline<Self>, worker: WorkerInfo) -> Result<NodeResources, String> {
-        Ok(NodeResources { worker })
+    fn resources(pipeline: &Pipeline<Self>, worker: WorkerInfo) -> Result<NodeResources, String> {
+        if pipeline.device != roll_flow_engine::spec::Device::Cpu {
+            return Err(format!(
+                "`device: {:?}`: this build trains and generates on the CPU only; the GPU path \
+                 (burn's wgpu/cuda backends) is not wired into the operators yet; use `--set device=Cpu`",
+                pipeline.device
+            ));
+        }
+        Ok(crate::runtime::Runtime::new(pipeline, worker))
     }
 
     fn build(
@@ -32,6 +36,16 @@ impl Catalog for RollFlow {
         _pipeline: &Pipeline<Self>,
         resources: &mut NodeResources,
     ) -> Result<Box<dyn Operator>, String> {
-        node.build(name, resources)
+        let operator = node.build(name, resources)?;
+        match (&resources.run.dump_dir, node) {
+            (Some(dir), Node::ActorStep(_) | Node::CriticStep(_)) => {
+                Ok(Box::new(roll_flow_engine::batch::dump::DumpInput {
+                    inner: operator,
+                    dir: dir.clone(),
+                    node: name.to_string(),
+                }))
+            }
+            _ => Ok(operator),
+        }
     }
 }

@@ -6,13 +6,21 @@
 //!   action parser and the env manager.
 //! - [`model`]: the Qwen2-architecture causal LM in burn, HF safetensors loading and
 //!   saving, the tokenizer and chat template, and batched KV-cache generation.
+//! - [`rollout`]: env loops, the inference loop and the sample builders; [`training`]:
+//!   log-probs, values, actor and critic updates; [`eval`] and [`checkpoint`].
+//! - [`runtime`]: what one worker's operators share (models, optimizers, guides).
 //! - [`nodes`]: the registry of RON node kinds, and [`catalog`]: the [`RollFlow`] catalog
 //!   that ties nodes, models and envs to the engine.
 
 pub mod algo;
 pub mod catalog;
+pub mod checkpoint;
 pub mod envs;
+pub mod eval;
 pub mod model;
 pub mod nodes;
+pub mod rollout;
+pub mod runtime;
+pub mod training;
 
 pub use catalog::RollFlow;

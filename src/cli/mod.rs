@@ -3,6 +3,7 @@
 mod generate;
 mod graph;
 mod play;
+mod progress;
 mod run;
 mod validate;
 

@@ -1,6 +1,7 @@
-//! `roll-flow run FILE`: validate, prepare the run directory, execute.
+//! `roll-flow run FILE` / `roll-flow run --resume RUN_DIR`: validate, prepare the run
+//! directory, execute, show progress.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -11,18 +12,32 @@ use roll_flow_engine::atomic_file::write_atomic;
 use roll_flow_engine::metrics::{step_record, MetricsLog};
 use roll_flow_engine::spec::Device;
 use roll_flow_engine::{execute, ExecutorOptions};
+use roll_flow_operators::checkpoint::saved_steps;
 use roll_flow_operators::RollFlow;
+
+use super::progress::Progress;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The pipeline file.
-    file: PathBuf,
+    /// The pipeline file (not with --resume).
+    #[arg(required_unless_present = "resume", conflicts_with = "resume")]
+    file: Option<PathBuf>,
+    /// Continue the run in RUN_DIR from its newest checkpoint (reads RUN_DIR/pipeline.ron).
+    #[arg(long, value_name = "RUN_DIR")]
+    resume: Option<PathBuf>,
     /// Override the number of training steps.
     #[arg(long)]
     steps: Option<u64>,
+    /// Stop after this many steps; schedules and the last checkpoint still span `steps`.
+    #[arg(long, value_name = "N")]
+    stop_after: Option<u64>,
     /// Override the output directory.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Write the batch each training node received, per step, into DIR (JSON; see
+    /// docs of `roll_flow_engine::batch::dump`).
+    #[arg(long, value_name = "DIR")]
+    dump_batches: Option<PathBuf>,
     /// Override any field: `--set envs.train.groups=2 --set nodes.rollout.temperature=0.7`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
@@ -41,12 +56,23 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// `--steps` and `--out` are sugar for `--set`; they apply last.
+    /// `--steps`, `--out` and `--dump-batches` are sugar for `--set`; they apply last. A
+    /// resumed run writes into its own directory.
     fn overrides(&self) -> Vec<String> {
         let mut all = self.set.clone();
         all.extend(self.steps.map(|s| format!("steps={s}")));
-        all.extend(self.out.as_ref().map(|o| format!("out_dir={o:?}")));
+        let out = self.resume.as_ref().or(self.out.as_ref());
+        all.extend(out.map(|o| format!("out_dir={o:?}")));
+        all.extend(self.dump_batches.as_ref().map(|d| format!("dump_batches={d:?}")));
         all
+    }
+
+    fn pipeline_file(&self) -> PathBuf {
+        match (&self.resume, &self.file) {
+            (Some(dir), _) => dir.join("pipeline.ron"),
+            (None, Some(file)) => file.clone(),
+            (None, None) => unreachable!("clap requires FILE unless --resume"),
+        }
     }
 }
 
@@ -65,8 +91,33 @@ fn missing_backend(device: Device) -> Option<String> {
     })
 }
 
+/// The step a resumed run starts at, after dropping metrics of steps it will redo.
+fn prepare_resume(out_dir: &Path) -> anyhow::Result<u64> {
+    let Some(&first) = saved_steps(out_dir).last() else {
+        anyhow::bail!(
+            "{} has no checkpoint to resume from (looked in {}); add a Checkpoint node or start a new run",
+            out_dir.display(),
+            out_dir.join("checkpoints").display()
+        );
+    };
+    let path = out_dir.join("metrics.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let kept: String = text
+        .lines()
+        .filter(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v.get("step")?.as_u64())
+                .is_some_and(|s| s < first)
+        })
+        .flat_map(|line| [line, "\n"])
+        .collect();
+    write_atomic(&path, kept.as_bytes()).with_context(|| format!("cannot rewrite {}", path.display()))?;
+    Ok(first)
+}
+
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
-    let Some((loaded, graph)) = super::load_valid(&args.file, &args.overrides()) else {
+    let Some((loaded, graph)) = super::load_valid(&args.pipeline_file(), &args.overrides()) else {
         return Ok(ExitCode::FAILURE);
     };
     if let Some(problem) = missing_backend(loaded.pipeline.device) {
@@ -74,20 +125,29 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     let out_dir = loaded.pipeline.out_dir.clone();
-    write_atomic(&out_dir.join("pipeline.ron"), loaded.source.text.as_bytes())
-        .with_context(|| format!("cannot write the pipeline copy into {}", out_dir.display()))?;
-    let log = MetricsLog::open(&out_dir, false)
+    let first_step = match &args.resume {
+        Some(_) => prepare_resume(&out_dir)?,
+        None => 0,
+    };
+    if args.resume.is_none() {
+        write_atomic(&out_dir.join("pipeline.ron"), loaded.source.text.as_bytes())
+            .with_context(|| format!("cannot write the pipeline copy into {}", out_dir.display()))?;
+    }
+    let log = MetricsLog::open(&out_dir, first_step > 0)
         .with_context(|| format!("cannot create {}/metrics.jsonl", out_dir.display()))?;
+    let steps = loaded.pipeline.steps;
+    let last = args.stop_after.map_or(steps, |s| s.min(steps));
     eprintln!(
-        "run `{}`: {} steps into {}",
+        "run `{}`: steps {first_step}..{last} of {steps} into {}",
         loaded.pipeline.name,
-        loaded.pipeline.steps,
         out_dir.display()
     );
 
     let started = Instant::now();
     let log = Arc::new(Mutex::new(log));
+    let progress = Arc::new(Progress::new(first_step, last));
     let sink = log.clone();
+    let shown = progress.clone();
     let on_step = Arc::new(move |report: roll_flow_engine::StepReport| {
         if report.worker != 0 {
             return;
@@ -97,11 +157,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         if let Err(e) = log.append(&record) {
             tracing::error!("cannot append to {}: {e}", log.path().display());
         }
-        eprintln!(
-            "step {} done ({:.1}s)",
-            report.step,
-            started.elapsed().as_secs_f64()
-        );
+        shown.step_done(&report);
     });
     let options = ExecutorOptions {
         threads: args.workers,
@@ -109,8 +165,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         process: args.process,
         hostfile: args.hostfile.clone(),
         staleness: 0,
+        first_step,
+        stop_after: args.stop_after,
     };
-    execute::<RollFlow>(Arc::new(loaded.pipeline), Arc::new(graph), options, on_step)?;
+    let result = execute::<RollFlow>(Arc::new(loaded.pipeline), Arc::new(graph), options, on_step);
+    progress.finish();
+    result?;
     eprintln!(
         "finished in {:.1}s; metrics in {}",
         started.elapsed().as_secs_f64(),

@@ -111,6 +111,7 @@ fn run_worker<C: Catalog>(
     let info = WorkerInfo {
         index: worker.index(),
         peers: worker.peers(),
+        first_step: options.first_step,
     };
     let mut resources = C::resources(pipeline, info).map_err(|message| ExecError {
         node: None,
@@ -159,7 +160,7 @@ fn run_worker<C: Catalog>(
                 role: spec.role,
                 operator: operators[i].take().expect("one operator per node"),
                 pipeline_seed: pipeline.seed,
-                steps: pipeline.steps,
+                steps: options.stop_after.map_or(pipeline.steps, |s| s.min(pipeline.steps)),
                 worker: info,
                 state: state.clone(),
                 failed: failed.clone(),
@@ -177,13 +178,15 @@ fn run_worker<C: Catalog>(
             .concatenate(outputs.into_iter().flatten())
             .probe_with(&probe);
     });
-    for step in 0..=staleness {
+    // A resumed run starts at `first_step` with the policy version its checkpoint holds.
+    let first = options.first_step;
+    for step in first..=first + staleness {
         versions_in.advance_to(step);
-        versions_in.send(Envelope::version(step, 0));
+        versions_in.send(Envelope::version(step, first));
     }
     drop(versions_in);
 
-    let mut next_report = 0u64;
+    let mut next_report = first;
     while worker.step_or_park(None) {
         flush_reports(&probe, &state, &mut next_report, on_step);
     }

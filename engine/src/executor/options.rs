@@ -19,6 +19,11 @@ pub struct ExecutorOptions {
     pub hostfile: Option<PathBuf>,
     /// How many steps rollout may run ahead of training (0 = synchronous).
     pub staleness: u64,
+    /// The first step to run (a resumed run starts after its checkpoint's step).
+    pub first_step: u64,
+    /// Stop once this many steps are done, although the pipeline (its schedules, its last
+    /// checkpoint) spans `steps`; resume later with the checkpoint.
+    pub stop_after: Option<u64>,
 }
 
 impl Default for ExecutorOptions {
@@ -29,6 +34,8 @@ impl Default for ExecutorOptions {
             process: 0,
             hostfile: None,
             staleness: 0,
+            first_step: 0,
+            stop_after: None,
         }
     }
 }

@@ -64,4 +64,8 @@ pub struct Pipeline<C: Catalog> {
     /// Directed edges `(from, to)` between node names.
     #[serde(default)]
     pub edges: Vec<(String, String)>,
+    /// Write the batch every training node receives into this folder, one JSON file per
+    /// node and step (`roll-flow run --dump-batches DIR` sets it).
+    #[serde(default)]
+    pub dump_batches: Option<PathBuf>,
 }

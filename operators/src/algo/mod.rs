@@ -63,7 +63,7 @@ pub use error::AlgoError;
 pub use estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
 pub use gae::Gae;
 pub use gigpo::{AnchorMode, EpisodeStats, GiGpo, GigpoNorm};
-pub use grad_clip::clip_grad_norm;
+pub use grad_clip::{clip_grad_norm, grad_norm};
 pub use grouping::{Grouping, Norm};
 pub use grpo::{Grpo, Reinforce};
 pub use kl::KlEstimator;

@@ -278,6 +278,14 @@ impl Env for Bandit {
     fn default_max_turns(&self) -> usize {
         1
     }
+
+    /// Both arm names, low-risk first (the set, not this episode's display order).
+    fn action_names(&self) -> Vec<String> {
+        vec![
+            self.config.low_risk_name.clone(),
+            self.config.high_risk_name.clone(),
+        ]
+    }
 }
 
 #[cfg(test)]

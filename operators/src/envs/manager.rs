@@ -158,6 +158,11 @@ impl EnvManager {
         self.set(tag)?.set.env.build()
     }
 
+    /// The group size of `tag`.
+    pub fn group_size(&self, tag: &str) -> Result<usize, EnvError> {
+        Ok(self.set(tag)?.set.group_size)
+    }
+
     /// The seed group `group_in_tag` of `tag` plays at `step`.
     pub fn group_seed(&self, tag: &str, step: u64, group_in_tag: usize) -> Result<u64, EnvError> {
         Ok(self.seed_of(self.set(tag)?, step, group_in_tag))

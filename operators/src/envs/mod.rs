@@ -136,4 +136,10 @@ pub trait Env: Send {
 
     /// The env's own turn limit, used when the env set gives no `max_turns`.
     fn default_max_turns(&self) -> usize;
+
+    /// The fixed action names, when the env has a finite action set (a rollout may then
+    /// constrain replies to `<answer>NAME</answer>`); empty for open-ended answers.
+    fn action_names(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

@@ -8,8 +8,8 @@ use burn::tensor::backend::Backend;
 
 use super::config::Qwen2Config;
 use super::error::ModelError;
-use super::hf::load_causal_lm;
-use super::qwen2::Qwen2CausalLm;
+use super::hf::{load_causal_lm, read_config, SafetensorsSource};
+use super::qwen2::{Qwen2CausalLm, Qwen2ValueModel};
 use super::spec::{ArchSpec, ModelSpec, TokenizerSpec};
 use super::tokenizer::TextTokenizer;
 
@@ -31,14 +31,7 @@ pub fn build_causal_lm<B: Backend>(
     let model = match &spec.arch {
         ArchSpec::HfDir(dir) => load_causal_lm(&resolve(base_dir, dir), device)?,
         ArchSpec::Tiny { .. } => {
-            let tiny = spec.arch.tiny().expect("Tiny arch");
-            let mut config = Qwen2Config::tiny(&tiny, tokenizer.vocab_size());
-            config.validate().map_err(|message| ModelError::Config {
-                path: PathBuf::from("models: Tiny(..)"),
-                message,
-            })?;
-            config.eos_token_id = Some(tokenizer.stop_tokens().into());
-            Qwen2CausalLm::random(&config, spec.seed.unwrap_or(seed), device)
+            Qwen2CausalLm::random(&tiny_config(spec, &tokenizer)?, spec.seed.unwrap_or(seed), device)
         }
     };
     if tokenizer.vocab_size() > model.config.vocab_size {
@@ -52,6 +45,43 @@ pub fn build_causal_lm<B: Backend>(
         });
     }
     Ok((model, tokenizer))
+}
+
+/// Builds a critic (backbone + fresh value head) for a spec: a seeded Tiny network, or a
+/// Hugging Face directory's backbone with a new head (its `lm_head` is not used).
+pub fn build_value_model<B: Backend>(
+    spec: &ModelSpec,
+    base_dir: &Path,
+    seed: u64,
+    device: &B::Device,
+) -> Result<Qwen2ValueModel<B>, ModelError> {
+    let seed = spec.seed.unwrap_or(seed);
+    match &spec.arch {
+        ArchSpec::Tiny { .. } => {
+            let config = tiny_config(spec, &TextTokenizer::builtin())?;
+            Ok(Qwen2ValueModel::random(&config, seed, device))
+        }
+        ArchSpec::HfDir(dir) => {
+            let dir = resolve(base_dir, dir);
+            let config = read_config(&dir)?;
+            let mut source = SafetensorsSource::open(&dir)?;
+            source.allow_unused("lm_head.weight");
+            let model = Qwen2ValueModel::from_causal_lm_weights(&mut source, &config, seed, device)?;
+            source.finish()?;
+            Ok(model)
+        }
+    }
+}
+
+fn tiny_config(spec: &ModelSpec, tokenizer: &TextTokenizer) -> Result<Qwen2Config, ModelError> {
+    let tiny = spec.arch.tiny().expect("Tiny arch");
+    let mut config = Qwen2Config::tiny(&tiny, tokenizer.vocab_size());
+    config.validate().map_err(|message| ModelError::Config {
+        path: PathBuf::from("models: Tiny(..)"),
+        message,
+    })?;
+    config.eos_token_id = Some(tokenizer.stop_tokens().into());
+    Ok(config)
 }
 
 fn resolve(base_dir: &Path, dir: &str) -> PathBuf {

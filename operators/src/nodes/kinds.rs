@@ -1,8 +1,7 @@
-//! [`NodeKind`] for every registered config.
-//!
-//! The advantage estimators run here already (they are pure functions of the batch); the
-//! model- and env-driven operators (rollout, log-probs, training, eval, checkpoints) are
-//! declared and validated, and report plainly that this build cannot run them yet.
+//! [`NodeKind`] for every registered config: its contract, role, references, checks, and
+//! the operator it builds. The estimators are pure functions of the batch; the model- and
+//! env-driven operators live in [`crate::rollout`], [`crate::training`], [`crate::eval`] and
+//! [`crate::checkpoint`].
 
 use roll_flow_engine::{Contract, Operator, Reference, Role};
 
@@ -10,13 +9,14 @@ use super::specs::*;
 use super::{NodeKind, SpecCheck};
 use crate::algo::{self, AdvantageEstimator, AdvantageNode, AdvantageSpec};
 use crate::catalog::NodeResources;
-
-fn not_runnable(kind: &str) -> Result<Box<dyn Operator>, String> {
-    Err(format!(
-        "`{kind}` nodes cannot run in this build of roll-flow yet (validate and graph accept them); \
-         see README.md, \"Status\""
-    ))
-}
+use crate::checkpoint::CheckpointNode;
+use crate::eval::EvalNode;
+use crate::rollout::RolloutNode;
+use crate::training::actor_step::ActorStepNode;
+use crate::training::critic_step::CriticStepNode;
+use crate::training::log_prob::LogProbNode;
+use crate::training::model_update::ModelUpdateNode;
+use crate::training::values::ValuesNode;
 
 macro_rules! estimator_kinds {
     ($($config:ty => $variant:ident,)*) => {$(
@@ -47,8 +47,8 @@ estimator_kinds! {
     algo::AgenticReinforce => AgenticReinforce,
 }
 
-macro_rules! declared_kinds {
-    ($($config:ty => $kind:literal, $role:expr, |$c:ident| $refs:expr;)*) => {$(
+macro_rules! operator_kinds {
+    ($($config:ty => $role:expr, |$c:ident| $refs:expr, |$s:ident, $res:ident| $build:expr;)*) => {$(
         impl NodeKind for $config {
             fn contract(&self) -> Contract {
                 <$config>::contract(self)
@@ -67,21 +67,31 @@ macro_rules! declared_kinds {
                 SpecCheck::check(self)
             }
 
-            fn build(&self, _name: &str, _res: &mut NodeResources) -> Result<Box<dyn Operator>, String> {
-                not_runnable($kind)
+            fn build(&self, _name: &str, resources: &mut NodeResources) -> Result<Box<dyn Operator>, String> {
+                let ($s, $res) = (self, resources);
+                Ok(Box::new($build?))
             }
         }
     )*};
 }
 
-declared_kinds! {
-    RolloutSpec => "Rollout", Role::Source, |c| c.references();
-    LogProbSpec => "LogProb", Role::Transform, |c| model_ref(&c.model);
-    RefLogProbSpec => "RefLogProb", Role::Transform, |c| model_ref(&c.model);
-    ValuesSpec => "Values", Role::Transform, |c| model_ref(&c.model);
-    ActorStepSpec => "ActorStep", Role::PolicyUpdate, |c| model_ref(&c.model);
-    CriticStepSpec => "CriticStep", Role::Transform, |c| model_ref(&c.model);
-    ModelUpdateSpec => "ModelUpdate", Role::PolicyUpdate, |c| model_ref(&c.model);
-    EvalSpec => "Eval", Role::Source, |c| c.references();
-    CheckpointSpec => "Checkpoint", Role::Transform, |_c| Vec::new();
+operator_kinds! {
+    RolloutSpec => Role::Source, |c| c.references(),
+        |s, r| RolloutNode::build(s, r);
+    LogProbSpec => Role::Transform, |c| model_ref(&c.model),
+        |s, r| LogProbNode::build(&s.model, false, r);
+    RefLogProbSpec => Role::Transform, |c| model_ref(&c.model),
+        |s, r| LogProbNode::build(&s.model, true, r);
+    ValuesSpec => Role::Transform, |c| model_ref(&c.model),
+        |s, r| ValuesNode::build(&s.model, r);
+    ActorStepSpec => Role::PolicyUpdate, |c| model_ref(&c.model),
+        |s, r| ActorStepNode::build(s, r);
+    CriticStepSpec => Role::Transform, |c| model_ref(&c.model),
+        |s, r| CriticStepNode::build(s, r);
+    ModelUpdateSpec => Role::PolicyUpdate, |c| model_ref(&c.model),
+        |s, r| ModelUpdateNode::build(&s.model, r);
+    EvalSpec => Role::Source, |c| c.references(),
+        |s, r| EvalNode::build(s, r);
+    CheckpointSpec => Role::Transform, |_c| Vec::new(),
+        |s, r| CheckpointNode::build(s, r);
 }

@@ -73,6 +73,30 @@ pub struct RolloutSpec {
     /// Longest sample (prompt + all turns); a trajectory reaching it ends as truncated.
     #[serde(default = "sequence_length")]
     pub sequence_length: usize,
+    /// `Free` (default) or `Actions`: constrain each reply to `<answer>NAME</answer>` for
+    /// one of the env's action names (guided decoding, as vLLM's `guided_choice`).
+    #[serde(default)]
+    pub guide: Guide,
+    /// Put the env's instruction in the system message (default true). A model trained
+    /// from scratch cannot read it; turning it off saves most of the prompt.
+    #[serde(default = "yes")]
+    pub instruction: bool,
+}
+
+/// How replies are constrained.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum Guide {
+    /// Any text (the env parses it; malformed answers earn the format penalty).
+    #[default]
+    Free,
+    /// Exactly one of `<answer>NAME</answer>` for the env's action names, then the end of
+    /// the message. The constraint is part of the policy: log-probs are taken over the
+    /// allowed tokens when sampling and when training.
+    Actions,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// What every rollout gives, per token and per sample.

@@ -269,6 +269,10 @@ impl Env for FrozenLake {
     fn default_max_turns(&self) -> usize {
         5
     }
+
+    fn action_names(&self) -> Vec<String> {
+        ACTION_NAMES.iter().map(|n| n.to_string()).collect()
+    }
 }
 
 #[cfg(test)]

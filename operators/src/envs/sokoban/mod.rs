@@ -302,6 +302,10 @@ impl Env for Sokoban {
     fn default_max_turns(&self) -> usize {
         5
     }
+
+    fn action_names(&self) -> Vec<String> {
+        ACTION_NAMES.iter().map(|n| n.to_string()).collect()
+    }
 }
 
 fn instruction(config: &SokobanConfig) -> String {

@@ -5,6 +5,6 @@ pub mod model_dir;
 pub mod safetensors_load;
 pub mod safetensors_save;
 
-pub use model_dir::{load_causal_lm, load_model_dir, save_causal_lm};
+pub use model_dir::{load_causal_lm, load_model_dir, read_config, save_causal_lm};
 pub use safetensors_load::SafetensorsSource;
 pub use safetensors_save::save_model_dir;

@@ -1,0 +1,229 @@
+//! One env's loop: reset, prompt, ask the inference loop for a reply, parse and step, until
+//! the episode ends. Each env runs this on its own thread and talks to the inference loop
+//! over crossbeam channels (AReaL's obs/act queues), so no env waits for another.
+//!
+//! Prompts follow REFERENCE.md, "Sample construction": trajectory-wise episodes grow one
+//! [`Transcript`]; step-wise episodes build a fresh prompt each step from the instruction,
+//! the last `history` (observation, action, reward) entries and the current observation.
+//! A turn's token budget is min(max_new_tokens, sequence_length − prompt length, model
+//! context − prompt length); an episode that has no budget left ends as truncated.
+
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::transcript::Transcript;
+use crate::envs::render::episode::EpisodeRecording;
+use crate::envs::{Env, EnvInfo, EnvSlot};
+use crate::model::generate::{AnswerChoices, FinishReason, GenerationOutput, GenerationRequest, SamplingParams};
+use crate::model::TextTokenizer;
+use crate::nodes::SampleMode;
+
+/// How episodes are played (shared by rollout and eval).
+#[derive(Clone, Debug)]
+pub struct PlaySettings {
+    pub samples: SampleMode,
+    pub sampling: SamplingParams,
+    pub max_new_tokens: usize,
+    pub sequence_length: usize,
+    /// Put the env's instruction in the system message.
+    pub instruction: bool,
+    /// Keep frames and texts of every state (eval renders).
+    pub record: bool,
+}
+
+/// One turn: the state, the reply, what the env made of it.
+#[derive(Clone, Debug)]
+pub struct TurnRecord {
+    /// The observation the reply answered.
+    pub observation: String,
+    /// The step-wise prompt (empty for trajectory-wise episodes).
+    pub prompt: Vec<u32>,
+    pub reply: Vec<u32>,
+    pub logprobs: Vec<f32>,
+    pub reply_text: String,
+    pub reward: f32,
+    pub info: EnvInfo,
+}
+
+/// A finished episode.
+pub struct Episode {
+    pub slot: EnvSlot,
+    pub instruction: String,
+    pub turns: Vec<TurnRecord>,
+    /// The whole chat (trajectory-wise episodes).
+    pub transcript: Option<Transcript>,
+    pub success: bool,
+    /// Ended by the turn limit, the env's budget or the sequence length.
+    pub truncated: bool,
+    pub recording: Option<EpisodeRecording>,
+}
+
+impl Episode {
+    pub fn total_reward(&self) -> f32 {
+        self.turns.iter().map(|t| t.reward).sum()
+    }
+}
+
+/// A message from an env to the inference loop: the next request, or `None` when done.
+pub struct EnvMessage {
+    pub env: usize,
+    pub request: Option<GenerationRequest>,
+}
+
+/// Everything one env loop needs.
+pub struct EpisodeJob<'a> {
+    pub index: usize,
+    pub slot: EnvSlot,
+    pub env: Box<dyn Env>,
+    pub tokenizer: &'a TextTokenizer,
+    pub settings: &'a PlaySettings,
+    pub guide: Option<Arc<AnswerChoices>>,
+    /// Longest prompt + reply the model accepts.
+    pub context: usize,
+    pub seed: u64,
+}
+
+/// Runs the episode; always tells the inference loop when it is done.
+pub fn run_episode(
+    job: EpisodeJob<'_>,
+    calls: Sender<EnvMessage>,
+    replies: Receiver<GenerationOutput>,
+) -> Result<Episode, String> {
+    let index = job.index;
+    let result = play(job, &calls, &replies);
+    let _ = calls.send(EnvMessage {
+        env: index,
+        request: None,
+    });
+    result
+}
+
+fn play(
+    mut job: EpisodeJob<'_>,
+    calls: &Sender<EnvMessage>,
+    replies: &Receiver<GenerationOutput>,
+) -> Result<Episode, String> {
+    let env_error = |e: crate::envs::EnvError| format!("env `{}`: {e}", job.slot.env_tag);
+    let reset = job.env.reset(job.slot.seed).map_err(env_error)?;
+    let tokenizer = job.tokenizer;
+    let settings = job.settings;
+    let system = settings.instruction.then_some(reset.instruction.as_str());
+    let mut transcript = match settings.samples {
+        SampleMode::Trajectory => Some(Transcript::start(tokenizer, system, &reset.observation)?),
+        SampleMode::Step { .. } => None,
+    };
+    let mut recording = settings.record.then(EpisodeRecording::default);
+    if let Some(r) = &mut recording {
+        r.capture(job.env.as_ref());
+    }
+    let stop_tokens = tokenizer.stop_tokens();
+    let mut episode = Episode {
+        slot: job.slot.clone(),
+        instruction: reset.instruction.clone(),
+        turns: Vec::new(),
+        transcript: None,
+        success: false,
+        truncated: false,
+        recording: None,
+    };
+    let mut observation = reset.observation;
+    for turn in 0..job.slot.max_turns {
+        let prompt = match &transcript {
+            Some(t) => t.tokens.clone(),
+            None => step_prompt(tokenizer, system, &episode.turns, &observation, settings)?,
+        };
+        let limit = settings.sequence_length.min(job.context);
+        let budget = settings.max_new_tokens.min(limit.saturating_sub(prompt.len()));
+        if budget == 0 {
+            episode.truncated = true;
+            break;
+        }
+        let request = GenerationRequest {
+            prompt: prompt.clone(),
+            max_new_tokens: budget,
+            sampling: settings.sampling.clone(),
+            stop_tokens: stop_tokens.clone(),
+            seed: job.seed ^ (turn as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            guide: job.guide.clone(),
+        };
+        calls
+            .send(EnvMessage {
+                env: job.index,
+                request: Some(request),
+            })
+            .map_err(|_| "the inference loop stopped".to_string())?;
+        let output = replies
+            .recv()
+            .map_err(|_| "the inference loop stopped".to_string())?;
+        let stop = (output.finish == FinishReason::Stop).then(|| *output.tokens.last().expect("stopped on a token"));
+        let content = match stop {
+            Some(_) => &output.tokens[..output.tokens.len() - 1],
+            None => &output.tokens[..],
+        };
+        let reply_text = tokenizer.decode(content, false).map_err(|e| e.to_string())?;
+        let result = job.env.step(&reply_text).map_err(env_error)?;
+        if let Some(r) = &mut recording {
+            r.capture(job.env.as_ref());
+        }
+        if let Some(t) = &mut transcript {
+            t.add_reply(tokenizer, &output.tokens, &output.logprobs, stop)?;
+        }
+        episode.turns.push(TurnRecord {
+            observation: std::mem::replace(&mut observation, result.observation.clone()),
+            prompt: if transcript.is_some() { Vec::new() } else { prompt },
+            reply: output.tokens,
+            logprobs: output.logprobs,
+            reply_text,
+            reward: result.reward,
+            info: result.info,
+        });
+        episode.success |= result.info.success;
+        if result.done() {
+            episode.truncated = result.truncated && !result.terminated;
+            break;
+        }
+        if turn + 1 == job.slot.max_turns {
+            episode.truncated = true;
+            break;
+        }
+        if let Some(t) = &mut transcript {
+            t.add_user(tokenizer, &observation)?;
+        }
+    }
+    if let Some(mut t) = transcript {
+        t.trim_after_last_reply();
+        episode.transcript = Some(t);
+    }
+    episode.recording = recording;
+    Ok(episode)
+}
+
+/// A step-wise prompt: instruction, the last `history` turns, the current observation.
+fn step_prompt(
+    tokenizer: &TextTokenizer,
+    system: Option<&str>,
+    turns: &[TurnRecord],
+    observation: &str,
+    settings: &PlaySettings,
+) -> Result<Vec<u32>, String> {
+    let SampleMode::Step { history } = settings.samples else {
+        unreachable!("step prompts are only built for step-wise samples")
+    };
+    let first = turns.len().saturating_sub(history);
+    let mut user = String::new();
+    for (k, t) in turns.iter().enumerate().skip(first) {
+        user.push_str(&format!(
+            "Step {}: state\n{}\naction: {}\nreward: {}\n\n",
+            k + 1,
+            t.observation,
+            t.reply_text,
+            t.reward
+        ));
+    }
+    if !user.is_empty() {
+        user.push_str("Current state\n");
+    }
+    user.push_str(observation);
+    Ok(Transcript::start(tokenizer, system, &user)?.tokens)
+}

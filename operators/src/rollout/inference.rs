@@ -1,0 +1,75 @@
+//! The inference loop: serves the env loops' generation requests with one
+//! [`ContinuousBatcher`] over the policy's inference copy.
+//!
+//! Requests join the running batch between decode steps and leave when done, so a short
+//! reply never waits for a long one. To keep runs reproducible the loop admits requests in
+//! a fixed order: after each decode step it hands out the finished replies and waits only
+//! for *those* envs to step and send their next request (or finish), then submits them
+//! sorted by env index. Envs still generating are not waited for, so there is no barrier
+//! across envs, and the batch composition (hence every number) depends only on the seeds.
+
+use std::collections::HashMap;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::episode::EnvMessage;
+use crate::model::generate::{ContinuousBatcher, GenerationOutput};
+use crate::model::Qwen2CausalLm;
+use crate::runtime::InferBackend;
+
+/// Counters of one serving session.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct InferenceStats {
+    pub requests: usize,
+    pub generated_tokens: usize,
+    pub prompt_tokens: usize,
+}
+
+/// Serves until every one of `envs` env loops has said it is done.
+pub fn serve(
+    model: &Qwen2CausalLm<InferBackend>,
+    calls: Receiver<EnvMessage>,
+    replies: Vec<Sender<GenerationOutput>>,
+) -> Result<InferenceStats, String> {
+    let mut batcher = ContinuousBatcher::<InferBackend>::new(replies.len().max(1), &Default::default());
+    let mut owner = HashMap::new();
+    let mut stats = InferenceStats::default();
+    let mut live = replies.len();
+    let mut awaiting = replies.len();
+    while live > 0 {
+        let mut messages = Vec::with_capacity(awaiting);
+        while messages.len() < awaiting {
+            messages.push(calls.recv().map_err(|_| "an env loop stopped unexpectedly".to_string())?);
+        }
+        messages.sort_by_key(|m| m.env);
+        for message in messages {
+            match message.request {
+                Some(request) => {
+                    stats.requests += 1;
+                    stats.prompt_tokens += request.prompt.len();
+                    let id = batcher.submit(model, request).map_err(|e| e.to_string())?;
+                    owner.insert(id, message.env);
+                }
+                None => live -= 1,
+            }
+        }
+        if batcher.is_idle() {
+            awaiting = live;
+            continue;
+        }
+        let mut finished = Vec::new();
+        while finished.is_empty() {
+            finished = batcher.step(model);
+        }
+        awaiting = finished.len();
+        finished.sort_by_key(|o| o.id);
+        for output in finished {
+            stats.generated_tokens += output.tokens.len();
+            let env = owner.remove(&output.id).expect("every request has an owner");
+            replies[env]
+                .send(output)
+                .map_err(|_| format!("env loop {env} stopped before its reply"))?;
+        }
+    }
+    Ok(stats)
+}

@@ -1,0 +1,214 @@
+//! Rollout: playing env sets with the policy's inference copy and turning the episodes
+//! into the step's batch.
+//!
+//! - [`episode`]: one env's loop, on its own thread.
+//! - [`inference`]: the inference loop that serves all env loops with continuous batching.
+//! - [`transcript`]: multi-turn chats as tokens, without re-tokenizing replies.
+//! - [`samples`]: trajectory-wise and step-wise sample builders.
+//! - [`RolloutNode`]: the `Rollout` operator; [`play_episodes`] is shared with `Eval`.
+
+pub mod episode;
+pub mod inference;
+pub mod samples;
+pub mod stats;
+pub mod transcript;
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
+
+pub use episode::{Episode, PlaySettings, TurnRecord};
+pub use inference::InferenceStats;
+
+use crate::envs::{EnvManager, EnvSlot, Shard};
+use crate::model::generate::{AnswerChoices, SamplingParams};
+use crate::model::{Qwen2CausalLm, TextTokenizer};
+use crate::nodes::{Guide, RolloutSpec, SampleMode};
+use crate::runtime::{InferBackend, PolicyModel, Runtime};
+use episode::{run_episode, EpisodeJob};
+
+/// Plays one episode per slot, all at once; episodes come back in slot order.
+pub fn play_episodes(
+    model: &Qwen2CausalLm<InferBackend>,
+    tokenizer: &TextTokenizer,
+    settings: &PlaySettings,
+    manager: &EnvManager,
+    slots: Vec<EnvSlot>,
+    guides: &BTreeMap<String, Arc<AnswerChoices>>,
+    seed: u64,
+) -> Result<(Vec<Episode>, InferenceStats), String> {
+    let mut jobs = Vec::with_capacity(slots.len());
+    for (index, slot) in slots.into_iter().enumerate() {
+        let env = manager
+            .build_env(&slot.env_tag)
+            .map_err(|e| format!("env `{}`: {e}", slot.env_tag))?;
+        jobs.push(EpisodeJob {
+            index,
+            guide: guides.get(&slot.env_tag).cloned(),
+            slot,
+            env,
+            tokenizer,
+            settings,
+            context: model.config.max_position_embeddings,
+            seed: seed ^ (index as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
+        });
+    }
+    let (calls, requests) = crossbeam_channel::unbounded();
+    let (reply_senders, reply_receivers): (Vec<_>, Vec<_>) =
+        jobs.iter().map(|_| crossbeam_channel::bounded(1)).unzip();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .into_iter()
+            .zip(reply_receivers)
+            .map(|(job, replies)| {
+                let calls = calls.clone();
+                scope.spawn(move || run_episode(job, calls, replies))
+            })
+            .collect();
+        drop(calls);
+        let served = serve_or_report(model, requests, reply_senders);
+        let episodes: Result<Vec<Episode>, String> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("an env loop panicked".into())))
+            .collect();
+        let stats = served?;
+        Ok((episodes?, stats))
+    })
+}
+
+fn serve_or_report(
+    model: &Qwen2CausalLm<InferBackend>,
+    requests: crossbeam_channel::Receiver<episode::EnvMessage>,
+    replies: Vec<crossbeam_channel::Sender<crate::model::generate::GenerationOutput>>,
+) -> Result<InferenceStats, String> {
+    inference::serve(model, requests, replies).map_err(|e| format!("generation: {e}"))
+}
+
+/// How a policy plays, from its `Rollout` node (eval plays the same way, greedily).
+pub fn play_settings(spec: &RolloutSpec, record: bool) -> PlaySettings {
+    PlaySettings {
+        samples: spec.samples.clone(),
+        sampling: SamplingParams {
+            temperature: spec.temperature,
+            top_p: spec.top_p,
+            top_k: spec.top_k.unwrap_or(0),
+        },
+        max_new_tokens: spec.max_new_tokens,
+        sequence_length: spec.sequence_length,
+        instruction: spec.instruction,
+        record,
+    }
+}
+
+/// Builds and registers the answer guide of every env tag in `tags`, if `guide` asks.
+pub fn register_guides(
+    guide: Guide,
+    tags: &[String],
+    manager: &EnvManager,
+    tokenizer: &TextTokenizer,
+    guides: &RefCell<BTreeMap<String, Arc<AnswerChoices>>>,
+) -> Result<(), String> {
+    if guide == Guide::Free {
+        return Ok(());
+    }
+    let stop = tokenizer
+        .token_id("<|im_end|>")
+        .or_else(|| tokenizer.stop_tokens().first().copied())
+        .ok_or("`guide: Actions` needs a tokenizer with an end-of-message token")?;
+    for tag in tags {
+        let env = manager.build_env(tag).map_err(|e| format!("env `{tag}`: {e}"))?;
+        let names = env.action_names();
+        if names.is_empty() {
+            return Err(format!(
+                "`guide: Actions`: env `{tag}` ({}) has no fixed action set; use `guide: Free`",
+                env.name()
+            ));
+        }
+        let texts: Vec<String> = names.iter().map(|n| format!("<answer>{n}</answer>")).collect();
+        let choices = AnswerChoices::from_texts(tokenizer, &texts, stop).map_err(|e| e.to_string())?;
+        guides.borrow_mut().insert(tag.clone(), Arc::new(choices));
+    }
+    Ok(())
+}
+
+/// The `Rollout` operator.
+pub struct RolloutNode {
+    spec: RolloutSpec,
+    tags: Vec<String>,
+    manager: EnvManager,
+    policy: Rc<RefCell<PolicyModel>>,
+    guides: Rc<RefCell<BTreeMap<String, Arc<AnswerChoices>>>>,
+    settings: PlaySettings,
+}
+
+impl RolloutNode {
+    pub fn build(spec: &RolloutSpec, runtime: &mut Runtime) -> Result<Self, String> {
+        let tags = spec.envs.0.clone();
+        let manager = env_manager(runtime, &tags)?;
+        let policy = runtime.policy(&spec.policy)?;
+        register_guides(spec.guide, &tags, &manager, &policy.borrow().tokenizer, &runtime.guides)?;
+        Ok(RolloutNode {
+            settings: play_settings(spec, false),
+            spec: spec.clone(),
+            tags,
+            manager,
+            policy,
+            guides: runtime.guides.clone(),
+        })
+    }
+}
+
+/// An env manager over the named env sets of the pipeline.
+pub fn env_manager(runtime: &Runtime, tags: &[String]) -> Result<EnvManager, String> {
+    let pipeline = &runtime.pipeline;
+    let entries = tags.iter().map(|t| {
+        let set = pipeline.envs.get(t).expect("validated env reference");
+        (t.as_str(), set)
+    });
+    EnvManager::new(entries, pipeline.seed).map_err(|e| e.to_string())
+}
+
+/// This worker's slots of every tag at `step`.
+pub fn step_slots(manager: &EnvManager, tags: &[String], ctx: &StepContext) -> Result<Vec<EnvSlot>, String> {
+    let shard = Shard {
+        worker: ctx.worker,
+        workers: ctx.workers,
+    };
+    let mut slots = Vec::new();
+    for tag in tags {
+        slots.extend(manager.slots_for(tag, ctx.step, shard).map_err(|e| e.to_string())?);
+    }
+    Ok(slots)
+}
+
+impl Operator for RolloutNode {
+    fn process(&mut self, ctx: &mut StepContext, _input: Batch) -> Result<Batch, OperatorError> {
+        let slots = step_slots(&self.manager, &self.tags, ctx).map_err(OperatorError)?;
+        let policy = self.policy.borrow();
+        let started = std::time::Instant::now();
+        let (episodes, stats) = play_episodes(
+            policy.inference(),
+            &policy.tokenizer,
+            &self.settings,
+            &self.manager,
+            slots,
+            &self.guides.borrow(),
+            ctx.seed,
+        )
+        .map_err(OperatorError)?;
+        let seconds = started.elapsed().as_secs_f64();
+        let group_size = |tag: &str| self.manager.group_size(tag).unwrap_or(1);
+        let batch = match self.spec.samples {
+            SampleMode::Trajectory => samples::trajectory_batch(&episodes, group_size, policy.version),
+            SampleMode::Step { .. } => samples::step_batch(&episodes, group_size, policy.version),
+        }?;
+        let all: Vec<&Episode> = episodes.iter().collect();
+        stats::episode_metrics(&all, &mut ctx.metrics, "");
+        ctx.metrics.insert("gen_tokens_per_s".into(), stats.generated_tokens as f64 / seconds.max(1e-9));
+        ctx.metrics.insert("requests".into(), stats.requests as f64);
+        Ok(batch)
+    }
+}

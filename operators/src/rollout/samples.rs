@@ -1,0 +1,141 @@
+//! Turning finished episodes into the step's [`Batch`] (REFERENCE.md, "Sample
+//! construction").
+//!
+//! - Trajectory-wise: one sample per episode, the whole chat; each turn's reward sits on
+//!   the last token of that turn's reply; `score` = `episode_return` = the total reward.
+//! - Step-wise: one sample per turn, its own prompt plus the reply; `score` is the turn's
+//!   reward, `episode_return` the episode's total, and `state_hash`/`observation` identify
+//!   the state the reply answered (GiGPO's anchor states).
+//!
+//! Episodes that produced no reply (no token budget at all) give no sample.
+
+use roll_flow_engine::batch::column::*;
+use roll_flow_engine::{Batch, BatchError};
+
+use super::episode::Episode;
+use crate::algo::OBSERVATION;
+use crate::envs::observation_hash;
+
+/// Per-sample values that every sample of one episode shares.
+struct EpisodeColumns {
+    env_tag: Vec<String>,
+    group_id: Vec<u64>,
+    trajectory_id: Vec<u64>,
+    episode_return: Vec<f32>,
+    turn_count: Vec<u64>,
+    success: Vec<f32>,
+    policy_version: Vec<u64>,
+}
+
+impl EpisodeColumns {
+    fn new() -> Self {
+        EpisodeColumns {
+            env_tag: Vec::new(),
+            group_id: Vec::new(),
+            trajectory_id: Vec::new(),
+            episode_return: Vec::new(),
+            turn_count: Vec::new(),
+            success: Vec::new(),
+            policy_version: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, e: &Episode, group_size: usize, version: u64) {
+        self.env_tag.push(e.slot.env_tag.clone());
+        self.group_id.push(e.slot.group_id as u64);
+        let trajectory = e.slot.group_id * group_size + e.slot.index_in_group;
+        self.trajectory_id.push(trajectory as u64);
+        self.episode_return.push(e.total_reward());
+        self.turn_count.push(e.turns.len() as u64);
+        self.success.push(if e.success { 1.0 } else { 0.0 });
+        self.policy_version.push(version);
+    }
+
+    fn write(self, batch: &mut Batch) -> Result<(), BatchError> {
+        batch.set(&ENV_TAG, self.env_tag)?;
+        batch.set(&GROUP_ID, self.group_id)?;
+        batch.set(&TRAJECTORY_ID, self.trajectory_id)?;
+        batch.set(&EPISODE_RETURN, self.episode_return)?;
+        batch.set(&TURN_COUNT, self.turn_count)?;
+        batch.set(&SUCCESS, self.success)?;
+        batch.set(&POLICY_VERSION, self.policy_version)
+    }
+}
+
+/// Per-token columns, appended sample by sample.
+#[derive(Default)]
+struct TokenColumns {
+    sequences: Vec<Vec<u32>>,
+    mask: Vec<bool>,
+    behaviour: Vec<f32>,
+    turn: Vec<i64>,
+    reward: Vec<f32>,
+    score: Vec<f32>,
+}
+
+impl TokenColumns {
+    fn into_batch(self) -> Result<Batch, BatchError> {
+        let mut batch = Batch::from_sequences(self.sequences);
+        batch.set(&RESPONSE_MASK, self.mask)?;
+        batch.set(&BEHAVIOUR_LOGPROB, self.behaviour)?;
+        batch.set(&TOKEN_TURN, self.turn)?;
+        batch.set(&TOKEN_REWARD, self.reward)?;
+        batch.set(&SCORE, self.score)?;
+        Ok(batch)
+    }
+}
+
+/// One sample per episode.
+pub fn trajectory_batch(episodes: &[Episode], group_size: impl Fn(&str) -> usize, version: u64) -> Result<Batch, BatchError> {
+    let mut tokens = TokenColumns::default();
+    let mut shared = EpisodeColumns::new();
+    for e in episodes {
+        let Some(t) = e.transcript.as_ref().filter(|t| !t.reply_ends.is_empty()) else {
+            continue;
+        };
+        let mut reward = vec![0.0f32; t.tokens.len()];
+        for (turn, &end) in e.turns.iter().zip(&t.reply_ends) {
+            reward[end] += turn.reward;
+        }
+        tokens.sequences.push(t.tokens.clone());
+        tokens.mask.extend(&t.response);
+        tokens.behaviour.extend(&t.behaviour);
+        tokens.turn.extend(&t.turn);
+        tokens.reward.extend(reward);
+        tokens.score.push(e.total_reward());
+        shared.push(e, group_size(&e.slot.env_tag), version);
+    }
+    let mut batch = tokens.into_batch()?;
+    shared.write(&mut batch)?;
+    Ok(batch)
+}
+
+/// One sample per turn.
+pub fn step_batch(episodes: &[Episode], group_size: impl Fn(&str) -> usize, version: u64) -> Result<Batch, BatchError> {
+    let mut tokens = TokenColumns::default();
+    let mut shared = EpisodeColumns::new();
+    let (mut hashes, mut steps, mut observations) = (Vec::new(), Vec::new(), Vec::new());
+    for e in episodes {
+        for (k, turn) in e.turns.iter().enumerate() {
+            let (p, r) = (turn.prompt.len(), turn.reply.len());
+            let mut seq = turn.prompt.clone();
+            seq.extend(&turn.reply);
+            tokens.sequences.push(seq);
+            tokens.mask.extend((0..p + r).map(|i| i >= p));
+            tokens.behaviour.extend(std::iter::repeat_n(0.0, p).chain(turn.logprobs.iter().copied()));
+            tokens.turn.extend(std::iter::repeat_n(0, p + r));
+            tokens.reward.extend((0..p + r).map(|i| if i + 1 == p + r { turn.reward } else { 0.0 }));
+            tokens.score.push(turn.reward);
+            shared.push(e, group_size(&e.slot.env_tag), version);
+            hashes.push(observation_hash(&turn.observation));
+            steps.push(k as u64);
+            observations.push(turn.observation.clone());
+        }
+    }
+    let mut batch = tokens.into_batch()?;
+    shared.write(&mut batch)?;
+    batch.set(&STATE_HASH, hashes)?;
+    batch.set(&STEP_INDEX, steps)?;
+    batch.set(&OBSERVATION, observations)?;
+    Ok(batch)
+}

@@ -1,0 +1,132 @@
+//! The models of a run: a causal LM (policy or reference) with its inference copy and
+//! policy version, and a value model (critic). Both train through [`Trainable`].
+//!
+//! The policy keeps two copies, as ROLL and verl keep a training engine and an inference
+//! engine: the autodiff weights that `ActorStep` updates, and the plain-backend copy that
+//! rollout and eval generate with. Publishing copies train → inference and bumps the
+//! version; `ActorStep` publishes after its update unless a `ModelUpdate` node is in the
+//! graph, which then decides when rollout sees new weights.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use burn::module::AutodiffModule;
+
+use super::trainable::Trainable;
+use super::{InferBackend, RunInfo, TrainBackend};
+use crate::model::build::{build_causal_lm, build_value_model};
+use crate::model::spec::ModelSpec;
+use crate::model::{Qwen2CausalLm, Qwen2ValueModel, TextTokenizer};
+
+/// A causal LM: trained weights, the inference copy, tokenizer and version.
+pub struct PolicyModel {
+    pub name: String,
+    pub tokenizer: Arc<TextTokenizer>,
+    pub train: Trainable<Qwen2CausalLm<TrainBackend>>,
+    inference: Qwen2CausalLm<InferBackend>,
+    /// How many times weights were published to the inference copy.
+    pub version: u64,
+    /// Whether `ActorStep` publishes (no `ModelUpdate` node for this model).
+    pub publish_on_train: bool,
+}
+
+fn model_error(name: &str, e: impl std::fmt::Display) -> String {
+    format!("model `{name}`: {e}")
+}
+
+impl PolicyModel {
+    pub(super) fn build(
+        name: &str,
+        spec: &ModelSpec,
+        run: &RunInfo,
+        publish_on_train: bool,
+    ) -> Result<Self, String> {
+        let device = Default::default();
+        let (model, tokenizer) =
+            build_causal_lm::<TrainBackend>(spec, Path::new("."), run.seed, &device)
+                .map_err(|e| model_error(name, e))?;
+        let mut policy = PolicyModel {
+            name: name.to_string(),
+            tokenizer: Arc::new(tokenizer),
+            inference: model.valid(),
+            train: Trainable::new(model, spec.optim.clone(), run.steps),
+            version: 0,
+            publish_on_train,
+        };
+        if let Some(dir) = run.resume_dir() {
+            policy.restore(&dir)?;
+        }
+        Ok(policy)
+    }
+
+    /// The copy rollout and eval generate with.
+    pub fn inference(&self) -> &Qwen2CausalLm<InferBackend> {
+        &self.inference
+    }
+
+    /// Copies the trained weights to the inference copy as a new version.
+    pub fn publish(&mut self) {
+        self.inference = self.train.module().valid();
+        self.version += 1;
+    }
+
+    /// This model's folder inside a checkpoint directory.
+    pub fn checkpoint_dir(&self, checkpoint: &Path) -> PathBuf {
+        checkpoint.join("models").join(&self.name)
+    }
+
+    /// Saves weights, optimizer and version; also an HF-format copy under `hf/`.
+    pub fn save(&self, checkpoint: &Path) -> Result<(), String> {
+        let dir = self.checkpoint_dir(checkpoint);
+        self.train.save(&dir)?;
+        crate::model::hf::save_causal_lm(&self.inference, &dir.join("hf"))
+            .map_err(|e| model_error(&self.name, e))?;
+        super::trainable::write_text(&dir, "version", &self.version.to_string())
+    }
+
+    fn restore(&mut self, checkpoint: &Path) -> Result<(), String> {
+        let dir = self.checkpoint_dir(checkpoint);
+        self.train.load(&dir).map_err(|e| model_error(&self.name, e))?;
+        self.inference = self.train.module().valid();
+        let version = super::trainable::read_text(&dir, "version")?;
+        self.version = version
+            .trim()
+            .parse()
+            .map_err(|e| model_error(&self.name, format!("bad version file: {e}")))?;
+        Ok(())
+    }
+}
+
+/// A value model and its optimizer.
+pub struct CriticModel {
+    pub name: String,
+    pub train: Trainable<Qwen2ValueModel<TrainBackend>>,
+}
+
+impl CriticModel {
+    pub(super) fn build(name: &str, spec: &ModelSpec, run: &RunInfo) -> Result<Self, String> {
+        let device = Default::default();
+        let model = build_value_model::<TrainBackend>(spec, Path::new("."), run.seed, &device)
+            .map_err(|e| model_error(name, e))?;
+        let mut critic = CriticModel {
+            name: name.to_string(),
+            train: Trainable::new(model, spec.optim.clone(), run.steps),
+        };
+        if let Some(dir) = run.resume_dir() {
+            critic
+                .train
+                .load(&critic.checkpoint_dir(&dir))
+                .map_err(|e| model_error(name, e))?;
+        }
+        Ok(critic)
+    }
+
+    /// This model's folder inside a checkpoint directory.
+    pub fn checkpoint_dir(&self, checkpoint: &Path) -> PathBuf {
+        checkpoint.join("critics").join(&self.name)
+    }
+
+    pub fn save(&self, checkpoint: &Path) -> Result<(), String> {
+        self.train.save(&self.checkpoint_dir(checkpoint))
+    }
+}

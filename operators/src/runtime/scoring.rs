@@ -1,0 +1,156 @@
+//! Scoring a batch with a model: the log-probs and entropies of its response tokens under
+//! a causal LM, and the values of its tokens under a critic.
+//!
+//! - Log-probs use the rollout's temperature (`logits / T`, as verl and ROLL do) and the
+//!   env tag's answer guide when replies were constrained, so the recomputed π_old equals
+//!   the behaviour log-prob of an unchanged model and the PPO ratio starts at 1.
+//! - Values follow verl's critic layout: the value of the state before response token t is
+//!   the critic's output at position t − 1 (the same shift as the log-probs).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
+use roll_flow_engine::batch::column::{ENV_TAG, RESPONSE_MASK};
+use roll_flow_engine::Batch;
+
+use crate::model::generate::AnswerChoices;
+use crate::model::logprob::{response_logprobs, response_logprobs_guided, ResponseLogProbs};
+use crate::model::packed::PackedSequences;
+use crate::model::qwen2::AttentionLayout;
+use crate::model::{Qwen2CausalLm, Qwen2ValueModel};
+
+/// The batch's tokens as packed sequences.
+pub fn packed(batch: &Batch) -> PackedSequences {
+    PackedSequences {
+        tokens: batch.tokens().to_vec(),
+        offsets: batch.offsets().to_vec(),
+    }
+}
+
+/// For each response token (in packed order), the tokens its env tag's guide allowed at
+/// that point of the reply; `None` for unconstrained replies.
+pub fn allowed_tokens<'g>(
+    batch: &Batch,
+    guides: &'g BTreeMap<String, Arc<AnswerChoices>>,
+) -> Result<Vec<Option<&'g [u32]>>, String> {
+    let mask = batch.bools(&RESPONSE_MASK).map_err(|e| e.to_string())?;
+    let tags = batch.strs(&ENV_TAG).ok();
+    let tokens = batch.tokens();
+    let mut allowed = Vec::new();
+    for i in 0..batch.num_samples() {
+        let guide = tags.and_then(|t| guides.get(&t[i]));
+        let range = batch.sample_range(i);
+        let mut t = range.start;
+        while t < range.end {
+            if !mask[t] {
+                t += 1;
+                continue;
+            }
+            let reply_end = (t..range.end).find(|&u| !mask[u]).unwrap_or(range.end);
+            match guide {
+                Some(g) => allowed.extend(g.allowed_along(&tokens[t..reply_end])),
+                None => allowed.extend((t..reply_end).map(|_| None)),
+            }
+            t = reply_end;
+        }
+    }
+    Ok(allowed)
+}
+
+/// Log-probs and entropies of the batch's response tokens under `model`.
+pub fn score_responses<B: Backend>(
+    model: &Qwen2CausalLm<B>,
+    batch: &Batch,
+    temperature: f32,
+    guides: &BTreeMap<String, Arc<AnswerChoices>>,
+) -> Result<ResponseLogProbs<B>, String> {
+    let mask = batch.bools(&RESPONSE_MASK).map_err(|e| e.to_string())?;
+    let packed = packed(batch);
+    let scored = if guides.is_empty() {
+        response_logprobs(model, &packed, mask, temperature)
+    } else {
+        let allowed = allowed_tokens(batch, guides)?;
+        response_logprobs_guided(model, &packed, mask, temperature, &allowed)
+    };
+    scored.map_err(|e| e.to_string())
+}
+
+/// The critic's value of every response token (0 elsewhere), as a packed token tensor
+/// that carries the autodiff graph.
+pub fn token_values<B: Backend>(model: &Qwen2ValueModel<B>, batch: &Batch) -> Result<Tensor<B, 1>, String> {
+    let mask = batch.bools(&RESPONSE_MASK).map_err(|e| e.to_string())?;
+    let packed = packed(batch);
+    let device = model.score.weight.device();
+    let (rows, width) = (packed.len(), packed.max_len());
+    let n = batch.num_tokens();
+    if n == 0 {
+        return Ok(Tensor::zeros([0], &device));
+    }
+    let values = model
+        .forward(packed.right_padded::<B>(&device), &AttentionLayout::right_padded(rows, width))
+        .reshape([rows * width]);
+    // Token t of sample i reads the output at (i, position − 1); prompt tokens read 0s.
+    let mut source = Vec::with_capacity(n);
+    let mut keep = Vec::with_capacity(n);
+    for (t, &m) in mask.iter().enumerate() {
+        let (seq, pos) = packed.locate(t);
+        source.push((seq * width + pos.saturating_sub(1)) as i64);
+        keep.push(if m && pos > 0 { 1.0f32 } else { 0.0 });
+    }
+    let index = Tensor::<B, 1, Int>::from_data(TensorData::new(source, [n]), &device);
+    let keep = Tensor::<B, 1>::from_data(TensorData::new(keep, [n]), &device);
+    Ok(values.select(0, index) * keep)
+}
+
+/// Spreads per-response values (in `token_index` order) over a packed token tensor of
+/// `num_tokens`, 0 elsewhere; differentiable.
+pub fn token_column<B: Backend>(values: Tensor<B, 1>, token_index: &[usize], num_tokens: usize) -> Tensor<B, 1> {
+    let device = values.device();
+    if token_index.is_empty() {
+        return Tensor::zeros([num_tokens], &device);
+    }
+    let index: Vec<i64> = token_index.iter().map(|&t| t as i64).collect();
+    let index = Tensor::<B, 1, Int>::from_data(TensorData::new(index, [token_index.len()]), &device);
+    Tensor::zeros([num_tokens], &device).select_assign(0, index, values, burn::tensor::IndexingUpdateOp::Add)
+}
+
+/// Consecutive sample ranges of `batch` holding at most `max_tokens` tokens each (a longer
+/// sample gets a chunk of its own), to bound the memory of one forward pass.
+pub fn sample_chunks(batch: &Batch, max_tokens: usize) -> Vec<Vec<usize>> {
+    let mut chunks = Vec::new();
+    let mut current = Vec::new();
+    let mut tokens = 0;
+    for (i, len) in batch.lengths().enumerate() {
+        if !current.is_empty() && tokens + len > max_tokens {
+            chunks.push(std::mem::take(&mut current));
+            tokens = 0;
+        }
+        current.push(i);
+        tokens += len;
+    }
+    if !current.is_empty() {
+        chunks.push(current);
+    }
+    chunks
+}
+
+/// The temperature replies of `model` were sampled with: that of the `Rollout` node whose
+/// policy it is, else of the first `Rollout` node (a reference model scores the policy's
+/// samples), else 1.
+pub fn rollout_temperature(pipeline: &roll_flow_engine::Pipeline<crate::RollFlow>, model: &str) -> f32 {
+    let rollouts: Vec<&crate::nodes::RolloutSpec> = pipeline
+        .nodes
+        .iter()
+        .filter_map(|(_, n)| match n {
+            crate::nodes::Node::Rollout(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    rollouts
+        .iter()
+        .find(|r| r.policy == model)
+        .or(rollouts.first())
+        .map_or(1.0, |r| if r.temperature > 0.0 { r.temperature } else { 1.0 })
+}

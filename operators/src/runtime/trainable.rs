@@ -1,0 +1,161 @@
+//! A module being trained: the weights, their AdamW state and the step that applies
+//! accumulated gradients (global-norm clipping, then the scheduled learning rate).
+//!
+//! Both the actor (a [`Qwen2CausalLm`](crate::model::Qwen2CausalLm)) and the critic (a
+//! [`Qwen2ValueModel`](crate::model::Qwen2ValueModel)) are trained through this one type, so
+//! clipping, the schedule and checkpointing behave the same for both. AdamW is burn's
+//! (decoupled weight decay, Loshchilov & Hutter 2019) configured from the model's
+//! `optim: AdamW(..)`; clipping is [`crate::algo::clip_grad_norm`] (PyTorch's
+//! `clip_grad_norm_`). A non-finite gradient norm skips the update and is reported.
+//!
+//! Checkpoints are burn records in full precision (`BinBytesRecorder`), which keep the
+//! parameter ids the optimizer state is keyed by, so a resumed run continues bit for bit.
+
+use std::path::Path;
+
+use burn::module::AutodiffModule;
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::{AdamW, AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+
+use super::lr_schedule::learning_rate;
+use super::TrainBackend;
+use crate::algo::clip_grad_norm;
+use crate::model::spec::OptimSpec;
+
+type Record = BinBytesRecorder<FullPrecisionSettings>;
+
+/// What one optimizer step did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UpdateStats {
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// Learning rate used.
+    pub lr: f64,
+    /// The update was skipped because the gradient norm was not finite.
+    pub skipped: bool,
+}
+
+/// Weights plus optimizer state.
+pub struct Trainable<M: AutodiffModule<TrainBackend>> {
+    module: Option<M>,
+    optimizer: OptimizerAdaptor<AdamW, M, TrainBackend>,
+    accumulated: GradientsAccumulator<M>,
+    pending: usize,
+    optim: OptimSpec,
+    total_steps: u64,
+}
+
+fn adamw<M: AutodiffModule<TrainBackend>>(optim: &OptimSpec) -> OptimizerAdaptor<AdamW, M, TrainBackend> {
+    let OptimSpec::AdamW {
+        betas,
+        eps,
+        weight_decay,
+        ..
+    } = optim;
+    AdamWConfig::new()
+        .with_beta_1(betas.0 as f32)
+        .with_beta_2(betas.1 as f32)
+        .with_epsilon(*eps as f32)
+        .with_weight_decay(*weight_decay as f32)
+        .init()
+}
+
+impl<M: AutodiffModule<TrainBackend>> Trainable<M> {
+    /// Fresh optimizer state for `module`; the schedule spans `total_steps`.
+    pub fn new(module: M, optim: OptimSpec, total_steps: u64) -> Self {
+        Trainable {
+            optimizer: adamw(&optim),
+            module: Some(module),
+            accumulated: GradientsAccumulator::new(),
+            pending: 0,
+            optim,
+            total_steps,
+        }
+    }
+
+    /// The current weights.
+    pub fn module(&self) -> &M {
+        self.module.as_ref().expect("the module is only taken during a step")
+    }
+
+    /// Adds one micro-batch's gradients to the accumulated ones.
+    pub fn accumulate(&mut self, grads: GradientsParams) {
+        self.accumulated.accumulate(self.module(), grads);
+        self.pending += 1;
+    }
+
+    /// Applies the accumulated gradients at training step `step`.
+    pub fn apply(&mut self, step: u64) -> UpdateStats {
+        let mut grads = self.accumulated.grads();
+        self.pending = 0;
+        let OptimSpec::AdamW { grad_clip, .. } = self.optim;
+        let module = self.module.take().expect("module present");
+        let grad_norm = match grad_clip {
+            Some(max) => clip_grad_norm(&module, &mut grads, max),
+            None => crate::algo::grad_norm(&module, &grads),
+        };
+        let lr = learning_rate(&self.optim, step, self.total_steps);
+        if !grad_norm.is_finite() {
+            self.module = Some(module);
+            return UpdateStats {
+                grad_norm,
+                lr,
+                skipped: true,
+            };
+        }
+        self.module = Some(self.optimizer.step(lr, module, grads));
+        UpdateStats {
+            grad_norm,
+            lr,
+            skipped: false,
+        }
+    }
+
+    /// Writes `model.bin` and `optimizer.bin` into `dir` (each atomically).
+    pub fn save(&self, dir: &Path) -> Result<(), String> {
+        let model = Record::default()
+            .record(self.module().clone().into_record(), ())
+            .map_err(|e| format!("cannot encode the weights: {e}"))?;
+        let optimizer = Record::default()
+            .record(self.optimizer.to_record(), ())
+            .map_err(|e| format!("cannot encode the optimizer state: {e}"))?;
+        write(dir, "model.bin", &model)?;
+        write(dir, "optimizer.bin", &optimizer)
+    }
+
+    /// Restores weights and optimizer state written by [`Trainable::save`].
+    pub fn load(&mut self, dir: &Path) -> Result<(), String> {
+        let device = Default::default();
+        let model = Record::default()
+            .load(read(dir, "model.bin")?, &device)
+            .map_err(|e| format!("{}: {e}", dir.join("model.bin").display()))?;
+        let optimizer = Record::default()
+            .load(read(dir, "optimizer.bin")?, &device)
+            .map_err(|e| format!("{}: {e}", dir.join("optimizer.bin").display()))?;
+        let module = self.module.take().expect("module present");
+        self.module = Some(module.load_record(model));
+        let fresh = adamw::<M>(&self.optim);
+        self.optimizer = fresh.load_record(optimizer);
+        Ok(())
+    }
+}
+
+/// Writes a small text file atomically.
+pub fn write_text(dir: &Path, name: &str, text: &str) -> Result<(), String> {
+    write(dir, name, text.as_bytes())
+}
+
+/// Reads a small text file.
+pub fn read_text(dir: &Path, name: &str) -> Result<String, String> {
+    String::from_utf8(read(dir, name)?).map_err(|e| format!("{}: {e}", dir.join(name).display()))
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
+    roll_flow_engine::atomic_file::write_atomic(&dir.join(name), bytes)
+        .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
+}
+
+fn read(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(dir.join(name)).map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
+}

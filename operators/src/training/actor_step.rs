@@ -1,0 +1,109 @@
+//! `ActorStep`: the policy update of a PPO-style step (verl's and ROLL's actor update).
+//!
+//! For each of `ppo_epochs` passes over the batch, the batch is cut into micro-batches of
+//! `micro_batch` samples; each micro-batch's objective (policy loss − entropy bonus + KL
+//! term, [`actor_objective`]) is divided by the number of micro-batches and back-propagated,
+//! the gradients are accumulated, and one AdamW step with global-norm clipping and the
+//! scheduled learning rate applies them. Log-probs are recomputed under the current weights
+//! with the rollout's temperature and answer guides, exactly as `LogProb` computed π_old.
+//! The step does nothing while `critic_warmup` steps have not passed. Afterwards the new
+//! weights are published to the inference copy unless a `ModelUpdate` node does that.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use burn::optim::GradientsParams;
+use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
+
+use super::{micro_batches, single_worker, StatMeans};
+use crate::algo::{actor_objective, ActorBatch, ActorExtras, KlEstimator, PolicyInputs};
+use crate::model::generate::AnswerChoices;
+use crate::nodes::ActorStepSpec;
+use crate::runtime::scoring::{rollout_temperature, score_responses, token_column};
+use crate::runtime::{PolicyModel, Runtime};
+
+pub struct ActorStepNode {
+    spec: ActorStepSpec,
+    policy: Rc<RefCell<PolicyModel>>,
+    guides: Rc<RefCell<BTreeMap<String, Arc<AnswerChoices>>>>,
+    temperature: f32,
+}
+
+impl ActorStepNode {
+    pub fn build(spec: &ActorStepSpec, runtime: &mut Runtime) -> Result<Self, String> {
+        single_worker("ActorStep", runtime.worker.peers)?;
+        if spec.kl.as_ref().is_some_and(|k| k.estimator == KlEstimator::Full) {
+            return Err("`kl: (estimator: Full)` needs the reference model's whole distribution, \
+                        which ActorStep does not compute; use `K3` (the default), `K1`, `Abs` or `Mse`"
+                .into());
+        }
+        Ok(ActorStepNode {
+            spec: spec.clone(),
+            policy: runtime.policy(&spec.model)?,
+            guides: runtime.guides.clone(),
+            temperature: rollout_temperature(&runtime.pipeline, &spec.model),
+        })
+    }
+
+    /// Forward and backward of one micro-batch; returns its statistics.
+    fn micro_step(&self, policy: &mut PolicyModel, batch: &Batch, scale: f32) -> Result<crate::algo::AlgoStats, String> {
+        let device = Default::default();
+        let inputs = ActorBatch::from_batch(batch, &self.spec.loss, self.spec.kl.as_ref(), &device)
+            .map_err(|e| e.to_string())?;
+        let scored = score_responses(policy.train.module(), batch, self.temperature, &self.guides.borrow())?;
+        let n = batch.num_tokens();
+        let logprob = token_column(scored.logprobs, &scored.token_index, n);
+        let entropy = token_column(scored.entropy, &scored.token_index, n);
+        let policy_inputs = PolicyInputs {
+            logprob,
+            old_logprob: inputs.old_logprob.clone(),
+            advantages: inputs.advantages.clone(),
+            layout: &inputs.layout,
+        };
+        let extras = ActorExtras {
+            behaviour_logprob: inputs.behaviour_logprob.clone(),
+            ref_logprob: inputs.ref_logprob.clone(),
+            full_kl: None,
+            entropy: Some(entropy),
+        };
+        let out = actor_objective(&self.spec.loss, &policy_inputs, extras, self.spec.entropy, self.spec.kl.as_ref())
+            .map_err(|e| e.to_string())?;
+        let grads = out.loss.mul_scalar(scale).backward();
+        let grads = GradientsParams::from_grads(grads, policy.train.module());
+        policy.train.accumulate(grads);
+        Ok(out.stats)
+    }
+}
+
+impl Operator for ActorStepNode {
+    fn process(&mut self, ctx: &mut StepContext, batch: Batch) -> Result<Batch, OperatorError> {
+        if ctx.step < self.spec.critic_warmup {
+            ctx.metrics.insert("warming_up".into(), 1.0);
+            return Ok(batch);
+        }
+        let mut policy = self.policy.borrow_mut();
+        let mut stats = StatMeans::default();
+        let parts = micro_batches(&batch, self.spec.micro_batch);
+        let scale = 1.0 / parts.len() as f32;
+        for _ in 0..self.spec.ppo_epochs.max(1) {
+            for part in parts.iter().filter(|p| p.num_samples() > 0) {
+                let micro = self.micro_step(&mut policy, part, scale).map_err(OperatorError)?;
+                for (k, v) in micro {
+                    stats.add(&k, v);
+                }
+            }
+            let update = policy.train.apply(ctx.step);
+            stats.add("grad_norm", update.grad_norm);
+            stats.add("lr", update.lr);
+            stats.add("skipped_updates", if update.skipped { 1.0 } else { 0.0 });
+        }
+        if policy.publish_on_train {
+            policy.publish();
+        }
+        stats.into_metrics(&mut ctx.metrics);
+        ctx.metrics.insert("policy_version".into(), policy.version as f64);
+        Ok(batch)
+    }
+}

@@ -1,0 +1,47 @@
+//! `Values`: the critic's estimate V(s_t) for every response token, gradients off (the
+//! rollout-time values GAE bootstraps from and value clipping centres on).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use burn::module::AutodiffModule;
+use roll_flow_engine::batch::column::VALUES;
+use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
+
+use super::SCORING_CHUNK_TOKENS;
+use crate::model::weights::to_f32_vec;
+use crate::runtime::scoring::{sample_chunks, token_values};
+use crate::runtime::{CriticModel, Runtime};
+
+pub struct ValuesNode {
+    critic: Rc<RefCell<CriticModel>>,
+}
+
+impl ValuesNode {
+    pub fn build(model: &str, runtime: &mut Runtime) -> Result<Self, String> {
+        Ok(ValuesNode {
+            critic: runtime.critic(model)?,
+        })
+    }
+}
+
+impl Operator for ValuesNode {
+    fn process(&mut self, ctx: &mut StepContext, mut batch: Batch) -> Result<Batch, OperatorError> {
+        let weights = self.critic.borrow().train.module().valid();
+        let mut column = Vec::with_capacity(batch.num_tokens());
+        for chunk in sample_chunks(&batch, SCORING_CHUNK_TOKENS) {
+            let part = batch.select(&chunk);
+            let values = token_values(&weights, &part).map_err(OperatorError)?;
+            column.extend(to_f32_vec(&values));
+        }
+        let mask = batch.bools(&roll_flow_engine::batch::column::RESPONSE_MASK)?;
+        let (sum, n) = column
+            .iter()
+            .zip(mask)
+            .filter(|(_, &m)| m)
+            .fold((0.0, 0usize), |(s, n), (v, _)| (s + *v as f64, n + 1));
+        ctx.metrics.insert("values/mean".into(), sum / n.max(1) as f64);
+        batch.set(&VALUES, column)?;
+        Ok(batch)
+    }
+}

@@ -1,0 +1,144 @@
+//! Every shipped pipeline through the real binary: the CPU ones run two steps at tiny sizes
+//! (`--set` overrides) and leave metrics, a checkpoint and batch dumps; the GPU one
+//! validates. Also: two runs with one seed write the same metrics, and a run stopped after
+//! a checkpoint and resumed ends with the same weights as one that was not stopped.
+
+mod common;
+
+use std::path::Path;
+
+use common::roll_flow;
+use serde_json::Value;
+
+/// Shrinks a shipped pipeline: 1-layer 32-wide models, 2 groups of 2, short replies.
+fn tiny(file: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
+    let mut sets = vec![
+        "models.policy.arch=Tiny(layers: 1, dim: 32, heads: 2)".to_string(),
+        "envs.train.groups=2".into(),
+        "envs.train.group_size=2".into(),
+        "envs.val.groups=2".into(),
+        "nodes.checkpoint.every=1".into(),
+    ];
+    if text.contains("\"critic\":") {
+        sets.push("models.critic.arch=Tiny(layers: 1, dim: 32, heads: 2)".into());
+    }
+    sets.into_iter().flat_map(|s| ["--set".to_string(), s]).collect()
+}
+
+fn run(file: &str, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args: Vec<String> = vec!["run".into(), file.into()];
+    if !extra.contains(&"--steps") {
+        args.extend(["--steps".into(), "2".into()]);
+    }
+    args.extend(["--out".into(), out.display().to_string()]);
+    args.extend(tiny(file));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    roll_flow(&refs)
+}
+
+fn metrics(dir: &Path) -> Vec<serde_json::Map<String, Value>> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap().as_object().unwrap().clone())
+        .collect()
+}
+
+fn assert_ok(out: &std::process::Output) {
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+const CPU_PIPELINES: [&str; 7] = [
+    "pipelines/frozen_lake_starpo.ron",
+    "pipelines/frozen_lake_gigpo.ron",
+    "pipelines/frozen_lake_ppo.ron",
+    "pipelines/sokoban_starpo.ron",
+    "pipelines/sokoban_gigpo.ron",
+    "pipelines/bandit_grpo.ron",
+    "pipelines/math_multi_turn.ron",
+];
+
+#[test]
+fn every_cpu_pipeline_runs_two_steps_and_leaves_metrics_checkpoints_and_dumps() {
+    for file in CPU_PIPELINES {
+        let dir = tempfile::tempdir().unwrap();
+        let out_dir = dir.path().join("run");
+        let dumps = dir.path().join("dumps");
+        let out = run(file, &out_dir, &["--dump-batches", dumps.to_str().unwrap()]);
+        assert_ok(&out);
+        let records = metrics(&out_dir);
+        assert_eq!(records.len(), 2, "{file}: one record per step");
+        for (step, r) in records.iter().enumerate() {
+            assert_eq!(r["step"], step as u64, "{file}");
+            for key in ["rollout/score/mean", "rollout/success", "rollout/effective_action_rate", "actor_step/lr", "actor_step/grad_norm", "old_logprob/entropy"] {
+                let v = r.get(key).and_then(Value::as_f64);
+                assert!(v.is_some_and(f64::is_finite), "{file}: step {step} has no finite `{key}`: {r:?}");
+            }
+        }
+        assert!(records[0].contains_key("eval/val/success"), "{file}: eval runs at step 0");
+        assert_eq!(records[1]["actor_step/policy_version"], 2.0, "{file}");
+        let ckpt = out_dir.join("checkpoints/step_2/models/policy");
+        for f in ["model.bin", "optimizer.bin", "version", "hf/config.json", "hf/model.safetensors"] {
+            assert!(ckpt.join(f).is_file(), "{file}: checkpoint lacks {f}");
+        }
+        let dump = dumps.join("step_000001/actor_step.json");
+        let batch: Value = serde_json::from_slice(&std::fs::read(&dump).unwrap()).unwrap();
+        let columns = batch["token_columns"].as_object().unwrap();
+        for c in ["response_mask", "old_logprob", "advantages", "behaviour_logprob"] {
+            assert!(columns.contains_key(c), "{file}: dump lacks `{c}`");
+        }
+        let renders = out_dir.join("renders/step_0");
+        assert!(renders.join("val_0_chat.txt").is_file(), "{file}: eval transcript saved");
+    }
+}
+
+#[test]
+fn the_gpu_pipeline_validates() {
+    let out = roll_flow(&["validate", "pipelines/qwen2.5-0.5b_frozen_lake.ron"]);
+    assert_ok(&out);
+}
+
+/// Wall-clock fields are the only ones allowed to differ between two runs.
+fn without_timings(records: Vec<serde_json::Map<String, Value>>) -> Vec<serde_json::Map<String, Value>> {
+    records
+        .into_iter()
+        .map(|r| {
+            r.into_iter()
+                .filter(|(k, _)| !(k == "wall_s" || k.ends_with("seconds") || k.ends_with("_per_s")))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn same_seed_same_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    assert_ok(&run("pipelines/frozen_lake_starpo.ron", &a, &[]));
+    assert_ok(&run("pipelines/frozen_lake_starpo.ron", &b, &[]));
+    let (ma, mb) = (without_timings(metrics(&a)), without_timings(metrics(&b)));
+    assert_eq!(ma, mb);
+    assert!(ma[0].len() > 20, "records carry the metrics: {:?}", ma[0]);
+}
+
+#[test]
+fn a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, split) = (dir.path().join("whole"), dir.path().join("split"));
+    let four = ["--steps", "4", "--set", "nodes.checkpoint.every=2"];
+    assert_ok(&run("pipelines/frozen_lake_ppo.ron", &whole, &four));
+    let mut stopped = four.to_vec();
+    stopped.extend(["--stop-after", "2"]);
+    assert_ok(&run("pipelines/frozen_lake_ppo.ron", &split, &stopped));
+    assert!(!split.join("checkpoints/step_4").exists());
+    assert_eq!(metrics(&split).len(), 2);
+    assert_ok(&roll_flow(&["run", "--resume", split.to_str().unwrap()]));
+    for f in ["models/policy/model.bin", "models/policy/optimizer.bin", "critics/critic/model.bin"] {
+        let a = std::fs::read(whole.join("checkpoints/step_4").join(f)).unwrap();
+        let b = std::fs::read(split.join("checkpoints/step_4").join(f)).unwrap();
+        assert!(a == b, "{f} differs after resuming");
+    }
+    assert_eq!(without_timings(metrics(&whole)), without_timings(metrics(&split)));
+}
