@@ -73,6 +73,7 @@ fn generation_throughput<B: Backend>() -> f64 {
                 sampling: SamplingParams::greedy(),
                 stop_tokens: vec![],
                 seed: i as u64,
+                guide: None,
             };
             batcher.submit(&model, request).unwrap();
         }

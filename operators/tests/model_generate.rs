@@ -28,6 +28,7 @@ fn request(
         sampling,
         stop_tokens: vec![],
         seed,
+        guide: None,
     }
 }
 

@@ -51,6 +51,7 @@ fn greedy_generation_reproduces_transformers_tokens() {
             sampling: SamplingParams::greedy(),
             stop_tokens: vec![],
             seed: 0,
+            guide: None,
         };
         batcher.submit(&model, request).unwrap();
     }

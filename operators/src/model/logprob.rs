@@ -8,6 +8,13 @@
 //! `logits.div_(temperature)` before `log_softmax`). Only the hidden states that predict
 //! response tokens go through the vocabulary projection, so prompt tokens cost no
 //! `[tokens, vocab]` logits. The results are burn tensors, differentiable under `Autodiff`.
+//!
+//! Guided replies ([`crate::model::generate::AnswerChoices`]) were sampled from the policy
+//! restricted to the allowed tokens at each position; [`response_logprobs_guided`] applies
+//! the same restriction: `z / T` plus an additive mask (0 for allowed tokens, −1e9 for the
+//! rest) before the log-softmax. The mask is finite so that `π log π` of a ruled-out token is
+//! `0 · (−1e9) = 0` rather than `0 · −∞ = NaN`; a forced token (the only one allowed) gets
+//! log-prob 0, entropy 0 and no gradient.
 
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
@@ -39,6 +46,9 @@ impl<B: Backend> ResponseLogProbs<B> {
     }
 }
 
+/// Additive logit mask of ruled-out tokens: finite, so that entropies stay finite.
+const RULED_OUT: f32 = -1e9;
+
 /// Log-probs and entropies of the tokens marked in `response_mask` (one flag per packed
 /// token). The first token of a sequence has no predecessor and cannot be a response token.
 pub fn response_logprobs<B: Backend>(
@@ -46,6 +56,30 @@ pub fn response_logprobs<B: Backend>(
     packed: &PackedSequences,
     response_mask: &[bool],
     temperature: f32,
+) -> Result<ResponseLogProbs<B>, ModelError> {
+    logprobs(model, packed, response_mask, temperature, None)
+}
+
+/// [`response_logprobs`] under guided decoding: `allowed` holds, for each marked token in
+/// packed order, the tokens the guide allowed at that position (`None`: unconstrained), as
+/// [`crate::model::generate::AnswerChoices::allowed_along`] gives them per reply. Each token's
+/// distribution is the policy's restricted to its allowed set.
+pub fn response_logprobs_guided<B: Backend>(
+    model: &Qwen2CausalLm<B>,
+    packed: &PackedSequences,
+    response_mask: &[bool],
+    temperature: f32,
+    allowed: &[Option<&[u32]>],
+) -> Result<ResponseLogProbs<B>, ModelError> {
+    logprobs(model, packed, response_mask, temperature, Some(allowed))
+}
+
+fn logprobs<B: Backend>(
+    model: &Qwen2CausalLm<B>,
+    packed: &PackedSequences,
+    response_mask: &[bool],
+    temperature: f32,
+    allowed: Option<&[Option<&[u32]>]>,
 ) -> Result<ResponseLogProbs<B>, ModelError> {
     packed.validate()?;
     check_inputs(packed, response_mask, temperature, model.config.vocab_size)?;
@@ -66,6 +100,11 @@ pub fn response_logprobs<B: Backend>(
         token_index.push(t);
     }
     let n = token_index.len();
+    let vocab = model.config.vocab_size;
+    let mask = match allowed {
+        Some(allowed) => guide_mask(allowed, &targets, vocab)?,
+        None => None,
+    };
     if n == 0 {
         let empty = Tensor::<B, 1>::zeros([0], &device);
         return Ok(ResponseLogProbs {
@@ -84,7 +123,13 @@ pub fn response_logprobs<B: Backend>(
     let selected = hidden
         .reshape([rows * width, hidden_dim])
         .select(0, rows_index);
-    let logits = model.logits(selected).div_scalar(temperature as f64);
+    let mut logits = model.logits(selected).div_scalar(temperature as f64);
+    if let Some(mask) = mask {
+        logits = logits.add(Tensor::from_data(
+            TensorData::new(mask, [n, vocab]),
+            &device,
+        ));
+    }
     let log_probs = log_softmax(logits, 1);
     let targets = Tensor::<B, 2, Int>::from_data(TensorData::new(targets, [n, 1]), &device);
     let logprobs = log_probs.clone().gather(1, targets).reshape([n]);
@@ -100,6 +145,47 @@ pub fn response_logprobs<B: Backend>(
         entropy,
         token_index,
     })
+}
+
+/// The `[n * vocab]` additive mask of `allowed` (one entry per response token), or `None`
+/// when no token is constrained.
+fn guide_mask(
+    allowed: &[Option<&[u32]>],
+    targets: &[i64],
+    vocab: usize,
+) -> Result<Option<Vec<f32>>, ModelError> {
+    let bad = |message: String| Err(ModelError::Request { message });
+    if allowed.len() != targets.len() {
+        return bad(format!(
+            "guided log-probs: {} allowed sets for {} response tokens",
+            allowed.len(),
+            targets.len()
+        ));
+    }
+    if allowed.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut mask = vec![0.0; targets.len() * vocab];
+    for (i, (set, &target)) in allowed.iter().zip(targets).enumerate() {
+        let Some(set) = set else { continue };
+        if let Some(t) = set.iter().find(|&&t| t as usize >= vocab) {
+            return bad(format!(
+                "guided log-probs: allowed token id {t} is outside the vocabulary (size {vocab})"
+            ));
+        }
+        if !set.contains(&(target as u32)) {
+            return bad(format!(
+                "guided log-probs: response token {i} (id {target}) is not among its allowed \
+                 tokens {set:?}"
+            ));
+        }
+        let row = &mut mask[i * vocab..(i + 1) * vocab];
+        row.fill(RULED_OUT);
+        for &t in *set {
+            row[t as usize] = 0.0;
+        }
+    }
+    Ok(Some(mask))
 }
 
 fn check_inputs(

@@ -64,6 +64,7 @@ pub fn complete_in_model_dir<B: Backend>(
             sampling: request.sampling.clone(),
             stop_tokens,
             seed: request.seed,
+            guide: None,
         },
     )?;
     let output = batcher

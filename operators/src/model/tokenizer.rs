@@ -200,6 +200,67 @@ mod tests {
         assert_eq!(t.vocab_size(), 516);
     }
 
+    /// Every grid cell and line break of the envs' boards is one token, so a small model sees
+    /// each cell at a regular position (`assets/make_tiny_tokenizer.py` filters the merges).
+    #[test]
+    fn builtin_tokenizer_gives_one_token_per_grid_cell() {
+        use crate::envs::frozen_lake::FrozenLakeConfig;
+        use crate::envs::sokoban::{SokobanConfig, Vocabulary};
+        use crate::envs::Env;
+
+        let t = TextTokenizer::builtin();
+        let lakes = [4, 6, 8].map(|size| FrozenLakeConfig {
+            size,
+            ..Default::default()
+        });
+        let rooms = [Vocabulary::Standard, Vocabulary::Letters].map(|vocabulary| SokobanConfig {
+            dim_room: (7, 6),
+            vocabulary,
+            ..Default::default()
+        });
+        let mut envs: Vec<Box<dyn Env>> = Vec::new();
+        envs.extend(
+            lakes
+                .iter()
+                .map(|c| Box::new(c.build().unwrap()) as Box<dyn Env>),
+        );
+        envs.extend(
+            rooms
+                .iter()
+                .map(|c| Box::new(c.build().unwrap()) as Box<dyn Env>),
+        );
+        let moves = [
+            "Left", "Down", "Right", "Up", "Down", "Down", "Right", "Right",
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for env in &mut envs {
+            for seed in 0..12 {
+                let mut observations = vec![env.reset(seed).unwrap().observation];
+                for m in moves {
+                    let step = env.step(&format!("<answer>{m}</answer>")).unwrap();
+                    observations.push(step.observation);
+                    if step.terminated || step.truncated {
+                        break;
+                    }
+                }
+                for text in observations {
+                    let ids = t.encode(&text).unwrap();
+                    let lines: Vec<&str> = text.split('\n').collect();
+                    let cells: usize = lines.iter().map(|l| l.chars().count()).sum();
+                    assert_eq!(ids.len(), cells + lines.len() - 1, "{text:?}");
+                    assert_eq!(t.decode(&ids, false).unwrap(), text);
+                    seen.extend(text.chars());
+                }
+            }
+        }
+        for symbol in "P_OGX√#S\n".chars() {
+            assert!(seen.contains(&symbol), "no observation showed {symbol:?}");
+        }
+        for word in ["Left", "Down", "Right", "Up", "left", "down", "right", "up"] {
+            assert_eq!(t.encode(word).unwrap().len(), 1, "{word} is one token");
+        }
+    }
+
     #[test]
     fn builtin_chat_template_is_chatml() {
         let t = TextTokenizer::builtin();

@@ -8,6 +8,11 @@
 //! single batched forward over the shared [`KvCache`]; (3) returns the requests that
 //! finished and drops their rows from the cache. The model is passed to every step, so the
 //! caller may swap in new weights between steps.
+//!
+//! A request with a guide ([`super::guide::AnswerChoices`]) samples each token among the
+//! tokens its trie allows after the reply so far: the other logits are set to −∞ before
+//! sampling, so the draw, the greedy argmax and the reported log-prob are all those of the
+//! distribution restricted to the allowed tokens.
 
 use std::collections::VecDeque;
 
@@ -177,7 +182,8 @@ impl<B: Backend> ContinuousBatcher<B> {
         self.running = self.sample_rows(logits, running.into_iter());
     }
 
-    /// Samples one token per row from `logits: [rows, 1, vocab]`.
+    /// Samples one token per row from `logits: [rows, 1, vocab]`, among the allowed tokens
+    /// for guided rows.
     fn sample_rows(
         &self,
         logits: Tensor<B, 3>,
@@ -187,15 +193,25 @@ impl<B: Backend> ContinuousBatcher<B> {
         let values = to_f32_vec(&logits);
         rows.enumerate()
             .map(|(i, mut row)| {
-                let Sampled { token, logprob } = sample(
-                    &values[i * vocab..(i + 1) * vocab],
-                    &row.request.sampling,
-                    &mut row.rng,
-                );
+                let logits = &values[i * vocab..(i + 1) * vocab];
+                let Sampled { token, logprob } = match &row.request.guide {
+                    Some(guide) => {
+                        // A running row has not completed a choice and only ever took
+                        // allowed tokens, so it is inside the trie.
+                        let allowed = guide.allowed(&row.tokens).expect("guided row in trie");
+                        let masked = only_allowed(logits, allowed);
+                        sample(&masked, &row.request.sampling, &mut row.rng)
+                    }
+                    None => sample(logits, &row.request.sampling, &mut row.rng),
+                };
                 row.tokens.push(token);
                 row.logprobs.push(logprob);
                 row.position += usize::from(row.tokens.len() > 1);
-                if row.request.stop_tokens.contains(&token) {
+                let stop = match &row.request.guide {
+                    Some(guide) => guide.is_complete(&row.tokens),
+                    None => row.request.stop_tokens.contains(&token),
+                };
+                if stop {
                     row.finish = Some(FinishReason::Stop);
                 } else if row.tokens.len() >= row.request.max_new_tokens {
                     row.finish = Some(FinishReason::Length);
@@ -222,6 +238,15 @@ impl<B: Backend> ContinuousBatcher<B> {
             .map(|(_, r)| output(r.id, r.tokens, r.logprobs, r.finish.expect("finished")))
             .collect()
     }
+}
+
+/// `logits` with every token outside `allowed` set to −∞.
+fn only_allowed(logits: &[f32], allowed: &[u32]) -> Vec<f32> {
+    let mut masked = vec![f32::NEG_INFINITY; logits.len()];
+    for &t in allowed {
+        masked[t as usize] = logits[t as usize];
+    }
+    masked
 }
 
 fn output(
@@ -255,6 +280,14 @@ fn validate<B: Backend>(
         return bad(format!(
             "prompt token id {t} is outside the vocabulary (size {vocab})"
         ));
+    }
+    if let Some(guide) = &request.guide {
+        let mut tokens = guide.choices().iter().flatten();
+        if let Some(t) = tokens.find(|&&t| t as usize >= vocab) {
+            return bad(format!(
+                "guided choice token id {t} is outside the vocabulary (size {vocab})"
+            ));
+        }
     }
     let context = model.config.max_position_embeddings;
     if request.prompt.len() + request.max_new_tokens > context {

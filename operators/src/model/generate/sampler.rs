@@ -6,7 +6,8 @@
 //! The returned log-prob is the behaviour policy's: `log_softmax(logits / temperature)` at the
 //! sampled token, before top-k/top-p truncation; this is what the old_logprob recomputation
 //! (`logits / temperature`, log-softmax) reproduces, so the PPO ratio starts at 1. Greedy
-//! decoding (temperature 0) reports `log_softmax(logits)`.
+//! decoding (temperature 0) reports `log_softmax(logits)`. Logits of −∞ (tokens a guide
+//! rules out) get probability 0 and are never drawn, as long as one logit is finite.
 
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -176,7 +177,14 @@ fn draw(weights: &[f64], candidates: &Option<Vec<usize>>, rng: &mut StdRng) -> u
             return i;
         }
     }
-    *pool.last().expect("at least one candidate")
+    // Rounding left a sliver of mass: take the last candidate that has any (a token masked
+    // to −∞ by a guide has weight 0 and must never be drawn).
+    *pool
+        .iter()
+        .rev()
+        .find(|&&i| weights[i] > 0.0)
+        .or(pool.last())
+        .expect("at least one candidate")
 }
 
 #[cfg(test)]
