@@ -53,7 +53,7 @@ fn graph_of_an_invalid_file_fails_with_its_errors() {
 }
 
 #[test]
-fn run_validates_writes_the_pipeline_copy_and_stops_at_an_unrunnable_node() {
+fn run_with_a_missing_model_directory_names_the_model_and_keeps_the_pipeline_copy() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");
     let out = roll_flow(&[
@@ -65,21 +65,36 @@ fn run_validates_writes_the_pipeline_copy_and_stops_at_an_unrunnable_node() {
         out_dir.to_str().unwrap(),
         "--set",
         "envs.train.groups=2",
+        "--set",
+        "models.policy.arch=HfDir(\"no/such/model\")",
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr
-            .contains("node `rollout`: `Rollout` nodes cannot run in this build of roll-flow yet"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("model `policy`"), "{stderr}");
+    assert!(stderr.contains("no/such/model"), "{stderr}");
     assert!(!stderr.contains("panicked"));
     let copy = std::fs::read_to_string(out_dir.join("pipeline.ron")).unwrap();
     assert!(
         copy.contains("steps: 2,") && copy.contains("groups: 2,"),
         "the copy holds the overrides:\n{copy}"
     );
-    assert!(out_dir.join("metrics.jsonl").exists());
+}
+
+#[test]
+fn resume_without_a_checkpoint_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        "pipelines/frozen_lake_starpo.ron",
+        dir.path().join("pipeline.ron"),
+    )
+    .unwrap();
+    let out = roll_flow(&["run", "--resume", dir.path().to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("has no checkpoint to resume from"),
+        "{stderr}"
+    );
 }
 
 #[test]

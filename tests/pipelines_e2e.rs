@@ -23,7 +23,9 @@ fn tiny(file: &str) -> Vec<String> {
     if text.contains("\"critic\":") {
         sets.push("models.critic.arch=Tiny(layers: 1, dim: 32, heads: 2)".into());
     }
-    sets.into_iter().flat_map(|s| ["--set".to_string(), s]).collect()
+    sets.into_iter()
+        .flat_map(|s| ["--set".to_string(), s])
+        .collect()
 }
 
 fn run(file: &str, out: &Path, extra: &[&str]) -> std::process::Output {
@@ -42,12 +44,23 @@ fn metrics(dir: &Path) -> Vec<serde_json::Map<String, Value>> {
     std::fs::read_to_string(dir.join("metrics.jsonl"))
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap().as_object().unwrap().clone())
+        .map(|l| {
+            serde_json::from_str::<Value>(l)
+                .unwrap()
+                .as_object()
+                .unwrap()
+                .clone()
+        })
         .collect()
 }
 
 fn assert_ok(out: &std::process::Output) {
-    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 const CPU_PIPELINES: [&str; 7] = [
@@ -72,25 +85,52 @@ fn every_cpu_pipeline_runs_two_steps_and_leaves_metrics_checkpoints_and_dumps() 
         assert_eq!(records.len(), 2, "{file}: one record per step");
         for (step, r) in records.iter().enumerate() {
             assert_eq!(r["step"], step as u64, "{file}");
-            for key in ["rollout/score/mean", "rollout/success", "rollout/effective_action_rate", "actor_step/lr", "actor_step/grad_norm", "old_logprob/entropy"] {
+            for key in [
+                "rollout/score/mean",
+                "rollout/success",
+                "rollout/effective_action_rate",
+                "actor_step/lr",
+                "actor_step/grad_norm",
+                "old_logprob/entropy",
+            ] {
                 let v = r.get(key).and_then(Value::as_f64);
-                assert!(v.is_some_and(f64::is_finite), "{file}: step {step} has no finite `{key}`: {r:?}");
+                assert!(
+                    v.is_some_and(f64::is_finite),
+                    "{file}: step {step} has no finite `{key}`: {r:?}"
+                );
             }
         }
-        assert!(records[0].contains_key("eval/val/success"), "{file}: eval runs at step 0");
+        assert!(
+            records[0].contains_key("eval/val/success"),
+            "{file}: eval runs at step 0"
+        );
         assert_eq!(records[1]["actor_step/policy_version"], 2.0, "{file}");
         let ckpt = out_dir.join("checkpoints/step_2/models/policy");
-        for f in ["model.bin", "optimizer.bin", "version", "hf/config.json", "hf/model.safetensors"] {
+        for f in [
+            "model.bin",
+            "optimizer.bin",
+            "version",
+            "hf/config.json",
+            "hf/model.safetensors",
+        ] {
             assert!(ckpt.join(f).is_file(), "{file}: checkpoint lacks {f}");
         }
         let dump = dumps.join("step_000001/actor_step.json");
         let batch: Value = serde_json::from_slice(&std::fs::read(&dump).unwrap()).unwrap();
         let columns = batch["token_columns"].as_object().unwrap();
-        for c in ["response_mask", "old_logprob", "advantages", "behaviour_logprob"] {
+        for c in [
+            "response_mask",
+            "old_logprob",
+            "advantages",
+            "behaviour_logprob",
+        ] {
             assert!(columns.contains_key(c), "{file}: dump lacks `{c}`");
         }
         let renders = out_dir.join("renders/step_0");
-        assert!(renders.join("val_0_chat.txt").is_file(), "{file}: eval transcript saved");
+        assert!(
+            renders.join("val_0_chat.txt").is_file(),
+            "{file}: eval transcript saved"
+        );
     }
 }
 
@@ -101,12 +141,16 @@ fn the_gpu_pipeline_validates() {
 }
 
 /// Wall-clock fields are the only ones allowed to differ between two runs.
-fn without_timings(records: Vec<serde_json::Map<String, Value>>) -> Vec<serde_json::Map<String, Value>> {
+fn without_timings(
+    records: Vec<serde_json::Map<String, Value>>,
+) -> Vec<serde_json::Map<String, Value>> {
     records
         .into_iter()
         .map(|r| {
             r.into_iter()
-                .filter(|(k, _)| !(k == "wall_s" || k.ends_with("seconds") || k.ends_with("_per_s")))
+                .filter(|(k, _)| {
+                    !(k == "wall_s" || k.ends_with("seconds") || k.ends_with("_per_s"))
+                })
                 .collect()
         })
         .collect()
@@ -135,10 +179,19 @@ fn a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one() {
     assert!(!split.join("checkpoints/step_4").exists());
     assert_eq!(metrics(&split).len(), 2);
     assert_ok(&roll_flow(&["run", "--resume", split.to_str().unwrap()]));
-    for f in ["models/policy/model.bin", "models/policy/optimizer.bin", "critics/critic/model.bin"] {
+    // The weights as safetensors (the burn records also hold random parameter ids, which
+    // differ between any two runs); the optimizer state shows in the metrics of the resumed
+    // steps, which must match too.
+    for f in [
+        "models/policy/hf/model.safetensors",
+        "critics/critic/hf/model.safetensors",
+    ] {
         let a = std::fs::read(whole.join("checkpoints/step_4").join(f)).unwrap();
         let b = std::fs::read(split.join("checkpoints/step_4").join(f)).unwrap();
         assert!(a == b, "{f} differs after resuming");
     }
-    assert_eq!(without_timings(metrics(&whole)), without_timings(metrics(&split)));
+    assert_eq!(
+        without_timings(metrics(&whole)),
+        without_timings(metrics(&split))
+    );
 }

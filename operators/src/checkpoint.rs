@@ -56,7 +56,11 @@ impl CheckpointNode {
 
     fn save(&self, completed: u64) -> Result<PathBuf, String> {
         let target = step_dir(&self.run.out_dir, completed);
-        let staging = self.run.out_dir.join("checkpoints").join(format!(".staging_step_{completed}"));
+        let staging = self
+            .run
+            .out_dir
+            .join("checkpoints")
+            .join(format!(".staging_step_{completed}"));
         let io = |e: std::io::Error, p: &Path| format!("checkpoint {}: {e}", p.display());
         if staging.exists() {
             std::fs::remove_dir_all(&staging).map_err(|e| io(e, &staging))?;
@@ -89,7 +93,8 @@ impl CheckpointNode {
         let steps = saved_steps(&self.run.out_dir);
         for &old in steps.iter().take(steps.len().saturating_sub(keep.max(1))) {
             let dir = step_dir(&self.run.out_dir, old);
-            std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
         }
         Ok(())
     }
@@ -98,7 +103,7 @@ impl CheckpointNode {
 impl Operator for CheckpointNode {
     fn process(&mut self, ctx: &mut StepContext, batch: Batch) -> Result<Batch, OperatorError> {
         let completed = ctx.step + 1;
-        let due = completed % self.spec.every.max(1) == 0 || completed == self.run.steps;
+        let due = completed.is_multiple_of(self.spec.every.max(1)) || completed == self.run.steps;
         if due && ctx.worker == 0 {
             self.save(completed).map_err(OperatorError)?;
             ctx.metrics.insert("saved_step".into(), completed as f64);

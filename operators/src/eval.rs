@@ -20,7 +20,10 @@ use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 use crate::envs::EnvManager;
 use crate::model::generate::{AnswerChoices, SamplingParams};
 use crate::nodes::{EvalSpec, Node, RolloutSpec};
-use crate::rollout::{env_manager, play_episodes, play_settings, register_guides, step_slots, stats, Episode, PlaySettings};
+use crate::rollout::{
+    env_manager, play_episodes, play_settings, register_guides, stats, step_slots, Episode,
+    PlaySettings,
+};
 use crate::runtime::{PolicyModel, Runtime};
 
 pub struct EvalNode {
@@ -69,7 +72,13 @@ impl EvalNode {
         };
         settings.max_new_tokens = spec.max_new_tokens;
         if let Some(r) = &rollout {
-            register_guides(r.guide, &tags, &manager, &policy.borrow().tokenizer, &runtime.guides)?;
+            register_guides(
+                r.guide,
+                &tags,
+                &manager,
+                &policy.borrow().tokenizer,
+                &runtime.guides,
+            )?;
         }
         Ok(EvalNode {
             spec: spec.clone(),
@@ -84,7 +93,7 @@ impl EvalNode {
     }
 
     fn due(&self, step: u64) -> bool {
-        step % self.spec.every.max(1) == 0 || step + 1 == self.steps
+        step.is_multiple_of(self.spec.every.max(1)) || step + 1 == self.steps
     }
 }
 
@@ -109,7 +118,10 @@ impl Operator for EvalNode {
             let mine: Vec<&Episode> = episodes.iter().filter(|e| &e.slot.env_tag == tag).collect();
             stats::episode_metrics(&mine, &mut ctx.metrics, &format!("{tag}/"));
             if ctx.worker == 0 {
-                let dir = self.out_dir.join("renders").join(format!("step_{}", ctx.step));
+                let dir = self
+                    .out_dir
+                    .join("renders")
+                    .join(format!("step_{}", ctx.step));
                 for (i, e) in mine.iter().take(self.spec.render).enumerate() {
                     save_render(e, &dir, &format!("{tag}_{i}")).map_err(OperatorError)?;
                 }
@@ -124,7 +136,10 @@ fn save_render(episode: &Episode, dir: &Path, stem: &str) -> Result<(), String> 
     if let Some(recording) = &episode.recording {
         recording.write(dir, stem).map_err(|e| e.to_string())?;
     }
-    let mut text = format!("env {} seed {}\n\n{}\n", episode.slot.env_tag, episode.slot.seed, episode.instruction);
+    let mut text = format!(
+        "env {} seed {}\n\n{}\n",
+        episode.slot.env_tag, episode.slot.seed, episode.instruction
+    );
     for (k, t) in episode.turns.iter().enumerate() {
         let _ = write!(
             text,
@@ -137,7 +152,15 @@ fn save_render(episode: &Episode, dir: &Path, stem: &str) -> Result<(), String> 
             t.info.action_is_effective
         );
     }
-    let _ = write!(text, "\nsuccess: {} | total reward: {}\n", episode.success, episode.total_reward());
-    roll_flow_engine::atomic_file::write_atomic(&dir.join(format!("{stem}_chat.txt")), text.as_bytes())
-        .map_err(|e| format!("cannot write a render into {}: {e}", dir.display()))
+    let _ = write!(
+        text,
+        "\nsuccess: {} | total reward: {}\n",
+        episode.success,
+        episode.total_reward()
+    );
+    roll_flow_engine::atomic_file::write_atomic(
+        &dir.join(format!("{stem}_chat.txt")),
+        text.as_bytes(),
+    )
+    .map_err(|e| format!("cannot write a render into {}: {e}", dir.display()))
 }

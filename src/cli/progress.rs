@@ -41,8 +41,10 @@ impl Progress {
             let bar = ProgressBar::new(last);
             bar.set_position(first);
             bar.set_style(
-                ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {elapsed_precise} < {eta_precise}  {msg}")
-                    .expect("valid template"),
+                ProgressStyle::with_template(
+                    "{bar:30} {pos}/{len} steps  {elapsed_precise} < {eta_precise}  {msg}",
+                )
+                .expect("valid template"),
             );
             bar
         });

@@ -63,7 +63,11 @@ impl RunArgs {
         all.extend(self.steps.map(|s| format!("steps={s}")));
         let out = self.resume.as_ref().or(self.out.as_ref());
         all.extend(out.map(|o| format!("out_dir={o:?}")));
-        all.extend(self.dump_batches.as_ref().map(|d| format!("dump_batches={d:?}")));
+        all.extend(
+            self.dump_batches
+                .as_ref()
+                .map(|d| format!("dump_batches={d:?}")),
+        );
         all
     }
 
@@ -112,7 +116,8 @@ fn prepare_resume(out_dir: &Path) -> anyhow::Result<u64> {
         })
         .flat_map(|line| [line, "\n"])
         .collect();
-    write_atomic(&path, kept.as_bytes()).with_context(|| format!("cannot rewrite {}", path.display()))?;
+    write_atomic(&path, kept.as_bytes())
+        .with_context(|| format!("cannot rewrite {}", path.display()))?;
     Ok(first)
 }
 
@@ -130,8 +135,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         None => 0,
     };
     if args.resume.is_none() {
-        write_atomic(&out_dir.join("pipeline.ron"), loaded.source.text.as_bytes())
-            .with_context(|| format!("cannot write the pipeline copy into {}", out_dir.display()))?;
+        write_atomic(&out_dir.join("pipeline.ron"), loaded.source.text.as_bytes()).with_context(
+            || format!("cannot write the pipeline copy into {}", out_dir.display()),
+        )?;
     }
     let log = MetricsLog::open(&out_dir, first_step > 0)
         .with_context(|| format!("cannot create {}/metrics.jsonl", out_dir.display()))?;

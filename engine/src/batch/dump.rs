@@ -33,9 +33,14 @@ impl Operator for DumpInput {
             .dir
             .join(format!("step_{:06}", ctx.step))
             .join(format!("{}.json", self.node));
-        let bytes = serde_json::to_vec(&input).map_err(|e| OperatorError(format!("--dump-batches: {e}")))?;
-        write_atomic(&path, &bytes)
-            .map_err(|e| OperatorError(format!("--dump-batches: cannot write {}: {e}", path.display())))?;
+        let bytes = serde_json::to_vec(&input)
+            .map_err(|e| OperatorError(format!("--dump-batches: {e}")))?;
+        write_atomic(&path, &bytes).map_err(|e| {
+            OperatorError(format!(
+                "--dump-batches: cannot write {}: {e}",
+                path.display()
+            ))
+        })?;
         self.inner.process(ctx, input)
     }
 }

@@ -160,7 +160,9 @@ fn run_worker<C: Catalog>(
                 role: spec.role,
                 operator: operators[i].take().expect("one operator per node"),
                 pipeline_seed: pipeline.seed,
-                steps: options.stop_after.map_or(pipeline.steps, |s| s.min(pipeline.steps)),
+                steps: options
+                    .stop_after
+                    .map_or(pipeline.steps, |s| s.min(pipeline.steps)),
                 worker: info,
                 state: state.clone(),
                 failed: failed.clone(),

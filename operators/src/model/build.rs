@@ -30,9 +30,11 @@ pub fn build_causal_lm<B: Backend>(
     };
     let model = match &spec.arch {
         ArchSpec::HfDir(dir) => load_causal_lm(&resolve(base_dir, dir), device)?,
-        ArchSpec::Tiny { .. } => {
-            Qwen2CausalLm::random(&tiny_config(spec, &tokenizer)?, spec.seed.unwrap_or(seed), device)
-        }
+        ArchSpec::Tiny { .. } => Qwen2CausalLm::random(
+            &tiny_config(spec, &tokenizer)?,
+            spec.seed.unwrap_or(seed),
+            device,
+        ),
     };
     if tokenizer.vocab_size() > model.config.vocab_size {
         return Err(ModelError::Config {
@@ -66,7 +68,8 @@ pub fn build_value_model<B: Backend>(
             let config = read_config(&dir)?;
             let mut source = SafetensorsSource::open(&dir)?;
             source.allow_unused("lm_head.weight");
-            let model = Qwen2ValueModel::from_causal_lm_weights(&mut source, &config, seed, device)?;
+            let model =
+                Qwen2ValueModel::from_causal_lm_weights(&mut source, &config, seed, device)?;
             source.finish()?;
             Ok(model)
         }

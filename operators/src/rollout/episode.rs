@@ -13,9 +13,11 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::transcript::Transcript;
-use crate::envs::render::episode::EpisodeRecording;
+use crate::envs::render::EpisodeRecording;
 use crate::envs::{Env, EnvInfo, EnvSlot};
-use crate::model::generate::{AnswerChoices, FinishReason, GenerationOutput, GenerationRequest, SamplingParams};
+use crate::model::generate::{
+    AnswerChoices, FinishReason, GenerationOutput, GenerationRequest, SamplingParams,
+};
 use crate::model::TextTokenizer;
 use crate::nodes::SampleMode;
 
@@ -134,7 +136,9 @@ fn play(
             None => step_prompt(tokenizer, system, &episode.turns, &observation, settings)?,
         };
         let limit = settings.sequence_length.min(job.context);
-        let budget = settings.max_new_tokens.min(limit.saturating_sub(prompt.len()));
+        let budget = settings
+            .max_new_tokens
+            .min(limit.saturating_sub(prompt.len()));
         if budget == 0 {
             episode.truncated = true;
             break;
@@ -156,12 +160,15 @@ fn play(
         let output = replies
             .recv()
             .map_err(|_| "the inference loop stopped".to_string())?;
-        let stop = (output.finish == FinishReason::Stop).then(|| *output.tokens.last().expect("stopped on a token"));
+        let stop = (output.finish == FinishReason::Stop)
+            .then(|| *output.tokens.last().expect("stopped on a token"));
         let content = match stop {
             Some(_) => &output.tokens[..output.tokens.len() - 1],
             None => &output.tokens[..],
         };
-        let reply_text = tokenizer.decode(content, false).map_err(|e| e.to_string())?;
+        let reply_text = tokenizer
+            .decode(content, false)
+            .map_err(|e| e.to_string())?;
         let result = job.env.step(&reply_text).map_err(env_error)?;
         if let Some(r) = &mut recording {
             r.capture(job.env.as_ref());
@@ -171,7 +178,11 @@ fn play(
         }
         episode.turns.push(TurnRecord {
             observation: std::mem::replace(&mut observation, result.observation.clone()),
-            prompt: if transcript.is_some() { Vec::new() } else { prompt },
+            prompt: if transcript.is_some() {
+                Vec::new()
+            } else {
+                prompt
+            },
             reply: output.tokens,
             logprobs: output.logprobs,
             reply_text,

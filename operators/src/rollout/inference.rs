@@ -31,7 +31,8 @@ pub fn serve(
     calls: Receiver<EnvMessage>,
     replies: Vec<Sender<GenerationOutput>>,
 ) -> Result<InferenceStats, String> {
-    let mut batcher = ContinuousBatcher::<InferBackend>::new(replies.len().max(1), &Default::default());
+    let mut batcher =
+        ContinuousBatcher::<InferBackend>::new(replies.len().max(1), &Default::default());
     let mut owner = HashMap::new();
     let mut stats = InferenceStats::default();
     let mut live = replies.len();
@@ -39,7 +40,11 @@ pub fn serve(
     while live > 0 {
         let mut messages = Vec::with_capacity(awaiting);
         while messages.len() < awaiting {
-            messages.push(calls.recv().map_err(|_| "an env loop stopped unexpectedly".to_string())?);
+            messages.push(
+                calls
+                    .recv()
+                    .map_err(|_| "an env loop stopped unexpectedly".to_string())?,
+            );
         }
         messages.sort_by_key(|m| m.env);
         for message in messages {
@@ -65,7 +70,9 @@ pub fn serve(
         finished.sort_by_key(|o| o.id);
         for output in finished {
             stats.generated_tokens += output.tokens.len();
-            let env = owner.remove(&output.id).expect("every request has an owner");
+            let env = owner
+                .remove(&output.id)
+                .expect("every request has an owner");
             replies[env]
                 .send(output)
                 .map_err(|_| format!("env loop {env} stopped before its reply"))?;

@@ -72,7 +72,10 @@ pub fn play_episodes(
         let served = serve_or_report(model, requests, reply_senders);
         let episodes: Result<Vec<Episode>, String> = handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("an env loop panicked".into())))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("an env loop panicked".into()))
+            })
             .collect();
         let stats = served?;
         Ok((episodes?, stats))
@@ -119,7 +122,9 @@ pub fn register_guides(
         .or_else(|| tokenizer.stop_tokens().first().copied())
         .ok_or("`guide: Actions` needs a tokenizer with an end-of-message token")?;
     for tag in tags {
-        let env = manager.build_env(tag).map_err(|e| format!("env `{tag}`: {e}"))?;
+        let env = manager
+            .build_env(tag)
+            .map_err(|e| format!("env `{tag}`: {e}"))?;
         let names = env.action_names();
         if names.is_empty() {
             return Err(format!(
@@ -127,8 +132,12 @@ pub fn register_guides(
                 env.name()
             ));
         }
-        let texts: Vec<String> = names.iter().map(|n| format!("<answer>{n}</answer>")).collect();
-        let choices = AnswerChoices::from_texts(tokenizer, &texts, stop).map_err(|e| e.to_string())?;
+        let texts: Vec<String> = names
+            .iter()
+            .map(|n| format!("<answer>{n}</answer>"))
+            .collect();
+        let choices =
+            AnswerChoices::from_texts(tokenizer, &texts, stop).map_err(|e| e.to_string())?;
         guides.borrow_mut().insert(tag.clone(), Arc::new(choices));
     }
     Ok(())
@@ -149,7 +158,13 @@ impl RolloutNode {
         let tags = spec.envs.0.clone();
         let manager = env_manager(runtime, &tags)?;
         let policy = runtime.policy(&spec.policy)?;
-        register_guides(spec.guide, &tags, &manager, &policy.borrow().tokenizer, &runtime.guides)?;
+        register_guides(
+            spec.guide,
+            &tags,
+            &manager,
+            &policy.borrow().tokenizer,
+            &runtime.guides,
+        )?;
         Ok(RolloutNode {
             settings: play_settings(spec, false),
             spec: spec.clone(),
@@ -172,14 +187,22 @@ pub fn env_manager(runtime: &Runtime, tags: &[String]) -> Result<EnvManager, Str
 }
 
 /// This worker's slots of every tag at `step`.
-pub fn step_slots(manager: &EnvManager, tags: &[String], ctx: &StepContext) -> Result<Vec<EnvSlot>, String> {
+pub fn step_slots(
+    manager: &EnvManager,
+    tags: &[String],
+    ctx: &StepContext,
+) -> Result<Vec<EnvSlot>, String> {
     let shard = Shard {
         worker: ctx.worker,
         workers: ctx.workers,
     };
     let mut slots = Vec::new();
     for tag in tags {
-        slots.extend(manager.slots_for(tag, ctx.step, shard).map_err(|e| e.to_string())?);
+        slots.extend(
+            manager
+                .slots_for(tag, ctx.step, shard)
+                .map_err(|e| e.to_string())?,
+        );
     }
     Ok(slots)
 }
@@ -202,12 +225,17 @@ impl Operator for RolloutNode {
         let seconds = started.elapsed().as_secs_f64();
         let group_size = |tag: &str| self.manager.group_size(tag).unwrap_or(1);
         let batch = match self.spec.samples {
-            SampleMode::Trajectory => samples::trajectory_batch(&episodes, group_size, policy.version),
+            SampleMode::Trajectory => {
+                samples::trajectory_batch(&episodes, group_size, policy.version)
+            }
             SampleMode::Step { .. } => samples::step_batch(&episodes, group_size, policy.version),
         }?;
         let all: Vec<&Episode> = episodes.iter().collect();
         stats::episode_metrics(&all, &mut ctx.metrics, "");
-        ctx.metrics.insert("gen_tokens_per_s".into(), stats.generated_tokens as f64 / seconds.max(1e-9));
+        ctx.metrics.insert(
+            "gen_tokens_per_s".into(),
+            stats.generated_tokens as f64 / seconds.max(1e-9),
+        );
         ctx.metrics.insert("requests".into(), stats.requests as f64);
         Ok(batch)
     }

@@ -86,7 +86,11 @@ impl TokenColumns {
 }
 
 /// One sample per episode.
-pub fn trajectory_batch(episodes: &[Episode], group_size: impl Fn(&str) -> usize, version: u64) -> Result<Batch, BatchError> {
+pub fn trajectory_batch(
+    episodes: &[Episode],
+    group_size: impl Fn(&str) -> usize,
+    version: u64,
+) -> Result<Batch, BatchError> {
     let mut tokens = TokenColumns::default();
     let mut shared = EpisodeColumns::new();
     for e in episodes {
@@ -111,7 +115,11 @@ pub fn trajectory_batch(episodes: &[Episode], group_size: impl Fn(&str) -> usize
 }
 
 /// One sample per turn.
-pub fn step_batch(episodes: &[Episode], group_size: impl Fn(&str) -> usize, version: u64) -> Result<Batch, BatchError> {
+pub fn step_batch(
+    episodes: &[Episode],
+    group_size: impl Fn(&str) -> usize,
+    version: u64,
+) -> Result<Batch, BatchError> {
     let mut tokens = TokenColumns::default();
     let mut shared = EpisodeColumns::new();
     let (mut hashes, mut steps, mut observations) = (Vec::new(), Vec::new(), Vec::new());
@@ -122,9 +130,13 @@ pub fn step_batch(episodes: &[Episode], group_size: impl Fn(&str) -> usize, vers
             seq.extend(&turn.reply);
             tokens.sequences.push(seq);
             tokens.mask.extend((0..p + r).map(|i| i >= p));
-            tokens.behaviour.extend(std::iter::repeat_n(0.0, p).chain(turn.logprobs.iter().copied()));
+            tokens
+                .behaviour
+                .extend(std::iter::repeat_n(0.0, p).chain(turn.logprobs.iter().copied()));
             tokens.turn.extend(std::iter::repeat_n(0, p + r));
-            tokens.reward.extend((0..p + r).map(|i| if i + 1 == p + r { turn.reward } else { 0.0 }));
+            tokens
+                .reward
+                .extend((0..p + r).map(|i| if i + 1 == p + r { turn.reward } else { 0.0 }));
             tokens.score.push(turn.reward);
             shared.push(e, group_size(&e.slot.env_tag), version);
             hashes.push(observation_hash(&turn.observation));

@@ -35,9 +35,21 @@ pub fn episode_metrics(episodes: &[&Episode], metrics: &mut BTreeMap<String, f64
     put("score/max", scores.iter().copied().fold(f64::MIN, f64::max));
     put("score/min", scores.iter().copied().fold(f64::MAX, f64::min));
     put("success", mean(episodes.iter().map(|e| flag(e.success))));
-    put("effective_action_rate", mean(turns().map(|t| flag(t.info.action_is_effective))));
-    put("format_error_rate", mean(turns().map(|t| flag(!t.info.action_is_valid))));
-    put("response_length", mean(turns().map(|t| t.reply.len() as f64)));
+    put(
+        "effective_action_rate",
+        mean(turns().map(|t| flag(t.info.action_is_effective))),
+    );
+    put(
+        "format_error_rate",
+        mean(turns().map(|t| flag(!t.info.action_is_valid))),
+    );
+    put(
+        "response_length",
+        mean(turns().map(|t| t.reply.len() as f64)),
+    );
     put("turns", mean(episodes.iter().map(|e| e.turns.len() as f64)));
-    put("truncated", mean(episodes.iter().map(|e| flag(e.truncated))));
+    put(
+        "truncated",
+        mean(episodes.iter().map(|e| flag(e.truncated))),
+    );
 }

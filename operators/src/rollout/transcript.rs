@@ -35,7 +35,11 @@ fn template_error(e: impl std::fmt::Display) -> String {
 impl Transcript {
     /// A chat opened with an optional system message and the first user message, ready
     /// for the first reply.
-    pub fn start(tokenizer: &TextTokenizer, system: Option<&str>, user: &str) -> Result<Self, String> {
+    pub fn start(
+        tokenizer: &TextTokenizer,
+        system: Option<&str>,
+        user: &str,
+    ) -> Result<Self, String> {
         let mut transcript = Transcript::default();
         if let Some(system) = system {
             transcript.messages.push(ChatMessage::new("system", system));
@@ -72,7 +76,9 @@ impl Transcript {
             (Some(s), Some(&last)) if s == last => &tokens[..tokens.len() - 1],
             _ => tokens,
         };
-        let content = tokenizer.decode(content_ids, false).map_err(|e| e.to_string())?;
+        let content = tokenizer
+            .decode(content_ids, false)
+            .map_err(|e| e.to_string())?;
         for (&t, &lp) in tokens.iter().zip(logprobs) {
             self.tokens.push(t);
             self.response.push(true);
@@ -161,7 +167,8 @@ mod tests {
         let mut t = Transcript::start(&tok, None, "obs").unwrap();
         let reply = tok.encode("<answer>Le").unwrap();
         let end = tok.token_id("<|im_end|>").unwrap();
-        t.add_reply(&tok, &reply, &vec![0.0; reply.len()], Some(end)).unwrap();
+        t.add_reply(&tok, &reply, &vec![0.0; reply.len()], Some(end))
+            .unwrap();
         let tail = &t.tokens[t.reply_ends[0] + 1..];
         assert_eq!(tail, tok.encode("<|im_end|>\n").unwrap().as_slice());
         t.trim_after_last_reply();

@@ -70,7 +70,10 @@ mod tests {
         let at_5 = 0.1 + 0.9 * 0.5 * (1.0 + (std::f64::consts::PI * 3.0 / 7.0).cos());
         assert!((learning_rate(&o, 5, 10) - at_5).abs() < 1e-12);
         assert!((learning_rate(&o, 9, 10) - 0.1).abs() < 1e-12);
-        assert!((learning_rate(&o, 50, 10) - 0.1).abs() < 1e-12, "clamped past the end");
+        assert!(
+            (learning_rate(&o, 50, 10) - 0.1).abs() < 1e-12,
+            "clamped past the end"
+        );
     }
 
     #[test]

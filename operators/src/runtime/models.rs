@@ -86,7 +86,9 @@ impl PolicyModel {
 
     fn restore(&mut self, checkpoint: &Path) -> Result<(), String> {
         let dir = self.checkpoint_dir(checkpoint);
-        self.train.load(&dir).map_err(|e| model_error(&self.name, e))?;
+        self.train
+            .load(&dir)
+            .map_err(|e| model_error(&self.name, e))?;
         self.inference = self.train.module().valid();
         let version = super::trainable::read_text(&dir, "version")?;
         self.version = version
@@ -126,7 +128,15 @@ impl CriticModel {
         checkpoint.join("critics").join(&self.name)
     }
 
+    /// Saves weights and optimizer; also the weights as safetensors under `hf/` (backbone
+    /// plus `score.*`, transformers' token-classification layout).
     pub fn save(&self, checkpoint: &Path) -> Result<(), String> {
-        self.train.save(&self.checkpoint_dir(checkpoint))
+        let dir = self.checkpoint_dir(checkpoint);
+        self.train.save(&dir)?;
+        let model = self.train.module();
+        let mut sink = crate::model::weights::TensorSink::default();
+        model.save(&mut sink);
+        crate::model::hf::save_model_dir(&dir.join("hf"), &model.config, &sink)
+            .map_err(|e| model_error(&self.name, e))
     }
 }

@@ -79,7 +79,10 @@ pub fn score_responses<B: Backend>(
 
 /// The critic's value of every response token (0 elsewhere), as a packed token tensor
 /// that carries the autodiff graph.
-pub fn token_values<B: Backend>(model: &Qwen2ValueModel<B>, batch: &Batch) -> Result<Tensor<B, 1>, String> {
+pub fn token_values<B: Backend>(
+    model: &Qwen2ValueModel<B>,
+    batch: &Batch,
+) -> Result<Tensor<B, 1>, String> {
     let mask = batch.bools(&RESPONSE_MASK).map_err(|e| e.to_string())?;
     let packed = packed(batch);
     let device = model.score.weight.device();
@@ -89,7 +92,10 @@ pub fn token_values<B: Backend>(model: &Qwen2ValueModel<B>, batch: &Batch) -> Re
         return Ok(Tensor::zeros([0], &device));
     }
     let values = model
-        .forward(packed.right_padded::<B>(&device), &AttentionLayout::right_padded(rows, width))
+        .forward(
+            packed.right_padded::<B>(&device),
+            &AttentionLayout::right_padded(rows, width),
+        )
         .reshape([rows * width]);
     // Token t of sample i reads the output at (i, position − 1); prompt tokens read 0s.
     let mut source = Vec::with_capacity(n);
@@ -106,14 +112,24 @@ pub fn token_values<B: Backend>(model: &Qwen2ValueModel<B>, batch: &Batch) -> Re
 
 /// Spreads per-response values (in `token_index` order) over a packed token tensor of
 /// `num_tokens`, 0 elsewhere; differentiable.
-pub fn token_column<B: Backend>(values: Tensor<B, 1>, token_index: &[usize], num_tokens: usize) -> Tensor<B, 1> {
+pub fn token_column<B: Backend>(
+    values: Tensor<B, 1>,
+    token_index: &[usize],
+    num_tokens: usize,
+) -> Tensor<B, 1> {
     let device = values.device();
     if token_index.is_empty() {
         return Tensor::zeros([num_tokens], &device);
     }
     let index: Vec<i64> = token_index.iter().map(|&t| t as i64).collect();
-    let index = Tensor::<B, 1, Int>::from_data(TensorData::new(index, [token_index.len()]), &device);
-    Tensor::zeros([num_tokens], &device).select_assign(0, index, values, burn::tensor::IndexingUpdateOp::Add)
+    let index =
+        Tensor::<B, 1, Int>::from_data(TensorData::new(index, [token_index.len()]), &device);
+    Tensor::zeros([num_tokens], &device).select_assign(
+        0,
+        index,
+        values,
+        burn::tensor::IndexingUpdateOp::Add,
+    )
 }
 
 /// Consecutive sample ranges of `batch` holding at most `max_tokens` tokens each (a longer
@@ -139,7 +155,10 @@ pub fn sample_chunks(batch: &Batch, max_tokens: usize) -> Vec<Vec<usize>> {
 /// The temperature replies of `model` were sampled with: that of the `Rollout` node whose
 /// policy it is, else of the first `Rollout` node (a reference model scores the policy's
 /// samples), else 1.
-pub fn rollout_temperature(pipeline: &roll_flow_engine::Pipeline<crate::RollFlow>, model: &str) -> f32 {
+pub fn rollout_temperature(
+    pipeline: &roll_flow_engine::Pipeline<crate::RollFlow>,
+    model: &str,
+) -> f32 {
     let rollouts: Vec<&crate::nodes::RolloutSpec> = pipeline
         .nodes
         .iter()
@@ -152,5 +171,11 @@ pub fn rollout_temperature(pipeline: &roll_flow_engine::Pipeline<crate::RollFlow
         .iter()
         .find(|r| r.policy == model)
         .or(rollouts.first())
-        .map_or(1.0, |r| if r.temperature > 0.0 { r.temperature } else { 1.0 })
+        .map_or(1.0, |r| {
+            if r.temperature > 0.0 {
+                r.temperature
+            } else {
+                1.0
+            }
+        })
 }

@@ -46,7 +46,9 @@ pub struct Trainable<M: AutodiffModule<TrainBackend>> {
     total_steps: u64,
 }
 
-fn adamw<M: AutodiffModule<TrainBackend>>(optim: &OptimSpec) -> OptimizerAdaptor<AdamW, M, TrainBackend> {
+fn adamw<M: AutodiffModule<TrainBackend>>(
+    optim: &OptimSpec,
+) -> OptimizerAdaptor<AdamW, M, TrainBackend> {
     let OptimSpec::AdamW {
         betas,
         eps,
@@ -76,12 +78,18 @@ impl<M: AutodiffModule<TrainBackend>> Trainable<M> {
 
     /// The current weights.
     pub fn module(&self) -> &M {
-        self.module.as_ref().expect("the module is only taken during a step")
+        self.module
+            .as_ref()
+            .expect("the module is only taken during a step")
     }
 
     /// Adds one micro-batch's gradients to the accumulated ones.
     pub fn accumulate(&mut self, grads: GradientsParams) {
-        self.accumulated.accumulate(self.module(), grads);
+        let module = self
+            .module
+            .as_ref()
+            .expect("the module is only taken during a step");
+        self.accumulated.accumulate(module, grads);
         self.pending += 1;
     }
 
@@ -157,5 +165,6 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
 }
 
 fn read(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
-    std::fs::read(dir.join(name)).map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
+    std::fs::read(dir.join(name))
+        .map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
 }

@@ -34,7 +34,11 @@ pub struct ActorStepNode {
 impl ActorStepNode {
     pub fn build(spec: &ActorStepSpec, runtime: &mut Runtime) -> Result<Self, String> {
         single_worker("ActorStep", runtime.worker.peers)?;
-        if spec.kl.as_ref().is_some_and(|k| k.estimator == KlEstimator::Full) {
+        if spec
+            .kl
+            .as_ref()
+            .is_some_and(|k| k.estimator == KlEstimator::Full)
+        {
             return Err("`kl: (estimator: Full)` needs the reference model's whole distribution, \
                         which ActorStep does not compute; use `K3` (the default), `K1`, `Abs` or `Mse`"
                 .into());
@@ -48,11 +52,21 @@ impl ActorStepNode {
     }
 
     /// Forward and backward of one micro-batch; returns its statistics.
-    fn micro_step(&self, policy: &mut PolicyModel, batch: &Batch, scale: f32) -> Result<crate::algo::AlgoStats, String> {
+    fn micro_step(
+        &self,
+        policy: &mut PolicyModel,
+        batch: &Batch,
+        scale: f32,
+    ) -> Result<crate::algo::AlgoStats, String> {
         let device = Default::default();
         let inputs = ActorBatch::from_batch(batch, &self.spec.loss, self.spec.kl.as_ref(), &device)
             .map_err(|e| e.to_string())?;
-        let scored = score_responses(policy.train.module(), batch, self.temperature, &self.guides.borrow())?;
+        let scored = score_responses(
+            policy.train.module(),
+            batch,
+            self.temperature,
+            &self.guides.borrow(),
+        )?;
         let n = batch.num_tokens();
         let logprob = token_column(scored.logprobs, &scored.token_index, n);
         let entropy = token_column(scored.entropy, &scored.token_index, n);
@@ -68,8 +82,14 @@ impl ActorStepNode {
             full_kl: None,
             entropy: Some(entropy),
         };
-        let out = actor_objective(&self.spec.loss, &policy_inputs, extras, self.spec.entropy, self.spec.kl.as_ref())
-            .map_err(|e| e.to_string())?;
+        let out = actor_objective(
+            &self.spec.loss,
+            &policy_inputs,
+            extras,
+            self.spec.entropy,
+            self.spec.kl.as_ref(),
+        )
+        .map_err(|e| e.to_string())?;
         let grads = out.loss.mul_scalar(scale).backward();
         let grads = GradientsParams::from_grads(grads, policy.train.module());
         policy.train.accumulate(grads);
@@ -89,7 +109,9 @@ impl Operator for ActorStepNode {
         let scale = 1.0 / parts.len() as f32;
         for _ in 0..self.spec.ppo_epochs.max(1) {
             for part in parts.iter().filter(|p| p.num_samples() > 0) {
-                let micro = self.micro_step(&mut policy, part, scale).map_err(OperatorError)?;
+                let micro = self
+                    .micro_step(&mut policy, part, scale)
+                    .map_err(OperatorError)?;
                 for (k, v) in micro {
                     stats.add(&k, v);
                 }
@@ -103,7 +125,8 @@ impl Operator for ActorStepNode {
             policy.publish();
         }
         stats.into_metrics(&mut ctx.metrics);
-        ctx.metrics.insert("policy_version".into(), policy.version as f64);
+        ctx.metrics
+            .insert("policy_version".into(), policy.version as f64);
         Ok(batch)
     }
 }

@@ -29,7 +29,12 @@ impl CriticStepNode {
         })
     }
 
-    fn micro_step(&self, critic: &mut CriticModel, batch: &Batch, scale: f32) -> Result<crate::algo::AlgoStats, String> {
+    fn micro_step(
+        &self,
+        critic: &mut CriticModel,
+        batch: &Batch,
+        scale: f32,
+    ) -> Result<crate::algo::AlgoStats, String> {
         let device = Default::default();
         let inputs = CriticBatch::from_batch(batch, &device).map_err(|e| e.to_string())?;
         let values = token_values(critic.train.module(), batch)?;
@@ -42,7 +47,9 @@ impl CriticStepNode {
         let loss: f32 = out.loss.clone().detach().into_scalar();
         stats.insert("value_loss".into(), loss as f64);
         let grads = out.loss.mul_scalar(scale).backward();
-        critic.train.accumulate(GradientsParams::from_grads(grads, critic.train.module()));
+        critic
+            .train
+            .accumulate(GradientsParams::from_grads(grads, critic.train.module()));
         Ok(stats)
     }
 }
@@ -55,7 +62,10 @@ impl Operator for CriticStepNode {
         let scale = 1.0 / parts.len() as f32;
         for _ in 0..self.spec.ppo_epochs.max(1) {
             for part in parts.iter().filter(|p| p.num_samples() > 0) {
-                for (k, v) in self.micro_step(&mut critic, part, scale).map_err(OperatorError)? {
+                for (k, v) in self
+                    .micro_step(&mut critic, part, scale)
+                    .map_err(OperatorError)?
+                {
                     stats.add(&k, v);
                 }
             }

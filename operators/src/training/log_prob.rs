@@ -52,7 +52,8 @@ impl Operator for LogProbNode {
         let mut count = 0usize;
         for chunk in sample_chunks(&batch, SCORING_CHUNK_TOKENS) {
             let part = batch.select(&chunk);
-            let scored = score_responses(&weights, &part, self.temperature, &guides).map_err(OperatorError)?;
+            let scored = score_responses(&weights, &part, self.temperature, &guides)
+                .map_err(OperatorError)?;
             let values = to_f32_vec(&scored.logprobs);
             let entropy = to_f32_vec(&scored.entropy);
             entropy_sum += entropy.iter().map(|&h| h as f64).sum::<f64>();
@@ -63,7 +64,8 @@ impl Operator for LogProbNode {
             }
         }
         if self.column == OLD_LOGPROB {
-            ctx.metrics.insert("entropy".into(), entropy_sum / count.max(1) as f64);
+            ctx.metrics
+                .insert("entropy".into(), entropy_sum / count.max(1) as f64);
             if let Ok(behaviour) = batch.f32s(&BEHAVIOUR_LOGPROB) {
                 let mask = batch.bools(&RESPONSE_MASK)?;
                 let gap = column

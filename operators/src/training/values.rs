@@ -40,7 +40,8 @@ impl Operator for ValuesNode {
             .zip(mask)
             .filter(|(_, &m)| m)
             .fold((0.0, 0usize), |(s, n), (v, _)| (s + *v as f64, n + 1));
-        ctx.metrics.insert("values/mean".into(), sum / n.max(1) as f64);
+        ctx.metrics
+            .insert("values/mean".into(), sum / n.max(1) as f64);
         batch.set(&VALUES, column)?;
         Ok(batch)
     }
