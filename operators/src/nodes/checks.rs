@@ -51,6 +51,7 @@ impl SpecCheck for ActorStepSpec {
     fn check(&self) -> Result<(), String> {
         at_least_one("ppo_epochs", self.ppo_epochs as u64)?;
         at_least_one("micro_batch", self.micro_batch.unwrap_or(1) as u64)?;
+        at_least_one("mini_batch", self.mini_batch.unwrap_or(1) as u64)?;
         if !(self.entropy.is_finite() && self.entropy >= 0.0) {
             return Err(format!("`entropy` must be >= 0, got {}", self.entropy));
         }
@@ -65,6 +66,7 @@ impl SpecCheck for ActorStepSpec {
 impl SpecCheck for CriticStepSpec {
     fn check(&self) -> Result<(), String> {
         at_least_one("ppo_epochs", self.ppo_epochs as u64)?;
+        at_least_one("mini_batch", self.mini_batch.unwrap_or(1) as u64)?;
         at_least_one("micro_batch", self.micro_batch.unwrap_or(1) as u64)
     }
 }

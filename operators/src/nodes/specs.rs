@@ -219,7 +219,12 @@ pub struct ActorStepSpec {
     /// Passes over the batch per step (default 1).
     #[serde(default = "one_usize")]
     pub ppo_epochs: usize,
-    /// Samples per gradient-accumulation micro-batch (default: the whole batch).
+    /// Samples per optimizer step (verl's `ppo_mini_batch_size`); each epoch shuffles
+    /// the batch and takes one AdamW step per mini-batch (default: the whole batch).
+    #[serde(default)]
+    pub mini_batch: Option<usize>,
+    /// Samples per gradient-accumulation micro-batch within a mini-batch (default: the
+    /// whole mini-batch).
     #[serde(default)]
     pub micro_batch: Option<usize>,
     /// Steps to wait while the critic warms up (default 0).
@@ -265,6 +270,10 @@ pub struct CriticStepSpec {
     pub loss: ValueLoss,
     #[serde(default = "one_usize")]
     pub ppo_epochs: usize,
+    /// Samples per optimizer step (default: the whole batch).
+    #[serde(default)]
+    pub mini_batch: Option<usize>,
+    /// Samples per gradient-accumulation micro-batch (default: the whole mini-batch).
     #[serde(default)]
     pub micro_batch: Option<usize>,
 }

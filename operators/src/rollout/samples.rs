@@ -151,3 +151,88 @@ pub fn step_batch(
     batch.set(&OBSERVATION, observations)?;
     Ok(batch)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envs::{EnvInfo, EnvSlot};
+    use crate::rollout::episode::TurnRecord;
+    use crate::rollout::transcript::Transcript;
+
+    fn turn(observation: &str, prompt: Vec<u32>, reply: Vec<u32>, reward: f32) -> TurnRecord {
+        TurnRecord {
+            observation: observation.into(),
+            prompt,
+            logprobs: vec![-0.5; reply.len()],
+            reply,
+            reply_text: String::new(),
+            reward,
+            info: EnvInfo::default(),
+        }
+    }
+
+    fn episode(turns: Vec<TurnRecord>, transcript: Option<Transcript>) -> Episode {
+        Episode {
+            slot: EnvSlot {
+                env_tag: "train".into(),
+                group_id: 3,
+                group_in_tag: 3,
+                index_in_group: 1,
+                seed: 9,
+                max_turns: 5,
+            },
+            instruction: String::new(),
+            turns,
+            transcript,
+            success: true,
+            truncated: false,
+            recording: None,
+        }
+    }
+
+    #[test]
+    fn trajectory_sample_puts_each_turn_reward_on_its_last_reply_token() {
+        // Prompt [1, 2], reply [10, 11], glue [3], reply [12].
+        let mut transcript = Transcript::default();
+        transcript.tokens = vec![1, 2, 10, 11, 3, 12];
+        transcript.response = vec![false, false, true, true, false, true];
+        transcript.turn = vec![0, 0, 0, 0, 1, 1];
+        transcript.behaviour = vec![0.0, 0.0, -0.5, -0.5, 0.0, -0.5];
+        transcript.reply_ends = vec![3, 5];
+        let turns = vec![
+            turn("a", vec![], vec![10, 11], -0.1),
+            turn("b", vec![], vec![12], 1.0),
+        ];
+        let batch = trajectory_batch(&[episode(turns, Some(transcript))], |_| 4, 7).unwrap();
+        assert_eq!(batch.num_samples(), 1);
+        assert_eq!(
+            batch.f32s(&TOKEN_REWARD).unwrap(),
+            &[0.0, 0.0, 0.0, -0.1, 0.0, 1.0]
+        );
+        assert_eq!(batch.f32s(&SCORE).unwrap(), &[0.9]);
+        assert_eq!(batch.u64s(&TRAJECTORY_ID).unwrap(), &[3 * 4 + 1]);
+        assert_eq!(batch.u64s(&POLICY_VERSION).unwrap(), &[7]);
+        assert_eq!(batch.i64s(&TOKEN_TURN).unwrap(), &[0, 0, 0, 0, 1, 1]);
+    }
+
+    #[test]
+    fn step_samples_carry_their_reward_state_and_episode_return() {
+        let turns = vec![
+            turn("a", vec![1, 2], vec![10], 0.0),
+            turn("b", vec![1, 3, 4], vec![11, 12], 1.0),
+        ];
+        let batch = step_batch(&[episode(turns, None)], |_| 2, 0).unwrap();
+        assert_eq!(batch.num_samples(), 2);
+        assert_eq!(batch.tokens(), &[1, 2, 10, 1, 3, 4, 11, 12]);
+        assert_eq!(
+            batch.bools(&RESPONSE_MASK).unwrap(),
+            &[false, false, true, false, false, false, true, true]
+        );
+        assert_eq!(batch.f32s(&SCORE).unwrap(), &[0.0, 1.0]);
+        assert_eq!(batch.f32s(&EPISODE_RETURN).unwrap(), &[1.0, 1.0]);
+        assert_eq!(batch.u64s(&STEP_INDEX).unwrap(), &[0, 1]);
+        let hashes = batch.u64s(&STATE_HASH).unwrap();
+        assert_eq!(hashes, &[observation_hash("a"), observation_hash("b")]);
+        assert_eq!(batch.f32s(&TOKEN_REWARD).unwrap()[7], 1.0);
+    }
+}

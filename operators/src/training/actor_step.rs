@@ -1,7 +1,8 @@
 //! `ActorStep`: the policy update of a PPO-style step (verl's and ROLL's actor update).
 //!
-//! For each of `ppo_epochs` passes over the batch, the batch is cut into micro-batches of
-//! `micro_batch` samples; each micro-batch's objective (policy loss − entropy bonus + KL
+//! For each of `ppo_epochs` passes over the batch, the batch is shuffled and cut into
+//! mini-batches of `mini_batch` samples, one optimizer step each, and every mini-batch into
+//! micro-batches of `micro_batch` samples; each micro-batch's objective (policy loss − entropy bonus + KL
 //! term, [`actor_objective`]) is divided by the number of micro-batches and back-propagated,
 //! the gradients are accumulated, and one AdamW step with global-norm clipping and the
 //! scheduled learning rate applies them. Log-probs are recomputed under the current weights
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use burn::optim::GradientsParams;
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
-use super::{micro_batches, single_worker, StatMeans};
+use super::{single_worker, train_epochs, StatMeans};
 use crate::algo::{actor_objective, ActorBatch, ActorExtras, KlEstimator, PolicyInputs};
 use crate::model::generate::AnswerChoices;
 use crate::nodes::ActorStepSpec;
@@ -103,24 +104,20 @@ impl Operator for ActorStepNode {
             ctx.metrics.insert("warming_up".into(), 1.0);
             return Ok(batch);
         }
-        let mut policy = self.policy.borrow_mut();
+        let policy_cell = self.policy.clone();
         let mut stats = StatMeans::default();
-        let parts = micro_batches(&batch, self.spec.micro_batch);
-        let scale = 1.0 / parts.len() as f32;
-        for _ in 0..self.spec.ppo_epochs.max(1) {
-            for part in parts.iter().filter(|p| p.num_samples() > 0) {
-                let micro = self
-                    .micro_step(&mut policy, part, scale)
-                    .map_err(OperatorError)?;
-                for (k, v) in micro {
-                    stats.add(&k, v);
-                }
-            }
-            let update = policy.train.apply(ctx.step);
-            stats.add("grad_norm", update.grad_norm);
-            stats.add("lr", update.lr);
-            stats.add("skipped_updates", if update.skipped { 1.0 } else { 0.0 });
-        }
+        let step = ctx.step;
+        train_epochs(
+            &batch,
+            self.spec.ppo_epochs,
+            (self.spec.mini_batch, self.spec.micro_batch),
+            ctx.seed,
+            &mut stats,
+            |part, scale| self.micro_step(&mut policy_cell.borrow_mut(), part, scale),
+            || policy_cell.borrow_mut().train.apply(step),
+        )
+        .map_err(OperatorError)?;
+        let mut policy = self.policy.borrow_mut();
         if policy.publish_on_train {
             policy.publish();
         }

@@ -1,5 +1,6 @@
 //! `CriticStep`: the value-function update (verl's and ROLL's critic update): for each of
-//! `ppo_epochs` passes, micro-batches of `micro_batch` samples, the value loss (MSE to the
+//! `ppo_epochs` passes, shuffled mini-batches of `mini_batch` samples (one optimizer step
+//! each), micro-batches of `micro_batch` samples, the value loss (MSE to the
 //! GAE returns, clipped around the rollout-time values, [`crate::algo::ValueLoss`]) scaled
 //! by 1/micro-batches, accumulated gradients, one clipped AdamW step.
 
@@ -9,7 +10,7 @@ use std::rc::Rc;
 use burn::optim::GradientsParams;
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
-use super::{micro_batches, single_worker, StatMeans};
+use super::{single_worker, train_epochs, StatMeans};
 use crate::algo::CriticBatch;
 use crate::nodes::CriticStepSpec;
 use crate::runtime::scoring::token_values;
@@ -56,23 +57,19 @@ impl CriticStepNode {
 
 impl Operator for CriticStepNode {
     fn process(&mut self, ctx: &mut StepContext, batch: Batch) -> Result<Batch, OperatorError> {
-        let mut critic = self.critic.borrow_mut();
+        let critic = self.critic.clone();
         let mut stats = StatMeans::default();
-        let parts = micro_batches(&batch, self.spec.micro_batch);
-        let scale = 1.0 / parts.len() as f32;
-        for _ in 0..self.spec.ppo_epochs.max(1) {
-            for part in parts.iter().filter(|p| p.num_samples() > 0) {
-                for (k, v) in self
-                    .micro_step(&mut critic, part, scale)
-                    .map_err(OperatorError)?
-                {
-                    stats.add(&k, v);
-                }
-            }
-            let update = critic.train.apply(ctx.step);
-            stats.add("grad_norm", update.grad_norm);
-            stats.add("lr", update.lr);
-        }
+        let step = ctx.step;
+        train_epochs(
+            &batch,
+            self.spec.ppo_epochs,
+            (self.spec.mini_batch, self.spec.micro_batch),
+            ctx.seed,
+            &mut stats,
+            |part, scale| self.micro_step(&mut critic.borrow_mut(), part, scale),
+            || critic.borrow_mut().train.apply(step),
+        )
+        .map_err(OperatorError)?;
         stats.into_metrics(&mut ctx.metrics);
         Ok(batch)
     }
