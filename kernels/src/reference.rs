@@ -118,15 +118,20 @@ pub fn gae<B: Backend>(
     columns.reverse();
     let adv = Tensor::cat(columns, 1);
     let ret = adv.clone() + v * valid;
+    // Back to packed order on the host (burn's scatter-add with the repeated pad index
+    // is not deterministic on every backend).
     let scatter = |x: Tensor<B, 2>| {
-        Tensor::<B, 1>::zeros([n + 1], &device)
-            .select_assign(
-                0,
-                idx.clone(),
-                x.reshape([s * width]),
-                burn::tensor::IndexingUpdateOp::Add,
-            )
-            .slice([0..n])
+        let x = x
+            .into_data()
+            .convert::<f32>()
+            .into_vec::<f32>()
+            .expect("f32 data");
+        let mut packed = vec![0.0f32; n + 1];
+        for (&i, &v) in index.iter().zip(&x) {
+            packed[i as usize] += v;
+        }
+        packed.truncate(n);
+        Tensor::<B, 1>::from_data(TensorData::new(packed, [n]), &device)
     };
     (scatter(adv), scatter(ret))
 }

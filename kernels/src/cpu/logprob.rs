@@ -141,7 +141,7 @@ pub fn logprob_entropy_forward(
 ) -> (Vec<f32>, Vec<f32>) {
     let rows = targets.len();
     assert!(
-        rows > 0 && logits.len() % rows == 0,
+        rows > 0 && logits.len().is_multiple_of(rows),
         "logits length is not rows × vocab"
     );
     let vocab = logits.len() / rows;

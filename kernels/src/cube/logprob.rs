@@ -66,7 +66,7 @@ pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
     ss0[u] = s0;
     ss1[u] = s1;
     sync_cube();
-    let mut stride = (block / 2) as usize;
+    let mut stride = CUBE_DIM_X as usize / 2;
     while stride > 0 {
         if u < stride {
             let ma = sm[u];

@@ -88,7 +88,7 @@ pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
     acc[u * PARTIALS + 3] = sd;
     acc[u * PARTIALS + 4] = sk;
     sync_cube();
-    let mut stride = (block / 2) as usize;
+    let mut stride = CUBE_DIM_X as usize / 2;
     while stride > 0 {
         if u < stride {
             for k in 0..PARTIALS {
@@ -151,7 +151,7 @@ pub(crate) fn ppo_combine_kernel<F: Float>(
     acc[u * 6 + 4] = cap;
     acc[u * 6 + 5] = kl;
     sync_cube();
-    let mut stride = (block / 2) as usize;
+    let mut stride = CUBE_DIM_X as usize / 2;
     while stride > 0 {
         if u < stride {
             for k in 0..6usize {
@@ -197,7 +197,7 @@ pub(crate) fn ppo_combine_kernel<F: Float>(
     }
     lsum[u] = part;
     sync_cube();
-    let mut stride = (block / 2) as usize;
+    let mut stride = CUBE_DIM_X as usize / 2;
     while stride > 0 {
         if u < stride {
             let o = lsum[u + stride];

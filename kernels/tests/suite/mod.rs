@@ -184,10 +184,7 @@ pub fn gae_forward<B: KernelBackend>(device: &B::Device) {
             roll_flow_kernels::gae(r.clone(), v.clone(), m.clone(), &offsets, gamma, lambda)
                 .unwrap();
         let (adv, ret) = (host(adv), host(ret));
-        let (ref_adv, ref_ret) = reference::gae(r, v, m, &offsets, gamma, lambda);
         let what = format!("{sequences} seqs");
-        assert_close(&format!("adv {what}"), &adv, &host(ref_adv), 1e-4, 1e-4);
-        assert_close(&format!("ret {what}"), &ret, &host(ref_ret), 1e-4, 1e-4);
         // The f64 oracle of roll-flow-operators, over each sequence's response tokens.
         let (mut oracle_adv, mut oracle_ret) = (vec![0.0f32; n], vec![0.0f32; n]);
         for w in offsets.windows(2) {
