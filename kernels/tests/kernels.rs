@@ -1,6 +1,6 @@
 //! The generic kernel suite (`suite/mod.rs`), once per backend: the CPU backend `Flex`
 //! always, the CubeCL kernels on wgpu with `--features wgpu` (Mesa's lavapipe software
-//! Vulkan is enough).
+//! Vulkan is enough) and on CUDA with `--features cuda` (needs an NVIDIA GPU to run).
 
 mod suite;
 
@@ -56,4 +56,12 @@ backend_suite!(
     wgpu,
     burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>,
     burn::backend::wgpu::WgpuDevice::default()
+);
+
+// Needs an NVIDIA GPU at run time (cudarc loads the driver); builds anywhere.
+#[cfg(feature = "cuda")]
+backend_suite!(
+    cuda,
+    burn::backend::Cuda,
+    burn::backend::cuda::CudaDevice::default()
 );
