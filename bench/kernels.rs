@@ -1,7 +1,7 @@
 //! Fused kernels vs the unfused burn path, on the CPU backend (`Flex`), in one run.
 //!
 //! `cargo bench -p roll-flow-kernels --bench kernels` (add `-- --quick` for fewer
-//! repetitions). Prints median wall times, the PyTorch eager peers of REFERENCE.md
+//! repetitions, `-- --logprob-only` for the fused log-prob alone, tensor API vs slices). Prints median wall times, the PyTorch eager peers of REFERENCE.md
 //! (measured on the same 2-core machine) and the memory floor at 20 GB/s.
 
 use std::hint::black_box;
@@ -55,6 +55,7 @@ fn lcg(seed: &mut u64) -> f32 {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    let only_fused = std::env::args().any(|a| a == "--logprob-only");
     let reps = if quick { 3 } else { 11 };
     let device = Default::default();
     println!("| kernel | fused ms | unfused burn ms | fused vs unfused | PyTorch ms | vs PyTorch | floor ms | fused / floor |");
@@ -77,6 +78,24 @@ fn main() {
         },
         reps,
     );
+    if only_fused {
+        let host: Vec<f32> = logits.clone().into_data().into_vec().unwrap();
+        let t: Vec<usize> = (0..n).map(|i| (i * 7919) % v).collect();
+        let slices = median(
+            || {
+                black_box(roll_flow_kernels::cpu::logprob::logprob_entropy_forward(
+                    &host, &t, 1.0,
+                ));
+            },
+            reps,
+        );
+        println!(
+            "log-prob fwd: tensor API {:.3} ms, slices {:.3} ms",
+            ms(fused),
+            ms(slices)
+        );
+        return;
+    }
     let unfused = median(
         || {
             let (lp, h) = reference::logprob_entropy(logits.clone(), targets.clone(), 1.0);

@@ -39,12 +39,29 @@ pub(crate) fn split_sequences<'a, T>(mut out: &'a mut [T], offsets: &[usize]) ->
     parts
 }
 
-fn scan(r: &[f32], v: &[f32], m: &[f32], adv: &mut [f32], ret: &mut [f32], g: f64, gl: f64) {
+type Scan = fn(&[f32], &[f32], &[f32], &mut [f32], &mut [f32], f64, f64);
+
+/// The reverse scan of one sequence; its critical path is one multiply-add per token.
+#[inline(always)]
+fn scan<const FMA: bool>(
+    r: &[f32],
+    v: &[f32],
+    m: &[f32],
+    adv: &mut [f32],
+    ret: &mut [f32],
+    g: f64,
+    gl: f64,
+) {
     let (mut next_v, mut next_a) = (0.0f64, 0.0f64);
     for t in (0..r.len()).rev() {
         if m[t] != 0.0 {
             let vt = v[t] as f64;
-            next_a = r[t] as f64 + g * next_v - vt + gl * next_a;
+            let delta = r[t] as f64 + g * next_v - vt;
+            next_a = if FMA {
+                gl.mul_add(next_a, delta)
+            } else {
+                gl * next_a + delta
+            };
             adv[t] = next_a as f32;
             ret[t] = (next_a + vt) as f32;
             next_v = vt;
@@ -53,6 +70,28 @@ fn scan(r: &[f32], v: &[f32], m: &[f32], adv: &mut [f32], ret: &mut [f32], g: f6
             ret[t] = 0.0;
         }
     }
+}
+
+fn scan_generic(r: &[f32], v: &[f32], m: &[f32], a: &mut [f32], t: &mut [f32], g: f64, gl: f64) {
+    scan::<false>(r, v, m, a, t, g, gl)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn scan_fma(r: &[f32], v: &[f32], m: &[f32], a: &mut [f32], t: &mut [f32], g: f64, gl: f64) {
+    #[target_feature(enable = "avx2,fma")]
+    fn inner(r: &[f32], v: &[f32], m: &[f32], a: &mut [f32], t: &mut [f32], g: f64, gl: f64) {
+        scan::<true>(r, v, m, a, t, g, gl)
+    }
+    // SAFETY: only picked after `has_avx2_fma()` (see `gae`).
+    unsafe { inner(r, v, m, a, t, g, gl) }
+}
+
+fn pick_scan() -> Scan {
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::has_avx2_fma() {
+        return scan_fma;
+    }
+    scan_generic
 }
 
 /// (advantages, returns) of packed sequences `offsets` (length = sequences + 1).
@@ -71,6 +110,7 @@ pub fn gae(
     );
     check_offsets(offsets, n, "gae");
     let (g, gl) = (gamma as f64, gamma as f64 * lambda as f64);
+    let scan = pick_scan();
     let mut adv = vec![0.0f32; n];
     let mut ret = vec![0.0f32; n];
     let seqs: Vec<(&mut [f32], &mut [f32])> = split_sequences(&mut adv, offsets)

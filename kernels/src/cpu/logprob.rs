@@ -12,14 +12,15 @@
 //!
 //! The row is walked in blocks of [`BLOCK`] values: the block max is taken first (the
 //! block stays in L1), then the block's exponentials are added, so memory is read once
-//! and the inner loops vectorise (16 lanes). Rows run in parallel with rayon.
+//! and the inner loops vectorise (16 lanes: one AVX-512 or two AVX2 registers, picked at
+//! run time). Rows run in parallel with rayon.
 //! Sources: the online softmax of Milakov & Gimelshein 2018; verl/ROLL
 //! `entropy_from_logits` (H = lse − Σ p·s); the oracle is `roll-flow-operators`
 //! `model::logprob` (log_softmax + gather, −Σ e^{log p} log p).
 
 use rayon::prelude::*;
 
-use super::simd::{exp, has_avx2_fma};
+use super::simd::{exp, has_avx2_fma, has_avx512};
 
 const LANES: usize = 16;
 const BLOCK: usize = 1024;
@@ -103,6 +104,28 @@ fn row_backward<const FMA: bool>(
 }
 
 #[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+fn row_forward_avx512(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32) {
+    row_forward::<true>(row, target, inv_t)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+fn row_backward_avx512(
+    row: &[f32],
+    out: &mut [f32],
+    target: usize,
+    inv_t: f32,
+    lse: f32,
+    entropy: f32,
+    g_lp: f32,
+    g_h: f32,
+) {
+    row_backward::<true>(row, out, target, inv_t, lse, entropy, g_lp, g_h)
+}
+
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 fn row_forward_avx2(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32) {
     row_forward::<true>(row, target, inv_t)
@@ -147,7 +170,7 @@ pub fn logprob_entropy_forward(
     let vocab = logits.len() / rows;
     check_targets(targets, vocab);
     let inv_t = 1.0 / temperature;
-    let avx2 = has_avx2_fma();
+    let (avx2, avx512) = (has_avx2_fma(), has_avx512());
     let mut out = vec![0.0f32; rows * 2];
     let mut lse = vec![0.0f32; rows];
     out.par_chunks_mut(2)
@@ -155,15 +178,17 @@ pub fn logprob_entropy_forward(
         .zip(logits.par_chunks(vocab).zip(targets.par_iter()))
         .for_each(|((o, l), (row, &y))| {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: avx2 and fma were detected at run time.
-            let (lp, h, s) = if avx2 {
+            // SAFETY: the target features were detected at run time.
+            let (lp, h, s) = if avx512 {
+                unsafe { row_forward_avx512(row, y, inv_t) }
+            } else if avx2 {
                 unsafe { row_forward_avx2(row, y, inv_t) }
             } else {
                 row_forward::<false>(row, y, inv_t)
             };
             #[cfg(not(target_arch = "x86_64"))]
             let (lp, h, s) = row_forward::<false>(row, y, inv_t);
-            let _ = avx2;
+            let _ = (avx2, avx512);
             o[0] = lp;
             o[1] = h;
             *l = s;
@@ -185,7 +210,7 @@ pub fn logprob_entropy_backward(
     let vocab = logits.len() / rows.max(1);
     check_targets(targets, vocab);
     let inv_t = 1.0 / temperature;
-    let avx2 = has_avx2_fma();
+    let (avx2, avx512) = (has_avx2_fma(), has_avx512());
     let mut dlogits = vec![0.0f32; logits.len()];
     dlogits
         .par_chunks_mut(vocab)
@@ -194,12 +219,16 @@ pub fn logprob_entropy_backward(
         .for_each(|(r, (o, row))| {
             let (y, h, g_lp, g_h) = (targets[r], out[2 * r + 1], grad[2 * r], grad[2 * r + 1]);
             #[cfg(target_arch = "x86_64")]
-            if avx2 {
+            if avx512 {
+                // SAFETY: avx512f, avx2 and fma were detected at run time.
+                unsafe { row_backward_avx512(row, o, y, inv_t, lse[r], h, g_lp, g_h) };
+                return;
+            } else if avx2 {
                 // SAFETY: avx2 and fma were detected at run time.
                 unsafe { row_backward_avx2(row, o, y, inv_t, lse[r], h, g_lp, g_h) };
                 return;
             }
-            let _ = avx2;
+            let _ = (avx2, avx512);
             row_backward::<false>(row, o, y, inv_t, lse[r], h, g_lp, g_h);
         });
     dlogits

@@ -5,7 +5,8 @@
 //! Taylor polynomial for e^r (truncation error r⁷/7! ≤ 1.3e-7 relative), times 2^n built
 //! from the exponent bits. Valid for x in [−87, 88]; inputs are clamped to that range, so
 //! e^x for x < −87 returns ≈1.6e-38 instead of a smaller number (harmless in every sum
-//! here). Rounding uses the 1.5·2²³ trick so the loop needs no `floor` call.
+//! here). Rounding uses the 1.5·2²³ trick so the loop needs no `floor` call and no
+//! float→int conversion.
 
 /// Multiply-add, fused when the caller was compiled with FMA.
 #[inline(always)]
@@ -26,7 +27,8 @@ pub(crate) fn exp<const FMA: bool>(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0; // 1.5 · 2^23
     let x = if x < -87.0 { -87.0 } else { x };
     let x = if x > 88.0 { 88.0 } else { x };
-    let n = (x * LOG2E + ROUND) - ROUND;
+    let t = x * LOG2E + ROUND;
+    let n = t - ROUND;
     let r = fma::<FMA>(-n, LN2_HI, x);
     let r = fma::<FMA>(-n, LN2_LO, r);
     let mut p = 1.0 / 720.0;
@@ -36,8 +38,23 @@ pub(crate) fn exp<const FMA: bool>(x: f32) -> f32 {
     p = fma::<FMA>(p, r, 0.5);
     p = fma::<FMA>(p, r, 1.0);
     p = fma::<FMA>(p, r, 1.0);
-    let bits = ((n as i32 + 127) as u32) << 23;
+    // n sits in the low mantissa bits of t: 2^n without a float→int conversion (an `as`
+    // cast saturates, which LLVM cannot vectorise).
+    let bits = t.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23;
     p * f32::from_bits(bits)
+}
+
+/// Whether the AVX-512 code paths can run on this CPU.
+#[inline]
+pub(crate) fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        has_avx2_fma() && std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// Whether the AVX2+FMA code paths can run on this CPU.
