@@ -1,9 +1,291 @@
-//! roll-flow's fused kernels (the kernels milestone fills this crate).
+//! roll-flow's fused kernels: token log-prob + entropy, the GAE reverse scan and the
+//! clipped PPO loss, each in one pass over its inputs, with backward passes.
 //!
-//! It will hold the hot numeric paths as CubeCL kernels for the `wgpu` and `cuda` features
-//! (fused token log-prob + entropy, the GAE reverse scan, the clipped PPO loss, each with
-//! its backward pass), their fused multi-threaded CPU twins, and the burn backend extension
-//! that routes tensors to them. The unfused burn formulations in `roll-flow-operators`
-//! (`model::logprob`, `algo::gae`, `algo::ppo_loss`) are the oracles they are tested
-//! against. Until then the crate only fixes the feature wiring (`wgpu`, `cuda`) so the
-//! workspace builds the same way it will ship.
+//! # Public API (burn tensors in, burn tensors out)
+//!
+//! ```text
+//! token_logprob_entropy<B: KernelBackend>(logits: Tensor<B, 2>, targets: Tensor<B, 1, Int>,
+//!     temperature: f32) -> Result<LogProbEntropy<B>, KernelError>     // .logprob, .entropy: [N]
+//! gae<B: KernelBackend>(rewards, values, mask: Tensor<B, 1>, offsets: &[usize],
+//!     gamma: f32, lambda: f32) -> Result<(Tensor<B, 1>, Tensor<B, 1>), KernelError>
+//! ppo_clip_loss<B: KernelBackend>(logp, old_logp, advantages, mask: Tensor<B, 1>,
+//!     offsets: &[usize], config: &PpoClipConfig) -> Result<PpoClipOutput<B>, KernelError>
+//! ```
+//!
+//! - `offsets` are packed-sequence boundaries `[0, end₀, end₁, …, tokens]` (roll-flow's
+//!   `Batch` offsets); `mask` is the response mask as 0/1 floats.
+//! - Under `Autodiff<B>` the log-prob/entropy outputs are differentiable w.r.t. `logits`
+//!   and the PPO loss w.r.t. `logp` (old log-probs, advantages, mask are constants); GAE is
+//!   never differentiable.
+//! - Semantics match the unfused oracles in `roll-flow-operators`: `model::logprob`
+//!   (logits already gathered at response positions), `algo::gae::gae` (response tokens
+//!   only; masked tokens get 0), `algo::ppo_loss` + `algo::aggregation` (all four
+//!   [`LossAgg`] modes). [`reference`] holds the same formulas in burn ops, for tests and
+//!   benchmarks.
+//!
+//! # Backends ([`KernelBackend`])
+//!
+//! - `burn::backend::Flex` (CPU): fused multi-threaded Rust ([`cpu`]), reading tensor
+//!   storage in place;
+//! - `CubeBackend<R, F, I, BT>` (feature `cube`, on with `wgpu`/`cuda`): CubeCL kernels
+//!   (`cube` module), e.g. `burn::backend::wgpu::CubeBackend<WgpuRuntime, f32, i32, u32>`
+//!   (the `Wgpu` alias when burn's `fusion` feature is off);
+//! - `Autodiff<B>` for any of those, with the backward passes registered.
+
+mod autodiff;
+pub mod backend;
+pub mod cpu;
+#[cfg(feature = "cube")]
+mod cube;
+mod flex;
+pub mod reference;
+
+use burn::tensor::{Int, Tensor, TensorPrimitive};
+
+pub use backend::{KernelBackend, PpoForward};
+
+/// A request the kernels refuse, with what was wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{op}: {message}")]
+pub struct KernelError {
+    pub op: &'static str,
+    pub message: String,
+}
+
+fn refuse<T>(op: &'static str, message: String) -> Result<T, KernelError> {
+    Err(KernelError { op, message })
+}
+
+/// How per-token losses become one scalar (verl/ROLL `agg_loss`; see
+/// `roll-flow-operators` `algo::aggregation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LossAgg {
+    /// Σ m·l / Σ m over the batch.
+    TokenMean,
+    /// Mean over sequences with ≥ 1 response token of Σ_t m·l.
+    SeqMeanTokenSum,
+    /// Mean over sequences with ≥ 1 response token of Σ_t m·l / Σ_t m (ROLL default).
+    #[default]
+    SeqMeanTokenMean,
+    /// Σ m·l / L, L = `norm_length` or the longest response (Dr. GRPO).
+    SeqMeanTokenSumNorm,
+}
+
+/// Settings of the clipped PPO loss.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PpoClipConfig {
+    /// ε_low: ratio clipped below at 1 − ε_low.
+    pub low: f32,
+    /// ε_high: ratio clipped above at 1 + ε_high.
+    pub high: f32,
+    /// Dual clip c > 1 for negative advantages (`None`: off).
+    pub dual_clip: Option<f32>,
+    pub agg: LossAgg,
+    /// L of `SeqMeanTokenSumNorm` (default: the longest response).
+    pub norm_length: Option<u32>,
+}
+
+impl Default for PpoClipConfig {
+    fn default() -> Self {
+        PpoClipConfig {
+            low: 0.2,
+            high: 0.2,
+            dual_clip: None,
+            agg: LossAgg::SeqMeanTokenMean,
+            norm_length: None,
+        }
+    }
+}
+
+/// Statistics of one PPO loss pass, over response tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PpoStats {
+    /// Fraction of tokens whose clipped term is active (`pg_clipfrac`).
+    pub clipfrac: f32,
+    /// Fraction of tokens capped by the dual clip (`pg_clipfrac_lower`; 0 when off).
+    pub clipfrac_lower: f32,
+    /// Mean of old_logp − logp (`ppo_kl`).
+    pub approx_kl: f32,
+    /// Σ mask.
+    pub response_tokens: f32,
+}
+
+impl PpoStats {
+    /// The `[4]` layout the backends use.
+    pub fn to_vec(self) -> Vec<f32> {
+        vec![
+            self.clipfrac,
+            self.clipfrac_lower,
+            self.approx_kl,
+            self.response_tokens,
+        ]
+    }
+
+    /// Reads a `[4]` stats tensor (waits for the device).
+    pub fn from_tensor<B: burn::tensor::backend::Backend>(stats: Tensor<B, 1>) -> Self {
+        let v = stats
+            .into_data()
+            .convert::<f32>()
+            .into_vec::<f32>()
+            .unwrap_or_default();
+        let at = |i: usize| v.get(i).copied().unwrap_or(0.0);
+        PpoStats {
+            clipfrac: at(0),
+            clipfrac_lower: at(1),
+            approx_kl: at(2),
+            response_tokens: at(3),
+        }
+    }
+}
+
+/// Per-row log-probs and entropies, `[N]` each.
+#[derive(Clone, Debug)]
+pub struct LogProbEntropy<B: burn::tensor::backend::Backend> {
+    pub logprob: Tensor<B, 1>,
+    pub entropy: Tensor<B, 1>,
+}
+
+/// The loss `[1]` and its statistics `[4]` (see [`PpoStats::from_tensor`]).
+#[derive(Clone, Debug)]
+pub struct PpoClipOutput<B: burn::tensor::backend::Backend> {
+    pub loss: Tensor<B, 1>,
+    pub stats: Tensor<B, 1>,
+}
+
+fn float<B: KernelBackend, const D: usize>(t: Tensor<B, D>) -> burn::tensor::ops::FloatTensor<B> {
+    t.into_primitive().tensor()
+}
+
+fn wrap<B: KernelBackend, const D: usize>(t: burn::tensor::ops::FloatTensor<B>) -> Tensor<B, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(t))
+}
+
+/// log softmax(logits / T)[target] and the entropy of softmax(logits / T), per row, in one
+/// pass; never builds a `[N, V]` log-softmax. Targets must lie in `[0, V)` (the CPU path
+/// checks; the GPU path clamps nothing, so an out-of-range id gives an undefined value).
+pub fn token_logprob_entropy<B: KernelBackend>(
+    logits: Tensor<B, 2>,
+    targets: Tensor<B, 1, Int>,
+    temperature: f32,
+) -> Result<LogProbEntropy<B>, KernelError> {
+    const OP: &str = "token_logprob_entropy";
+    let [n, v] = logits.dims();
+    if targets.dims()[0] != n {
+        return refuse(
+            OP,
+            format!("{} targets for {n} logits rows", targets.dims()[0]),
+        );
+    }
+    if !(temperature > 0.0 && temperature.is_finite()) {
+        return refuse(OP, format!("temperature {temperature} must be positive"));
+    }
+    if n == 0 || v == 0 {
+        let device = logits.device();
+        return Ok(LogProbEntropy {
+            logprob: Tensor::zeros([n], &device),
+            entropy: Tensor::zeros([n], &device),
+        });
+    }
+    let out: Tensor<B, 2> = wrap(B::logprob_entropy(
+        float(logits),
+        targets.into_primitive(),
+        temperature,
+    ));
+    Ok(LogProbEntropy {
+        logprob: out.clone().slice([0..n, 0..1]).reshape([n]),
+        entropy: out.slice([0..n, 1..2]).reshape([n]),
+    })
+}
+
+fn check_packed(op: &'static str, lens: &[usize], offsets: &[usize]) -> Result<(), KernelError> {
+    let n = lens[0];
+    if lens.iter().any(|&l| l != n) {
+        return refuse(op, format!("per-token inputs differ in length: {lens:?}"));
+    }
+    if offsets.first() != Some(&0) || offsets.last() != Some(&n) {
+        return refuse(
+            op,
+            format!("offsets must run from 0 to the token count {n}"),
+        );
+    }
+    if offsets.windows(2).any(|w| w[0] > w[1]) {
+        return refuse(op, "offsets must be non-decreasing".into());
+    }
+    Ok(())
+}
+
+/// GAE over packed sequences (see [`cpu::gae`] for the formula): (advantages, returns).
+pub fn gae<B: KernelBackend>(
+    rewards: Tensor<B, 1>,
+    values: Tensor<B, 1>,
+    mask: Tensor<B, 1>,
+    offsets: &[usize],
+    gamma: f32,
+    lambda: f32,
+) -> Result<(Tensor<B, 1>, Tensor<B, 1>), KernelError> {
+    let lens = [rewards.dims()[0], values.dims()[0], mask.dims()[0]];
+    check_packed("gae", &lens, offsets)?;
+    for (name, x) in [("gamma", gamma), ("lambda", lambda)] {
+        if !(0.0..=1.0).contains(&x) {
+            return refuse("gae", format!("{name} must be in [0, 1], got {x}"));
+        }
+    }
+    if lens[0] == 0 {
+        return Ok((rewards.clone(), rewards));
+    }
+    let (a, r) = B::gae(
+        float(rewards),
+        float(values),
+        float(mask),
+        offsets,
+        gamma,
+        lambda,
+    );
+    Ok((wrap(a), wrap(r)))
+}
+
+/// The clipped PPO loss, aggregated by `config.agg`, and its stats, in one fused pass.
+pub fn ppo_clip_loss<B: KernelBackend>(
+    logp: Tensor<B, 1>,
+    old_logp: Tensor<B, 1>,
+    advantages: Tensor<B, 1>,
+    mask: Tensor<B, 1>,
+    offsets: &[usize],
+    config: &PpoClipConfig,
+) -> Result<PpoClipOutput<B>, KernelError> {
+    const OP: &str = "ppo_clip_loss";
+    let lens = [
+        logp.dims()[0],
+        old_logp.dims()[0],
+        advantages.dims()[0],
+        mask.dims()[0],
+    ];
+    check_packed(OP, &lens, offsets)?;
+    if !(0.0..1.0).contains(&config.low) || config.high.is_nan() || config.high < 0.0 {
+        return refuse(
+            OP,
+            format!("clip needs 0 ≤ low < 1 and high ≥ 0, got {config:?}"),
+        );
+    }
+    if config.dual_clip.is_some_and(|c| c.is_nan() || c <= 1.0) {
+        return refuse(
+            OP,
+            format!("dual_clip must be > 1, got {:?}", config.dual_clip),
+        );
+    }
+    if offsets.len() < 2 {
+        return refuse(OP, "needs at least one sequence".into());
+    }
+    let (loss, stats) = B::ppo_clip_loss(
+        float(logp),
+        float(old_logp),
+        float(advantages),
+        float(mask),
+        offsets,
+        config,
+    );
+    Ok(PpoClipOutput {
+        loss: wrap(loss),
+        stats: wrap(stats),
+    })
+}

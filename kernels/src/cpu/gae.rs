@@ -1,0 +1,128 @@
+//! GAE reverse scan over packed variable-length sequences, on the CPU.
+//!
+//! Per sequence, over its response tokens only (mask ≠ 0), last to first
+//! (Schulman et al. 2016 eq. 16; ROLL `compute_gae_advantage_return`; oracle
+//! `roll-flow-operators` `algo::gae::gae`):
+//! - δ_t = r_t + γ·V_next − V_t, V_next = V of the next *response* token of the same
+//!   sequence (observation tokens in between are skipped), 0 after the last one;
+//! - A_t = δ_t + γλ·A_next;
+//! - returns_t = A_t + V_t.
+//!
+//! Tokens outside the mask get advantage 0 and return 0, and their rewards are ignored.
+//! Accumulates in f64 like the oracle. Sequences run in parallel (rayon), each a serial
+//! scan.
+
+use rayon::prelude::*;
+
+/// Checks that `offsets` = [0, …, len] is non-decreasing.
+pub(crate) fn check_offsets(offsets: &[usize], len: usize, what: &str) {
+    assert!(
+        offsets.first() == Some(&0) && offsets.last() == Some(&len),
+        "{what}: offsets must start at 0 and end at the token count {len}, got {:?}…{:?}",
+        offsets.first(),
+        offsets.last()
+    );
+    assert!(
+        offsets.windows(2).all(|w| w[0] <= w[1]),
+        "{what}: offsets must be non-decreasing"
+    );
+}
+
+/// Splits `out` into one slice per sequence of `offsets`.
+pub(crate) fn split_sequences<'a, T>(mut out: &'a mut [T], offsets: &[usize]) -> Vec<&'a mut [T]> {
+    let mut parts = Vec::with_capacity(offsets.len().saturating_sub(1));
+    for w in offsets.windows(2) {
+        let (head, rest) = out.split_at_mut(w[1] - w[0]);
+        parts.push(head);
+        out = rest;
+    }
+    parts
+}
+
+type Scan = fn(&[f32], &[f32], &[f32], &mut [f32], &mut [f32], f64, f64);
+
+/// The reverse scan of one sequence; its critical path is one multiply-add per token.
+#[inline(always)]
+fn scan<const FMA: bool>(
+    r: &[f32],
+    v: &[f32],
+    m: &[f32],
+    adv: &mut [f32],
+    ret: &mut [f32],
+    g: f64,
+    gl: f64,
+) {
+    let (mut next_v, mut next_a) = (0.0f64, 0.0f64);
+    for t in (0..r.len()).rev() {
+        if m[t] != 0.0 {
+            let vt = v[t] as f64;
+            let delta = r[t] as f64 + g * next_v - vt;
+            next_a = if FMA {
+                gl.mul_add(next_a, delta)
+            } else {
+                gl * next_a + delta
+            };
+            adv[t] = next_a as f32;
+            ret[t] = (next_a + vt) as f32;
+            next_v = vt;
+        } else {
+            adv[t] = 0.0;
+            ret[t] = 0.0;
+        }
+    }
+}
+
+fn scan_generic(r: &[f32], v: &[f32], m: &[f32], a: &mut [f32], t: &mut [f32], g: f64, gl: f64) {
+    scan::<false>(r, v, m, a, t, g, gl)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn scan_fma(r: &[f32], v: &[f32], m: &[f32], a: &mut [f32], t: &mut [f32], g: f64, gl: f64) {
+    #[target_feature(enable = "avx2,fma")]
+    fn inner(r: &[f32], v: &[f32], m: &[f32], a: &mut [f32], t: &mut [f32], g: f64, gl: f64) {
+        scan::<true>(r, v, m, a, t, g, gl)
+    }
+    // SAFETY: only picked after `has_avx2_fma()` (see `gae`).
+    unsafe { inner(r, v, m, a, t, g, gl) }
+}
+
+fn pick_scan() -> Scan {
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::has_avx2_fma() {
+        return scan_fma;
+    }
+    scan_generic
+}
+
+/// (advantages, returns) of packed sequences `offsets` (length = sequences + 1).
+pub fn gae(
+    rewards: &[f32],
+    values: &[f32],
+    mask: &[f32],
+    offsets: &[usize],
+    gamma: f32,
+    lambda: f32,
+) -> (Vec<f32>, Vec<f32>) {
+    let n = rewards.len();
+    assert!(
+        values.len() == n && mask.len() == n,
+        "gae: rewards, values and mask differ in length"
+    );
+    check_offsets(offsets, n, "gae");
+    let (g, gl) = (gamma as f64, gamma as f64 * lambda as f64);
+    let scan = pick_scan();
+    let mut adv = vec![0.0f32; n];
+    let mut ret = vec![0.0f32; n];
+    let seqs: Vec<(&mut [f32], &mut [f32])> = split_sequences(&mut adv, offsets)
+        .into_iter()
+        .zip(split_sequences(&mut ret, offsets))
+        .collect();
+    seqs.into_par_iter()
+        .zip(offsets.par_windows(2))
+        .with_min_len(16)
+        .for_each(|((a, rt), w)| {
+            let (s, e) = (w[0], w[1]);
+            scan(&rewards[s..e], &values[s..e], &mask[s..e], a, rt, g, gl);
+        });
+    (adv, ret)
+}

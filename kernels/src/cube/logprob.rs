@@ -1,0 +1,132 @@
+//! CubeCL token log-prob + entropy, forward and backward (one cube per logits row).
+//!
+//! Formula as in [`crate::cpu::logprob`]: with s = z/T, each unit walks the row with
+//! stride `CUBE_DIM_X` keeping an online (m, S₀ = Σe^{s−m}, S₁ = Σe^{s−m}(s−m)); the
+//! cube merges the triples in shared memory (tree reduction, rescaling both sides to the
+//! larger max), then lse = m + ln S₀, H = ln S₀ − S₁/S₀, logp = s_y − lse.
+//! Backward: dz_v = (g_lp(δ_vy − p_v) − g_H p_v(log p_v + H)) / T, p_v = e^{s_v − lse}.
+//! Source: online softmax (Milakov & Gimelshein 2018), burn-cubecl's one-cube-per-row
+//! reductions.
+
+use cubecl::prelude::*;
+
+/// A "minus infinity" WGSL accepts as a literal; logits never get near it.
+const NEG_BIG: f32 = -1.0e30;
+
+#[cube]
+fn row_index(rows: u32) -> usize {
+    let row = CUBE_POS_Y * CUBE_COUNT_X + CUBE_POS_X;
+    if row >= rows {
+        terminate!();
+    }
+    row as usize
+}
+
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
+    logits: &Tensor<F>,
+    targets: &Tensor<I>,
+    out: &mut Tensor<F>,
+    lse: &mut Tensor<F>,
+    rows: u32,
+    vocab: u32,
+    inv_t: f32,
+    #[comptime] block: u32,
+    #[define(F, I)] _dtypes: [StorageType; 2],
+) {
+    let row = row_index(rows);
+    let v = vocab as usize;
+    let base = row * v;
+    let inv = F::cast_from(inv_t);
+    let mut m = F::new(NEG_BIG);
+    let mut s0 = F::new(0.0);
+    let mut s1 = F::new(0.0);
+    let mut i = UNIT_POS_X as usize;
+    while i < v {
+        let s = logits[base + i] * inv;
+        if s > m {
+            let d = m - s;
+            let f = d.exp();
+            s1 = f * (s1 + d * s0);
+            s0 *= f;
+            m = s;
+        }
+        let x = s - m;
+        let e = x.exp();
+        s0 += e;
+        s1 += e * x;
+        i += CUBE_DIM_X as usize;
+    }
+    let mut sm = SharedMemory::<F>::new(block as usize);
+    let mut ss0 = SharedMemory::<F>::new(block as usize);
+    let mut ss1 = SharedMemory::<F>::new(block as usize);
+    let u = UNIT_POS_X as usize;
+    sm[u] = m;
+    ss0[u] = s0;
+    ss1[u] = s1;
+    sync_cube();
+    let mut stride = CUBE_DIM_X as usize / 2;
+    while stride > 0 {
+        if u < stride {
+            let ma = sm[u];
+            let mb = sm[u + stride];
+            let mx = F::max(ma, mb);
+            let da = ma - mx;
+            let db = mb - mx;
+            let fa = da.exp();
+            let fb = db.exp();
+            let a0 = ss0[u];
+            let b0 = ss0[u + stride];
+            ss1[u] = fa * (ss1[u] + da * a0) + fb * (ss1[u + stride] + db * b0);
+            ss0[u] = fa * a0 + fb * b0;
+            sm[u] = mx;
+        }
+        sync_cube();
+        stride /= 2;
+    }
+    if u == 0 {
+        let log_s0 = ss0[0].ln();
+        let l = sm[0] + log_s0;
+        let y = u32::cast_from(targets[row]) as usize;
+        out[row * 2] = logits[base + y] * inv - l;
+        out[row * 2 + 1] = log_s0 - ss1[0] / ss0[0];
+        lse[row] = l;
+    }
+}
+
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn logprob_backward_kernel<F: Float, I: Numeric>(
+    logits: &Tensor<F>,
+    targets: &Tensor<I>,
+    lse: &Tensor<F>,
+    out: &Tensor<F>,
+    grad: &Tensor<F>,
+    dlogits: &mut Tensor<F>,
+    rows: u32,
+    vocab: u32,
+    inv_t: f32,
+    #[define(F, I)] _dtypes: [StorageType; 2],
+) {
+    let row = row_index(rows);
+    let v = vocab as usize;
+    let base = row * v;
+    let inv = F::cast_from(inv_t);
+    let l = lse[row];
+    let h = out[row * 2 + 1];
+    let a = grad[row * 2] * inv;
+    let b = grad[row * 2 + 1] * inv;
+    let y = u32::cast_from(targets[row]) as usize;
+    let mut i = UNIT_POS_X as usize;
+    while i < v {
+        let log_p = logits[base + i] * inv - l;
+        let p = log_p.exp();
+        let mut d = F::new(0.0) - p * (a + b * (log_p + h));
+        if i == y {
+            d += a;
+        }
+        dlogits[base + i] = d;
+        i += CUBE_DIM_X as usize;
+    }
+}

@@ -1,0 +1,280 @@
+//! [`KernelBackend`] for burn's `CubeBackend` (wgpu, CUDA): launches the CubeCL kernels of
+//! [`logprob`], [`gae`] and [`ppo`]. Inputs are made contiguous first; outputs are fresh
+//! device tensors of the input float dtype. Packed-sequence offsets are uploaded as a
+//! small u32 tensor per call.
+
+mod gae;
+mod logprob;
+mod ppo;
+
+use burn::tensor::ops::{FloatTensor, IntTensor, IntTensorOps};
+use burn::tensor::{Shape, TensorData, TensorMetadata};
+use burn_cubecl::element::BoolElement;
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
+use cubecl::prelude::*;
+
+use crate::backend::{KernelBackend, PpoForward};
+use crate::{LossAgg, PpoClipConfig};
+
+/// Units per cube for the row and sequence reductions (a power of two).
+const BLOCK: u32 = 256;
+/// Units per cube for the one-unit-per-sequence GAE scan.
+const SCAN_BLOCK: u32 = 64;
+const MAX_GRID_X: usize = 65_535;
+
+/// One cube per item, spread over y when there are more than 65,535.
+fn grid(items: usize) -> CubeCount {
+    let x = items.clamp(1, MAX_GRID_X);
+    CubeCount::Static(x as u32, items.div_ceil(x).max(1) as u32, 1)
+}
+
+fn empty<R: CubeRuntime>(like: &CubeTensor<R>, shape: &[usize]) -> CubeTensor<R> {
+    empty_device_dtype::<R>(
+        like.client.clone(),
+        like.device.clone(),
+        Shape::from(shape.to_vec()),
+        like.dtype,
+    )
+}
+
+fn upload_offsets<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    offsets: &[usize],
+    device: &R::Device,
+) -> CubeTensor<R> {
+    let v: Vec<u32> = offsets
+        .iter()
+        .map(|&o| u32::try_from(o).expect("more than 2^32 tokens"))
+        .collect();
+    let n = v.len();
+    CubeBackend::<R, F, I, BT>::int_from_data(TensorData::new(v, [n]), device)
+}
+
+fn check_offsets(offsets: &[usize], tokens: usize, op: &str) {
+    assert!(
+        offsets.first() == Some(&0)
+            && offsets.last() == Some(&tokens)
+            && offsets.windows(2).all(|w| w[0] <= w[1]),
+        "{op}: offsets must run non-decreasing from 0 to {tokens}"
+    );
+}
+
+fn dual(config: &PpoClipConfig) -> f32 {
+    config.dual_clip.unwrap_or(0.0)
+}
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBackend
+    for CubeBackend<R, F, I, BT>
+{
+    fn logprob_entropy_forward(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        temperature: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
+        let [rows, vocab] = logits.shape().dims::<2>();
+        let out = empty(&logits, &[rows, 2]);
+        let lse = empty(&logits, &[rows]);
+        let dtypes = [logits.dtype.into(), targets.dtype.into()];
+        let client = logits.client.clone();
+        logprob::logprob_forward_kernel::launch::<R>(
+            &client,
+            grid(rows),
+            CubeDim::new_1d(BLOCK),
+            logits.into_tensor_arg(),
+            targets.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            lse.clone().into_tensor_arg(),
+            rows as u32,
+            vocab as u32,
+            1.0 / temperature,
+            BLOCK,
+            dtypes,
+        );
+        (out, lse)
+    }
+
+    fn logprob_entropy_backward(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        lse: FloatTensor<Self>,
+        out: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        temperature: f32,
+    ) -> FloatTensor<Self> {
+        let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
+        let (lse, out, grad) = (
+            into_contiguous(lse),
+            into_contiguous(out),
+            into_contiguous(grad),
+        );
+        let [rows, vocab] = logits.shape().dims::<2>();
+        let dlogits = empty(&logits, &[rows, vocab]);
+        let dtypes = [logits.dtype.into(), targets.dtype.into()];
+        let client = logits.client.clone();
+        logprob::logprob_backward_kernel::launch::<R>(
+            &client,
+            grid(rows),
+            CubeDim::new_1d(BLOCK),
+            logits.into_tensor_arg(),
+            targets.into_tensor_arg(),
+            lse.into_tensor_arg(),
+            out.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            dlogits.clone().into_tensor_arg(),
+            rows as u32,
+            vocab as u32,
+            1.0 / temperature,
+            dtypes,
+        );
+        dlogits
+    }
+
+    fn gae(
+        rewards: FloatTensor<Self>,
+        values: FloatTensor<Self>,
+        mask: FloatTensor<Self>,
+        offsets: &[usize],
+        gamma: f32,
+        lambda: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (rewards, values, mask) = (
+            into_contiguous(rewards),
+            into_contiguous(values),
+            into_contiguous(mask),
+        );
+        let n = rewards.shape().num_elements();
+        check_offsets(offsets, n, "gae");
+        let sequences = offsets.len() - 1;
+        let offs = upload_offsets::<R, F, I, BT>(offsets, &rewards.device);
+        let (adv, ret) = (empty(&rewards, &[n]), empty(&rewards, &[n]));
+        let dtypes = [rewards.dtype.into(), offs.dtype.into()];
+        let client = rewards.client.clone();
+        gae::gae_kernel::launch::<R>(
+            &client,
+            CubeCount::Static(sequences.div_ceil(SCAN_BLOCK as usize).max(1) as u32, 1, 1),
+            CubeDim::new_1d(SCAN_BLOCK),
+            rewards.into_tensor_arg(),
+            values.into_tensor_arg(),
+            mask.into_tensor_arg(),
+            offs.into_tensor_arg(),
+            adv.clone().into_tensor_arg(),
+            ret.clone().into_tensor_arg(),
+            sequences as u32,
+            gamma,
+            gamma * lambda,
+            dtypes,
+        );
+        (adv, ret)
+    }
+
+    fn ppo_clip_forward(
+        logp: FloatTensor<Self>,
+        old_logp: FloatTensor<Self>,
+        advantages: FloatTensor<Self>,
+        mask: FloatTensor<Self>,
+        offsets: &[usize],
+        config: &PpoClipConfig,
+    ) -> PpoForward<Self> {
+        let (logp, old) = (into_contiguous(logp), into_contiguous(old_logp));
+        let (adv, mask) = (into_contiguous(advantages), into_contiguous(mask));
+        let n = logp.shape().num_elements();
+        check_offsets(offsets, n, "ppo_clip_loss");
+        let sequences = offsets.len() - 1;
+        let offs = upload_offsets::<R, F, I, BT>(offsets, &logp.device);
+        let partials = empty(&logp, &[sequences * ppo::PARTIALS]);
+        let (loss, stats, seq_weight) = (
+            empty(&logp, &[1]),
+            empty(&logp, &[4]),
+            empty(&logp, &[sequences]),
+        );
+        let f_dtype: StorageType = logp.dtype.into();
+        let dtypes = [f_dtype, offs.dtype.into()];
+        let client = logp.client.clone();
+        ppo::ppo_partials_kernel::launch::<R>(
+            &client,
+            grid(sequences),
+            CubeDim::new_1d(BLOCK),
+            logp.into_tensor_arg(),
+            old.into_tensor_arg(),
+            adv.into_tensor_arg(),
+            mask.into_tensor_arg(),
+            offs.into_tensor_arg(),
+            partials.clone().into_tensor_arg(),
+            sequences as u32,
+            1.0 - config.low,
+            1.0 + config.high,
+            dual(config),
+            BLOCK,
+            dtypes,
+        );
+        let agg = match config.agg {
+            LossAgg::TokenMean => 0u32,
+            LossAgg::SeqMeanTokenSum => 1,
+            LossAgg::SeqMeanTokenMean => 2,
+            LossAgg::SeqMeanTokenSumNorm => 3,
+        };
+        ppo::ppo_combine_kernel::launch::<R>(
+            &client,
+            CubeCount::Static(1, 1, 1),
+            CubeDim::new_1d(BLOCK),
+            partials.into_tensor_arg(),
+            loss.clone().into_tensor_arg(),
+            stats.clone().into_tensor_arg(),
+            seq_weight.clone().into_tensor_arg(),
+            sequences as u32,
+            agg,
+            config.norm_length.map_or(0.0, |l| l as f32),
+            BLOCK,
+            f_dtype,
+        );
+        PpoForward {
+            loss,
+            stats,
+            seq_weight,
+        }
+    }
+
+    fn ppo_clip_backward(
+        logp: FloatTensor<Self>,
+        old_logp: FloatTensor<Self>,
+        advantages: FloatTensor<Self>,
+        mask: FloatTensor<Self>,
+        offsets: &[usize],
+        seq_weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        config: &PpoClipConfig,
+    ) -> FloatTensor<Self> {
+        let (logp, old) = (into_contiguous(logp), into_contiguous(old_logp));
+        let (adv, mask) = (into_contiguous(advantages), into_contiguous(mask));
+        let (seq_weight, grad) = (into_contiguous(seq_weight), into_contiguous(grad));
+        let n = logp.shape().num_elements();
+        check_offsets(offsets, n, "ppo_clip_loss");
+        let sequences = offsets.len() - 1;
+        let offs = upload_offsets::<R, F, I, BT>(offsets, &logp.device);
+        let dlogp = empty(&logp, &[n]);
+        let dtypes = [logp.dtype.into(), offs.dtype.into()];
+        let client = logp.client.clone();
+        ppo::ppo_backward_kernel::launch::<R>(
+            &client,
+            grid(sequences),
+            CubeDim::new_1d(BLOCK),
+            logp.into_tensor_arg(),
+            old.into_tensor_arg(),
+            adv.into_tensor_arg(),
+            mask.into_tensor_arg(),
+            offs.into_tensor_arg(),
+            seq_weight.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            dlogp.clone().into_tensor_arg(),
+            sequences as u32,
+            1.0 - config.low,
+            1.0 + config.high,
+            dual(config),
+            dtypes,
+        );
+        dlogp
+    }
+}

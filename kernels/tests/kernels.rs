@@ -1,0 +1,67 @@
+//! The generic kernel suite (`suite/mod.rs`), once per backend: the CPU backend `Flex`
+//! always, the CubeCL kernels on wgpu with `--features wgpu` (Mesa's lavapipe software
+//! Vulkan is enough) and on CUDA with `--features cuda` (needs an NVIDIA GPU to run).
+
+mod suite;
+
+macro_rules! backend_suite {
+    ($name:ident, $backend:ty, $device:expr) => {
+        mod $name {
+            use burn::backend::Autodiff;
+
+            type B = $backend;
+            type A = Autodiff<$backend>;
+
+            fn device() -> <B as burn::tensor::backend::BackendTypes>::Device {
+                $device
+            }
+
+            #[test]
+            fn logprob_entropy_forward_matches_reference() {
+                super::suite::logprob_forward::<B>(&device());
+            }
+
+            #[test]
+            fn logprob_entropy_forward_under_autodiff() {
+                super::suite::logprob_forward::<A>(&device());
+            }
+
+            #[test]
+            fn logprob_entropy_gradient_matches_autodiff_reference() {
+                super::suite::logprob_backward::<A>(&device());
+            }
+
+            #[test]
+            fn gae_matches_reference_and_oracle() {
+                super::suite::gae_forward::<B>(&device());
+            }
+
+            #[test]
+            fn ppo_loss_stats_and_gradient_match_reference() {
+                super::suite::ppo_forward_backward::<A>(&device());
+            }
+
+            #[test]
+            fn bad_input_is_refused() {
+                super::suite::refuses_bad_input::<B>(&device());
+            }
+        }
+    };
+}
+
+backend_suite!(flex, burn::backend::Flex, Default::default());
+
+#[cfg(feature = "wgpu")]
+backend_suite!(
+    wgpu,
+    burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>,
+    burn::backend::wgpu::WgpuDevice::default()
+);
+
+// Needs an NVIDIA GPU at run time (cudarc loads the driver); builds anywhere.
+#[cfg(feature = "cuda")]
+backend_suite!(
+    cuda,
+    burn::backend::Cuda,
+    burn::backend::cuda::CudaDevice::default()
+);

@@ -1,0 +1,307 @@
+//! The backend-generic test suite: each fused kernel against the unfused burn-ops
+//! reference (`roll_flow_kernels::reference`) on fresh random inputs, forward values and
+//! gradients (autodiff of the reference). `tests/kernels.rs` instantiates it per backend.
+//!
+//! Tolerances (f32 everywhere; the references accumulate in a different order):
+//! - log-prob, entropy: |fused − ref| ≤ 2e-4·(1 + |ref|);
+//! - dlogits: max |Δ| ≤ 1e-6 + 2e-3·max |ref|;
+//! - GAE: ≤ 1e-4·(1 + |ref|) against both the burn-ops loop and the f64 host oracle;
+//! - PPO loss, stats and dlogp: ≤ 1e-5 + 1e-4·|ref| (dlogp against max |ref|).
+
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use roll_flow_kernels::{reference, KernelBackend, LossAgg, PpoClipConfig, PpoStats};
+
+/// xorshift64*: reproducible host randomness without a dependency.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    pub fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    pub fn normal(&mut self) -> f32 {
+        let (u, v) = (self.unit().max(1e-7), self.unit());
+        (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
+    }
+}
+
+fn host<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
+    t.into_data().convert::<f32>().into_vec::<f32>().unwrap()
+}
+
+fn vector<B: Backend>(v: Vec<f32>, device: &B::Device) -> Tensor<B, 1> {
+    let n = v.len();
+    Tensor::from_data(TensorData::new(v, [n]), device)
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f32], abs: f32, rel: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= abs + rel * w.abs(),
+            "{what}[{i}]: fused {g} vs reference {w}"
+        );
+    }
+}
+
+fn assert_close_scaled(what: &str, got: &[f32], want: &[f32], abs: f32, rel: f32) {
+    let scale = want.iter().fold(0.0f32, |a, &b| a.max(b.abs()));
+    assert_close(what, got, want, abs + rel * scale, 0.0);
+}
+
+const LOGPROB_SHAPES: [(usize, usize); 6] = [
+    (1, 1),
+    (3, 7),
+    (5, 1000),
+    (33, 4097),
+    (4, 32000),
+    (2, 151_936),
+];
+
+fn logits_and_targets<B: Backend>(
+    rows: usize,
+    vocab: usize,
+    seed: u64,
+    device: &B::Device,
+) -> (Tensor<B, 2>, Tensor<B, 1, Int>) {
+    B::seed(device, seed);
+    let logits = Tensor::random([rows, vocab], Distribution::Normal(0.0, 3.0), device);
+    let mut rng = Rng::new(seed);
+    let targets: Vec<i64> = (0..rows).map(|_| rng.below(vocab) as i64).collect();
+    (
+        logits,
+        Tensor::from_data(TensorData::new(targets, [rows]), device),
+    )
+}
+
+pub fn logprob_forward<B: KernelBackend>(device: &B::Device) {
+    for (k, &(rows, vocab)) in LOGPROB_SHAPES.iter().enumerate() {
+        for temperature in [1.0, 0.7] {
+            let (logits, targets) = logits_and_targets::<B>(rows, vocab, 11 + k as u64, device);
+            let fused = roll_flow_kernels::token_logprob_entropy(
+                logits.clone(),
+                targets.clone(),
+                temperature,
+            )
+            .unwrap();
+            let (lp, h) = reference::logprob_entropy(logits, targets, temperature);
+            let what = format!("{rows}x{vocab} T={temperature}");
+            assert_close(
+                &format!("logp {what}"),
+                &host(fused.logprob),
+                &host(lp),
+                2e-4,
+                2e-4,
+            );
+            assert_close(
+                &format!("entropy {what}"),
+                &host(fused.entropy),
+                &host(h),
+                2e-4,
+                2e-4,
+            );
+        }
+    }
+}
+
+pub fn logprob_backward<B: KernelBackend + AutodiffBackend>(device: &B::Device) {
+    for (k, &(rows, vocab)) in LOGPROB_SHAPES.iter().enumerate() {
+        let temperature = 0.8;
+        let (logits, targets) = logits_and_targets::<B>(rows, vocab, 40 + k as u64, device);
+        let mut rng = Rng::new(k as u64);
+        let weights =
+            |rng: &mut Rng| vector::<B>((0..rows).map(|_| rng.normal()).collect(), device);
+        let (w_lp, w_h) = (weights(&mut rng), weights(&mut rng));
+
+        let x = logits.clone().detach().require_grad();
+        let fused =
+            roll_flow_kernels::token_logprob_entropy(x.clone(), targets.clone(), temperature)
+                .unwrap();
+        let loss = (fused.logprob * w_lp.clone() + fused.entropy * w_h.clone()).sum();
+        let got = host(x.grad(&loss.backward()).unwrap());
+
+        let x = logits.detach().require_grad();
+        let (lp, h) = reference::logprob_entropy(x.clone(), targets, temperature);
+        let loss = (lp * w_lp + h * w_h).sum();
+        let want = host(x.grad(&loss.backward()).unwrap());
+        assert_close_scaled(&format!("dlogits {rows}x{vocab}"), &got, &want, 1e-6, 2e-3);
+    }
+}
+
+/// Random packed sequences: a prompt (masked out), then turns of response tokens separated
+/// by observation tokens; some sequences are empty or have no response token.
+pub fn packed(rng: &mut Rng, sequences: usize, max_len: usize) -> (Vec<usize>, Vec<f32>) {
+    let mut offsets = vec![0];
+    let mut mask = Vec::new();
+    for _ in 0..sequences {
+        let len = match rng.below(10) {
+            0 => 0,
+            1 => 1,
+            _ => 1 + rng.below(max_len),
+        };
+        let prompt = rng.below(len.max(1));
+        let no_response = rng.below(12) == 0;
+        for t in 0..len {
+            let response = !no_response && t >= prompt && rng.below(6) != 0;
+            mask.push(if response { 1.0 } else { 0.0 });
+        }
+        offsets.push(mask.len());
+    }
+    (offsets, mask)
+}
+
+pub fn gae_forward<B: KernelBackend>(device: &B::Device) {
+    let cases = [
+        (1, 5, 1.0, 0.95),
+        (7, 40, 0.99, 0.9),
+        (64, 300, 1.0, 1.0),
+        (256, 512, 0.95, 0.95),
+    ];
+    for (k, &(sequences, max_len, gamma, lambda)) in cases.iter().enumerate() {
+        let mut rng = Rng::new(100 + k as u64);
+        let (offsets, mask) = packed(&mut rng, sequences, max_len);
+        let n = mask.len();
+        let rewards: Vec<f32> = mask.iter().map(|&m| m * rng.normal()).collect();
+        let values: Vec<f32> = (0..n).map(|_| rng.normal()).collect();
+        let (r, v, m) = (
+            vector::<B>(rewards.clone(), device),
+            vector::<B>(values.clone(), device),
+            vector::<B>(mask.clone(), device),
+        );
+        let (adv, ret) =
+            roll_flow_kernels::gae(r.clone(), v.clone(), m.clone(), &offsets, gamma, lambda)
+                .unwrap();
+        let (adv, ret) = (host(adv), host(ret));
+        let what = format!("{sequences} seqs");
+        // The f64 oracle of roll-flow-operators, over each sequence's response tokens.
+        let (mut oracle_adv, mut oracle_ret) = (vec![0.0f32; n], vec![0.0f32; n]);
+        for w in offsets.windows(2) {
+            let pos: Vec<usize> = (w[0]..w[1]).filter(|&t| mask[t] != 0.0).collect();
+            let r: Vec<f64> = pos.iter().map(|&t| rewards[t] as f64).collect();
+            let v: Vec<f64> = pos.iter().map(|&t| values[t] as f64).collect();
+            let (a, g) = reference::gae_sequence(&r, &v, gamma as f64, lambda as f64);
+            for (j, &t) in pos.iter().enumerate() {
+                oracle_adv[t] = a[j] as f32;
+                oracle_ret[t] = g[j] as f32;
+            }
+        }
+        assert_close(
+            &format!("adv vs oracle {what}"),
+            &adv,
+            &oracle_adv,
+            1e-4,
+            1e-4,
+        );
+        assert_close(
+            &format!("ret vs oracle {what}"),
+            &ret,
+            &oracle_ret,
+            1e-4,
+            1e-4,
+        );
+    }
+}
+
+fn ppo_configs() -> Vec<PpoClipConfig> {
+    let mut configs = Vec::new();
+    for agg in [
+        LossAgg::TokenMean,
+        LossAgg::SeqMeanTokenSum,
+        LossAgg::SeqMeanTokenMean,
+        LossAgg::SeqMeanTokenSumNorm,
+    ] {
+        for (dual_clip, high) in [(None, 0.2), (Some(3.0), 0.28)] {
+            configs.push(PpoClipConfig {
+                low: 0.2,
+                high,
+                dual_clip,
+                agg,
+                norm_length: None,
+            });
+        }
+    }
+    configs.push(PpoClipConfig {
+        agg: LossAgg::SeqMeanTokenSumNorm,
+        norm_length: Some(700),
+        ..Default::default()
+    });
+    configs
+}
+
+pub fn ppo_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B::Device) {
+    for (k, &(sequences, max_len)) in [(1, 9), (13, 50), (200, 600)].iter().enumerate() {
+        let mut rng = Rng::new(300 + k as u64);
+        let (offsets, mask) = packed(&mut rng, sequences, max_len);
+        let n = mask.len();
+        let old: Vec<f32> = (0..n).map(|_| -rng.unit() * 5.0).collect();
+        let logp: Vec<f32> = old.iter().map(|&o| o + 0.3 * rng.normal()).collect();
+        let adv: Vec<f32> = (0..n).map(|_| rng.normal()).collect();
+        for config in ppo_configs() {
+            let what = format!("{sequences} seqs {config:?}");
+            let run = |fused: bool| {
+                let x = vector::<B>(logp.clone(), device).require_grad();
+                let (o, a, m) = (
+                    vector::<B>(old.clone(), device),
+                    vector::<B>(adv.clone(), device),
+                    vector::<B>(mask.clone(), device),
+                );
+                let (loss, stats) = if fused {
+                    let out =
+                        roll_flow_kernels::ppo_clip_loss(x.clone(), o, a, m, &offsets, &config)
+                            .unwrap();
+                    (out.loss, PpoStats::from_tensor(out.stats))
+                } else {
+                    reference::ppo_clip_loss(x.clone(), o, a, m, &offsets, &config)
+                };
+                let grad = host(x.grad(&loss.clone().mul_scalar(1.5).backward()).unwrap());
+                (host(loss), stats, grad)
+            };
+            let (loss, stats, grad) = run(true);
+            let (ref_loss, ref_stats, ref_grad) = run(false);
+            assert_close(&format!("loss {what}"), &loss, &ref_loss, 1e-5, 1e-4);
+            assert_close(
+                &format!("stats {what}"),
+                &stats.to_vec(),
+                &ref_stats.to_vec(),
+                1e-5,
+                1e-4,
+            );
+            assert_close_scaled(&format!("dlogp {what}"), &grad, &ref_grad, 1e-7, 1e-4);
+        }
+    }
+}
+
+pub fn refuses_bad_input<B: KernelBackend>(device: &B::Device) {
+    let x = vector::<B>(vec![0.0; 4], device);
+    let err =
+        roll_flow_kernels::gae(x.clone(), x.clone(), x.clone(), &[0, 3], 1.0, 0.95).unwrap_err();
+    assert!(err.to_string().contains("offsets"), "{err}");
+    let err = roll_flow_kernels::ppo_clip_loss(
+        x.clone(),
+        x.clone(),
+        x.clone(),
+        x,
+        &[0, 4],
+        &PpoClipConfig {
+            dual_clip: Some(0.5),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("dual_clip"), "{err}");
+    let (logits, targets) = logits_and_targets::<B>(2, 5, 1, device);
+    let err = roll_flow_kernels::token_logprob_entropy(logits, targets, 0.0).unwrap_err();
+    assert!(err.to_string().contains("temperature"), "{err}");
+}
