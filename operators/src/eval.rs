@@ -8,49 +8,26 @@
 //! The first `render` episodes of each set are saved under `out_dir/renders/step_N/` as a
 //! GIF with PNG frames (grid envs) and a text transcript of prompts, replies and rewards.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
-use std::sync::Arc;
 
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
-use crate::envs::EnvManager;
-use crate::model::generate::{AnswerChoices, SamplingParams};
-use crate::nodes::{EvalSpec, Node, RolloutSpec};
-use crate::rollout::{
-    env_manager, play_episodes, play_settings, register_guides, stats, step_slots, Episode,
-    PlaySettings,
-};
-use crate::runtime::{PolicyModel, Runtime};
+use crate::model::generate::SamplingParams;
+use crate::nodes::{EvalSpec, Guide};
+use crate::rollout::{play_settings, rollout_for, stats, EnvPlayer, Episode, PlaySettings};
+use crate::runtime::Runtime;
 
 pub struct EvalNode {
     spec: EvalSpec,
-    tags: Vec<String>,
-    manager: EnvManager,
-    policy: Rc<RefCell<PolicyModel>>,
-    guides: Rc<RefCell<BTreeMap<String, Arc<AnswerChoices>>>>,
-    settings: PlaySettings,
+    player: EnvPlayer,
     out_dir: PathBuf,
     steps: u64,
 }
 
-/// The `Rollout` node that trains `policy`, if any.
-fn rollout_of<'a>(runtime: &'a Runtime, policy: &str) -> Option<&'a RolloutSpec> {
-    runtime.pipeline.nodes.iter().find_map(|(_, n)| match n {
-        Node::Rollout(r) if r.policy == policy => Some(r),
-        _ => None,
-    })
-}
-
 impl EvalNode {
     pub fn build(spec: &EvalSpec, runtime: &mut Runtime) -> Result<Self, String> {
-        let tags = spec.envs.0.clone();
-        let manager = env_manager(runtime, &tags)?;
-        let policy = runtime.policy(&spec.policy)?;
-        let rollout = rollout_of(runtime, &spec.policy).cloned();
+        let rollout = rollout_for(&runtime.pipeline, &spec.policy).cloned();
         let mut settings = match &rollout {
             Some(r) => play_settings(r, spec.render > 0),
             None => PlaySettings {
@@ -71,22 +48,10 @@ impl EvalNode {
             SamplingParams::greedy()
         };
         settings.max_new_tokens = spec.max_new_tokens;
-        if let Some(r) = &rollout {
-            register_guides(
-                r.guide,
-                &tags,
-                &manager,
-                &policy.borrow().tokenizer,
-                &runtime.guides,
-            )?;
-        }
+        let guide = rollout.map_or(Guide::Free, |r| r.guide);
         Ok(EvalNode {
+            player: EnvPlayer::build(&spec.envs.0, &spec.policy, guide, settings, runtime)?,
             spec: spec.clone(),
-            tags,
-            manager,
-            policy,
-            guides: runtime.guides.clone(),
-            settings,
             out_dir: runtime.run.out_dir.clone(),
             steps: runtime.run.steps,
         })
@@ -102,19 +67,8 @@ impl Operator for EvalNode {
         if !self.due(ctx.step) {
             return Ok(Batch::new());
         }
-        let slots = step_slots(&self.manager, &self.tags, ctx).map_err(OperatorError)?;
-        let policy = self.policy.borrow();
-        let (episodes, _) = play_episodes(
-            policy.inference(),
-            &policy.tokenizer,
-            &self.settings,
-            &self.manager,
-            slots,
-            &self.guides.borrow(),
-            ctx.seed,
-        )
-        .map_err(OperatorError)?;
-        for tag in &self.tags {
+        let (episodes, _, _) = self.player.play(ctx).map_err(OperatorError)?;
+        for tag in self.player.tags() {
             let mine: Vec<&Episode> = episodes.iter().filter(|e| &e.slot.env_tag == tag).collect();
             stats::episode_metrics(&mine, &mut ctx.metrics, &format!("{tag}/"));
             if ctx.worker == 0 {

@@ -174,7 +174,13 @@ fn play(
             r.capture(job.env.as_ref());
         }
         if let Some(t) = &mut transcript {
-            t.add_reply(tokenizer, &output.tokens, &output.logprobs, stop)?;
+            t.add_reply(
+                tokenizer,
+                &output.tokens,
+                &output.logprobs,
+                stop,
+                &reply_text,
+            )?;
         }
         episode.turns.push(TurnRecord {
             observation: std::mem::replace(&mut observation, result.observation.clone()),

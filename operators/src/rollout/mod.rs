@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
+use roll_flow_engine::{Batch, Operator, OperatorError, Pipeline, StepContext};
 
 pub use episode::{Episode, PlaySettings, TurnRecord};
 pub use inference::InferenceStats;
@@ -26,8 +26,9 @@ pub use inference::InferenceStats;
 use crate::envs::{EnvManager, EnvSlot, Shard};
 use crate::model::generate::{AnswerChoices, SamplingParams};
 use crate::model::{Qwen2CausalLm, TextTokenizer};
-use crate::nodes::{Guide, RolloutSpec, SampleMode};
+use crate::nodes::{Guide, Node, RolloutSpec, SampleMode};
 use crate::runtime::{InferBackend, PolicyModel, Runtime};
+use crate::RollFlow;
 use episode::{run_episode, EpisodeJob};
 
 /// Plays one episode per slot, all at once; episodes come back in slot order.
@@ -143,9 +144,9 @@ pub fn register_guides(
     Ok(())
 }
 
-/// The `Rollout` operator.
-pub struct RolloutNode {
-    spec: RolloutSpec,
+/// The env sets a node plays and the policy it plays them with: what `Rollout` and
+/// `Eval` share.
+pub struct EnvPlayer {
     tags: Vec<String>,
     manager: EnvManager,
     policy: Rc<RefCell<PolicyModel>>,
@@ -153,25 +154,79 @@ pub struct RolloutNode {
     settings: PlaySettings,
 }
 
-impl RolloutNode {
-    pub fn build(spec: &RolloutSpec, runtime: &mut Runtime) -> Result<Self, String> {
-        let tags = spec.envs.0.clone();
-        let manager = env_manager(runtime, &tags)?;
-        let policy = runtime.policy(&spec.policy)?;
+impl EnvPlayer {
+    /// Loads `policy` and registers the answer guide of every tag when `guide` asks.
+    pub fn build(
+        tags: &[String],
+        policy: &str,
+        guide: Guide,
+        settings: PlaySettings,
+        runtime: &mut Runtime,
+    ) -> Result<Self, String> {
+        let manager = env_manager(runtime, tags)?;
+        let policy = runtime.policy(policy)?;
         register_guides(
-            spec.guide,
-            &tags,
+            guide,
+            tags,
             &manager,
             &policy.borrow().tokenizer,
             &runtime.guides,
         )?;
-        Ok(RolloutNode {
-            settings: play_settings(spec, false),
-            spec: spec.clone(),
-            tags,
+        Ok(EnvPlayer {
+            tags: tags.to_vec(),
             manager,
             policy,
             guides: runtime.guides.clone(),
+            settings,
+        })
+    }
+
+    pub fn tags(&self) -> &[String] {
+        &self.tags
+    }
+
+    /// Plays this worker's slots of `ctx.step`; also returns the policy version played.
+    pub fn play(&self, ctx: &StepContext) -> Result<(Vec<Episode>, InferenceStats, u64), String> {
+        let slots = step_slots(&self.manager, &self.tags, ctx)?;
+        let policy = self.policy.borrow();
+        let (episodes, stats) = play_episodes(
+            policy.inference(),
+            &policy.tokenizer,
+            &self.settings,
+            &self.manager,
+            slots,
+            &self.guides.borrow(),
+            ctx.seed,
+        )?;
+        Ok((episodes, stats, policy.version))
+    }
+}
+
+/// The pipeline's `Rollout` nodes.
+pub fn rollouts(pipeline: &Pipeline<RollFlow>) -> impl Iterator<Item = &RolloutSpec> {
+    pipeline.nodes.iter().filter_map(|(_, n)| match n {
+        Node::Rollout(r) => Some(r),
+        _ => None,
+    })
+}
+
+/// The `Rollout` node that trains `policy`, if any.
+pub fn rollout_for<'a>(pipeline: &'a Pipeline<RollFlow>, policy: &str) -> Option<&'a RolloutSpec> {
+    rollouts(pipeline).find(|r| r.policy == policy)
+}
+
+/// The `Rollout` operator.
+pub struct RolloutNode {
+    samples: SampleMode,
+    player: EnvPlayer,
+}
+
+impl RolloutNode {
+    pub fn build(spec: &RolloutSpec, runtime: &mut Runtime) -> Result<Self, String> {
+        let settings = play_settings(spec, false);
+        Ok(RolloutNode {
+            samples: spec.samples.clone(),
+            player: EnvPlayer::build(&spec.envs.0, &spec.policy, spec.guide, settings, runtime)?,
         })
     }
 }
@@ -209,26 +264,13 @@ pub fn step_slots(
 
 impl Operator for RolloutNode {
     fn process(&mut self, ctx: &mut StepContext, _input: Batch) -> Result<Batch, OperatorError> {
-        let slots = step_slots(&self.manager, &self.tags, ctx).map_err(OperatorError)?;
-        let policy = self.policy.borrow();
         let started = std::time::Instant::now();
-        let (episodes, stats) = play_episodes(
-            policy.inference(),
-            &policy.tokenizer,
-            &self.settings,
-            &self.manager,
-            slots,
-            &self.guides.borrow(),
-            ctx.seed,
-        )
-        .map_err(OperatorError)?;
+        let (episodes, stats, version) = self.player.play(ctx).map_err(OperatorError)?;
         let seconds = started.elapsed().as_secs_f64();
-        let group_size = |tag: &str| self.manager.group_size(tag).unwrap_or(1);
-        let batch = match self.spec.samples {
-            SampleMode::Trajectory => {
-                samples::trajectory_batch(&episodes, group_size, policy.version)
-            }
-            SampleMode::Step { .. } => samples::step_batch(&episodes, group_size, policy.version),
+        let group_size = |tag: &str| self.player.manager.group_size(tag).unwrap_or(1);
+        let batch = match self.samples {
+            SampleMode::Trajectory => samples::trajectory_batch(&episodes, group_size, version),
+            SampleMode::Step { .. } => samples::step_batch(&episodes, group_size, version),
         }?;
         let all: Vec<&Episode> = episodes.iter().collect();
         stats::episode_metrics(&all, &mut ctx.metrics, "");

@@ -64,21 +64,17 @@ impl Transcript {
     }
 
     /// Appends a generated reply: `tokens` as sampled (ending in `stop` when the model
-    /// stopped itself), then whatever the template puts after an assistant message.
+    /// stopped itself), whose text without the stop token is `content`, then whatever the
+    /// template puts after an assistant message.
     pub fn add_reply(
         &mut self,
         tokenizer: &TextTokenizer,
         tokens: &[u32],
         logprobs: &[f32],
         stop: Option<u32>,
+        content: &str,
     ) -> Result<(), String> {
-        let content_ids = match (stop, tokens.last()) {
-            (Some(s), Some(&last)) if s == last => &tokens[..tokens.len() - 1],
-            _ => tokens,
-        };
-        let content = tokenizer
-            .decode(content_ids, false)
-            .map_err(|e| e.to_string())?;
+        let stopped = stop.filter(|&s| tokens.last() == Some(&s));
         for (&t, &lp) in tokens.iter().zip(logprobs) {
             self.tokens.push(t);
             self.response.push(true);
@@ -88,15 +84,15 @@ impl Transcript {
         if !tokens.is_empty() {
             self.reply_ends.push(self.tokens.len() - 1);
         }
-        self.messages.push(ChatMessage::new("assistant", &content));
+        self.messages.push(ChatMessage::new("assistant", content));
         let full = tokenizer
             .apply_chat_template(&self.messages, false)
             .map_err(template_error)?;
         let after = full
             .strip_prefix(self.rendered.as_str())
-            .and_then(|rest| rest.strip_prefix(content.as_str()))
+            .and_then(|rest| rest.strip_prefix(content))
             .ok_or_else(|| template_error("the assistant message is not rendered verbatim"))?;
-        let stop_text = match stop.filter(|_| content_ids.len() < tokens.len()) {
+        let stop_text = match stopped {
             Some(s) => tokenizer.decode(&[s], false).map_err(|e| e.to_string())?,
             None => String::new(),
         };
@@ -144,7 +140,8 @@ mod tests {
         let mut generated = reply.clone();
         generated.push(end);
         let lps = vec![-0.5; generated.len()];
-        t.add_reply(&tok, &generated, &lps, Some(end)).unwrap();
+        t.add_reply(&tok, &generated, &lps, Some(end), "<answer>Right</answer>")
+            .unwrap();
         t.add_user(&tok, "_P\n_G").unwrap();
         let glue = tok
             .encode("\n<|im_start|>user\n_P\n_G<|im_end|>\n<|im_start|>assistant\n")
@@ -167,8 +164,14 @@ mod tests {
         let mut t = Transcript::start(&tok, None, "obs").unwrap();
         let reply = tok.encode("<answer>Le").unwrap();
         let end = tok.token_id("<|im_end|>").unwrap();
-        t.add_reply(&tok, &reply, &vec![0.0; reply.len()], Some(end))
-            .unwrap();
+        t.add_reply(
+            &tok,
+            &reply,
+            &vec![0.0; reply.len()],
+            Some(end),
+            "<answer>Le",
+        )
+        .unwrap();
         let tail = &t.tokens[t.reply_ends[0] + 1..];
         assert_eq!(tail, tok.encode("<|im_end|>\n").unwrap().as_slice());
         t.trim_after_last_reply();

@@ -159,18 +159,9 @@ pub fn rollout_temperature(
     pipeline: &roll_flow_engine::Pipeline<crate::RollFlow>,
     model: &str,
 ) -> f32 {
-    let rollouts: Vec<&crate::nodes::RolloutSpec> = pipeline
-        .nodes
-        .iter()
-        .filter_map(|(_, n)| match n {
-            crate::nodes::Node::Rollout(r) => Some(r),
-            _ => None,
-        })
-        .collect();
-    rollouts
-        .iter()
-        .find(|r| r.policy == model)
-        .or(rollouts.first())
+    use crate::rollout::{rollout_for, rollouts};
+    rollout_for(pipeline, model)
+        .or_else(|| rollouts(pipeline).next())
         .map_or(1.0, |r| {
             if r.temperature > 0.0 {
                 r.temperature
