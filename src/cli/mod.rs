@@ -4,6 +4,7 @@ mod generate;
 mod graph;
 mod play;
 mod progress;
+mod report;
 mod run;
 mod validate;
 
@@ -36,6 +37,9 @@ enum Command {
     Play(play::PlayArgs),
     /// Complete a prompt with a model directory: the quick check before training on it.
     Generate(generate::GenerateArgs),
+    /// Draw PNG charts of runs' metrics (success, score, KL, entropy, response length,
+    /// grad norm against step and wall time); several runs share each chart.
+    Report(report::ReportArgs),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -45,6 +49,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Graph(args) => Ok(graph::graph(&args)),
         Command::Play(args) => play::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Generate(args) => generate::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Report(args) => report::run(&args).map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -121,6 +121,18 @@ fn prepare_resume(out_dir: &Path) -> anyhow::Result<u64> {
     Ok(first)
 }
 
+/// The plots of the run so far into `out_dir/plots`, also after a failed run (the curves
+/// up to a failure are what one looks at). A plot that cannot be drawn is reported but
+/// does not fail a run whose training went through.
+fn write_run_plots(out_dir: &Path) {
+    let plots = out_dir.join("plots");
+    match roll_flow_engine::metrics::plots::report(&[out_dir.to_path_buf()], &plots) {
+        Ok(written) if !written.is_empty() => eprintln!("plots in {}", plots.display()),
+        Ok(_) => {}
+        Err(e) => eprintln!("warning: no plots: {e}"),
+    }
+}
+
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let Some((loaded, graph)) = super::load_valid(&args.pipeline_file(), &args.overrides()) else {
         return Ok(ExitCode::FAILURE);
@@ -139,8 +151,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             || format!("cannot write the pipeline copy into {}", out_dir.display()),
         )?;
     }
-    let log = MetricsLog::open(&out_dir, first_step > 0)
-        .with_context(|| format!("cannot create {}/metrics.jsonl", out_dir.display()))?;
+    let log = MetricsLog::open(&out_dir, first_step).with_context(|| {
+        format!(
+            "cannot create metrics.jsonl and the TensorBoard event file in {}",
+            out_dir.display()
+        )
+    })?;
     let steps = loaded.pipeline.steps;
     let last = args.stop_after.map_or(steps, |s| s.min(steps));
     eprintln!(
@@ -176,6 +192,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     };
     let result = execute::<RollFlow>(Arc::new(loaded.pipeline), Arc::new(graph), options, on_step);
     progress.finish();
+    if args.process == 0 {
+        write_run_plots(&out_dir);
+    }
     result?;
     eprintln!(
         "finished in {:.1}s; metrics in {}",

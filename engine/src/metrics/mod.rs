@@ -4,6 +4,16 @@
 //! converters: `{"step": 3, "policy_version": 3, "wall_s": 12.5, "adv/seconds": 0.01,
 //! "adv/adv/mean": 0.0, ...}`. Lines are appended and flushed as steps finish, so a run
 //! that stops early keeps every completed step.
+//!
+//! - [`tensorboard`]: the same scalars as TensorBoard event files beside `metrics.jsonl`.
+//! - [`crc32c`]: the checksum of event-file records.
+//! - [`history`]: reading a run's `metrics.jsonl` back as series, for plots.
+//! - [`plots`]: PNG charts of a run's (or several runs') metrics.
+
+pub mod crc32c;
+pub mod history;
+pub mod plots;
+pub mod tensorboard;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -12,6 +22,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::executor::StepReport;
+use tensorboard::EventWriter;
 
 /// The metrics of one step as a flat JSON object.
 pub fn step_record(report: &StepReport, wall_seconds: f64) -> Map<String, Value> {
@@ -31,15 +42,19 @@ pub fn step_record(report: &StepReport, wall_seconds: f64) -> Map<String, Value>
     record
 }
 
-/// An append-only `metrics.jsonl`.
+/// An append-only `metrics.jsonl` and the TensorBoard event file written alongside.
 pub struct MetricsLog {
     path: PathBuf,
     out: BufWriter<File>,
+    events: EventWriter,
 }
 
 impl MetricsLog {
-    /// Opens `dir/metrics.jsonl`, truncating it unless `append`.
-    pub fn open(dir: &Path, append: bool) -> io::Result<Self> {
+    /// Opens `dir/metrics.jsonl` for a run that starts at `first_step`: truncated for a new
+    /// run, appended to by a resumed one (`first_step > 0`). Either way a new TensorBoard
+    /// event file is started (see [`tensorboard`] for how a restart is marked).
+    pub fn open(dir: &Path, first_step: u64) -> io::Result<Self> {
+        let append = first_step > 0;
         std::fs::create_dir_all(dir)?;
         let path = dir.join("metrics.jsonl");
         let file = OpenOptions::new()
@@ -48,9 +63,11 @@ impl MetricsLog {
             .write(true)
             .truncate(!append)
             .open(&path)?;
+        let events = EventWriter::create(dir, append.then_some(first_step))?;
         Ok(MetricsLog {
             path,
             out: BufWriter::new(file),
+            events,
         })
     }
 
@@ -58,10 +75,19 @@ impl MetricsLog {
         &self.path
     }
 
-    /// Appends one record and flushes it to the file.
+    /// Appends one record and flushes it to the file, then writes its numbers (all but
+    /// `step`, which is the event's step) as TensorBoard scalars.
     pub fn append(&mut self, record: &Map<String, Value>) -> io::Result<()> {
         serde_json::to_writer(&mut self.out, record)?;
         self.out.write_all(b"\n")?;
-        self.out.flush()
+        self.out.flush()?;
+        let step = record.get("step").and_then(Value::as_u64).unwrap_or(0);
+        let scalars: Vec<(&str, f32)> = record
+            .iter()
+            .filter(|(key, _)| key.as_str() != "step")
+            .filter_map(|(key, value)| Some((key.as_str(), value.as_f64()? as f32)))
+            .collect();
+        self.events
+            .write_scalars(step, tensorboard::unix_seconds(), &scalars)
     }
 }
