@@ -6,17 +6,54 @@
 //! numbers are comparable across steps. Eval plays the way the policy's `Rollout` node
 //! does (prompts, answer guide, sample mode) but greedily by default (`temperature: 0`).
 //! The first `render` episodes of each set are saved under `out_dir/renders/step_N/` as a
-//! GIF with PNG frames (grid envs) and a text transcript of prompts, replies and rewards.
+//! GIF with PNG frames (grid envs) and a text transcript of each turn's prompt, reply,
+//! parsed action and reward (`rollout::episode_text`).
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
+use roll_flow_engine::{Batch, Operator, OperatorError, Pipeline, StepContext};
 
 use crate::model::generate::SamplingParams;
+use crate::model::TextTokenizer;
 use crate::nodes::{EvalSpec, Guide};
+use crate::rollout::episode_text::{episode_text, TextOptions};
 use crate::rollout::{play_settings, rollout_for, stats, EnvPlayer, Episode, PlaySettings};
 use crate::runtime::Runtime;
+use crate::RollFlow;
+
+/// How eval plays `policy`: as its `Rollout` node does (prompts, answer guide, sample
+/// mode), at `temperature` (0 is greedy) and with `max_new_tokens`; `record` keeps frames
+/// for renders. `roll-flow play --policy` plays this way too.
+pub fn eval_play_settings(
+    pipeline: &Pipeline<RollFlow>,
+    policy: &str,
+    temperature: f32,
+    max_new_tokens: usize,
+    record: bool,
+) -> (PlaySettings, Guide) {
+    let rollout = rollout_for(pipeline, policy);
+    let mut settings = match rollout {
+        Some(r) => play_settings(r, record),
+        None => PlaySettings {
+            samples: crate::nodes::SampleMode::Trajectory,
+            sampling: SamplingParams::default(),
+            max_new_tokens,
+            sequence_length: usize::MAX,
+            instruction: true,
+            record,
+        },
+    };
+    settings.sampling = if temperature > 0.0 {
+        SamplingParams {
+            temperature,
+            ..settings.sampling
+        }
+    } else {
+        SamplingParams::greedy()
+    };
+    settings.max_new_tokens = max_new_tokens;
+    (settings, rollout.map_or(Guide::Free, |r| r.guide))
+}
 
 pub struct EvalNode {
     spec: EvalSpec,
@@ -27,28 +64,13 @@ pub struct EvalNode {
 
 impl EvalNode {
     pub fn build(spec: &EvalSpec, runtime: &mut Runtime) -> Result<Self, String> {
-        let rollout = rollout_for(&runtime.pipeline, &spec.policy).cloned();
-        let mut settings = match &rollout {
-            Some(r) => play_settings(r, spec.render > 0),
-            None => PlaySettings {
-                samples: crate::nodes::SampleMode::Trajectory,
-                sampling: SamplingParams::default(),
-                max_new_tokens: spec.max_new_tokens,
-                sequence_length: usize::MAX,
-                instruction: true,
-                record: spec.render > 0,
-            },
-        };
-        settings.sampling = if spec.temperature > 0.0 {
-            SamplingParams {
-                temperature: spec.temperature,
-                ..settings.sampling
-            }
-        } else {
-            SamplingParams::greedy()
-        };
-        settings.max_new_tokens = spec.max_new_tokens;
-        let guide = rollout.map_or(Guide::Free, |r| r.guide);
+        let (settings, guide) = eval_play_settings(
+            &runtime.pipeline,
+            &spec.policy,
+            spec.temperature,
+            spec.max_new_tokens,
+            spec.render > 0,
+        );
         Ok(EvalNode {
             player: EnvPlayer::build(&spec.envs.0, &spec.policy, guide, settings, runtime)?,
             spec: spec.clone(),
@@ -76,8 +98,10 @@ impl Operator for EvalNode {
                     .out_dir
                     .join("renders")
                     .join(format!("step_{}", ctx.step));
+                let tokenizer = self.player.tokenizer();
                 for (i, e) in mine.iter().take(self.spec.render).enumerate() {
-                    save_render(e, &dir, &format!("{tag}_{i}")).map_err(OperatorError)?;
+                    save_render(e, &tokenizer, &dir, &format!("{tag}_{i}"))
+                        .map_err(OperatorError)?;
                 }
             }
         }
@@ -85,33 +109,17 @@ impl Operator for EvalNode {
     }
 }
 
-/// Writes an episode's frames/GIF (grid envs) and its chat transcript.
-fn save_render(episode: &Episode, dir: &Path, stem: &str) -> Result<(), String> {
+/// Writes an episode's frames/GIF (grid envs) and its transcript.
+fn save_render(
+    episode: &Episode,
+    tokenizer: &TextTokenizer,
+    dir: &Path,
+    stem: &str,
+) -> Result<(), String> {
     if let Some(recording) = &episode.recording {
         recording.write(dir, stem).map_err(|e| e.to_string())?;
     }
-    let mut text = format!(
-        "env {} seed {}\n\n{}\n",
-        episode.slot.env_tag, episode.slot.seed, episode.instruction
-    );
-    for (k, t) in episode.turns.iter().enumerate() {
-        let _ = write!(
-            text,
-            "\n--- turn {} ---\nobservation:\n{}\nreply: {}\nreward: {} | valid: {} | effective: {}\n",
-            k + 1,
-            t.observation,
-            t.reply_text,
-            t.reward,
-            t.info.action_is_valid,
-            t.info.action_is_effective
-        );
-    }
-    let _ = write!(
-        text,
-        "\nsuccess: {} | total reward: {}\n",
-        episode.success,
-        episode.total_reward()
-    );
+    let text = episode_text(episode, tokenizer, TextOptions::default());
     roll_flow_engine::atomic_file::write_atomic(
         &dir.join(format!("{stem}_chat.txt")),
         text.as_bytes(),

@@ -7,7 +7,9 @@
 //! - [`model`]: the Qwen2-architecture causal LM in burn, HF safetensors loading and
 //!   saving, the tokenizer and chat template, and batched KV-cache generation.
 //! - [`rollout`]: env loops, the inference loop and the sample builders; [`training`]:
-//!   log-probs, values, actor and critic updates; [`eval`] and [`checkpoint`].
+//!   log-probs, values, actor and critic updates; [`eval`] and [`checkpoint`]; [`watch`]:
+//!   a checkpoint's policy playing one episode (`roll-flow play --policy`); [`export`]: a
+//!   checkpoint's policy as a Hugging Face directory.
 //! - [`runtime`]: what one worker's operators share (models, optimizers, guides).
 //! - [`nodes`]: the registry of RON node kinds, and [`catalog`]: the [`RollFlow`] catalog
 //!   that ties nodes, models and envs to the engine.
@@ -17,10 +19,12 @@ pub mod catalog;
 pub mod checkpoint;
 pub mod envs;
 pub mod eval;
+pub mod export;
 pub mod model;
 pub mod nodes;
 pub mod rollout;
 pub mod runtime;
 pub mod training;
+pub mod watch;
 
 pub use catalog::RollFlow;

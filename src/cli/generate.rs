@@ -2,10 +2,12 @@
 //! runs on a model before training with it. All behaviour lives in
 //! `roll_flow_operators::model::quick_generate`; this file only maps arguments.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use roll_flow_operators::model::generate::SamplingParams;
+use roll_flow_operators::model::prompt_logits::prompt_logits_in_model_dir;
 use roll_flow_operators::model::quick_generate::{complete_in_model_dir, QuickGenerate};
 use roll_flow_operators::model::CpuBackend;
 
@@ -39,10 +41,28 @@ pub struct GenerateArgs {
     /// Seed of the sampler.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Instead of generating, print the prompt's token ids and the logits at every
+    /// position as JSON (`{"prompt_ids": [...], "logits": [[...], ...]}`), to compare the
+    /// model with another implementation (tests/fixtures/check_export_with_transformers.py).
+    #[arg(long)]
+    pub print_logits: bool,
 }
 
 /// Loads the model, generates, and prints the completion to stdout (stats to stderr).
 pub fn run(args: &GenerateArgs) -> anyhow::Result<()> {
+    if args.print_logits {
+        let logits = prompt_logits_in_model_dir::<CpuBackend>(
+            &args.model,
+            &args.prompt,
+            args.chat,
+            &Default::default(),
+        )
+        .with_context(|| format!("logits of {}", args.model.display()))?;
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer(&mut out, &logits)?;
+        writeln!(out)?;
+        return Ok(());
+    }
     let sampling = if args.greedy {
         SamplingParams::greedy()
     } else {

@@ -1,5 +1,6 @@
 //! The subcommands; each file maps its arguments onto library calls.
 
+mod export;
 mod generate;
 mod graph;
 mod play;
@@ -33,13 +34,16 @@ enum Command {
     /// Print a pipeline's graph as Graphviz DOT, with each node's needs and gives.
     Graph(graph::GraphArgs),
     /// Play an env by hand in a terminal, or from a script (one action per line in, one
-    /// JSON line per step out).
+    /// JSON line per step out); or watch a run's trained policy play (`--policy RUN_DIR`).
     Play(play::PlayArgs),
     /// Complete a prompt with a model directory: the quick check before training on it.
     Generate(generate::GenerateArgs),
     /// Draw PNG charts of runs' metrics (success, score, KL, entropy, response length,
     /// grad norm against step and wall time); several runs share each chart.
     Report(report::ReportArgs),
+    /// Write a run's trained policy as a Hugging Face model directory (config.json,
+    /// model.safetensors, tokenizer files) that transformers loads as Qwen2.
+    Export(export::ExportArgs),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -47,9 +51,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&args),
         Command::Validate(args) => Ok(validate::validate(&args)),
         Command::Graph(args) => Ok(graph::graph(&args)),
-        Command::Play(args) => play::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Play(args) => play::run(&args),
         Command::Generate(args) => generate::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Report(args) => report::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Export(args) => export::run(&args),
     }
 }
 
@@ -68,6 +73,16 @@ pub(crate) fn load_valid(
     let validation = validate_graph(&loaded);
     print_diagnostics(&validation.diagnostics);
     validation.graph.map(|graph| (loaded, graph))
+}
+
+/// The pipeline a run in `run_dir` ran (its `pipeline.ron` copy), writing into `run_dir`
+/// wherever the run was started from: what `run --resume`, `play --policy` and `export`
+/// load.
+pub(crate) fn load_run(run_dir: &Path) -> Option<(Loaded<RollFlow>, PipelineGraph)> {
+    load_valid(
+        &run_dir.join("pipeline.ron"),
+        &[format!("out_dir={run_dir:?}")],
+    )
 }
 
 pub(crate) fn print_diagnostics(diagnostics: &[Diagnostic]) {

@@ -8,6 +8,7 @@
 mod checks;
 mod columns;
 mod dot;
+pub mod graphviz;
 
 use petgraph::graph::{DiGraph, NodeIndex};
 

@@ -7,7 +7,7 @@
 //! ```text
 //! record = u64 length (LE) | u32 masked_crc32c(length bytes) | data | u32 masked_crc32c(data)
 //! Event   { double wall_time = 1; int64 step = 2; string file_version = 3;
-//!           Summary summary = 5; SessionLog session_log = 6; }
+//!           Summary summary = 5; SessionLog session_log = 7; }
 //! Summary { repeated Value value = 1; }   Value { string tag = 1; float simple_value = 2; }
 //! SessionLog { enum status = 1 (START = 1); }
 //! ```
@@ -81,7 +81,7 @@ impl EventWriter {
         if let Some(step) = resumed_at {
             let mut restart = event_header(wall_time, step as i64);
             let session_log_start = [0x08, 0x01]; // status (field 1, varint) = START
-            put_bytes(&mut restart, 6, &session_log_start);
+            put_bytes(&mut restart, 7, &session_log_start);
             writer.write_record(&restart)?;
         }
         writer.out.flush()?;

@@ -108,7 +108,7 @@ fn decode_event(data: &[u8]) -> ReadEvent {
                     event.scalars.push((tag.unwrap(), simple.unwrap()));
                 }
             }
-            (6, Field::Bytes(log)) => {
+            (7, Field::Bytes(log)) => {
                 event.session_start = matches!(fields(log).as_slice(), [(1, Field::Varint(1))])
             }
             (n, _) => panic!("unexpected Event field {n}"),

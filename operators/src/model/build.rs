@@ -20,13 +20,9 @@ pub fn build_causal_lm<B: Backend>(
     seed: u64,
     device: &B::Device,
 ) -> Result<(Qwen2CausalLm<B>, TextTokenizer), ModelError> {
-    let tokenizer = match (&spec.tokenizer, &spec.arch) {
-        (TokenizerSpec::Builtin, _) | (TokenizerSpec::Auto, ArchSpec::Tiny { .. }) => {
-            TextTokenizer::builtin()
-        }
-        (TokenizerSpec::HfDir(dir), _) | (TokenizerSpec::Auto, ArchSpec::HfDir(dir)) => {
-            TextTokenizer::from_model_dir(&resolve(base_dir, dir))?
-        }
+    let tokenizer = match tokenizer_dir(spec, base_dir) {
+        None => TextTokenizer::builtin(),
+        Some(dir) => TextTokenizer::from_model_dir(&dir)?,
     };
     let model = match &spec.arch {
         ArchSpec::HfDir(dir) => load_causal_lm(&resolve(base_dir, dir), device)?,
@@ -47,6 +43,16 @@ pub fn build_causal_lm<B: Backend>(
         });
     }
     Ok((model, tokenizer))
+}
+
+/// The directory a spec's tokenizer comes from; `None` for the built-in tokenizer.
+pub fn tokenizer_dir(spec: &ModelSpec, base_dir: &Path) -> Option<PathBuf> {
+    match (&spec.tokenizer, &spec.arch) {
+        (TokenizerSpec::Builtin, _) | (TokenizerSpec::Auto, ArchSpec::Tiny { .. }) => None,
+        (TokenizerSpec::HfDir(dir), _) | (TokenizerSpec::Auto, ArchSpec::HfDir(dir)) => {
+            Some(resolve(base_dir, dir))
+        }
+    }
 }
 
 /// Builds a critic (backbone + fresh value head) for a spec: a seeded Tiny network, or a

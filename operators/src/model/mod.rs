@@ -13,6 +13,7 @@ pub mod generate;
 pub mod hf;
 pub mod logprob;
 pub mod packed;
+pub mod prompt_logits;
 pub mod quick_generate;
 pub mod qwen2;
 pub mod spec;

@@ -10,6 +10,7 @@ use super::chat_template::ChatMessage;
 use super::error::ModelError;
 use super::generate::{ContinuousBatcher, GenerationOutput, GenerationRequest, SamplingParams};
 use super::hf::load_model_dir;
+use super::tokenizer::TextTokenizer;
 
 /// What to generate.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,6 +41,20 @@ pub struct Completion {
     pub output: GenerationOutput,
 }
 
+/// The text to tokenize: `prompt`, or with `chat` the chat template rendering it as one
+/// user message followed by the assistant's generation prompt.
+pub fn prompt_text(
+    tokenizer: &TextTokenizer,
+    prompt: &str,
+    chat: bool,
+) -> Result<String, ModelError> {
+    if chat {
+        tokenizer.apply_chat_template(&[ChatMessage::new("user", prompt)], true)
+    } else {
+        Ok(prompt.to_string())
+    }
+}
+
 /// Loads `dir` and completes the prompt.
 pub fn complete_in_model_dir<B: Backend>(
     dir: &Path,
@@ -47,11 +62,7 @@ pub fn complete_in_model_dir<B: Backend>(
     device: &B::Device,
 ) -> Result<Completion, ModelError> {
     let (model, tokenizer) = load_model_dir::<B>(dir, device)?;
-    let prompt_text = if request.chat {
-        tokenizer.apply_chat_template(&[ChatMessage::new("user", &request.prompt)], true)?
-    } else {
-        request.prompt.clone()
-    };
+    let prompt_text = prompt_text(&tokenizer, &request.prompt, request.chat)?;
     let prompt = tokenizer.encode(&prompt_text)?;
     let mut stop_tokens = tokenizer.stop_tokens();
     stop_tokens.extend(model.config.eos_token_ids());

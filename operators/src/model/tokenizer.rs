@@ -11,8 +11,8 @@ use std::path::Path;
 use super::chat_template::{ChatMessage, ChatTemplate};
 use super::error::ModelError;
 
-/// The built-in tokenizer of the Tiny preset.
-const BUILTIN_TOKENIZER: &str = include_str!("../../assets/tiny_tokenizer.json");
+/// The built-in tokenizer of the Tiny preset (the `tokenizer.json` an HF export ships).
+pub const BUILTIN_TOKENIZER: &str = include_str!("../../assets/tiny_tokenizer.json");
 
 /// ChatML (Qwen's format) for the built-in tokenizer.
 pub const BUILTIN_CHAT_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";

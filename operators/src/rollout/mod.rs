@@ -8,6 +8,7 @@
 //! - [`RolloutNode`]: the `Rollout` operator; [`play_episodes`] is shared with `Eval`.
 
 pub mod episode;
+pub mod episode_text;
 pub mod inference;
 pub mod samples;
 pub mod stats;
@@ -185,9 +186,28 @@ impl EnvPlayer {
         &self.tags
     }
 
+    /// The env manager over this player's tags.
+    pub fn manager(&self) -> &EnvManager {
+        &self.manager
+    }
+
+    /// The policy's tokenizer (to show its tokens as text).
+    pub fn tokenizer(&self) -> Arc<TextTokenizer> {
+        self.policy.borrow().tokenizer.clone()
+    }
+
     /// Plays this worker's slots of `ctx.step`; also returns the policy version played.
     pub fn play(&self, ctx: &StepContext) -> Result<(Vec<Episode>, InferenceStats, u64), String> {
         let slots = step_slots(&self.manager, &self.tags, ctx)?;
+        self.play_slots(slots, ctx.seed)
+    }
+
+    /// Plays the given slots with sampling seed `seed`; also returns the policy version.
+    pub fn play_slots(
+        &self,
+        slots: Vec<EnvSlot>,
+        seed: u64,
+    ) -> Result<(Vec<Episode>, InferenceStats, u64), String> {
         let policy = self.policy.borrow();
         let (episodes, stats) = play_episodes(
             policy.inference(),
@@ -196,7 +216,7 @@ impl EnvPlayer {
             &self.manager,
             slots,
             &self.guides.borrow(),
-            ctx.seed,
+            seed,
         )?;
         Ok((episodes, stats, policy.version))
     }

@@ -1,0 +1,215 @@
+//! `roll-flow export RUN_DIR --hf OUT_DIR`: a checkpoint's policy as a Hugging Face model
+//! directory that transformers' `AutoModelForCausalLM.from_pretrained` loads as Qwen2.
+//!
+//! Checkpoints already hold the weights in HF form (`models/<name>/hf/`: `config.json`
+//! with `architectures: ["Qwen2ForCausalLM"]`, F32 `model.safetensors`); what a complete
+//! directory also needs is the tokenizer. For the Tiny preset that is the built-in
+//! byte-level BPE as `tokenizer.json` plus a `tokenizer_config.json` carrying the ChatML
+//! template and special tokens; for a policy fine-tuned from an HF directory, the
+//! tokenizer files of that directory are copied as they are.
+//!
+//! The directory is assembled in a staging folder beside `OUT_DIR` and renamed into place,
+//! so `OUT_DIR` is either the previous export or the complete new one, never half written.
+
+use std::path::{Path, PathBuf};
+
+use roll_flow_engine::Pipeline;
+
+use crate::checkpoint::step_dir;
+use crate::model::build::tokenizer_dir;
+use crate::model::hf::read_config;
+use crate::model::tokenizer::{BUILTIN_CHAT_TEMPLATE, BUILTIN_TOKENIZER};
+use crate::rollout::rollouts;
+use crate::RollFlow;
+
+/// Files of an HF model directory that describe its tokenizer and generation defaults;
+/// those present in the source directory are copied.
+const TOKENIZER_FILES: [&str; 7] = [
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "merges.txt",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "generation_config.json",
+];
+
+/// The model an export takes by default: the policy the first `Rollout` trains.
+pub fn default_policy(pipeline: &Pipeline<RollFlow>) -> Result<String, String> {
+    rollouts(pipeline)
+        .next()
+        .map(|r| r.policy.clone())
+        .ok_or_else(|| "the run's pipeline has no Rollout node; name the model with --model".into())
+}
+
+/// Writes model `policy` of checkpoint `step` of the run in `pipeline.out_dir` as an HF
+/// directory `out`. Relative model paths in the pipeline resolve against the current
+/// directory, as `roll-flow run` resolves them.
+pub fn export_hf(
+    pipeline: &Pipeline<RollFlow>,
+    step: u64,
+    policy: &str,
+    out: &Path,
+) -> Result<(), String> {
+    let spec = pipeline.models.get(policy).ok_or_else(|| {
+        let known: Vec<&str> = pipeline.models.names().collect();
+        format!(
+            "no model `{policy}` in the run's `models:`; it has: {}",
+            known.join(", ")
+        )
+    })?;
+    let weights = step_dir(&pipeline.out_dir, step)
+        .join("models")
+        .join(policy)
+        .join("hf");
+    for file in ["config.json", "model.safetensors"] {
+        if !weights.join(file).is_file() {
+            return Err(format!(
+                "{} is missing; checkpoints of causal LMs hold their HF weights there",
+                weights.join(file).display()
+            ));
+        }
+    }
+    let config = read_config(&weights).map_err(|e| e.to_string())?;
+    let tokenizer_source = tokenizer_dir(spec, Path::new("."));
+    stage_and_swap(out, |staging| {
+        for file in ["config.json", "model.safetensors"] {
+            copy(&weights.join(file), &staging.join(file))?;
+        }
+        match &tokenizer_source {
+            None => write_builtin_tokenizer(staging, config.max_position_embeddings),
+            Some(dir) => copy_tokenizer_files(dir, staging),
+        }
+    })
+}
+
+fn copy(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::copy(from, to)
+        .map(|_| ())
+        .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), to.display()))
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// The Tiny preset's tokenizer as transformers reads it: the fast tokenizer's JSON, and
+/// its config with the ChatML template and the special tokens the chat uses.
+fn write_builtin_tokenizer(dir: &Path, context: usize) -> Result<(), String> {
+    write(&dir.join("tokenizer.json"), BUILTIN_TOKENIZER)?;
+    let config = serde_json::json!({
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "chat_template": BUILTIN_CHAT_TEMPLATE,
+        "bos_token": null,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "add_bos_token": false,
+        "add_eos_token": false,
+        "clean_up_tokenization_spaces": false,
+        "model_max_length": context,
+    });
+    let text = serde_json::to_string_pretty(&config).expect("a JSON literal prints");
+    write(&dir.join("tokenizer_config.json"), &text)
+}
+
+fn copy_tokenizer_files(source: &Path, dir: &Path) -> Result<(), String> {
+    if !source.join("tokenizer.json").is_file() {
+        return Err(format!(
+            "{} has no tokenizer.json to export with the weights",
+            source.display()
+        ));
+    }
+    for file in TOKENIZER_FILES {
+        let from = source.join(file);
+        if from.is_file() {
+            copy(&from, &dir.join(file))?;
+        }
+    }
+    Ok(())
+}
+
+/// Fills a fresh staging folder beside `out` with `fill`, then puts it in place of `out`
+/// (the previous `out`, if any, is moved aside first and removed after).
+fn stage_and_swap(
+    out: &Path,
+    fill: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<(), String> {
+    let name = out
+        .file_name()
+        .ok_or_else(|| format!("{} names no directory", out.display()))?
+        .to_string_lossy()
+        .into_owned();
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)
+        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    let sibling =
+        |what: &str| -> PathBuf { parent.join(format!(".{name}.{what}-{}", std::process::id())) };
+    let (staging, previous) = (sibling("staging"), sibling("previous"));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir(&staging)
+        .map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
+    let result = fill(&staging).and_then(|()| {
+        if out.exists() {
+            std::fs::rename(out, &previous)
+                .map_err(|e| format!("cannot move the old {} aside: {e}", out.display()))?;
+        }
+        std::fs::rename(&staging, out)
+            .map_err(|e| format!("cannot move the export into {}: {e}", out.display()))
+    });
+    let _ = std::fs::remove_dir_all(&staging);
+    let _ = std::fs::remove_dir_all(&previous);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staging_replaces_an_old_export_and_leaves_nothing_behind() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("export");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("stale.txt"), "old").unwrap();
+        stage_and_swap(&out, |dir| write(&dir.join("new.txt"), "new")).unwrap();
+        let names = |dir: &Path| -> Vec<String> {
+            let mut n: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names(&out), ["new.txt"]);
+        assert_eq!(names(root.path()), ["export"]);
+    }
+
+    #[test]
+    fn a_failed_fill_keeps_the_old_export() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("export");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("config.json"), "{}").unwrap();
+        let err = stage_and_swap(&out, |_| Err("tokenizer missing".into())).unwrap_err();
+        assert_eq!(err, "tokenizer missing");
+        assert!(out.join("config.json").is_file());
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn the_builtin_tokenizer_config_loads_back_with_its_chat_template() {
+        let dir = tempfile::tempdir().unwrap();
+        write_builtin_tokenizer(dir.path(), 4096).unwrap();
+        let tokenizer = crate::model::TextTokenizer::from_model_dir(dir.path()).unwrap();
+        let builtin = crate::model::TextTokenizer::builtin();
+        assert_eq!(tokenizer.stop_tokens(), builtin.stop_tokens());
+        let chat = [crate::model::ChatMessage::new("user", "hi")];
+        assert_eq!(
+            tokenizer.apply_chat_template(&chat, true).unwrap(),
+            builtin.apply_chat_template(&chat, true).unwrap()
+        );
+    }
+}
