@@ -5,63 +5,8 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::roll_flow;
+use common::{assert_ok, metrics, roll_flow, run};
 use serde_json::Value;
-
-/// Shrinks a shipped pipeline: 1-layer 32-wide models, 2 groups of 2, short replies.
-fn tiny(file: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
-    let mut sets = vec![
-        "models.policy.arch=Tiny(layers: 1, dim: 32, heads: 2)".to_string(),
-        "envs.train.groups=2".into(),
-        "envs.train.group_size=2".into(),
-        "envs.val.groups=2".into(),
-        "nodes.checkpoint.every=1".into(),
-    ];
-    if text.contains("\"critic\":") {
-        sets.push("models.critic.arch=Tiny(layers: 1, dim: 32, heads: 2)".into());
-    }
-    sets.into_iter()
-        .flat_map(|s| ["--set".to_string(), s])
-        .collect()
-}
-
-fn run(file: &str, out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args: Vec<String> = vec!["run".into(), file.into()];
-    if !extra.contains(&"--steps") {
-        args.extend(["--steps".into(), "2".into()]);
-    }
-    args.extend(["--out".into(), out.display().to_string()]);
-    args.extend(tiny(file));
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    roll_flow(&refs)
-}
-
-fn metrics(dir: &Path) -> Vec<serde_json::Map<String, Value>> {
-    std::fs::read_to_string(dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l)
-                .unwrap()
-                .as_object()
-                .unwrap()
-                .clone()
-        })
-        .collect()
-}
-
-fn assert_ok(out: &std::process::Output) {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 const CPU_PIPELINES: [&str; 7] = [
     "pipelines/frozen_lake_starpo.ron",

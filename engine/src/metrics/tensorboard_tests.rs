@@ -23,7 +23,7 @@ fn reference_masked_crc(bytes: &[u8]) -> u32 {
         }
     }
     let crc = !crc;
-    ((crc >> 15) | (crc << 17)).wrapping_add(0xA282_EAD8)
+    crc.rotate_right(15).wrapping_add(0xA282_EAD8)
 }
 
 #[derive(Debug, Default, PartialEq)]
