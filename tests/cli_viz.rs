@@ -208,6 +208,7 @@ fn graph_png_draws_the_pipeline_or_says_graphviz_is_missing() {
 fn an_export_loads_back_with_the_logits_of_the_trained_policy() {
     use roll_flow_engine::WorkerInfo;
     use roll_flow_operators::model::prompt_logits::{logits_of, prompt_logits_in_model_dir};
+    use roll_flow_operators::model::quick_generate::prompt_text;
     use roll_flow_operators::model::CpuBackend;
     use roll_flow_operators::runtime::Runtime;
     use roll_flow_operators::RollFlow;
@@ -248,16 +249,7 @@ fn an_export_loads_back_with_the_logits_of_the_trained_policy() {
     let device = Default::default();
     let exported =
         prompt_logits_in_model_dir::<CpuBackend>(&hf, "__P_\n_OG_", true, &device).unwrap();
-    let prompt = policy
-        .tokenizer
-        .apply_chat_template(
-            &[roll_flow_operators::model::ChatMessage::new(
-                "user",
-                "__P_\n_OG_",
-            )],
-            true,
-        )
-        .unwrap();
+    let prompt = prompt_text(&policy.tokenizer, "__P_\n_OG_", true).unwrap();
     let ids = policy.tokenizer.encode(&prompt).unwrap();
     assert_eq!(
         exported.prompt_ids, ids,

@@ -4,9 +4,7 @@
 
 use std::path::PathBuf;
 
-use burn::tensor::{Int, Tensor, TensorData};
-use roll_flow_operators::model::qwen2::{AttentionLayout, Qwen2CausalLm};
-use roll_flow_operators::model::weights::to_f32_vec;
+use roll_flow_operators::model::qwen2::Qwen2CausalLm;
 
 /// The default CPU backend.
 pub type B = burn::backend::Flex;
@@ -56,10 +54,7 @@ pub fn matrix(value: &serde_json::Value) -> Vec<f32> {
 
 /// Logits `[len * vocab]` of one sequence, computed without a cache.
 pub fn logits_of(model: &Qwen2CausalLm<B>, tokens: &[u32]) -> Vec<f32> {
-    let ids: Vec<i64> = tokens.iter().map(|&t| t as i64).collect();
-    let input = Tensor::<B, 2, Int>::from_data(TensorData::new(ids, [1, tokens.len()]), &device());
-    let logits = model.forward(input, &AttentionLayout::right_padded(1, tokens.len()), None);
-    to_f32_vec(&logits)
+    roll_flow_operators::model::prompt_logits::logits_of(model, tokens, &device()).concat()
 }
 
 /// Largest absolute difference of two equally long slices.
