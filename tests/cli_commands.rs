@@ -118,6 +118,9 @@ fn every_command_has_help_and_bad_usage_exits_2() {
         vec!["run", "--help"],
         vec!["validate", "--help"],
         vec!["graph", "--help"],
+        vec!["play", "--help"],
+        vec!["report", "--help"],
+        vec!["export", "--help"],
     ] {
         let out = roll_flow(&cmd);
         assert_eq!(out.status.code(), Some(0), "{cmd:?}");
