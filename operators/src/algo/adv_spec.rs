@@ -16,8 +16,10 @@ use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
 use super::gae::Gae;
 use super::gigpo::GiGpo;
 use super::grpo::{Grpo, Reinforce};
+use super::shaping::Shaping;
 use super::starpo::StarPo;
 use super::step_reinforce::StepReinforce;
+use super::zero_advantage_filter::drop_zero_advantage;
 
 /// Every advantage estimator a pipeline can name.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -82,9 +84,17 @@ impl AdvantageEstimator for AdvantageSpec {
         self.inner().validate()
     }
 
+    fn shaping(&self) -> &Shaping {
+        self.inner().shaping()
+    }
+
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
         self.inner().validate()?;
-        self.inner().apply(batch, state)
+        let mut stats = self.inner().apply(batch, state)?;
+        if self.shaping().drop_zero_advantage {
+            drop_zero_advantage(batch, self.kind(), &mut stats)?;
+        }
+        Ok(stats)
     }
 }
 

@@ -69,6 +69,10 @@ impl AgenticReinforce {
 }
 
 impl AdvantageEstimator for AgenticReinforce {
+    fn shaping(&self) -> &Shaping {
+        &self.shaping
+    }
+
     fn kind(&self) -> &'static str {
         NODE
     }

@@ -113,6 +113,10 @@ impl BiLevelGae {
 }
 
 impl AdvantageEstimator for BiLevelGae {
+    fn shaping(&self) -> &Shaping {
+        &self.shaping
+    }
+
     fn kind(&self) -> &'static str {
         NODE
     }

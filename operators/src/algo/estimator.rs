@@ -33,6 +33,8 @@ pub trait AdvantageEstimator {
     fn validate(&self) -> Result<(), AlgoError> {
         Ok(())
     }
+    /// The reward and advantage shaping this estimator was configured with.
+    fn shaping(&self) -> &super::shaping::Shaping;
     /// Computes the advantages of `batch` in place. May drop samples (StarPO-S filtering).
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError>;
 }

@@ -138,6 +138,10 @@ pub(crate) fn response_rewards(
 }
 
 impl AdvantageEstimator for Gae {
+    fn shaping(&self) -> &Shaping {
+        &self.shaping
+    }
+
     fn kind(&self) -> &'static str {
         NODE
     }

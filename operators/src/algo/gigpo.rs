@@ -216,6 +216,10 @@ impl GiGpo {
 }
 
 impl AdvantageEstimator for GiGpo {
+    fn shaping(&self) -> &Shaping {
+        &self.shaping
+    }
+
     fn kind(&self) -> &'static str {
         NODE
     }

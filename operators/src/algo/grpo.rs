@@ -210,6 +210,10 @@ impl Reinforce {
 }
 
 impl AdvantageEstimator for Grpo {
+    fn shaping(&self) -> &Shaping {
+        &self.shaping
+    }
+
     fn kind(&self) -> &'static str {
         "Grpo"
     }
@@ -225,6 +229,10 @@ impl AdvantageEstimator for Grpo {
 }
 
 impl AdvantageEstimator for Reinforce {
+    fn shaping(&self) -> &Shaping {
+        &self.shaping
+    }
+
     fn kind(&self) -> &'static str {
         "Reinforce"
     }

@@ -47,6 +47,7 @@ pub mod starpo;
 pub mod step_reinforce;
 pub mod value_loss;
 pub mod whiten;
+pub mod zero_advantage_filter;
 
 #[cfg(test)]
 mod test_batches;

@@ -4,6 +4,8 @@
 //! the estimator (with the KL penalty on token rewards where it has one), then masked
 //! batch-wide `whiten`, then `advantage_clip`. All off by default, as in ROLL.
 //!
+//! Optionally, last, samples with no policy gradient are dropped (`drop_zero_advantage`).
+//!
 //! RON: `shaping: (reward_clip: Some(10.0), whiten: true, advantage_clip: Some(5.0))`.
 
 use serde::Deserialize;
@@ -30,6 +32,10 @@ pub struct Shaping {
     /// Clip advantages into [−c, c] after whitening. `None` (default) keeps them.
     #[serde(default)]
     pub advantage_clip: Option<f32>,
+    /// Drop the samples whose response advantages are all zero after the estimator
+    /// ([`super::zero_advantage_filter`], DAPO's dynamic sampling). Default false.
+    #[serde(default)]
+    pub drop_zero_advantage: bool,
 }
 
 impl Shaping {
@@ -81,6 +87,7 @@ mod tests {
             reward_clip: None,
             whiten: true,
             advantage_clip: Some(0.5),
+            drop_zero_advantage: false,
         };
         let mut a = [1.0, 3.0];
         let mut stats = AlgoStats::new();

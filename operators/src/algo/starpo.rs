@@ -78,6 +78,10 @@ pub fn top_std_groups(scores: &[f64], ids: &[usize], keep: f64) -> Vec<usize> {
 }
 
 impl AdvantageEstimator for StarPo {
+    fn shaping(&self) -> &Shaping {
+        &self.shaping
+    }
+
     fn kind(&self) -> &'static str {
         NODE
     }

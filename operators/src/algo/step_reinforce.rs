@@ -61,6 +61,10 @@ impl Default for StepReinforce {
 }
 
 impl AdvantageEstimator for StepReinforce {
+    fn shaping(&self) -> &Shaping {
+        &self.shaping
+    }
+
     fn kind(&self) -> &'static str {
         NODE
     }

@@ -13,6 +13,15 @@
 //! tokens its trie allows after the reply so far: the other logits are set to −∞ before
 //! sampling, so the draw, the greedy argmax and the reported log-prob are all those of the
 //! distribution restricted to the allowed tokens.
+//!
+//! Jump-forward decoding (SGLang, Zheng et al. 2024): a token that is the only one the guide
+//! allows is not a decision, its guided log-prob is 0, so it needs no forward pass to be
+//! chosen. The forced tokens that open a reply (`<answer>`) are prefilled with the prompt,
+//! and a forced run that completes the choice (`</answer><|im_end|>` after the action) is
+//! appended at once and the request finishes. For the answer guides of the shipped
+//! pipelines this turns four forward passes per turn into one. Forced tokens in the middle
+//! of a choice are still decoded one per step (their single-token distribution gives the
+//! same log-prob 0).
 
 use std::collections::VecDeque;
 
@@ -44,6 +53,8 @@ struct Running {
 pub struct ContinuousBatcher<B: Backend> {
     waiting: VecDeque<(RequestId, GenerationRequest)>,
     running: Vec<Running>,
+    /// Admitted requests the guide completed without a forward pass.
+    finished_early: Vec<Running>,
     cache: Option<KvCache<B>>,
     next_id: u64,
     max_batch: usize,
@@ -56,6 +67,7 @@ impl<B: Backend> ContinuousBatcher<B> {
         ContinuousBatcher {
             waiting: VecDeque::new(),
             running: Vec::new(),
+            finished_early: Vec::new(),
             cache: None,
             next_id: 0,
             max_batch: max_batch.max(1),
@@ -121,19 +133,41 @@ impl<B: Backend> ContinuousBatcher<B> {
 
     fn admit(&mut self, model: &Qwen2CausalLm<B>) {
         let free = self.max_batch.saturating_sub(self.running.len());
-        let joining: Vec<_> = (0..free.min(self.waiting.len()))
+        let joining: Vec<Running> = (0..free.min(self.waiting.len()))
             .filter_map(|_| self.waiting.pop_front())
+            .map(|(id, request)| {
+                let mut row = Running {
+                    id,
+                    rng: StdRng::seed_from_u64(request.seed),
+                    request,
+                    tokens: Vec::new(),
+                    logprobs: Vec::new(),
+                    position: 0,
+                    finish: None,
+                };
+                jump_forward(&mut row);
+                row
+            })
             .collect();
+        // A reply the guide forces entirely (one choice) needs no forward pass at all.
+        let (done, joining): (Vec<_>, Vec<_>) =
+            joining.into_iter().partition(|r| r.finish.is_some());
+        self.finished_early.extend(done);
         if joining.is_empty() {
             return;
         }
-        let lengths: Vec<usize> = joining.iter().map(|(_, r)| r.prompt.len()).collect();
+        // Each row prefills its prompt and the forced tokens that open its reply.
+        let inputs: Vec<Vec<u32>> = joining
+            .iter()
+            .map(|r| [r.request.prompt.as_slice(), &r.tokens].concat())
+            .collect();
+        let lengths: Vec<usize> = inputs.iter().map(Vec::len).collect();
         let layout = AttentionLayout::left_padded(&lengths);
         let width = layout.queries();
         let mut ids = Vec::with_capacity(joining.len() * width);
-        for (_, request) in &joining {
-            ids.extend(std::iter::repeat_n(0i64, width - request.prompt.len()));
-            ids.extend(request.prompt.iter().map(|&t| t as i64));
+        for input in &inputs {
+            ids.extend(std::iter::repeat_n(0i64, width - input.len()));
+            ids.extend(input.iter().map(|&t| t as i64));
         }
         let tokens = Tensor::<B, 2, Int>::from_data(
             TensorData::new(ids, [joining.len(), width]),
@@ -142,21 +176,7 @@ impl<B: Backend> ContinuousBatcher<B> {
         let mut cache = KvCache::new(model.model.layers.len(), layout.key_start.clone());
         let hidden = model.hidden(tokens, &layout, Some(&mut cache));
         let logits = model.logits(hidden.narrow(1, width - 1, 1));
-        let rows = self.sample_rows(
-            logits,
-            joining.into_iter().map(|(id, request)| {
-                let position = request.prompt.len();
-                Running {
-                    id,
-                    rng: StdRng::seed_from_u64(request.seed),
-                    request,
-                    tokens: Vec::new(),
-                    logprobs: Vec::new(),
-                    position,
-                    finish: None,
-                }
-            }),
-        );
+        let rows = self.sample_rows(logits, joining.into_iter());
         self.running.extend(rows);
         match &mut self.cache {
             Some(running) => running.merge(cache),
@@ -206,7 +226,9 @@ impl<B: Backend> ContinuousBatcher<B> {
                 };
                 row.tokens.push(token);
                 row.logprobs.push(logprob);
-                row.position += usize::from(row.tokens.len() > 1);
+                // The sampled token is the next decode input, right after the prompt and
+                // the reply before it.
+                row.position = row.request.prompt.len() + row.tokens.len() - 1;
                 let stop = match &row.request.guide {
                     Some(guide) => guide.is_complete(&row.tokens),
                     None => row.request.stop_tokens.contains(&token),
@@ -215,6 +237,8 @@ impl<B: Backend> ContinuousBatcher<B> {
                     row.finish = Some(FinishReason::Stop);
                 } else if row.tokens.len() >= row.request.max_new_tokens {
                     row.finish = Some(FinishReason::Length);
+                } else {
+                    jump_forward(&mut row);
                 }
                 row
             })
@@ -222,8 +246,12 @@ impl<B: Backend> ContinuousBatcher<B> {
     }
 
     fn collect_finished(&mut self) -> Vec<GenerationOutput> {
+        let early: Vec<GenerationOutput> = std::mem::take(&mut self.finished_early)
+            .into_iter()
+            .map(finished_output)
+            .collect();
         if self.running.iter().all(|r| r.finish.is_none()) {
-            return Vec::new();
+            return early;
         }
         let (done, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.running)
             .into_iter()
@@ -234,10 +262,48 @@ impl<B: Backend> ContinuousBatcher<B> {
             cache.retain(&kept_rows);
         }
         self.running = keep.into_iter().map(|(_, r)| r).collect();
-        done.into_iter()
-            .map(|(_, r)| output(r.id, r.tokens, r.logprobs, r.finish.expect("finished")))
+        early
+            .into_iter()
+            .chain(done.into_iter().map(|(_, r)| finished_output(r)))
             .collect()
     }
+}
+
+/// Appends the tokens `row`'s guide forces next (log-prob 0) when they open the reply or
+/// run to the end of the choice; sets `finish` when the reply is then complete or full.
+/// A forced run that stops short of a choice's end is left to the decode steps, whose
+/// input is one token per row.
+fn jump_forward(row: &mut Running) {
+    let Some(guide) = &row.request.guide else {
+        return;
+    };
+    let max = row.request.max_new_tokens;
+    let mut forced = Vec::new();
+    let mut reply = row.tokens.clone();
+    while reply.len() < max {
+        match guide.allowed(&reply) {
+            Some(&[only]) => {
+                reply.push(only);
+                forced.push(only);
+            }
+            _ => break,
+        }
+    }
+    let complete = guide.is_complete(&reply);
+    if forced.is_empty() || !(row.tokens.is_empty() || complete || reply.len() >= max) {
+        return;
+    }
+    row.logprobs.extend(std::iter::repeat_n(0.0, forced.len()));
+    row.tokens = reply;
+    if complete {
+        row.finish = Some(FinishReason::Stop);
+    } else if row.tokens.len() >= max {
+        row.finish = Some(FinishReason::Length);
+    }
+}
+
+fn finished_output(r: Running) -> GenerationOutput {
+    output(r.id, r.tokens, r.logprobs, r.finish.expect("finished"))
 }
 
 /// `logits` with every token outside `allowed` set to −∞.

@@ -178,6 +178,35 @@ fn guided_generation_only_produces_allowed_answers_and_reaches_each() {
 }
 
 #[test]
+fn forced_tokens_are_jumped_over_with_log_prob_zero() {
+    let tokenizer = TextTokenizer::builtin();
+    let model = model::<B>();
+    // One choice: the whole reply is forced and finishes without a decision.
+    let only = Arc::new(AnswerChoices::new(vec![vec![5, 6, 7]]).unwrap());
+    let mut batcher = ContinuousBatcher::<B>::new(2, &Default::default());
+    batcher
+        .submit(&model, request(prompt(&tokenizer, "P_"), &only, 1.0, 0))
+        .unwrap();
+    let out = batcher.run_to_completion(&model).pop().unwrap();
+    assert_eq!(out.finish, FinishReason::Stop);
+    assert_eq!(out.tokens, vec![5, 6, 7]);
+    assert_eq!(out.logprobs, vec![0.0; 3]);
+    // Generated replies: forced positions have log-prob exactly 0, choice points a
+    // proper (negative) log-prob of the restricted distribution.
+    let guide = answers(&tokenizer);
+    let generated = generate(1.0, 12);
+    for (reply, logprobs) in generated.responses.iter().zip(&generated.logprobs) {
+        assert_eq!(reply.len(), logprobs.len());
+        for (allowed, &lp) in guide.allowed_along(reply).iter().zip(logprobs) {
+            match allowed {
+                Some(a) if a.len() == 1 => assert_eq!(lp, 0.0, "{reply:?}"),
+                _ => assert!(lp < 0.0 && lp.is_finite(), "{reply:?}: {lp}"),
+            }
+        }
+    }
+}
+
+#[test]
 fn guided_reply_shorter_than_max_new_tokens_ends_with_length() {
     let tokenizer = TextTokenizer::builtin();
     let guide = answers(&tokenizer);
