@@ -216,6 +216,7 @@ fn main() {
                 o.clone(),
                 a.clone(),
                 m.clone(),
+                None,
                 &offsets,
                 &config,
             );

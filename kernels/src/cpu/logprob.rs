@@ -7,6 +7,9 @@
 //!   and m the running row max (both sums rescaled when m grows:
 //!   S₁ ← e^{m−m'}(S₁ + (m − m')S₀), S₀ ← e^{m−m'}S₀).
 //!
+//! Logits of −∞ (tokens ruled out by a guide) are allowed: they add nothing to the sums and
+//! get a zero gradient; the target's logit must be finite.
+//!
 //! Backward (from the saved lse and H, never a stored softmax):
 //! ∂logp/∂s_v = δ_vy − p_v, ∂H/∂s_v = −p_v(log p_v + H), and ∂/∂z = ∂/∂s / T.
 //!
@@ -25,6 +28,18 @@ use super::simd::{exp, has_avx2_fma, has_avx512};
 const LANES: usize = 16;
 const BLOCK: usize = 1024;
 const NEG_BIG: f32 = -3.0e38;
+/// Lower bound of s − m and log p in the sums: far below exp's underflow (so e^x = 0
+/// exactly) yet finite, so that a logit of −∞ (a masked token) adds 0·x = 0, not NaN.
+const FLOOR: f32 = -1.0e4;
+
+#[inline(always)]
+fn floored(x: f32) -> f32 {
+    if x < FLOOR {
+        FLOOR
+    } else {
+        x
+    }
+}
 
 /// Row statistics: (logp, entropy, lse) of one row.
 #[inline(always)]
@@ -61,14 +76,14 @@ fn row_forward<const FMA: bool>(row: &[f32], target: usize, inv_t: f32) -> (f32,
         }
         for c in chunks {
             for l in 0..LANES {
-                let x = c[l] * inv_t - m;
+                let x = floored(c[l] * inv_t - m);
                 let e = exp::<FMA>(x);
                 s0[l] += e;
                 s1[l] += e * x;
             }
         }
         for &z in tail {
-            let x = z * inv_t - m;
+            let x = floored(z * inv_t - m);
             let e = exp::<FMA>(x);
             t0 += e;
             t1 += e * x;
@@ -81,70 +96,105 @@ fn row_forward<const FMA: bool>(row: &[f32], target: usize, inv_t: f32) -> (f32,
     (row[target] * inv_t - lse, log_s0 - sum1 / sum0, lse)
 }
 
+/// What the backward pass of one row needs besides the logits.
+#[derive(Clone, Copy)]
+struct RowGrad {
+    lse: f32,
+    entropy: f32,
+    g_lp: f32,
+    g_h: f32,
+}
+
 /// dz of one row: (g_lp (δ_vy − p_v) − g_H p_v (log p_v + H)) / T.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn row_backward<const FMA: bool>(
     row: &[f32],
     out: &mut [f32],
     target: usize,
     inv_t: f32,
-    lse: f32,
-    entropy: f32,
-    g_lp: f32,
-    g_h: f32,
+    g: RowGrad,
 ) {
-    let (a, b) = (g_lp * inv_t, g_h * inv_t);
+    let (a, b) = (g.g_lp * inv_t, g.g_h * inv_t);
     for (o, &z) in out.iter_mut().zip(row) {
-        let log_p = z * inv_t - lse;
+        let log_p = floored(z * inv_t - g.lse);
         let p = exp::<FMA>(log_p);
-        *o = -p * (a + b * (log_p + entropy));
+        *o = -p * (a + b * (log_p + g.entropy));
     }
     out[target] += a;
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-fn row_forward_avx512(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32) {
-    row_forward::<true>(row, target, inv_t)
+/// The instruction set the row loops run with, detected once per call.
+#[derive(Clone, Copy)]
+enum Isa {
+    Avx512,
+    Avx2,
+    Generic,
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-fn row_backward_avx512(
-    row: &[f32],
-    out: &mut [f32],
-    target: usize,
-    inv_t: f32,
-    lse: f32,
-    entropy: f32,
-    g_lp: f32,
-    g_h: f32,
-) {
-    row_backward::<true>(row, out, target, inv_t, lse, entropy, g_lp, g_h)
+impl Isa {
+    fn detect() -> Isa {
+        if has_avx512() {
+            Isa::Avx512
+        } else if has_avx2_fma() {
+            Isa::Avx2
+        } else {
+            Isa::Generic
+        }
+    }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn row_forward_avx2(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32) {
-    row_forward::<true>(row, target, inv_t)
+/// Copies of the generic row loops compiled with `features` enabled (same bodies; LLVM
+/// vectorises each for its instruction set).
+macro_rules! row_loops_with {
+    ($module:ident, $features:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        mod $module {
+            use super::{row_backward, row_forward, RowGrad};
+
+            #[target_feature(enable = $features)]
+            pub(super) fn forward(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32) {
+                row_forward::<true>(row, target, inv_t)
+            }
+
+            #[target_feature(enable = $features)]
+            pub(super) fn backward(
+                row: &[f32],
+                out: &mut [f32],
+                target: usize,
+                inv_t: f32,
+                g: RowGrad,
+            ) {
+                row_backward::<true>(row, out, target, inv_t, g)
+            }
+        }
+    };
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-fn row_backward_avx2(
-    row: &[f32],
-    out: &mut [f32],
-    target: usize,
-    inv_t: f32,
-    lse: f32,
-    entropy: f32,
-    g_lp: f32,
-    g_h: f32,
-) {
-    row_backward::<true>(row, out, target, inv_t, lse, entropy, g_lp, g_h)
+row_loops_with!(avx512, "avx512f,avx2,fma");
+row_loops_with!(avx2, "avx2,fma");
+
+fn forward_row(isa: Isa, row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32) {
+    match isa {
+        // SAFETY: `Isa::detect` found these target features at run time.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { avx512::forward(row, target, inv_t) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { avx2::forward(row, target, inv_t) },
+        _ => row_forward::<false>(row, target, inv_t),
+    }
+}
+
+fn backward_row(isa: Isa, row: &[f32], out: &mut [f32], target: usize, inv_t: f32, g: RowGrad) {
+    match isa {
+        // SAFETY: `Isa::detect` found these target features at run time.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { avx512::backward(row, out, target, inv_t, g) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { avx2::backward(row, out, target, inv_t, g) },
+        _ => row_backward::<false>(row, out, target, inv_t, g),
+    }
 }
 
 fn check_targets(targets: &[usize], vocab: usize) {
@@ -170,25 +220,14 @@ pub fn logprob_entropy_forward(
     let vocab = logits.len() / rows;
     check_targets(targets, vocab);
     let inv_t = 1.0 / temperature;
-    let (avx2, avx512) = (has_avx2_fma(), has_avx512());
+    let isa = Isa::detect();
     let mut out = vec![0.0f32; rows * 2];
     let mut lse = vec![0.0f32; rows];
     out.par_chunks_mut(2)
         .zip(lse.par_iter_mut())
         .zip(logits.par_chunks(vocab).zip(targets.par_iter()))
         .for_each(|((o, l), (row, &y))| {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the target features were detected at run time.
-            let (lp, h, s) = if avx512 {
-                unsafe { row_forward_avx512(row, y, inv_t) }
-            } else if avx2 {
-                unsafe { row_forward_avx2(row, y, inv_t) }
-            } else {
-                row_forward::<false>(row, y, inv_t)
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let (lp, h, s) = row_forward::<false>(row, y, inv_t);
-            let _ = (avx2, avx512);
+            let (lp, h, s) = forward_row(isa, row, y, inv_t);
             o[0] = lp;
             o[1] = h;
             *l = s;
@@ -210,26 +249,20 @@ pub fn logprob_entropy_backward(
     let vocab = logits.len() / rows.max(1);
     check_targets(targets, vocab);
     let inv_t = 1.0 / temperature;
-    let (avx2, avx512) = (has_avx2_fma(), has_avx512());
+    let isa = Isa::detect();
     let mut dlogits = vec![0.0f32; logits.len()];
     dlogits
         .par_chunks_mut(vocab)
         .zip(logits.par_chunks(vocab))
         .enumerate()
         .for_each(|(r, (o, row))| {
-            let (y, h, g_lp, g_h) = (targets[r], out[2 * r + 1], grad[2 * r], grad[2 * r + 1]);
-            #[cfg(target_arch = "x86_64")]
-            if avx512 {
-                // SAFETY: avx512f, avx2 and fma were detected at run time.
-                unsafe { row_backward_avx512(row, o, y, inv_t, lse[r], h, g_lp, g_h) };
-                return;
-            } else if avx2 {
-                // SAFETY: avx2 and fma were detected at run time.
-                unsafe { row_backward_avx2(row, o, y, inv_t, lse[r], h, g_lp, g_h) };
-                return;
-            }
-            let _ = (avx2, avx512);
-            row_backward::<false>(row, o, y, inv_t, lse[r], h, g_lp, g_h);
+            let g = RowGrad {
+                lse: lse[r],
+                entropy: out[2 * r + 1],
+                g_lp: grad[2 * r],
+                g_h: grad[2 * r + 1],
+            };
+            backward_row(isa, row, o, targets[r], inv_t, g);
         });
     dlogits
 }

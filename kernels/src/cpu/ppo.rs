@@ -7,16 +7,20 @@
 //! - dual clip c, A < 0 only: "capped" when l > −c·A, then l = −c·A;
 //! - ∂l/∂logp = −A·r unless clipped or capped (then 0).
 //!
-//! One pass per sequence gives the partial sums [`PARTIALS`]: Σm·l, Σm, Σm·clipped,
+//! An optional constant token weight u (decoupled PPO's behaviour weight) scales each
+//! token's loss and gradient (l ← u·l), not the counts or statistics.
+//!
+//! One pass per sequence gives the partial sums [`PARTIALS`]: Σm·u·l, Σm, Σm·clipped,
 //! Σm·capped, Σm·(old − logp). [`combine`] turns them into the aggregated loss
 //! (`LossAgg`), per-sequence weights w_s (loss = Σ_s w_s Σ_{t∈s} m_t l_t) and the stats;
-//! the backward pass is dlogp_t = g·w_s·m_t·∂l_t/∂logp_t, recomputed from the inputs.
+//! the backward pass is dlogp_t = g·w_s·m_t·u_t·∂l_t/∂logp_t, recomputed from the inputs.
 
 use rayon::prelude::*;
 
 use super::gae::{check_offsets, split_sequences};
 use super::simd::exp;
-use crate::{LossAgg, PpoClipConfig, PpoStats};
+use crate::aggregation::sequence_weights;
+use crate::{PpoClipConfig, PpoStats};
 
 /// Number of per-sequence partial sums.
 pub const PARTIALS: usize = 5;
@@ -44,29 +48,10 @@ pub(crate) fn token(lp: f32, old: f32, a: f32, cfg: &PpoClipConfig) -> (f32, boo
 /// Per-sequence weights, loss and stats from the partial sums (`[sequences × PARTIALS]`).
 pub fn combine(partials: &[f64], cfg: &PpoClipConfig) -> (f32, PpoStats, Vec<f32>) {
     let seqs = partials.chunks(PARTIALS);
-    let total: f64 = seqs.clone().map(|p| p[1]).sum();
-    let valid = seqs.clone().filter(|p| p[1] > 0.0).count().max(1) as f64;
-    let longest = seqs.clone().map(|p| p[1]).fold(0.0, f64::max);
-    let weights: Vec<f32> = seqs
-        .clone()
-        .map(|p| {
-            let w = match cfg.agg {
-                LossAgg::TokenMean => 1.0 / total.max(1.0),
-                LossAgg::SeqMeanTokenSumNorm => {
-                    1.0 / cfg.norm_length.map_or(longest, |l| l as f64).max(1.0)
-                }
-                LossAgg::SeqMeanTokenSum if p[1] > 0.0 => 1.0 / valid,
-                LossAgg::SeqMeanTokenMean if p[1] > 0.0 => 1.0 / (p[1] * valid),
-                _ => 0.0,
-            };
-            w as f32
-        })
-        .collect();
-    let loss: f64 = seqs
-        .clone()
-        .zip(&weights)
-        .map(|(p, &w)| p[0] * w as f64)
-        .sum();
+    let counts: Vec<f64> = seqs.clone().map(|p| p[1]).collect();
+    let total: f64 = counts.iter().sum();
+    let weights = sequence_weights(&counts, cfg.agg, cfg.norm_length);
+    let loss: f64 = seqs.clone().zip(&weights).map(|(p, w)| p[0] * w).sum();
     let sum = |k: usize| seqs.clone().map(|p| p[k]).sum::<f64>() / total.max(1.0);
     let stats = PpoStats {
         clipfrac: sum(2) as f32,
@@ -74,43 +59,66 @@ pub fn combine(partials: &[f64], cfg: &PpoClipConfig) -> (f32, PpoStats, Vec<f32
         approx_kl: sum(4) as f32,
         response_tokens: total as f32,
     };
-    (loss as f32, stats, weights)
+    (
+        loss as f32,
+        stats,
+        weights.iter().map(|&w| w as f32).collect(),
+    )
 }
 
-fn check(logp: &[f32], old: &[f32], adv: &[f32], mask: &[f32], offsets: &[usize]) {
-    let n = logp.len();
-    assert!(
-        old.len() == n && adv.len() == n && mask.len() == n,
-        "ppo_clip_loss: logp, old_logp, advantages and mask differ in length"
-    );
-    check_offsets(offsets, n, "ppo_clip_loss");
+/// The per-token inputs on the host, each `[tokens]` (see [`crate::backend::PpoTokens`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PpoSlices<'a> {
+    pub logp: &'a [f32],
+    pub old_logp: &'a [f32],
+    pub advantages: &'a [f32],
+    pub mask: &'a [f32],
+    /// Constant per-token loss weight; `None` = 1.
+    pub weight: Option<&'a [f32]>,
+}
+
+impl PpoSlices<'_> {
+    fn check(&self, offsets: &[usize]) {
+        let n = self.logp.len();
+        assert!(
+            self.old_logp.len() == n
+                && self.advantages.len() == n
+                && self.mask.len() == n
+                && self.weight.is_none_or(|w| w.len() == n),
+            "ppo_clip_loss: logp, old_logp, advantages, mask and weight differ in length"
+        );
+        check_offsets(offsets, n, "ppo_clip_loss");
+    }
+
+    #[inline(always)]
+    fn weight(&self, t: usize) -> f32 {
+        self.weight.map_or(1.0, |w| w[t])
+    }
 }
 
 /// Forward: (loss, stats, per-sequence weights).
 pub fn ppo_clip_forward(
-    logp: &[f32],
-    old: &[f32],
-    adv: &[f32],
-    mask: &[f32],
+    x: PpoSlices<'_>,
     offsets: &[usize],
     cfg: &PpoClipConfig,
 ) -> (f32, PpoStats, Vec<f32>) {
-    check(logp, old, adv, mask, offsets);
+    x.check(offsets);
     let partials: Vec<f64> = offsets
         .par_windows(2)
         .with_min_len(8)
         .flat_map_iter(|w| {
             let mut acc = [0.0f64; PARTIALS];
             for t in w[0]..w[1] {
-                let m = mask[t];
+                let m = x.mask[t];
                 if m != 0.0 {
-                    let (l, clipped, capped, _) = token(logp[t], old[t], adv[t], cfg);
+                    let (lp, old) = (x.logp[t], x.old_logp[t]);
+                    let (l, clipped, capped, _) = token(lp, old, x.advantages[t], cfg);
                     let m = m as f64;
-                    acc[0] += m * l as f64;
+                    acc[0] += m * (x.weight(t) * l) as f64;
                     acc[1] += m;
                     acc[2] += m * clipped as u8 as f64;
                     acc[3] += m * capped as u8 as f64;
-                    acc[4] += m * (old[t] - logp[t]) as f64;
+                    acc[4] += m * (old - lp) as f64;
                 }
             }
             acc
@@ -120,19 +128,15 @@ pub fn ppo_clip_forward(
 }
 
 /// Backward: dlogp `[tokens]` for an incoming loss gradient `grad`.
-#[allow(clippy::too_many_arguments)]
 pub fn ppo_clip_backward(
-    logp: &[f32],
-    old: &[f32],
-    adv: &[f32],
-    mask: &[f32],
+    x: PpoSlices<'_>,
     offsets: &[usize],
     seq_weight: &[f32],
     grad: f32,
     cfg: &PpoClipConfig,
 ) -> Vec<f32> {
-    check(logp, old, adv, mask, offsets);
-    let mut out = vec![0.0f32; logp.len()];
+    x.check(offsets);
+    let mut out = vec![0.0f32; x.logp.len()];
     split_sequences(&mut out, offsets)
         .into_par_iter()
         .zip(offsets.par_windows(2))
@@ -141,9 +145,10 @@ pub fn ppo_clip_backward(
         .for_each(|((o, w), &sw)| {
             let scale = grad * sw;
             for (k, t) in (w[0]..w[1]).enumerate() {
-                let m = mask[t];
+                let m = x.mask[t];
                 if m != 0.0 {
-                    o[k] = scale * m * token(logp[t], old[t], adv[t], cfg).3;
+                    let d = token(x.logp[t], x.old_logp[t], x.advantages[t], cfg).3;
+                    o[k] = scale * m * x.weight(t) * d;
                 }
             }
         });

@@ -3,9 +3,9 @@
 //!
 //! `exp(x)`: Cody–Waite range reduction x = n·ln2 + r with |r| ≤ ln2/2, then a degree-6
 //! Taylor polynomial for e^r (truncation error r⁷/7! ≤ 1.3e-7 relative), times 2^n built
-//! from the exponent bits. Valid for x in [−87, 88]; inputs are clamped to that range, so
-//! e^x for x < −87 returns ≈1.6e-38 instead of a smaller number (harmless in every sum
-//! here). Rounding uses the 1.5·2²³ trick so the loop needs no `floor` call and no
+//! from the exponent bits. Valid for x in [−87, 88]; larger inputs are clamped to 88 and
+//! anything below −87 (−∞ included) gives exactly 0, so a logit masked to −∞ drops out of
+//! every sum. Rounding uses the 1.5·2²³ trick so the loop needs no `floor` call and no
 //! float→int conversion.
 
 /// Multiply-add, fused when the caller was compiled with FMA.
@@ -18,9 +18,10 @@ pub(crate) fn fma<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
-/// e^x for x in [−87, 88] (clamped), relative error ≈ 2e-7.
+/// e^x for x in [−87, 88] (88 above), relative error ≈ 2e-7; 0 below −87.
 #[inline(always)]
 pub(crate) fn exp<const FMA: bool>(x: f32) -> f32 {
+    let underflow = x < -87.0;
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
@@ -41,7 +42,12 @@ pub(crate) fn exp<const FMA: bool>(x: f32) -> f32 {
     // n sits in the low mantissa bits of t: 2^n without a float→int conversion (an `as`
     // cast saturates, which LLVM cannot vectorise).
     let bits = t.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23;
-    p * f32::from_bits(bits)
+    let e = p * f32::from_bits(bits);
+    if underflow {
+        0.0
+    } else {
+        e
+    }
 }
 
 /// Whether the AVX-512 code paths can run on this CPU.
@@ -82,5 +88,12 @@ mod tests {
             x += 0.01;
         }
         assert!(worst < 5e-7, "worst relative error {worst}");
+    }
+
+    #[test]
+    fn exp_underflows_to_zero() {
+        for x in [-87.5f32, -1e4, f32::NEG_INFINITY] {
+            assert_eq!(super::exp::<false>(x), 0.0, "{x}");
+        }
     }
 }

@@ -5,12 +5,13 @@
 //! 1+ε_high)) ("clipped" when the clipped term wins), dual clip l = −c·A for A < 0 when
 //! l > −c·A ("capped"); ∂l/∂logp = −A·r unless clipped or capped.
 //! Launch arguments `lower`/`upper` are the ratio bounds 1 − ε_low, 1 + ε_high and
-//! `dual` the dual-clip constant (0 = off).
-//! - `ppo_partials_kernel`: one cube per sequence → Σm·l, Σm, Σm·clipped, Σm·capped,
+//! `dual` the dual-clip constant (0 = off); `weighted` = 1 scales each token's loss and
+//! gradient by `weight` (decoupled PPO), 0 ignores it.
+//! - `ppo_partials_kernel`: one cube per sequence → Σm·u·l, Σm, Σm·clipped, Σm·capped,
 //!   Σm·(old − logp);
 //! - `ppo_combine_kernel`: one cube → totals, per-sequence weights w_s of the aggregation
 //!   mode, loss = Σ_s w_s·(Σm·l)_s, stats;
-//! - `ppo_backward_kernel`: one cube per sequence → dlogp = g·w_s·m·∂l/∂logp.
+//! - `ppo_backward_kernel`: one cube per sequence → dlogp = g·w_s·m·u·∂l/∂logp.
 //!
 //! Source: Schulman et al. 2017 eq. 7; Ye et al. 2020 (dual clip); verl/ROLL
 //! `compute_policy_loss` and `agg_loss`.
@@ -29,6 +30,16 @@ fn sequence_index(sequences: u32) -> usize {
     seq as usize
 }
 
+/// The token weight u_t, or 1 when `weighted` is 0 (then `weight` is a placeholder).
+#[cube]
+fn token_weight<F: Float>(weight: &Tensor<F>, t: usize, weighted: u32) -> F {
+    let mut u = F::new(1.0);
+    if weighted != 0 {
+        u = weight[t];
+    }
+    u
+}
+
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
@@ -36,9 +47,11 @@ pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
     old: &Tensor<F>,
     adv: &Tensor<F>,
     mask: &Tensor<F>,
+    weight: &Tensor<F>,
     offsets: &Tensor<I>,
     partials: &mut Tensor<F>,
     sequences: u32,
+    weighted: u32,
     lower: f32,
     upper: f32,
     dual: f32,
@@ -76,7 +89,7 @@ pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
                 l = zero - c * a;
                 sd += m;
             }
-            sl += m * l;
+            sl += m * token_weight(weight, t, weighted) * l;
             sm += m;
             sk += m * (old[t] - logp[t]);
         }
@@ -222,11 +235,13 @@ pub(crate) fn ppo_backward_kernel<F: Float, I: Numeric>(
     old: &Tensor<F>,
     adv: &Tensor<F>,
     mask: &Tensor<F>,
+    weight: &Tensor<F>,
     offsets: &Tensor<I>,
     seq_weight: &Tensor<F>,
     grad: &Tensor<F>,
     dlogp: &mut Tensor<F>,
     sequences: u32,
+    weighted: u32,
     lower: f32,
     upper: f32,
     dual: f32,
@@ -258,7 +273,7 @@ pub(crate) fn ppo_backward_kernel<F: Float, I: Numeric>(
             if c > zero && a < zero && l > zero - c * a {
                 d = zero;
             }
-            d *= scale * m;
+            d *= scale * m * token_weight(weight, t, weighted);
         }
         dlogp[t] = d;
         t += CUBE_DIM_X as usize;
