@@ -19,12 +19,12 @@ use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use serde::Deserialize;
 
-use roll_flow_kernels::{KernelBackend, PpoClipConfig};
+use roll_flow_kernels::KernelBackend;
 
 use super::aggregation::LossAgg;
 use super::error::AlgoError;
 use super::ppo_loss::{
-    check_clip, masked_mean, ClipLoss, PolicyInputs, PolicyLossOutput, RatioLevel,
+    check_clip, masked_mean, PolicyInputs, PolicyLossOutput, PpoClip, RatioLevel,
 };
 
 fn default_eps() -> f32 {
@@ -99,6 +99,18 @@ impl DecoupledPpo {
         }
     }
 
+    /// The clip settings, as a [`PpoClip`] (whose kernel call this loss shares).
+    fn clip(&self) -> PpoClip {
+        PpoClip {
+            low: self.low,
+            high: self.high,
+            dual_clip: self.dual_clip,
+            ratio: self.ratio,
+            agg: self.agg,
+            norm_length: self.norm_length,
+        }
+    }
+
     /// The bounded behaviour weight per token (detached).
     pub fn behaviour_weight<B: Backend>(
         &self,
@@ -129,18 +141,10 @@ impl DecoupledPpo {
             .detach()
             .exp();
         let dropped = raw.greater(w.clone().add_scalar(1e-12)).float();
-        let clip = ClipLoss {
-            node: "DecoupledPpo",
-            config: PpoClipConfig {
-                low: self.low,
-                high: self.high,
-                dual_clip: self.dual_clip,
-                agg: self.agg,
-                norm_length: self.norm_length,
-            },
-            ratio: self.ratio,
-        };
-        let mut out = clip.loss(inputs, Some(w.clone()))?;
+        let mut out = self
+            .clip()
+            .clip_loss("DecoupledPpo")
+            .loss(inputs, Some(w.clone()))?;
         out.stats
             .insert("behave_weight_mean".into(), masked_mean(w, layout));
         out.stats
@@ -153,7 +157,6 @@ impl DecoupledPpo {
 mod tests {
     use super::*;
     use crate::algo::packed_layout::PackedLayout;
-    use crate::algo::PpoClip;
     use burn::backend::{Autodiff, Flex};
 
     type AD = Autodiff<Flex>;

@@ -100,8 +100,13 @@ impl PpoClip {
         inputs: &PolicyInputs<'_, B>,
     ) -> Result<PolicyLossOutput<B>, AlgoError> {
         self.validate()?;
-        let clip = ClipLoss {
-            node: "PpoClip",
+        self.clip_loss("PpoClip").loss(inputs, None)
+    }
+
+    /// These settings as the fused kernel takes them, errors named after `node`.
+    pub(crate) fn clip_loss(&self, node: &'static str) -> ClipLoss {
+        ClipLoss {
+            node,
             config: PpoClipConfig {
                 low: self.low,
                 high: self.high,
@@ -110,8 +115,7 @@ impl PpoClip {
                 norm_length: self.norm_length,
             },
             ratio: self.ratio,
-        };
-        clip.loss(inputs, None)
+        }
     }
 }
 
