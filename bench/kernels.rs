@@ -1,15 +1,16 @@
 //! Fused kernels vs the unfused burn path, on the CPU backend (`Flex`), in one run.
 //!
 //! `cargo bench -p roll-flow-kernels --bench kernels` (add `-- --quick` for fewer
-//! repetitions, `-- --logprob-only` for the fused log-prob alone, tensor API vs slices). Prints median wall times, the PyTorch eager peers of REFERENCE.md
-//! (measured on the same 2-core machine) and the memory floor at 20 GB/s.
+//! repetitions, `-- --parts` for the CPU twins alone on host slices, part by part, to see
+//! what the tensor API and autodiff add). Prints median wall times, the PyTorch eager peers
+//! of REFERENCE.md (measured on the same 2-core machine) and the memory floor at 20 GB/s.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
-use roll_flow_kernels::{reference, PpoClipConfig};
+use roll_flow_kernels::{reference, PpoClipConfig, PpoStats};
 
 type B = Flex;
 type A = Autodiff<Flex>;
@@ -53,9 +54,140 @@ fn lcg(seed: &mut u64) -> f32 {
     (*seed >> 40) as f32 / (1u64 << 24) as f32
 }
 
+/// The CPU twins on host slices: log-prob forward and backward, GAE, PPO forward and
+/// backward (same shapes as the table).
+fn print_parts(logits: &Tensor<B, 2>, reps: usize) {
+    use roll_flow_kernels::cpu;
+    let [n, v] = logits.dims();
+    let host: Vec<f32> = logits.clone().into_data().into_vec().unwrap();
+    let t: Vec<usize> = (0..n).map(|i| (i * 7919) % v).collect();
+    let fwd = median(
+        || {
+            black_box(cpu::logprob::logprob_entropy_forward(&host, &t, 1.0));
+        },
+        reps,
+    );
+    let (out, lse) = cpu::logprob::logprob_entropy_forward(&host, &t, 1.0);
+    let grad: Vec<f32> = (0..2 * n).map(|i| (i % 3) as f32 - 1.0).collect();
+    let bwd = median(
+        || {
+            black_box(cpu::logprob::logprob_entropy_backward(
+                &host, &t, &lse, &out, &grad, 1.0,
+            ));
+        },
+        reps,
+    );
+    let mut scratch = host.clone();
+    let in_place = median(
+        || {
+            cpu::logprob::logprob_entropy_backward_in_place(
+                &mut scratch,
+                &t,
+                &lse,
+                &out,
+                &grad,
+                1.0,
+            );
+        },
+        reps,
+    );
+    println!(
+        "log-prob slices: forward {:.3} ms, backward {:.3} ms, backward in place {:.3} ms",
+        ms(fwd),
+        ms(bwd),
+        ms(in_place)
+    );
+    let mut seed = 3u64;
+    let (s, len) = (256, 512);
+    let offsets: Vec<usize> = (0..=s).map(|i| i * len).collect();
+    let r: Vec<f32> = (0..s * len).map(|_| lcg(&mut seed) - 0.5).collect();
+    let vals: Vec<f32> = (0..s * len).map(|_| lcg(&mut seed) - 0.5).collect();
+    let mask = vec![1.0f32; s * len];
+    let gae = median(
+        || {
+            black_box(cpu::gae::gae(&r, &vals, &mask, &offsets, 1.0, 0.95));
+        },
+        reps * 10,
+    );
+    println!("GAE slices: {:.3} ms", ms(gae));
+    let (s, len) = (2048, 512);
+    let tokens = s * len;
+    let offsets: Vec<usize> = (0..=s).map(|i| i * len).collect();
+    let old: Vec<f32> = (0..tokens).map(|_| -5.0 * lcg(&mut seed)).collect();
+    let logp: Vec<f32> = old
+        .iter()
+        .map(|&o| o + 0.4 * (lcg(&mut seed) - 0.5))
+        .collect();
+    let adv: Vec<f32> = (0..tokens).map(|_| lcg(&mut seed) - 0.5).collect();
+    let mask: Vec<f32> = (0..tokens)
+        .map(|i| if i % len < 64 { 0.0 } else { 1.0 })
+        .collect();
+    let x = cpu::ppo::PpoSlices {
+        logp: &logp,
+        old_logp: &old,
+        advantages: &adv,
+        mask: &mask,
+        weight: None,
+    };
+    let config = PpoClipConfig {
+        high: 0.28,
+        dual_clip: Some(3.0),
+        ..Default::default()
+    };
+    let fwd = median(
+        || {
+            black_box(cpu::ppo::ppo_clip_forward(x, &offsets, &config));
+        },
+        reps,
+    );
+    let (_, _, weights) = cpu::ppo::ppo_clip_forward(x, &offsets, &config);
+    let bwd = median(
+        || {
+            black_box(cpu::ppo::ppo_clip_backward(
+                x, &offsets, &weights, 1.0, &config,
+            ));
+        },
+        reps,
+    );
+    println!(
+        "PPO slices: forward {:.3} ms, backward {:.3} ms",
+        ms(fwd),
+        ms(bwd)
+    );
+    let device = Default::default();
+    let vec_a =
+        |v: &Vec<f32>| Tensor::<A, 1>::from_data(TensorData::new(v.clone(), [tokens]), &device);
+    let (lp, o, a, m) = (vec_a(&logp), vec_a(&old), vec_a(&adv), vec_a(&mask));
+    let run = |backward: bool| {
+        let x = lp.clone().require_grad();
+        let out = roll_flow_kernels::ppo_clip_loss(
+            x.clone(),
+            o.clone(),
+            a.clone(),
+            m.clone(),
+            &offsets,
+            &config,
+        )
+        .unwrap();
+        if backward {
+            let g = out.loss.backward();
+            black_box(x.grad(&g));
+        } else {
+            black_box(out.loss.into_data());
+        }
+    };
+    let fwd = median(|| run(false), reps);
+    let both = median(|| run(true), reps);
+    println!(
+        "PPO autodiff tensors: forward {:.3} ms, forward+backward {:.3} ms",
+        ms(fwd),
+        ms(both)
+    );
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let only_fused = std::env::args().any(|a| a == "--logprob-only");
+    let parts = std::env::args().any(|a| a == "--parts");
     let reps = if quick { 3 } else { 11 };
     let device = Default::default();
     println!("| kernel | fused ms | unfused burn ms | fused vs unfused | PyTorch ms | vs PyTorch | floor ms | fused / floor |");
@@ -78,22 +210,8 @@ fn main() {
         },
         reps,
     );
-    if only_fused {
-        let host: Vec<f32> = logits.clone().into_data().into_vec().unwrap();
-        let t: Vec<usize> = (0..n).map(|i| (i * 7919) % v).collect();
-        let slices = median(
-            || {
-                black_box(roll_flow_kernels::cpu::logprob::logprob_entropy_forward(
-                    &host, &t, 1.0,
-                ));
-            },
-            reps,
-        );
-        println!(
-            "log-prob fwd: tensor API {:.3} ms, slices {:.3} ms",
-            ms(fused),
-            ms(slices)
-        );
+    if parts {
+        print_parts(&logits, reps);
         return;
     }
     let unfused = median(
@@ -204,7 +322,7 @@ fn main() {
             )
             .unwrap();
             let g = out.loss.backward();
-            black_box((x.grad(&g).map(|g| g.into_data()), out.stats.into_data()));
+            black_box((x.grad(&g), PpoStats::from_tensor(out.stats)));
         },
         reps,
     );
@@ -221,7 +339,7 @@ fn main() {
                 &config,
             );
             let g = loss.backward();
-            black_box((x.grad(&g).map(|g| g.into_data()), stats));
+            black_box((x.grad(&g), stats));
         },
         reps.min(5),
     );

@@ -53,12 +53,32 @@ impl KernelBackend for Flex {
     fn logprob_entropy_backward(saved: LogProbSaved<Self>, grad: FlexTensor) -> FlexTensor {
         let shape = burn::tensor::TensorMetadata::shape(&saved.logits);
         let targets = host_index(&saved.targets);
+        let (lse, out, grad) = (host_f32(&saved.lse), host_f32(&saved.out), host_f32(&grad));
+        let mut logits = saved.logits;
+        // Logits nobody else holds (the usual case: the autodiff state owned the last
+        // reference) become their own gradient: no second [N, V] buffer.
+        let whole = logits
+            .as_slice::<f32>()
+            .is_some_and(|z| z.len() == logits.storage::<f32>().len());
+        if whole {
+            if let Some(z) = logits.try_storage_mut::<f32>() {
+                cpu::logprob::logprob_entropy_backward_in_place(
+                    z,
+                    &targets,
+                    &lse,
+                    &out,
+                    &grad,
+                    saved.temperature,
+                );
+                return logits;
+            }
+        }
         let d = cpu::logprob::logprob_entropy_backward(
-            &host_f32(&saved.logits),
+            &host_f32(&logits),
             &targets,
-            &host_f32(&saved.lse),
-            &host_f32(&saved.out),
-            &host_f32(&grad),
+            &lse,
+            &out,
+            &grad,
             saved.temperature,
         );
         tensor(d, &shape)

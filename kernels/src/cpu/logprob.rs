@@ -23,22 +23,23 @@
 
 use rayon::prelude::*;
 
-use super::simd::{exp, has_avx2_fma, has_avx512};
+use super::simd::{dispatch, exp, exp_in_range, fma, isa_copies, Isa};
 
 const LANES: usize = 16;
 const BLOCK: usize = 1024;
 const NEG_BIG: f32 = -3.0e38;
-/// Lower bound of s − m and log p in the sums: far below exp's underflow (so e^x = 0
-/// exactly) yet finite, so that a logit of −∞ (a masked token) adds 0·x = 0, not NaN.
-const FLOOR: f32 = -1.0e4;
+/// Lower bound of s − m and log p (both ≤ 0) before the exponential, in
+/// [`exp_in_range`]'s range; at or below it e^x is taken as exactly 0.
+const FLOOR: f32 = -87.0;
 
+/// (x, e^x) for x ≤ 0 with x floored at [`FLOOR`] and e^x = 0 there: a logit of −∞ (a
+/// token ruled out by a guide) then adds 0 and 0·FLOOR = 0 to the sums, never NaN, and gets
+/// a zero gradient; a forced token (the only finite logit) gets entropy exactly 0.
 #[inline(always)]
-fn floored(x: f32) -> f32 {
-    if x < FLOOR {
-        FLOOR
-    } else {
-        x
-    }
+fn exp_floored<const FMA: bool>(x: f32) -> (f32, f32) {
+    let x = if x > FLOOR { x } else { FLOOR };
+    let e = exp_in_range::<FMA>(x);
+    (x, if x > FLOOR { e } else { 0.0 })
 }
 
 /// Row statistics: (logp, entropy, lse) of one row.
@@ -54,15 +55,16 @@ fn row_forward<const FMA: bool>(row: &[f32], target: usize, inv_t: f32) -> (f32,
         let tail = chunks.remainder();
         for c in chunks.clone() {
             for l in 0..LANES {
-                let s = c[l] * inv_t;
-                bm[l] = if s > bm[l] { s } else { bm[l] };
+                bm[l] = if c[l] > bm[l] { c[l] } else { bm[l] };
             }
         }
         let mut block_max = bm.iter().fold(NEG_BIG, |a, &b| if b > a { b } else { a });
         for &z in tail {
-            let s = z * inv_t;
-            block_max = if s > block_max { s } else { block_max };
+            block_max = if z > block_max { z } else { block_max };
         }
+        // max(z)·(1/T) = max(z/T) for T > 0, rounding included (so the largest s − m is
+        // exactly 0; s = z·(1/T) is rounded before − m, not fused, for the same reason).
+        let block_max = block_max * inv_t;
         if block_max > m {
             let d = m - block_max;
             let f = exp::<FMA>(d);
@@ -76,17 +78,15 @@ fn row_forward<const FMA: bool>(row: &[f32], target: usize, inv_t: f32) -> (f32,
         }
         for c in chunks {
             for l in 0..LANES {
-                let x = floored(c[l] * inv_t - m);
-                let e = exp::<FMA>(x);
+                let (x, e) = exp_floored::<FMA>(c[l] * inv_t - m);
                 s0[l] += e;
-                s1[l] += e * x;
+                s1[l] = fma::<FMA>(e, x, s1[l]);
             }
         }
         for &z in tail {
-            let x = floored(z * inv_t - m);
-            let e = exp::<FMA>(x);
+            let (x, e) = exp_floored::<FMA>(z * inv_t - m);
             t0 += e;
-            t1 += e * x;
+            t1 = fma::<FMA>(e, x, t1);
         }
     }
     let sum0 = s0.iter().sum::<f32>() + t0;
@@ -105,97 +105,25 @@ struct RowGrad {
     g_h: f32,
 }
 
-/// dz of one row: (g_lp (δ_vy − p_v) − g_H p_v (log p_v + H)) / T.
+/// dz of one row, in place over its logits z: (g_lp (δ_vy − p_v) − g_H p_v (log p_v + H)) / T.
 #[inline(always)]
-fn row_backward<const FMA: bool>(
-    row: &[f32],
-    out: &mut [f32],
-    target: usize,
-    inv_t: f32,
-    g: RowGrad,
-) {
+fn row_backward<const FMA: bool>(row: &mut [f32], target: usize, inv_t: f32, g: RowGrad) {
     let (a, b) = (g.g_lp * inv_t, g.g_h * inv_t);
-    for (o, &z) in out.iter_mut().zip(row) {
-        let log_p = floored(z * inv_t - g.lse);
-        let p = exp::<FMA>(log_p);
-        *o = -p * (a + b * (log_p + g.entropy));
+    for z in row.iter_mut() {
+        let (log_p, p) = exp_floored::<FMA>(*z * inv_t - g.lse);
+        *z = -p * (a + b * (log_p + g.entropy));
     }
-    out[target] += a;
+    row[target] += a;
 }
 
-/// The instruction set the row loops run with, detected once per call.
-#[derive(Clone, Copy)]
-enum Isa {
-    Avx512,
-    Avx2,
-    Generic,
-}
-
-impl Isa {
-    fn detect() -> Isa {
-        if has_avx512() {
-            Isa::Avx512
-        } else if has_avx2_fma() {
-            Isa::Avx2
-        } else {
-            Isa::Generic
-        }
-    }
-}
-
-/// Copies of the generic row loops compiled with `features` enabled (same bodies; LLVM
-/// vectorises each for its instruction set).
-macro_rules! row_loops_with {
-    ($module:ident, $features:literal) => {
-        #[cfg(target_arch = "x86_64")]
-        mod $module {
-            use super::{row_backward, row_forward, RowGrad};
-
-            #[target_feature(enable = $features)]
-            pub(super) fn forward(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32) {
-                row_forward::<true>(row, target, inv_t)
-            }
-
-            #[target_feature(enable = $features)]
-            pub(super) fn backward(
-                row: &[f32],
-                out: &mut [f32],
-                target: usize,
-                inv_t: f32,
-                g: RowGrad,
-            ) {
-                row_backward::<true>(row, out, target, inv_t, g)
-            }
-        }
-    };
-}
-
-row_loops_with!(avx512, "avx512f,avx2,fma");
-row_loops_with!(avx2, "avx2,fma");
-
-fn forward_row(isa: Isa, row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32) {
-    match isa {
-        // SAFETY: `Isa::detect` found these target features at run time.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { avx512::forward(row, target, inv_t) },
-        // SAFETY: as above.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { avx2::forward(row, target, inv_t) },
-        _ => row_forward::<false>(row, target, inv_t),
-    }
-}
-
-fn backward_row(isa: Isa, row: &[f32], out: &mut [f32], target: usize, inv_t: f32, g: RowGrad) {
-    match isa {
-        // SAFETY: `Isa::detect` found these target features at run time.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { avx512::backward(row, out, target, inv_t, g) },
-        // SAFETY: as above.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { avx2::backward(row, out, target, inv_t, g) },
-        _ => row_backward::<false>(row, out, target, inv_t, g),
-    }
-}
+isa_copies!(avx512, "avx512f,avx2,fma":
+    row_forward(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32);
+    row_backward(row: &mut [f32], target: usize, inv_t: f32, g: RowGrad);
+);
+isa_copies!(avx2, "avx2,fma":
+    row_forward(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32);
+    row_backward(row: &mut [f32], target: usize, inv_t: f32, g: RowGrad);
+);
 
 fn check_targets(targets: &[usize], vocab: usize) {
     if let Some((i, &t)) = targets.iter().enumerate().find(|(_, &t)| t >= vocab) {
@@ -227,7 +155,7 @@ pub fn logprob_entropy_forward(
         .zip(lse.par_iter_mut())
         .zip(logits.par_chunks(vocab).zip(targets.par_iter()))
         .for_each(|((o, l), (row, &y))| {
-            let (lp, h, s) = forward_row(isa, row, y, inv_t);
+            let (lp, h, s) = dispatch!(isa, row_forward(row, y, inv_t));
             o[0] = lp;
             o[1] = h;
             *l = s;
@@ -245,24 +173,61 @@ pub fn logprob_entropy_backward(
     grad: &[f32],
     temperature: f32,
 ) -> Vec<f32> {
+    let mut dlogits = super::buffer::zeroed(logits.len());
+    backward_rows(
+        &mut dlogits,
+        Some(logits),
+        targets,
+        lse,
+        out,
+        grad,
+        temperature,
+    );
+    dlogits
+}
+
+/// [`logprob_entropy_backward`] overwriting `logits` with dlogits (no second `[rows, vocab]`
+/// buffer: for logits nothing else holds, as in the autodiff backward pass).
+pub fn logprob_entropy_backward_in_place(
+    logits: &mut [f32],
+    targets: &[usize],
+    lse: &[f32],
+    out: &[f32],
+    grad: &[f32],
+    temperature: f32,
+) {
+    backward_rows(logits, None, targets, lse, out, grad, temperature);
+}
+
+/// The backward pass row by row into `dlogits`, which holds the logits already (`logits`
+/// `None`) or gets each row copied from `logits` first (the copy stays in cache).
+fn backward_rows(
+    dlogits: &mut [f32],
+    logits: Option<&[f32]>,
+    targets: &[usize],
+    lse: &[f32],
+    out: &[f32],
+    grad: &[f32],
+    temperature: f32,
+) {
     let rows = targets.len();
-    let vocab = logits.len() / rows.max(1);
+    let vocab = dlogits.len() / rows.max(1);
     check_targets(targets, vocab);
     let inv_t = 1.0 / temperature;
     let isa = Isa::detect();
-    let mut dlogits = vec![0.0f32; logits.len()];
     dlogits
         .par_chunks_mut(vocab)
-        .zip(logits.par_chunks(vocab))
         .enumerate()
-        .for_each(|(r, (o, row))| {
+        .for_each(|(r, row)| {
+            if let Some(logits) = logits {
+                row.copy_from_slice(&logits[r * vocab..(r + 1) * vocab]);
+            }
             let g = RowGrad {
                 lse: lse[r],
                 entropy: out[2 * r + 1],
                 g_lp: grad[2 * r],
                 g_h: grad[2 * r + 1],
             };
-            backward_row(isa, row, o, targets[r], inv_t, g);
+            dispatch!(isa, row_backward(row, targets[r], inv_t, g));
         });
-    dlogits
 }

@@ -1,7 +1,7 @@
 //! Clipped PPO loss, forward and backward fused, on the CPU.
 //!
 //! Per token (Schulman et al. 2017 eq. 7; dual clip Ye et al. 2020; verl/ROLL
-//! `compute_policy_loss`; oracle `roll-flow-operators` `algo::ppo_loss::surrogate`):
+//! `compute_policy_loss`; oracle `crate::reference::ppo_clip_loss`):
 //! - r = exp(logp − old_logp), pg₁ = −A·r, pg₂ = −A·clip(r, 1 − ε_low, 1 + ε_high);
 //! - l = max(pg₁, pg₂), "clipped" when pg₂ > pg₁;
 //! - dual clip c, A < 0 only: "capped" when l > −c·A, then l = −c·A;
@@ -14,36 +14,161 @@
 //! Σm·capped, Σm·(old − logp). [`combine`] turns them into the aggregated loss
 //! (`LossAgg`), per-sequence weights w_s (loss = Σ_s w_s Σ_{t∈s} m_t l_t) and the stats;
 //! the backward pass is dlogp_t = g·w_s·m_t·u_t·∂l_t/∂logp_t, recomputed from the inputs.
+//!
+//! Both passes are branch-free per token (selects), so each sequence's loop vectorises:
+//! 16 f32 lanes, summed over chunks of 1,024 tokens and folded into f64; sequences run
+//! in parallel with rayon; AVX-512 / AVX2 copies picked at run time.
 
 use rayon::prelude::*;
 
 use super::gae::{check_offsets, split_sequences};
-use super::simd::exp;
+use super::simd::{dispatch, exp, isa_copies, Isa};
 use crate::aggregation::sequence_weights;
 use crate::{PpoClipConfig, PpoStats};
 
 /// Number of per-sequence partial sums.
 pub const PARTIALS: usize = 5;
 
-/// (loss, clipped, capped, ∂loss/∂logp) of one token.
-#[inline(always)]
-pub(crate) fn token(lp: f32, old: f32, a: f32, cfg: &PpoClipConfig) -> (f32, bool, bool, f32) {
-    let r = exp::<false>(lp - old);
-    let rc = r.clamp(1.0 - cfg.low, 1.0 + cfg.high);
-    let (pg1, pg2) = (-a * r, -a * rc);
-    let clipped = pg2 > pg1;
-    let (mut l, mut d) = if clipped { (pg2, 0.0) } else { (pg1, -a * r) };
-    let mut capped = false;
-    if let Some(c) = cfg.dual_clip {
-        let pg3 = -c * a;
-        if a < 0.0 && l > pg3 {
-            capped = true;
-            l = pg3;
-            d = 0.0;
+/// Lanes of the vector loops (one AVX-512 or two AVX2 registers).
+const LANES: usize = 16;
+/// Tokens summed in f32 lanes before the sums are folded into f64 (64 terms per lane).
+const CHUNK: usize = 1024;
+
+/// The clip constants of a [`PpoClipConfig`], hoisted out of the loops.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clip {
+    lower: f32,
+    upper: f32,
+    /// Dual-clip constant c, 0 when off.
+    dual: f32,
+}
+
+impl Clip {
+    pub(crate) fn new(cfg: &PpoClipConfig) -> Clip {
+        Clip {
+            lower: 1.0 - cfg.low,
+            upper: 1.0 + cfg.high,
+            dual: cfg.dual_clip.unwrap_or(0.0),
         }
     }
-    (l, clipped, capped, d)
 }
+
+/// (loss, clipped, capped, ∂loss/∂logp) of one token, clipped and capped as 0/1, written
+/// with selects only (no branches) so that the loops around it vectorise.
+#[inline(always)]
+fn token<const FMA: bool>(lp: f32, old: f32, a: f32, c: Clip) -> (f32, f32, f32, f32) {
+    let r = exp::<FMA>(lp - old);
+    let rc = if r < c.lower {
+        c.lower
+    } else if r > c.upper {
+        c.upper
+    } else {
+        r
+    };
+    let (pg1, pg2) = (-a * r, -a * rc);
+    let clipped = pg2 > pg1;
+    let l = if clipped { pg2 } else { pg1 };
+    let pg3 = -c.dual * a;
+    let capped = (c.dual > 0.0) & (a < 0.0) & (l > pg3);
+    let l = if capped { pg3 } else { l };
+    let d = if clipped | capped { 0.0 } else { pg1 };
+    (
+        l,
+        f32::from(u8::from(clipped)),
+        f32::from(u8::from(capped)),
+        d,
+    )
+}
+
+/// One token's terms of the partial sums (Σ m·u·l, m, m·clipped, m·capped, m·(old − lp)).
+/// A masked-out token gives 0 whatever its inputs hold (selects, not products, so a NaN
+/// there stays out).
+#[inline(always)]
+fn terms<const FMA: bool>(lp: f32, old: f32, a: f32, m: f32, u: f32, c: Clip) -> [f32; PARTIALS] {
+    let (l, clipped, capped, _) = token::<FMA>(lp, old, a, c);
+    let on = m != 0.0;
+    let keep = |v: f32| if on { m * v } else { 0.0 };
+    [keep(u * l), m, keep(clipped), keep(capped), keep(old - lp)]
+}
+
+/// The [`PARTIALS`] sums of tokens `start..end`: f32 lanes over chunks of [`CHUNK`]
+/// tokens, folded into f64.
+#[inline(always)]
+fn sequence_partials<const FMA: bool>(
+    x: PpoSlices<'_>,
+    start: usize,
+    end: usize,
+    c: Clip,
+) -> [f64; PARTIALS] {
+    let lane_block =
+        |v: &[f32], t: usize| -> [f32; LANES] { v[t..t + LANES].try_into().expect("LANES values") };
+    let mut total = [0.0f64; PARTIALS];
+    let mut t = start;
+    while t < end {
+        let stop = (t + CHUNK).min(end);
+        let mut acc = [[0.0f32; LANES]; PARTIALS];
+        while t + LANES <= stop {
+            let (lp, old) = (lane_block(x.logp, t), lane_block(x.old_logp, t));
+            let (adv, mask) = (lane_block(x.advantages, t), lane_block(x.mask, t));
+            let u = x.weight.map_or([1.0; LANES], |w| lane_block(w, t));
+            for lane in 0..LANES {
+                let v = terms::<FMA>(lp[lane], old[lane], adv[lane], mask[lane], u[lane], c);
+                for (a, v) in acc.iter_mut().zip(v) {
+                    a[lane] += v;
+                }
+            }
+            t += LANES;
+        }
+        for u in t..stop {
+            let w = x.weight.map_or(1.0, |w| w[u]);
+            let v = terms::<FMA>(x.logp[u], x.old_logp[u], x.advantages[u], x.mask[u], w, c);
+            for (a, v) in acc.iter_mut().zip(v) {
+                a[0] += v;
+            }
+        }
+        t = stop;
+        for (sum, lanes) in total.iter_mut().zip(&acc) {
+            *sum += lanes.iter().map(|&v| v as f64).sum::<f64>();
+        }
+    }
+    total
+}
+
+/// dlogp of tokens `start..start + out.len()`: `scale`·m·u·∂l/∂logp (0 off the mask).
+#[inline(always)]
+fn sequence_backward<const FMA: bool>(
+    x: PpoSlices<'_>,
+    out: &mut [f32],
+    start: usize,
+    scale: f32,
+    c: Clip,
+) {
+    let end = start + out.len();
+    let (lp, old) = (&x.logp[start..end], &x.old_logp[start..end]);
+    let (adv, mask) = (&x.advantages[start..end], &x.mask[start..end]);
+    let weight = x.weight.map(|w| &w[start..end]);
+    for (k, o) in out.iter_mut().enumerate() {
+        let d = token::<FMA>(lp[k], old[k], adv[k], c).3;
+        let u = match weight {
+            Some(w) => w[k],
+            None => 1.0,
+        };
+        *o = if mask[k] != 0.0 {
+            scale * mask[k] * u * d
+        } else {
+            0.0
+        };
+    }
+}
+
+isa_copies!(avx512, "avx512f,avx2,fma":
+    sequence_partials(x: PpoSlices<'_>, start: usize, end: usize, c: Clip) -> [f64; PARTIALS];
+    sequence_backward(x: PpoSlices<'_>, out: &mut [f32], start: usize, scale: f32, c: Clip);
+);
+isa_copies!(avx2, "avx2,fma":
+    sequence_partials(x: PpoSlices<'_>, start: usize, end: usize, c: Clip) -> [f64; PARTIALS];
+    sequence_backward(x: PpoSlices<'_>, out: &mut [f32], start: usize, scale: f32, c: Clip);
+);
 
 /// Per-sequence weights, loss and stats from the partial sums (`[sequences × PARTIALS]`).
 pub fn combine(partials: &[f64], cfg: &PpoClipConfig) -> (f32, PpoStats, Vec<f32>) {
@@ -89,11 +214,6 @@ impl PpoSlices<'_> {
         );
         check_offsets(offsets, n, "ppo_clip_loss");
     }
-
-    #[inline(always)]
-    fn weight(&self, t: usize) -> f32 {
-        self.weight.map_or(1.0, |w| w[t])
-    }
 }
 
 /// Forward: (loss, stats, per-sequence weights).
@@ -103,26 +223,11 @@ pub fn ppo_clip_forward(
     cfg: &PpoClipConfig,
 ) -> (f32, PpoStats, Vec<f32>) {
     x.check(offsets);
+    let (isa, clip) = (Isa::detect(), Clip::new(cfg));
     let partials: Vec<f64> = offsets
         .par_windows(2)
         .with_min_len(8)
-        .flat_map_iter(|w| {
-            let mut acc = [0.0f64; PARTIALS];
-            for t in w[0]..w[1] {
-                let m = x.mask[t];
-                if m != 0.0 {
-                    let (lp, old) = (x.logp[t], x.old_logp[t]);
-                    let (l, clipped, capped, _) = token(lp, old, x.advantages[t], cfg);
-                    let m = m as f64;
-                    acc[0] += m * (x.weight(t) * l) as f64;
-                    acc[1] += m;
-                    acc[2] += m * clipped as u8 as f64;
-                    acc[3] += m * capped as u8 as f64;
-                    acc[4] += m * (old - lp) as f64;
-                }
-            }
-            acc
-        })
+        .flat_map_iter(|w| dispatch!(isa, sequence_partials(x, w[0], w[1], clip)))
         .collect();
     combine(&partials, cfg)
 }
@@ -136,6 +241,7 @@ pub fn ppo_clip_backward(
     cfg: &PpoClipConfig,
 ) -> Vec<f32> {
     x.check(offsets);
+    let (isa, clip) = (Isa::detect(), Clip::new(cfg));
     let mut out = vec![0.0f32; x.logp.len()];
     split_sequences(&mut out, offsets)
         .into_par_iter()
@@ -143,14 +249,7 @@ pub fn ppo_clip_backward(
         .zip(seq_weight.par_iter())
         .with_min_len(8)
         .for_each(|((o, w), &sw)| {
-            let scale = grad * sw;
-            for (k, t) in (w[0]..w[1]).enumerate() {
-                let m = x.mask[t];
-                if m != 0.0 {
-                    let d = token(x.logp[t], x.old_logp[t], x.advantages[t], cfg).3;
-                    o[k] = scale * m * x.weight(t) * d;
-                }
-            }
+            dispatch!(isa, sequence_backward(x, o, w[0], grad * sw, clip));
         });
     out
 }
