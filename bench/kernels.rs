@@ -54,6 +54,35 @@ fn lcg(seed: &mut u64) -> f32 {
     (*seed >> 40) as f32 / (1u64 << 24) as f32
 }
 
+/// The PPO benchmark batch: 2048 sequences × 512 tokens (the first 64 of each masked
+/// out), ratios within ±0.2 of 1 in log space, advantages in ±0.5; ε 0.2/0.28, dual clip 3.
+struct PpoBatch {
+    offsets: Vec<usize>,
+    old: Vec<f32>,
+    logp: Vec<f32>,
+    adv: Vec<f32>,
+    mask: Vec<f32>,
+    config: PpoClipConfig,
+}
+
+fn ppo_batch(seed: &mut u64) -> PpoBatch {
+    let (s, t) = (2048, 512);
+    let n = s * t;
+    let old: Vec<f32> = (0..n).map(|_| -5.0 * lcg(seed)).collect();
+    PpoBatch {
+        offsets: (0..=s).map(|i| i * t).collect(),
+        logp: old.iter().map(|&o| o + 0.4 * (lcg(seed) - 0.5)).collect(),
+        old,
+        adv: (0..n).map(|_| lcg(seed) - 0.5).collect(),
+        mask: (0..n).map(|i| if i % t < 64 { 0.0 } else { 1.0 }).collect(),
+        config: PpoClipConfig {
+            high: 0.28,
+            dual_clip: Some(3.0),
+            ..Default::default()
+        },
+    }
+}
+
 /// The CPU twins on host slices: log-prob forward and backward, GAE, PPO forward and
 /// backward (same shapes as the table).
 fn print_parts(logits: &Tensor<B, 2>, reps: usize) {
@@ -110,41 +139,26 @@ fn print_parts(logits: &Tensor<B, 2>, reps: usize) {
         reps * 10,
     );
     println!("GAE slices: {:.3} ms", ms(gae));
-    let (s, len) = (2048, 512);
-    let tokens = s * len;
-    let offsets: Vec<usize> = (0..=s).map(|i| i * len).collect();
-    let old: Vec<f32> = (0..tokens).map(|_| -5.0 * lcg(&mut seed)).collect();
-    let logp: Vec<f32> = old
-        .iter()
-        .map(|&o| o + 0.4 * (lcg(&mut seed) - 0.5))
-        .collect();
-    let adv: Vec<f32> = (0..tokens).map(|_| lcg(&mut seed) - 0.5).collect();
-    let mask: Vec<f32> = (0..tokens)
-        .map(|i| if i % len < 64 { 0.0 } else { 1.0 })
-        .collect();
+    let batch = ppo_batch(&mut seed);
     let x = cpu::ppo::PpoSlices {
-        logp: &logp,
-        old_logp: &old,
-        advantages: &adv,
-        mask: &mask,
+        logp: &batch.logp,
+        old_logp: &batch.old,
+        advantages: &batch.adv,
+        mask: &batch.mask,
         weight: None,
     };
-    let config = PpoClipConfig {
-        high: 0.28,
-        dual_clip: Some(3.0),
-        ..Default::default()
-    };
+    let (offsets, config) = (&batch.offsets, &batch.config);
     let fwd = median(
         || {
-            black_box(cpu::ppo::ppo_clip_forward(x, &offsets, &config));
+            black_box(cpu::ppo::ppo_clip_forward(x, offsets, config));
         },
         reps,
     );
-    let (_, _, weights) = cpu::ppo::ppo_clip_forward(x, &offsets, &config);
+    let (_, _, weights) = cpu::ppo::ppo_clip_forward(x, offsets, config);
     let bwd = median(
         || {
             black_box(cpu::ppo::ppo_clip_backward(
-                x, &offsets, &weights, 1.0, &config,
+                x, offsets, &weights, 1.0, config,
             ));
         },
         reps,
@@ -153,35 +167,6 @@ fn print_parts(logits: &Tensor<B, 2>, reps: usize) {
         "PPO slices: forward {:.3} ms, backward {:.3} ms",
         ms(fwd),
         ms(bwd)
-    );
-    let device = Default::default();
-    let vec_a =
-        |v: &Vec<f32>| Tensor::<A, 1>::from_data(TensorData::new(v.clone(), [tokens]), &device);
-    let (lp, o, a, m) = (vec_a(&logp), vec_a(&old), vec_a(&adv), vec_a(&mask));
-    let run = |backward: bool| {
-        let x = lp.clone().require_grad();
-        let out = roll_flow_kernels::ppo_clip_loss(
-            x.clone(),
-            o.clone(),
-            a.clone(),
-            m.clone(),
-            &offsets,
-            &config,
-        )
-        .unwrap();
-        if backward {
-            let g = out.loss.backward();
-            black_box(x.grad(&g));
-        } else {
-            black_box(out.loss.into_data());
-        }
-    };
-    let fwd = median(|| run(false), reps);
-    let both = median(|| run(true), reps);
-    println!(
-        "PPO autodiff tensors: forward {:.3} ms, forward+backward {:.3} ms",
-        ms(fwd),
-        ms(both)
     );
 }
 
@@ -292,23 +277,12 @@ fn main() {
     row("GAE, 256×512", fused, unfused, 18.0, (5 * s * t * 4) as f64);
 
     // PPO clipped loss, 1M tokens (2048 sequences × 512), forward + backward.
-    let (s, t) = (2048, 512);
-    let n = s * t;
-    let offsets: Vec<usize> = (0..=s).map(|i| i * t).collect();
-    let old: Vec<f32> = (0..n).map(|_| -5.0 * lcg(&mut seed)).collect();
-    let logp: Vec<f32> = old
-        .iter()
-        .map(|&o| o + 0.4 * (lcg(&mut seed) - 0.5))
-        .collect();
-    let adv: Vec<f32> = (0..n).map(|_| lcg(&mut seed) - 0.5).collect();
-    let mask: Vec<f32> = (0..n).map(|i| if i % t < 64 { 0.0 } else { 1.0 }).collect();
+    let batch = ppo_batch(&mut seed);
+    let n = batch.logp.len();
     let vec_a = |v: &Vec<f32>| Tensor::<A, 1>::from_data(TensorData::new(v.clone(), [n]), &device);
-    let (lp, o, a, m) = (vec_a(&logp), vec_a(&old), vec_a(&adv), vec_a(&mask));
-    let config = PpoClipConfig {
-        high: 0.28,
-        dual_clip: Some(3.0),
-        ..Default::default()
-    };
+    let (lp, o, a) = (vec_a(&batch.logp), vec_a(&batch.old), vec_a(&batch.adv));
+    let m = vec_a(&batch.mask);
+    let (offsets, config) = (&batch.offsets, &batch.config);
     let fused = median(
         || {
             let x = lp.clone().require_grad();
@@ -317,8 +291,8 @@ fn main() {
                 o.clone(),
                 a.clone(),
                 m.clone(),
-                &offsets,
-                &config,
+                offsets,
+                config,
             )
             .unwrap();
             let g = out.loss.backward();
@@ -335,8 +309,8 @@ fn main() {
                 a.clone(),
                 m.clone(),
                 None,
-                &offsets,
-                &config,
+                offsets,
+                config,
             );
             let g = loss.backward();
             black_box((x.grad(&g), stats));

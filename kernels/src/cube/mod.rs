@@ -73,25 +73,23 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         targets: IntTensor<Self>,
         temperature: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
-        let [rows, vocab] = logits.shape().dims::<2>();
-        let out = empty(&logits, &[rows, 2]);
-        let lse = empty(&logits, &[rows]);
-        let dtypes = [logits.dtype.into(), targets.dtype.into()];
-        let client = logits.client.clone();
+        let x = RowsLaunch::new(logits, targets);
+        let (rows, vocab) = (x.rows, x.vocab);
+        let out = empty(&x.logits, &[rows, 2]);
+        let lse = empty(&x.logits, &[rows]);
         logprob::logprob_forward_kernel::launch::<R>(
-            &client,
+            &x.client,
             grid(rows),
             CubeDim::new_1d(BLOCK),
-            logits.into_tensor_arg(),
-            targets.into_tensor_arg(),
+            x.logits.into_tensor_arg(),
+            x.targets.into_tensor_arg(),
             out.clone().into_tensor_arg(),
             lse.clone().into_tensor_arg(),
             rows as u32,
             vocab as u32,
             1.0 / temperature,
             BLOCK,
-            dtypes,
+            x.dtypes,
         );
         (out, lse)
     }
@@ -100,20 +98,15 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         saved: LogProbSaved<Self>,
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        let (logits, targets) = (
-            into_contiguous(saved.logits),
-            into_contiguous(saved.targets),
-        );
-        let [rows, vocab] = logits.shape().dims::<2>();
-        let dlogits = empty(&logits, &[rows, vocab]);
-        let dtypes = [logits.dtype.into(), targets.dtype.into()];
-        let client = logits.client.clone();
+        let x = RowsLaunch::new(saved.logits, saved.targets);
+        let (rows, vocab) = (x.rows, x.vocab);
+        let dlogits = empty(&x.logits, &[rows, vocab]);
         logprob::logprob_backward_kernel::launch::<R>(
-            &client,
+            &x.client,
             grid(rows),
             CubeDim::new_1d(BLOCK),
-            logits.into_tensor_arg(),
-            targets.into_tensor_arg(),
+            x.logits.into_tensor_arg(),
+            x.targets.into_tensor_arg(),
             into_contiguous(saved.lse).into_tensor_arg(),
             into_contiguous(saved.out).into_tensor_arg(),
             into_contiguous(grad).into_tensor_arg(),
@@ -121,7 +114,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
             rows as u32,
             vocab as u32,
             1.0 / saved.temperature,
-            dtypes,
+            x.dtypes,
         );
         dlogits
     }
@@ -253,6 +246,32 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
             dtypes,
         );
         dlogp
+    }
+}
+
+/// Logits and targets ready for a one-cube-per-row launch: contiguous, with their sizes,
+/// dtypes and client.
+struct RowsLaunch<R: CubeRuntime> {
+    logits: CubeTensor<R>,
+    targets: CubeTensor<R>,
+    rows: usize,
+    vocab: usize,
+    dtypes: [StorageType; 2],
+    client: ComputeClient<R>,
+}
+
+impl<R: CubeRuntime> RowsLaunch<R> {
+    fn new(logits: CubeTensor<R>, targets: CubeTensor<R>) -> Self {
+        let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
+        let [rows, vocab] = logits.shape().dims::<2>();
+        RowsLaunch {
+            dtypes: [logits.dtype.into(), targets.dtype.into()],
+            client: logits.client.clone(),
+            logits,
+            targets,
+            rows,
+            vocab,
+        }
     }
 }
 

@@ -100,28 +100,18 @@ impl BiLevelGae {
             }
             turn_offsets.push(w[1]);
         }
-        let (turn_adv, _) = fused_gae(
-            NODE,
-            &x.rewards,
-            x.values,
-            &ends,
-            x.offsets,
-            self.turn_gamma,
-            self.lambda,
-        )?;
-        let mut rewards = x.rewards.clone();
+        let turn_level = CriticInputs { mask: &ends, ..*x };
+        let (turn_adv, _) = fused_gae(NODE, &turn_level, self.turn_gamma, self.lambda)?;
+        let mut rewards = x.rewards.to_vec();
         for (t, _) in ends.iter().enumerate().filter(|(_, &e)| e != 0.0) {
             rewards[t] = turn_adv[t] + x.values[t];
         }
-        fused_gae(
-            NODE,
-            &rewards,
-            x.values,
-            &x.mask,
-            &turn_offsets,
-            self.gamma,
-            self.lambda,
-        )
+        let token_level = CriticInputs {
+            rewards: &rewards,
+            offsets: &turn_offsets,
+            ..*x
+        };
+        fused_gae(NODE, &token_level, self.gamma, self.lambda)
     }
 
     /// Bi-level GAE over one sample's response tokens in f64, the formula of the module

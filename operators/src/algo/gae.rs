@@ -41,11 +41,12 @@ pub(super) struct CriticEstimator<'a> {
 }
 
 /// The packed per-token inputs of a critic-based estimator (0 off the response mask).
+#[derive(Clone, Copy)]
 pub(super) struct CriticInputs<'a> {
-    pub rewards: Vec<f32>,
+    pub rewards: &'a [f32],
     pub values: &'a [f32],
     /// The response mask as 0/1.
-    pub mask: Vec<f32>,
+    pub mask: &'a [f32],
     /// Sample boundaries `[0, …, tokens]`.
     pub offsets: &'a [usize],
 }
@@ -65,10 +66,12 @@ impl CriticEstimator<'_> {
             kl.apply(self.node, batch, &mask, &mut rewards, state, &mut stats)?;
         }
         let values = read_f32(batch, self.node, &VALUES, "add a Values node upstream")?;
+        let rewards: Vec<f32> = rewards.iter().map(|&r| r as f32).collect();
+        let mask_f32: Vec<f32> = mask.iter().map(|&m| f32::from(u8::from(m))).collect();
         let (mut adv, ret) = estimate(&CriticInputs {
-            rewards: rewards.iter().map(|&r| r as f32).collect(),
+            rewards: &rewards,
             values,
-            mask: mask.iter().map(|&m| f32::from(u8::from(m))).collect(),
+            mask: &mask_f32,
             offsets: batch.offsets(),
         })?;
         self.shaping.finish(&mut adv, &mask, &mut stats);
@@ -82,10 +85,7 @@ impl CriticEstimator<'_> {
 /// CPU backend): (advantages, returns), 0 off the mask.
 pub(super) fn fused_gae(
     node: &'static str,
-    rewards: &[f32],
-    values: &[f32],
-    mask: &[f32],
-    offsets: &[usize],
+    x: &CriticInputs<'_>,
     gamma: f32,
     lambda: f32,
 ) -> Result<(Vec<f32>, Vec<f32>), AlgoError> {
@@ -95,10 +95,10 @@ pub(super) fn fused_gae(
     };
     let host = |t: Tensor<CpuBackend, 1>| t.into_data().into_vec::<f32>();
     let (adv, ret) = roll_flow_kernels::gae(
-        column(rewards),
-        column(values),
-        column(mask),
-        offsets,
+        column(x.rewards),
+        column(x.values),
+        column(x.mask),
+        x.offsets,
         gamma,
         lambda,
     )
@@ -201,15 +201,7 @@ impl AdvantageEstimator for Gae {
             kl_penalty: self.kl_penalty.as_ref(),
         };
         estimator.apply(batch, state, |x| {
-            fused_gae(
-                NODE,
-                &x.rewards,
-                x.values,
-                &x.mask,
-                x.offsets,
-                self.gamma,
-                self.lambda,
-            )
+            fused_gae(NODE, x, self.gamma, self.lambda)
         })
     }
 }
