@@ -138,7 +138,34 @@ fn print_parts(logits: &Tensor<B, 2>, reps: usize) {
         },
         reps * 10,
     );
-    println!("GAE slices: {:.3} ms", ms(gae));
+    let device = Default::default();
+    let column =
+        |v: &Vec<f32>| Tensor::<B, 1>::from_data(TensorData::new(v.clone(), [v.len()]), &device);
+    let (rt, vt, mt) = (column(&r), column(&vals), column(&mask));
+    let api = median(
+        || {
+            black_box(
+                roll_flow_kernels::gae(rt.clone(), vt.clone(), mt.clone(), &offsets, 1.0, 0.95)
+                    .unwrap(),
+            );
+        },
+        reps * 10,
+    );
+    let api_data = median(
+        || {
+            let (a, g) =
+                roll_flow_kernels::gae(rt.clone(), vt.clone(), mt.clone(), &offsets, 1.0, 0.95)
+                    .unwrap();
+            black_box((a.into_data(), g.into_data()));
+        },
+        reps * 10,
+    );
+    println!(
+        "GAE slices: {:.3} ms, tensor API {:.3} ms, + into_data {:.3} ms",
+        ms(gae),
+        ms(api),
+        ms(api_data)
+    );
     let batch = ppo_batch(&mut seed);
     let x = cpu::ppo::PpoSlices {
         logp: &batch.logp,
