@@ -155,6 +155,8 @@ fn wrap<B: KernelBackend, const D: usize>(t: burn::tensor::ops::FloatTensor<B>) 
 /// log softmax(logits / T)[target] and the entropy of softmax(logits / T), per row, in one
 /// pass; never builds a `[N, V]` log-softmax. Targets must lie in `[0, V)` (the CPU path
 /// checks; the GPU path clamps nothing, so an out-of-range id gives an undefined value).
+/// Logits may be −∞ (tokens ruled out by a guide: probability 0, no entropy term, zero
+/// gradient), except the target's.
 pub fn token_logprob_entropy<B: KernelBackend>(
     logits: Tensor<B, 2>,
     targets: Tensor<B, 1, Int>,
