@@ -1,15 +1,16 @@
 //! Fused kernels vs the unfused burn path, on the CPU backend (`Flex`), in one run.
 //!
 //! `cargo bench -p roll-flow-kernels --bench kernels` (add `-- --quick` for fewer
-//! repetitions, `-- --logprob-only` for the fused log-prob alone, tensor API vs slices). Prints median wall times, the PyTorch eager peers of REFERENCE.md
-//! (measured on the same 2-core machine) and the memory floor at 20 GB/s.
+//! repetitions, `-- --parts` for the CPU twins alone on host slices, part by part, to see
+//! what the tensor API and autodiff add). Prints median wall times, the PyTorch eager peers
+//! of REFERENCE.md (measured on the same 2-core machine) and the memory floor at 20 GB/s.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
-use roll_flow_kernels::{reference, PpoClipConfig};
+use roll_flow_kernels::{reference, PpoClipConfig, PpoStats};
 
 type B = Flex;
 type A = Autodiff<Flex>;
@@ -53,9 +54,152 @@ fn lcg(seed: &mut u64) -> f32 {
     (*seed >> 40) as f32 / (1u64 << 24) as f32
 }
 
+/// The PPO benchmark batch: 2048 sequences × 512 tokens (the first 64 of each masked
+/// out), ratios within ±0.2 of 1 in log space, advantages in ±0.5; ε 0.2/0.28, dual clip 3.
+struct PpoBatch {
+    offsets: Vec<usize>,
+    old: Vec<f32>,
+    logp: Vec<f32>,
+    adv: Vec<f32>,
+    mask: Vec<f32>,
+    config: PpoClipConfig,
+}
+
+fn ppo_batch(seed: &mut u64) -> PpoBatch {
+    let (s, t) = (2048, 512);
+    let n = s * t;
+    let old: Vec<f32> = (0..n).map(|_| -5.0 * lcg(seed)).collect();
+    PpoBatch {
+        offsets: (0..=s).map(|i| i * t).collect(),
+        logp: old.iter().map(|&o| o + 0.4 * (lcg(seed) - 0.5)).collect(),
+        old,
+        adv: (0..n).map(|_| lcg(seed) - 0.5).collect(),
+        mask: (0..n).map(|i| if i % t < 64 { 0.0 } else { 1.0 }).collect(),
+        config: PpoClipConfig {
+            high: 0.28,
+            dual_clip: Some(3.0),
+            ..Default::default()
+        },
+    }
+}
+
+/// The CPU twins on host slices: log-prob forward and backward, GAE, PPO forward and
+/// backward (same shapes as the table).
+fn print_parts(logits: &Tensor<B, 2>, reps: usize) {
+    use roll_flow_kernels::cpu;
+    let [n, v] = logits.dims();
+    let host: Vec<f32> = logits.clone().into_data().into_vec().unwrap();
+    let t: Vec<usize> = (0..n).map(|i| (i * 7919) % v).collect();
+    let fwd = median(
+        || {
+            black_box(cpu::logprob::logprob_entropy_forward(&host, &t, 1.0));
+        },
+        reps,
+    );
+    let (out, lse) = cpu::logprob::logprob_entropy_forward(&host, &t, 1.0);
+    let grad: Vec<f32> = (0..2 * n).map(|i| (i % 3) as f32 - 1.0).collect();
+    let bwd = median(
+        || {
+            black_box(cpu::logprob::logprob_entropy_backward(
+                &host, &t, &lse, &out, &grad, 1.0,
+            ));
+        },
+        reps,
+    );
+    let mut scratch = host.clone();
+    let in_place = median(
+        || {
+            cpu::logprob::logprob_entropy_backward_in_place(
+                &mut scratch,
+                &t,
+                &lse,
+                &out,
+                &grad,
+                1.0,
+            );
+        },
+        reps,
+    );
+    println!(
+        "log-prob slices: forward {:.3} ms, backward {:.3} ms, backward in place {:.3} ms",
+        ms(fwd),
+        ms(bwd),
+        ms(in_place)
+    );
+    let mut seed = 3u64;
+    let (s, len) = (256, 512);
+    let offsets: Vec<usize> = (0..=s).map(|i| i * len).collect();
+    let r: Vec<f32> = (0..s * len).map(|_| lcg(&mut seed) - 0.5).collect();
+    let vals: Vec<f32> = (0..s * len).map(|_| lcg(&mut seed) - 0.5).collect();
+    let mask = vec![1.0f32; s * len];
+    let gae = median(
+        || {
+            black_box(cpu::gae::gae(&r, &vals, &mask, &offsets, 1.0, 0.95));
+        },
+        reps * 10,
+    );
+    let device = Default::default();
+    let column =
+        |v: &Vec<f32>| Tensor::<B, 1>::from_data(TensorData::new(v.clone(), [v.len()]), &device);
+    let (rt, vt, mt) = (column(&r), column(&vals), column(&mask));
+    let api = median(
+        || {
+            black_box(
+                roll_flow_kernels::gae(rt.clone(), vt.clone(), mt.clone(), &offsets, 1.0, 0.95)
+                    .unwrap(),
+            );
+        },
+        reps * 10,
+    );
+    let api_data = median(
+        || {
+            let (a, g) =
+                roll_flow_kernels::gae(rt.clone(), vt.clone(), mt.clone(), &offsets, 1.0, 0.95)
+                    .unwrap();
+            black_box((a.into_data(), g.into_data()));
+        },
+        reps * 10,
+    );
+    println!(
+        "GAE slices: {:.3} ms, tensor API {:.3} ms, + into_data {:.3} ms",
+        ms(gae),
+        ms(api),
+        ms(api_data)
+    );
+    let batch = ppo_batch(&mut seed);
+    let x = cpu::ppo::PpoSlices {
+        logp: &batch.logp,
+        old_logp: &batch.old,
+        advantages: &batch.adv,
+        mask: &batch.mask,
+        weight: None,
+    };
+    let (offsets, config) = (&batch.offsets, &batch.config);
+    let fwd = median(
+        || {
+            black_box(cpu::ppo::ppo_clip_forward(x, offsets, config));
+        },
+        reps,
+    );
+    let (_, _, weights) = cpu::ppo::ppo_clip_forward(x, offsets, config);
+    let bwd = median(
+        || {
+            black_box(cpu::ppo::ppo_clip_backward(
+                x, offsets, &weights, 1.0, config,
+            ));
+        },
+        reps,
+    );
+    println!(
+        "PPO slices: forward {:.3} ms, backward {:.3} ms",
+        ms(fwd),
+        ms(bwd)
+    );
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let only_fused = std::env::args().any(|a| a == "--logprob-only");
+    let parts = std::env::args().any(|a| a == "--parts");
     let reps = if quick { 3 } else { 11 };
     let device = Default::default();
     println!("| kernel | fused ms | unfused burn ms | fused vs unfused | PyTorch ms | vs PyTorch | floor ms | fused / floor |");
@@ -78,22 +222,8 @@ fn main() {
         },
         reps,
     );
-    if only_fused {
-        let host: Vec<f32> = logits.clone().into_data().into_vec().unwrap();
-        let t: Vec<usize> = (0..n).map(|i| (i * 7919) % v).collect();
-        let slices = median(
-            || {
-                black_box(roll_flow_kernels::cpu::logprob::logprob_entropy_forward(
-                    &host, &t, 1.0,
-                ));
-            },
-            reps,
-        );
-        println!(
-            "log-prob fwd: tensor API {:.3} ms, slices {:.3} ms",
-            ms(fused),
-            ms(slices)
-        );
+    if parts {
+        print_parts(&logits, reps);
         return;
     }
     let unfused = median(
@@ -174,23 +304,12 @@ fn main() {
     row("GAE, 256×512", fused, unfused, 18.0, (5 * s * t * 4) as f64);
 
     // PPO clipped loss, 1M tokens (2048 sequences × 512), forward + backward.
-    let (s, t) = (2048, 512);
-    let n = s * t;
-    let offsets: Vec<usize> = (0..=s).map(|i| i * t).collect();
-    let old: Vec<f32> = (0..n).map(|_| -5.0 * lcg(&mut seed)).collect();
-    let logp: Vec<f32> = old
-        .iter()
-        .map(|&o| o + 0.4 * (lcg(&mut seed) - 0.5))
-        .collect();
-    let adv: Vec<f32> = (0..n).map(|_| lcg(&mut seed) - 0.5).collect();
-    let mask: Vec<f32> = (0..n).map(|i| if i % t < 64 { 0.0 } else { 1.0 }).collect();
+    let batch = ppo_batch(&mut seed);
+    let n = batch.logp.len();
     let vec_a = |v: &Vec<f32>| Tensor::<A, 1>::from_data(TensorData::new(v.clone(), [n]), &device);
-    let (lp, o, a, m) = (vec_a(&logp), vec_a(&old), vec_a(&adv), vec_a(&mask));
-    let config = PpoClipConfig {
-        high: 0.28,
-        dual_clip: Some(3.0),
-        ..Default::default()
-    };
+    let (lp, o, a) = (vec_a(&batch.logp), vec_a(&batch.old), vec_a(&batch.adv));
+    let m = vec_a(&batch.mask);
+    let (offsets, config) = (&batch.offsets, &batch.config);
     let fused = median(
         || {
             let x = lp.clone().require_grad();
@@ -199,12 +318,12 @@ fn main() {
                 o.clone(),
                 a.clone(),
                 m.clone(),
-                &offsets,
-                &config,
+                offsets,
+                config,
             )
             .unwrap();
             let g = out.loss.backward();
-            black_box((x.grad(&g).map(|g| g.into_data()), out.stats.into_data()));
+            black_box((x.grad(&g), PpoStats::from_tensor(out.stats)));
         },
         reps,
     );
@@ -216,11 +335,12 @@ fn main() {
                 o.clone(),
                 a.clone(),
                 m.clone(),
-                &offsets,
-                &config,
+                None,
+                offsets,
+                config,
             );
             let g = loss.backward();
-            black_box((x.grad(&g).map(|g| g.into_data()), stats));
+            black_box((x.grad(&g), stats));
         },
         reps.min(5),
     );

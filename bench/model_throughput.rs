@@ -38,7 +38,7 @@ fn tokens(n: usize, salt: usize) -> Vec<u32> {
 }
 
 /// Forward + backward tokens/s of `-mean log π(token)` over every predicted token.
-fn train_throughput<B: AutodiffBackend>() -> f64 {
+fn train_throughput<B: AutodiffBackend + roll_flow_kernels::KernelBackend>() -> f64 {
     let model = Qwen2CausalLm::<B>::random(&config(), 0, &Default::default());
     let sequences: Vec<Vec<u32>> = (0..TRAIN_BATCH).map(|s| tokens(TRAIN_LEN, s)).collect();
     let packed = PackedSequences::from_sequences(&sequences);

@@ -5,7 +5,8 @@
 //! - log-prob + entropy: one parent (logits); the state holds the logits, targets, the
 //!   row log-sum-exp and the (logp, entropy) output, so the backward recomputes softmax
 //!   row by row instead of keeping a `[N, V]` tensor.
-//! - PPO loss: one parent (logp); old log-probs, advantages and mask are constants.
+//! - PPO loss: one parent (logp); old log-probs, advantages, mask and token weights are
+//!   constants.
 //! - GAE: not differentiable; runs on `B` and returns untracked tensors.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -16,7 +17,7 @@ use burn::backend::autodiff::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
-use crate::backend::{KernelBackend, PpoForward};
+use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
 use crate::PpoClipConfig;
 
 fn untracked<B: KernelBackend>(t: FloatTensor<B>) -> FloatTensor<Autodiff<B>> {
@@ -27,21 +28,13 @@ fn untracked<B: KernelBackend>(t: FloatTensor<B>) -> FloatTensor<Autodiff<B>> {
 struct LogProbBackward;
 
 impl<B: KernelBackend> Backward<B, 1> for LogProbBackward {
-    /// (logits, targets, lse, out, temperature)
-    type State = (
-        FloatTensor<B>,
-        IntTensor<B>,
-        FloatTensor<B>,
-        FloatTensor<B>,
-        f32,
-    );
+    type State = LogProbSaved<B>;
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [parent] = ops.parents;
         let grad = grads.consume::<B>(&ops.node);
-        let (logits, targets, lse, out, temperature) = ops.state;
         if let Some(node) = parent {
-            let d = B::logprob_entropy_backward(logits, targets, lse, out, grad, temperature);
+            let d = B::logprob_entropy_backward(ops.state, grad);
             grads.register::<B>(node.id, d);
         }
     }
@@ -52,10 +45,7 @@ struct PpoBackward;
 
 #[derive(Debug, Clone)]
 struct PpoState<B: KernelBackend> {
-    logp: FloatTensor<B>,
-    old_logp: FloatTensor<B>,
-    advantages: FloatTensor<B>,
-    mask: FloatTensor<B>,
+    tokens: PpoTokens<B>,
     offsets: Vec<usize>,
     seq_weight: FloatTensor<B>,
     config: PpoClipConfig,
@@ -69,19 +59,17 @@ impl<B: KernelBackend> Backward<B, 1> for PpoBackward {
         let grad = grads.consume::<B>(&ops.node);
         let s = ops.state;
         if let Some(node) = parent {
-            let d = B::ppo_clip_backward(
-                s.logp,
-                s.old_logp,
-                s.advantages,
-                s.mask,
-                &s.offsets,
-                s.seq_weight,
-                grad,
-                &s.config,
-            );
+            let d = B::ppo_clip_backward(s.tokens, &s.offsets, s.seq_weight, grad, &s.config);
             grads.register::<B>(node.id, d);
         }
     }
+}
+
+/// The inner backend's primitives of autodiff PPO inputs (all constants but `logp`).
+fn inner_tokens<B: KernelBackend, C: CheckpointStrategy>(
+    tokens: PpoTokens<Autodiff<B, C>>,
+) -> PpoTokens<B> {
+    tokens.map(|t| t.primitive)
 }
 
 impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
@@ -95,21 +83,17 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
     }
 
     fn logprob_entropy_backward(
-        logits: FloatTensor<Self>,
-        targets: IntTensor<Self>,
-        lse: FloatTensor<Self>,
-        out: FloatTensor<Self>,
+        saved: LogProbSaved<Self>,
         grad: FloatTensor<Self>,
-        temperature: f32,
     ) -> FloatTensor<Self> {
-        untracked::<B>(B::logprob_entropy_backward(
-            logits.primitive,
-            targets,
-            lse.primitive,
-            out.primitive,
-            grad.primitive,
-            temperature,
-        ))
+        let saved = LogProbSaved {
+            logits: saved.logits.primitive,
+            targets: saved.targets,
+            lse: saved.lse.primitive,
+            out: saved.out.primitive,
+            temperature: saved.temperature,
+        };
+        untracked::<B>(B::logprob_entropy_backward(saved, grad.primitive))
     }
 
     fn logprob_entropy(
@@ -128,7 +112,13 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
                     targets.clone(),
                     temperature,
                 );
-                let state = (logits.primitive, targets, lse, out.clone(), temperature);
+                let state = LogProbSaved {
+                    logits: logits.primitive,
+                    targets,
+                    lse,
+                    out: out.clone(),
+                    temperature,
+                };
                 prep.finish(state, out)
             }
             OpsKind::UnTracked(prep) => {
@@ -138,40 +128,21 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
     }
 
     fn gae(
-        rewards: FloatTensor<Self>,
-        values: FloatTensor<Self>,
-        mask: FloatTensor<Self>,
+        tokens: GaeTokens<Self>,
         offsets: &[usize],
         gamma: f32,
         lambda: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (a, r) = B::gae(
-            rewards.primitive,
-            values.primitive,
-            mask.primitive,
-            offsets,
-            gamma,
-            lambda,
-        );
+        let (a, r) = B::gae(tokens.map(|t| t.primitive), offsets, gamma, lambda);
         (untracked::<B>(a), untracked::<B>(r))
     }
 
     fn ppo_clip_forward(
-        logp: FloatTensor<Self>,
-        old_logp: FloatTensor<Self>,
-        advantages: FloatTensor<Self>,
-        mask: FloatTensor<Self>,
+        tokens: PpoTokens<Self>,
         offsets: &[usize],
         config: &PpoClipConfig,
     ) -> PpoForward<Self> {
-        let f = B::ppo_clip_forward(
-            logp.primitive,
-            old_logp.primitive,
-            advantages.primitive,
-            mask.primitive,
-            offsets,
-            config,
-        );
+        let f = B::ppo_clip_forward(inner_tokens(tokens), offsets, config);
         PpoForward {
             loss: untracked::<B>(f.loss),
             stats: untracked::<B>(f.stats),
@@ -180,20 +151,14 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
     }
 
     fn ppo_clip_backward(
-        logp: FloatTensor<Self>,
-        old_logp: FloatTensor<Self>,
-        advantages: FloatTensor<Self>,
-        mask: FloatTensor<Self>,
+        tokens: PpoTokens<Self>,
         offsets: &[usize],
         seq_weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         config: &PpoClipConfig,
     ) -> FloatTensor<Self> {
         untracked::<B>(B::ppo_clip_backward(
-            logp.primitive,
-            old_logp.primitive,
-            advantages.primitive,
-            mask.primitive,
+            inner_tokens(tokens),
             offsets,
             seq_weight.primitive,
             grad.primitive,
@@ -202,34 +167,17 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
     }
 
     fn ppo_clip_loss(
-        logp: FloatTensor<Self>,
-        old_logp: FloatTensor<Self>,
-        advantages: FloatTensor<Self>,
-        mask: FloatTensor<Self>,
+        tokens: PpoTokens<Self>,
         offsets: &[usize],
         config: &PpoClipConfig,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (old_logp, advantages, mask) =
-            (old_logp.primitive, advantages.primitive, mask.primitive);
-        match PpoBackward
-            .prepare::<C>([logp.node.clone()])
-            .compute_bound()
-            .stateful()
-        {
+        let node = tokens.logp.node.clone();
+        let tokens = inner_tokens(tokens);
+        match PpoBackward.prepare::<C>([node]).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
-                let f = B::ppo_clip_forward(
-                    logp.primitive.clone(),
-                    old_logp.clone(),
-                    advantages.clone(),
-                    mask.clone(),
-                    offsets,
-                    config,
-                );
+                let f = B::ppo_clip_forward(tokens.clone(), offsets, config);
                 let state = PpoState {
-                    logp: logp.primitive,
-                    old_logp,
-                    advantages,
-                    mask,
+                    tokens,
                     offsets: offsets.to_vec(),
                     seq_weight: f.seq_weight,
                     config: *config,
@@ -237,14 +185,7 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
                 (prep.finish(state, f.loss), untracked::<B>(f.stats))
             }
             OpsKind::UnTracked(prep) => {
-                let f = B::ppo_clip_forward(
-                    logp.primitive,
-                    old_logp,
-                    advantages,
-                    mask,
-                    offsets,
-                    config,
-                );
+                let f = B::ppo_clip_forward(tokens, offsets, config);
                 (prep.finish(f.loss), untracked::<B>(f.stats))
             }
         }

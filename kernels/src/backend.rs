@@ -10,6 +10,68 @@ use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::PpoClipConfig;
 
+/// What the log-prob forward keeps for its backward pass (no `[N, V]` softmax: the
+/// backward recomputes it from the row log-sum-exp).
+#[derive(Debug, Clone)]
+pub struct LogProbSaved<B: Backend> {
+    /// `[N, V]`.
+    pub logits: FloatTensor<B>,
+    /// `[N]`.
+    pub targets: IntTensor<B>,
+    /// Row log-sum-exp of `logits / temperature`, `[N]`.
+    pub lse: FloatTensor<B>,
+    /// The forward output, `[N, 2]` rows of (logp, entropy).
+    pub out: FloatTensor<B>,
+    pub temperature: f32,
+}
+
+/// The per-token inputs of GAE, as primitives, each `[tokens]`.
+#[derive(Debug, Clone)]
+pub struct GaeTokens<B: Backend> {
+    pub rewards: FloatTensor<B>,
+    pub values: FloatTensor<B>,
+    /// Response mask, 0/1.
+    pub mask: FloatTensor<B>,
+}
+
+impl<B: Backend> GaeTokens<B> {
+    /// The same tensors through `f` (e.g. unwrapping autodiff primitives).
+    pub fn map<C: Backend>(self, f: impl Fn(FloatTensor<B>) -> FloatTensor<C>) -> GaeTokens<C> {
+        GaeTokens {
+            rewards: f(self.rewards),
+            values: f(self.values),
+            mask: f(self.mask),
+        }
+    }
+}
+
+/// The per-token inputs of the fused PPO loss, as primitives, each `[tokens]`.
+#[derive(Debug, Clone)]
+pub struct PpoTokens<B: Backend> {
+    /// Log-probs under the policy being trained (the differentiable input).
+    pub logp: FloatTensor<B>,
+    pub old_logp: FloatTensor<B>,
+    pub advantages: FloatTensor<B>,
+    /// Response mask, 0/1.
+    pub mask: FloatTensor<B>,
+    /// Constant per-token loss weight (decoupled PPO's behaviour weight); `None` = 1.
+    /// It scales each token's loss and gradient, not the counts or the statistics.
+    pub weight: Option<FloatTensor<B>>,
+}
+
+impl<B: Backend> PpoTokens<B> {
+    /// The same tensors through `f` (e.g. unwrapping autodiff primitives).
+    pub fn map<C: Backend>(self, f: impl Fn(FloatTensor<B>) -> FloatTensor<C>) -> PpoTokens<C> {
+        PpoTokens {
+            logp: f(self.logp),
+            old_logp: f(self.old_logp),
+            advantages: f(self.advantages),
+            mask: f(self.mask),
+            weight: self.weight.map(&f),
+        }
+    }
+}
+
 /// Forward results of the fused PPO loss, as primitives.
 #[derive(Debug, Clone)]
 pub struct PpoForward<B: Backend> {
@@ -17,7 +79,8 @@ pub struct PpoForward<B: Backend> {
     pub loss: FloatTensor<B>,
     /// `[4]`: clipfrac, clipfrac_lower, approx_kl, response tokens (see [`crate::PpoStats`]).
     pub stats: FloatTensor<B>,
-    /// Per-sequence weight w_s with loss = Σ_s w_s Σ_{t∈s} m_t l_t, `[sequences]`.
+    /// Per-sequence weight w_s with loss = Σ_s w_s Σ_{t∈s} m_t u_t l_t (u the token
+    /// weight), `[sequences]`.
     pub seq_weight: FloatTensor<B>,
 }
 
@@ -31,15 +94,11 @@ pub trait KernelBackend: Backend {
         temperature: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
-    /// Its backward: `dlogits [N, V]` from the forward's `lse`, `out` (`[N, 2]`) and the
-    /// incoming gradient `grad` (`[N, 2]`: g_logp, g_entropy).
+    /// Its backward: `dlogits [N, V]` from what the forward saved and the incoming
+    /// gradient `grad` (`[N, 2]`: g_logp, g_entropy).
     fn logprob_entropy_backward(
-        logits: FloatTensor<Self>,
-        targets: IntTensor<Self>,
-        lse: FloatTensor<Self>,
-        out: FloatTensor<Self>,
+        saved: LogProbSaved<Self>,
         grad: FloatTensor<Self>,
-        temperature: f32,
     ) -> FloatTensor<Self>;
 
     /// The differentiable op: `[N, 2]` (logp, entropy). Autodiff backends record the
@@ -55,9 +114,7 @@ pub trait KernelBackend: Backend {
     /// GAE over packed sequences: (advantages, returns), each `[tokens]`. Not
     /// differentiable (an autodiff backend returns untracked tensors).
     fn gae(
-        rewards: FloatTensor<Self>,
-        values: FloatTensor<Self>,
-        mask: FloatTensor<Self>,
+        tokens: GaeTokens<Self>,
         offsets: &[usize],
         gamma: f32,
         lambda: f32,
@@ -65,21 +122,14 @@ pub trait KernelBackend: Backend {
 
     /// Clipped PPO loss forward: loss, stats and per-sequence weights.
     fn ppo_clip_forward(
-        logp: FloatTensor<Self>,
-        old_logp: FloatTensor<Self>,
-        advantages: FloatTensor<Self>,
-        mask: FloatTensor<Self>,
+        tokens: PpoTokens<Self>,
         offsets: &[usize],
         config: &PpoClipConfig,
     ) -> PpoForward<Self>;
 
     /// Its backward: dlogp `[tokens]` for the incoming loss gradient `grad` (`[1]`).
-    #[allow(clippy::too_many_arguments)]
     fn ppo_clip_backward(
-        logp: FloatTensor<Self>,
-        old_logp: FloatTensor<Self>,
-        advantages: FloatTensor<Self>,
-        mask: FloatTensor<Self>,
+        tokens: PpoTokens<Self>,
         offsets: &[usize],
         seq_weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
@@ -87,16 +137,13 @@ pub trait KernelBackend: Backend {
     ) -> FloatTensor<Self>;
 
     /// The differentiable op: (loss `[1]`, stats `[4]`); the loss is differentiable with
-    /// respect to `logp` (old log-probs, advantages and mask are constants).
+    /// respect to `tokens.logp` (the other inputs are constants).
     fn ppo_clip_loss(
-        logp: FloatTensor<Self>,
-        old_logp: FloatTensor<Self>,
-        advantages: FloatTensor<Self>,
-        mask: FloatTensor<Self>,
+        tokens: PpoTokens<Self>,
         offsets: &[usize],
         config: &PpoClipConfig,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let f = Self::ppo_clip_forward(logp, old_logp, advantages, mask, offsets, config);
+        let f = Self::ppo_clip_forward(tokens, offsets, config);
         (f.loss, f.stats)
     }
 }

@@ -7,7 +7,8 @@ use burn::backend::Flex;
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 
-use crate::backend::{KernelBackend, PpoForward};
+use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
+use crate::cpu::ppo::PpoSlices;
 use crate::{cpu, PpoClipConfig};
 
 /// The tensor's values as f32: borrowed when contiguous f32, converted otherwise.
@@ -49,39 +50,50 @@ impl KernelBackend for Flex {
         (tensor(out, &[n, 2]), tensor(lse, &[n]))
     }
 
-    fn logprob_entropy_backward(
-        logits: FlexTensor,
-        targets: FlexTensor,
-        lse: FlexTensor,
-        out: FlexTensor,
-        grad: FlexTensor,
-        temperature: f32,
-    ) -> FlexTensor {
-        let shape = burn::tensor::TensorMetadata::shape(&logits);
-        let targets = host_index(&targets);
+    fn logprob_entropy_backward(saved: LogProbSaved<Self>, grad: FlexTensor) -> FlexTensor {
+        let shape = burn::tensor::TensorMetadata::shape(&saved.logits);
+        let targets = host_index(&saved.targets);
+        let (lse, out, grad) = (host_f32(&saved.lse), host_f32(&saved.out), host_f32(&grad));
+        let mut logits = saved.logits;
+        // Logits nobody else holds (the usual case: the autodiff state owned the last
+        // reference) become their own gradient: no second [N, V] buffer.
+        let whole = logits
+            .as_slice::<f32>()
+            .is_some_and(|z| z.len() == logits.storage::<f32>().len());
+        if whole {
+            if let Some(z) = logits.try_storage_mut::<f32>() {
+                cpu::logprob::logprob_entropy_backward_in_place(
+                    z,
+                    &targets,
+                    &lse,
+                    &out,
+                    &grad,
+                    saved.temperature,
+                );
+                return logits;
+            }
+        }
         let d = cpu::logprob::logprob_entropy_backward(
             &host_f32(&logits),
             &targets,
-            &host_f32(&lse),
-            &host_f32(&out),
-            &host_f32(&grad),
-            temperature,
+            &lse,
+            &out,
+            &grad,
+            saved.temperature,
         );
         tensor(d, &shape)
     }
 
     fn gae(
-        rewards: FlexTensor,
-        values: FlexTensor,
-        mask: FlexTensor,
+        tokens: GaeTokens<Self>,
         offsets: &[usize],
         gamma: f32,
         lambda: f32,
     ) -> (FlexTensor, FlexTensor) {
         let (adv, ret) = cpu::gae::gae(
-            &host_f32(&rewards),
-            &host_f32(&values),
-            &host_f32(&mask),
+            &host_f32(&tokens.rewards),
+            &host_f32(&tokens.values),
+            &host_f32(&tokens.mask),
             offsets,
             gamma,
             lambda,
@@ -91,21 +103,12 @@ impl KernelBackend for Flex {
     }
 
     fn ppo_clip_forward(
-        logp: FlexTensor,
-        old_logp: FlexTensor,
-        advantages: FlexTensor,
-        mask: FlexTensor,
+        tokens: PpoTokens<Self>,
         offsets: &[usize],
         config: &PpoClipConfig,
     ) -> PpoForward<Self> {
-        let (loss, stats, weights) = cpu::ppo::ppo_clip_forward(
-            &host_f32(&logp),
-            &host_f32(&old_logp),
-            &host_f32(&advantages),
-            &host_f32(&mask),
-            offsets,
-            config,
-        );
+        let (loss, stats, weights) =
+            with_slices(&tokens, |x| cpu::ppo::ppo_clip_forward(x, offsets, config));
         let s = weights.len();
         PpoForward {
             loss: tensor(vec![loss], &[1]),
@@ -115,26 +118,36 @@ impl KernelBackend for Flex {
     }
 
     fn ppo_clip_backward(
-        logp: FlexTensor,
-        old_logp: FlexTensor,
-        advantages: FlexTensor,
-        mask: FlexTensor,
+        tokens: PpoTokens<Self>,
         offsets: &[usize],
         seq_weight: FlexTensor,
         grad: FlexTensor,
         config: &PpoClipConfig,
     ) -> FlexTensor {
-        let d = cpu::ppo::ppo_clip_backward(
-            &host_f32(&logp),
-            &host_f32(&old_logp),
-            &host_f32(&advantages),
-            &host_f32(&mask),
-            offsets,
-            &host_f32(&seq_weight),
-            host_f32(&grad)[0],
-            config,
-        );
+        let d = with_slices(&tokens, |x| {
+            cpu::ppo::ppo_clip_backward(
+                x,
+                offsets,
+                &host_f32(&seq_weight),
+                host_f32(&grad)[0],
+                config,
+            )
+        });
         let n = d.len();
         tensor(d, &[n])
     }
+}
+
+/// Runs `f` on the host views of the PPO inputs.
+fn with_slices<T>(t: &PpoTokens<Flex>, f: impl FnOnce(PpoSlices<'_>) -> T) -> T {
+    let (logp, old_logp) = (host_f32(&t.logp), host_f32(&t.old_logp));
+    let (advantages, mask) = (host_f32(&t.advantages), host_f32(&t.mask));
+    let weight = t.weight.as_ref().map(host_f32);
+    f(PpoSlices {
+        logp: &logp,
+        old_logp: &old_logp,
+        advantages: &advantages,
+        mask: &mask,
+        weight: weight.as_deref(),
+    })
 }

@@ -10,6 +10,7 @@
 //!     gamma: f32, lambda: f32) -> Result<(Tensor<B, 1>, Tensor<B, 1>), KernelError>
 //! ppo_clip_loss<B: KernelBackend>(logp, old_logp, advantages, mask: Tensor<B, 1>,
 //!     offsets: &[usize], config: &PpoClipConfig) -> Result<PpoClipOutput<B>, KernelError>
+//! ppo_clip_loss_weighted(…, mask, weight: Option<Tensor<B, 1>>, offsets, config)
 //! ```
 //!
 //! - `offsets` are packed-sequence boundaries `[0, end₀, end₁, …, tokens]` (roll-flow's
@@ -18,10 +19,10 @@
 //!   and the PPO loss w.r.t. `logp` (old log-probs, advantages, mask are constants); GAE is
 //!   never differentiable.
 //! - Semantics match the unfused oracles in `roll-flow-operators`: `model::logprob`
-//!   (logits already gathered at response positions), `algo::gae::gae` (response tokens
+//!   (logits already gathered at response positions), `algo::gae` (response tokens
 //!   only; masked tokens get 0), `algo::ppo_loss` + `algo::aggregation` (all four
-//!   [`LossAgg`] modes). [`reference`] holds the same formulas in burn ops, for tests and
-//!   benchmarks.
+//!   [`LossAgg`] modes). Those operators call these functions; [`reference`] holds the
+//!   unfused formulas in burn ops, the oracle of the tests and the benchmark baseline.
 //!
 //! # Backends ([`KernelBackend`])
 //!
@@ -30,19 +31,25 @@
 //! - `CubeBackend<R, F, I, BT>` (feature `cube`, on with `wgpu`/`cuda`): CubeCL kernels
 //!   (`cube` module), e.g. `burn::backend::wgpu::CubeBackend<WgpuRuntime, f32, i32, u32>`
 //!   (the `Wgpu` alias when burn's `fusion` feature is off);
+//! - `burn::backend::NdArray` (feature `ndarray`): the CPU twins through a host copy, so
+//!   kernel-routed code also runs there (backend comparisons);
 //! - `Autodiff<B>` for any of those, with the backward passes registered.
 
+pub mod aggregation;
 mod autodiff;
 pub mod backend;
 pub mod cpu;
 #[cfg(feature = "cube")]
 mod cube;
 mod flex;
+#[cfg(feature = "ndarray")]
+mod ndarray;
 pub mod reference;
 
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 
-pub use backend::{KernelBackend, PpoForward};
+pub use aggregation::{sequence_weights, LossAgg};
+pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
 
 /// A request the kernels refuse, with what was wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -54,21 +61,6 @@ pub struct KernelError {
 
 fn refuse<T>(op: &'static str, message: String) -> Result<T, KernelError> {
     Err(KernelError { op, message })
-}
-
-/// How per-token losses become one scalar (verl/ROLL `agg_loss`; see
-/// `roll-flow-operators` `algo::aggregation`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum LossAgg {
-    /// Σ m·l / Σ m over the batch.
-    TokenMean,
-    /// Mean over sequences with ≥ 1 response token of Σ_t m·l.
-    SeqMeanTokenSum,
-    /// Mean over sequences with ≥ 1 response token of Σ_t m·l / Σ_t m (ROLL default).
-    #[default]
-    SeqMeanTokenMean,
-    /// Σ m·l / L, L = `norm_length` or the longest response (Dr. GRPO).
-    SeqMeanTokenSumNorm,
 }
 
 /// Settings of the clipped PPO loss.
@@ -163,6 +155,8 @@ fn wrap<B: KernelBackend, const D: usize>(t: burn::tensor::ops::FloatTensor<B>) 
 /// log softmax(logits / T)[target] and the entropy of softmax(logits / T), per row, in one
 /// pass; never builds a `[N, V]` log-softmax. Targets must lie in `[0, V)` (the CPU path
 /// checks; the GPU path clamps nothing, so an out-of-range id gives an undefined value).
+/// Logits may be −∞ (tokens ruled out by a guide: probability 0, no entropy term, zero
+/// gradient), except the target's.
 pub fn token_logprob_entropy<B: KernelBackend>(
     logits: Tensor<B, 2>,
     targets: Tensor<B, 1, Int>,
@@ -233,14 +227,12 @@ pub fn gae<B: KernelBackend>(
     if lens[0] == 0 {
         return Ok((rewards.clone(), rewards));
     }
-    let (a, r) = B::gae(
-        float(rewards),
-        float(values),
-        float(mask),
-        offsets,
-        gamma,
-        lambda,
-    );
+    let tokens = GaeTokens {
+        rewards: float(rewards),
+        values: float(values),
+        mask: float(mask),
+    };
+    let (a, r) = B::gae(tokens, offsets, gamma, lambda);
     Ok((wrap(a), wrap(r)))
 }
 
@@ -253,13 +245,28 @@ pub fn ppo_clip_loss<B: KernelBackend>(
     offsets: &[usize],
     config: &PpoClipConfig,
 ) -> Result<PpoClipOutput<B>, KernelError> {
+    ppo_clip_loss_weighted(logp, old_logp, advantages, mask, None, offsets, config)
+}
+
+/// [`ppo_clip_loss`] with a constant per-token loss weight u (decoupled PPO's behaviour
+/// weight): each token's loss and gradient are scaled by u; counts and statistics are not.
+pub fn ppo_clip_loss_weighted<B: KernelBackend>(
+    logp: Tensor<B, 1>,
+    old_logp: Tensor<B, 1>,
+    advantages: Tensor<B, 1>,
+    mask: Tensor<B, 1>,
+    weight: Option<Tensor<B, 1>>,
+    offsets: &[usize],
+    config: &PpoClipConfig,
+) -> Result<PpoClipOutput<B>, KernelError> {
     const OP: &str = "ppo_clip_loss";
-    let lens = [
+    let mut lens = vec![
         logp.dims()[0],
         old_logp.dims()[0],
         advantages.dims()[0],
         mask.dims()[0],
     ];
+    lens.extend(weight.iter().map(|w| w.dims()[0]));
     check_packed(OP, &lens, offsets)?;
     if !(0.0..1.0).contains(&config.low) || config.high.is_nan() || config.high < 0.0 {
         return refuse(
@@ -276,14 +283,14 @@ pub fn ppo_clip_loss<B: KernelBackend>(
     if offsets.len() < 2 {
         return refuse(OP, "needs at least one sequence".into());
     }
-    let (loss, stats) = B::ppo_clip_loss(
-        float(logp),
-        float(old_logp),
-        float(advantages),
-        float(mask),
-        offsets,
-        config,
-    );
+    let tokens = PpoTokens {
+        logp: float(logp),
+        old_logp: float(old_logp),
+        advantages: float(advantages),
+        mask: float(mask),
+        weight: weight.map(float),
+    };
+    let (loss, stats) = B::ppo_clip_loss(tokens, offsets, config);
     Ok(PpoClipOutput {
         loss: wrap(loss),
         stats: wrap(stats),

@@ -169,13 +169,14 @@ fn masked_mean<B: Backend>(x: Tensor<B, 1>, mask: Tensor<B, 1>, total: f32) -> f
     s / total.max(1.0)
 }
 
-/// The clipped (dual-clipped) surrogate of `algo::ppo_loss::surrogate`, aggregated as
-/// `algo::aggregation::aggregate`, with the same stats: (loss `[1]`, stats).
+/// The clipped (dual-clipped) surrogate of `algo::ppo_loss`, times the optional token
+/// weight, aggregated as `algo::aggregation`, with the same stats: (loss `[1]`, stats).
 pub fn ppo_clip_loss<B: Backend>(
     logp: Tensor<B, 1>,
     old_logp: Tensor<B, 1>,
     adv: Tensor<B, 1>,
     mask: Tensor<B, 1>,
+    token_weight: Option<Tensor<B, 1>>,
     offsets: &[usize],
     config: &PpoClipConfig,
 ) -> (Tensor<B, 1>, PpoStats) {
@@ -204,5 +205,8 @@ pub fn ppo_clip_loss<B: Backend>(
         loss = loss.mask_where(negative, dual);
     }
     stats.approx_kl = masked_mean((old_logp - logp).detach(), mask, total);
+    if let Some(u) = token_weight {
+        loss = loss * u;
+    }
     ((loss * weights).sum().reshape([1]), stats)
 }

@@ -32,12 +32,17 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn logprob_entropy_with_minus_infinity_logits() {
+                super::suite::logprob_masked_logits::<A>(&device());
+            }
+
+            #[test]
             fn gae_matches_reference_and_oracle() {
                 super::suite::gae_forward::<B>(&device());
             }
 
             #[test]
-            fn ppo_loss_stats_and_gradient_match_reference() {
+            fn ppo_loss_weights_stats_and_gradient_match_reference() {
                 super::suite::ppo_forward_backward::<A>(&device());
             }
 

@@ -14,6 +14,8 @@
 
 use rayon::prelude::*;
 
+use super::simd::{dispatch, isa_copies, Isa};
+
 /// Checks that `offsets` = [0, …, len] is non-decreasing.
 pub(crate) fn check_offsets(offsets: &[usize], len: usize, what: &str) {
     assert!(
@@ -38,8 +40,6 @@ pub(crate) fn split_sequences<'a, T>(mut out: &'a mut [T], offsets: &[usize]) ->
     }
     parts
 }
-
-type Scan = fn(&[f32], &[f32], &[f32], &mut [f32], &mut [f32], f64, f64);
 
 /// The reverse scan of one sequence; its critical path is one multiply-add per token.
 #[inline(always)]
@@ -72,27 +72,12 @@ fn scan<const FMA: bool>(
     }
 }
 
-fn scan_generic(r: &[f32], v: &[f32], m: &[f32], a: &mut [f32], t: &mut [f32], g: f64, gl: f64) {
-    scan::<false>(r, v, m, a, t, g, gl)
-}
-
-#[cfg(target_arch = "x86_64")]
-fn scan_fma(r: &[f32], v: &[f32], m: &[f32], a: &mut [f32], t: &mut [f32], g: f64, gl: f64) {
-    #[target_feature(enable = "avx2,fma")]
-    fn inner(r: &[f32], v: &[f32], m: &[f32], a: &mut [f32], t: &mut [f32], g: f64, gl: f64) {
-        scan::<true>(r, v, m, a, t, g, gl)
-    }
-    // SAFETY: only picked after `has_avx2_fma()` (see `gae`).
-    unsafe { inner(r, v, m, a, t, g, gl) }
-}
-
-fn pick_scan() -> Scan {
-    #[cfg(target_arch = "x86_64")]
-    if super::simd::has_avx2_fma() {
-        return scan_fma;
-    }
-    scan_generic
-}
+isa_copies!(avx512, "avx512f,avx2,fma":
+    scan(r: &[f32], v: &[f32], m: &[f32], adv: &mut [f32], ret: &mut [f32], g: f64, gl: f64);
+);
+isa_copies!(avx2, "avx2,fma":
+    scan(r: &[f32], v: &[f32], m: &[f32], adv: &mut [f32], ret: &mut [f32], g: f64, gl: f64);
+);
 
 /// (advantages, returns) of packed sequences `offsets` (length = sequences + 1).
 pub fn gae(
@@ -110,7 +95,7 @@ pub fn gae(
     );
     check_offsets(offsets, n, "gae");
     let (g, gl) = (gamma as f64, gamma as f64 * lambda as f64);
-    let scan = pick_scan();
+    let isa = Isa::detect();
     let mut adv = vec![0.0f32; n];
     let mut ret = vec![0.0f32; n];
     let seqs: Vec<(&mut [f32], &mut [f32])> = split_sequences(&mut adv, offsets)
@@ -122,7 +107,10 @@ pub fn gae(
         .with_min_len(16)
         .for_each(|((a, rt), w)| {
             let (s, e) = (w[0], w[1]);
-            scan(&rewards[s..e], &values[s..e], &mask[s..e], a, rt, g, gl);
+            dispatch!(
+                isa,
+                scan(&rewards[s..e], &values[s..e], &mask[s..e], a, rt, g, gl)
+            );
         });
     (adv, ret)
 }

@@ -7,6 +7,9 @@
 //!   and m the running row max (both sums rescaled when m grows:
 //!   S₁ ← e^{m−m'}(S₁ + (m − m')S₀), S₀ ← e^{m−m'}S₀).
 //!
+//! Logits of −∞ (tokens ruled out by a guide) are allowed: they add nothing to the sums and
+//! get a zero gradient; the target's logit must be finite.
+//!
 //! Backward (from the saved lse and H, never a stored softmax):
 //! ∂logp/∂s_v = δ_vy − p_v, ∂H/∂s_v = −p_v(log p_v + H), and ∂/∂z = ∂/∂s / T.
 //!
@@ -20,11 +23,24 @@
 
 use rayon::prelude::*;
 
-use super::simd::{exp, has_avx2_fma, has_avx512};
+use super::simd::{dispatch, exp, exp_in_range, fma, isa_copies, Isa};
 
 const LANES: usize = 16;
 const BLOCK: usize = 1024;
 const NEG_BIG: f32 = -3.0e38;
+/// Lower bound of s − m and log p (both ≤ 0) before the exponential, in
+/// [`exp_in_range`]'s range; at or below it e^x is taken as exactly 0.
+const FLOOR: f32 = -87.0;
+
+/// (x, e^x) for x ≤ 0 with x floored at [`FLOOR`] and e^x = 0 there: a logit of −∞ (a
+/// token ruled out by a guide) then adds 0 and 0·FLOOR = 0 to the sums, never NaN, and gets
+/// a zero gradient; a forced token (the only finite logit) gets entropy exactly 0.
+#[inline(always)]
+fn exp_floored<const FMA: bool>(x: f32) -> (f32, f32) {
+    let x = if x > FLOOR { x } else { FLOOR };
+    let e = exp_in_range::<FMA>(x);
+    (x, if x > FLOOR { e } else { 0.0 })
+}
 
 /// Row statistics: (logp, entropy, lse) of one row.
 #[inline(always)]
@@ -39,15 +55,16 @@ fn row_forward<const FMA: bool>(row: &[f32], target: usize, inv_t: f32) -> (f32,
         let tail = chunks.remainder();
         for c in chunks.clone() {
             for l in 0..LANES {
-                let s = c[l] * inv_t;
-                bm[l] = if s > bm[l] { s } else { bm[l] };
+                bm[l] = if c[l] > bm[l] { c[l] } else { bm[l] };
             }
         }
         let mut block_max = bm.iter().fold(NEG_BIG, |a, &b| if b > a { b } else { a });
         for &z in tail {
-            let s = z * inv_t;
-            block_max = if s > block_max { s } else { block_max };
+            block_max = if z > block_max { z } else { block_max };
         }
+        // max(z)·(1/T) = max(z/T) for T > 0, rounding included (so the largest s − m is
+        // exactly 0; s = z·(1/T) is rounded before − m, not fused, for the same reason).
+        let block_max = block_max * inv_t;
         if block_max > m {
             let d = m - block_max;
             let f = exp::<FMA>(d);
@@ -61,17 +78,15 @@ fn row_forward<const FMA: bool>(row: &[f32], target: usize, inv_t: f32) -> (f32,
         }
         for c in chunks {
             for l in 0..LANES {
-                let x = c[l] * inv_t - m;
-                let e = exp::<FMA>(x);
+                let (x, e) = exp_floored::<FMA>(c[l] * inv_t - m);
                 s0[l] += e;
-                s1[l] += e * x;
+                s1[l] = fma::<FMA>(e, x, s1[l]);
             }
         }
         for &z in tail {
-            let x = z * inv_t - m;
-            let e = exp::<FMA>(x);
+            let (x, e) = exp_floored::<FMA>(z * inv_t - m);
             t0 += e;
-            t1 += e * x;
+            t1 = fma::<FMA>(e, x, t1);
         }
     }
     let sum0 = s0.iter().sum::<f32>() + t0;
@@ -81,71 +96,34 @@ fn row_forward<const FMA: bool>(row: &[f32], target: usize, inv_t: f32) -> (f32,
     (row[target] * inv_t - lse, log_s0 - sum1 / sum0, lse)
 }
 
-/// dz of one row: (g_lp (δ_vy − p_v) − g_H p_v (log p_v + H)) / T.
+/// What the backward pass of one row needs besides the logits.
+#[derive(Clone, Copy)]
+struct RowGrad {
+    lse: f32,
+    entropy: f32,
+    g_lp: f32,
+    g_h: f32,
+}
+
+/// dz of one row, in place over its logits z: (g_lp (δ_vy − p_v) − g_H p_v (log p_v + H)) / T.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn row_backward<const FMA: bool>(
-    row: &[f32],
-    out: &mut [f32],
-    target: usize,
-    inv_t: f32,
-    lse: f32,
-    entropy: f32,
-    g_lp: f32,
-    g_h: f32,
-) {
-    let (a, b) = (g_lp * inv_t, g_h * inv_t);
-    for (o, &z) in out.iter_mut().zip(row) {
-        let log_p = z * inv_t - lse;
-        let p = exp::<FMA>(log_p);
-        *o = -p * (a + b * (log_p + entropy));
+fn row_backward<const FMA: bool>(row: &mut [f32], target: usize, inv_t: f32, g: RowGrad) {
+    let (a, b) = (g.g_lp * inv_t, g.g_h * inv_t);
+    for z in row.iter_mut() {
+        let (log_p, p) = exp_floored::<FMA>(*z * inv_t - g.lse);
+        *z = -p * (a + b * (log_p + g.entropy));
     }
-    out[target] += a;
+    row[target] += a;
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-fn row_forward_avx512(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32) {
-    row_forward::<true>(row, target, inv_t)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-fn row_backward_avx512(
-    row: &[f32],
-    out: &mut [f32],
-    target: usize,
-    inv_t: f32,
-    lse: f32,
-    entropy: f32,
-    g_lp: f32,
-    g_h: f32,
-) {
-    row_backward::<true>(row, out, target, inv_t, lse, entropy, g_lp, g_h)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn row_forward_avx2(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32) {
-    row_forward::<true>(row, target, inv_t)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-fn row_backward_avx2(
-    row: &[f32],
-    out: &mut [f32],
-    target: usize,
-    inv_t: f32,
-    lse: f32,
-    entropy: f32,
-    g_lp: f32,
-    g_h: f32,
-) {
-    row_backward::<true>(row, out, target, inv_t, lse, entropy, g_lp, g_h)
-}
+isa_copies!(avx512, "avx512f,avx2,fma":
+    row_forward(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32);
+    row_backward(row: &mut [f32], target: usize, inv_t: f32, g: RowGrad);
+);
+isa_copies!(avx2, "avx2,fma":
+    row_forward(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32);
+    row_backward(row: &mut [f32], target: usize, inv_t: f32, g: RowGrad);
+);
 
 fn check_targets(targets: &[usize], vocab: usize) {
     if let Some((i, &t)) = targets.iter().enumerate().find(|(_, &t)| t >= vocab) {
@@ -170,25 +148,14 @@ pub fn logprob_entropy_forward(
     let vocab = logits.len() / rows;
     check_targets(targets, vocab);
     let inv_t = 1.0 / temperature;
-    let (avx2, avx512) = (has_avx2_fma(), has_avx512());
+    let isa = Isa::detect();
     let mut out = vec![0.0f32; rows * 2];
     let mut lse = vec![0.0f32; rows];
     out.par_chunks_mut(2)
         .zip(lse.par_iter_mut())
         .zip(logits.par_chunks(vocab).zip(targets.par_iter()))
         .for_each(|((o, l), (row, &y))| {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the target features were detected at run time.
-            let (lp, h, s) = if avx512 {
-                unsafe { row_forward_avx512(row, y, inv_t) }
-            } else if avx2 {
-                unsafe { row_forward_avx2(row, y, inv_t) }
-            } else {
-                row_forward::<false>(row, y, inv_t)
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let (lp, h, s) = row_forward::<false>(row, y, inv_t);
-            let _ = (avx2, avx512);
+            let (lp, h, s) = dispatch!(isa, row_forward(row, y, inv_t));
             o[0] = lp;
             o[1] = h;
             *l = s;
@@ -206,30 +173,61 @@ pub fn logprob_entropy_backward(
     grad: &[f32],
     temperature: f32,
 ) -> Vec<f32> {
+    let mut dlogits = super::buffer::zeroed(logits.len());
+    backward_rows(
+        &mut dlogits,
+        Some(logits),
+        targets,
+        lse,
+        out,
+        grad,
+        temperature,
+    );
+    dlogits
+}
+
+/// [`logprob_entropy_backward`] overwriting `logits` with dlogits (no second `[rows, vocab]`
+/// buffer: for logits nothing else holds, as in the autodiff backward pass).
+pub fn logprob_entropy_backward_in_place(
+    logits: &mut [f32],
+    targets: &[usize],
+    lse: &[f32],
+    out: &[f32],
+    grad: &[f32],
+    temperature: f32,
+) {
+    backward_rows(logits, None, targets, lse, out, grad, temperature);
+}
+
+/// The backward pass row by row into `dlogits`, which holds the logits already (`logits`
+/// `None`) or gets each row copied from `logits` first (the copy stays in cache).
+fn backward_rows(
+    dlogits: &mut [f32],
+    logits: Option<&[f32]>,
+    targets: &[usize],
+    lse: &[f32],
+    out: &[f32],
+    grad: &[f32],
+    temperature: f32,
+) {
     let rows = targets.len();
-    let vocab = logits.len() / rows.max(1);
+    let vocab = dlogits.len() / rows.max(1);
     check_targets(targets, vocab);
     let inv_t = 1.0 / temperature;
-    let (avx2, avx512) = (has_avx2_fma(), has_avx512());
-    let mut dlogits = vec![0.0f32; logits.len()];
+    let isa = Isa::detect();
     dlogits
         .par_chunks_mut(vocab)
-        .zip(logits.par_chunks(vocab))
         .enumerate()
-        .for_each(|(r, (o, row))| {
-            let (y, h, g_lp, g_h) = (targets[r], out[2 * r + 1], grad[2 * r], grad[2 * r + 1]);
-            #[cfg(target_arch = "x86_64")]
-            if avx512 {
-                // SAFETY: avx512f, avx2 and fma were detected at run time.
-                unsafe { row_backward_avx512(row, o, y, inv_t, lse[r], h, g_lp, g_h) };
-                return;
-            } else if avx2 {
-                // SAFETY: avx2 and fma were detected at run time.
-                unsafe { row_backward_avx2(row, o, y, inv_t, lse[r], h, g_lp, g_h) };
-                return;
+        .for_each(|(r, row)| {
+            if let Some(logits) = logits {
+                row.copy_from_slice(&logits[r * vocab..(r + 1) * vocab]);
             }
-            let _ = (avx2, avx512);
-            row_backward::<false>(row, o, y, inv_t, lse[r], h, g_lp, g_h);
+            let g = RowGrad {
+                lse: lse[r],
+                entropy: out[2 * r + 1],
+                g_lp: grad[2 * r],
+                g_h: grad[2 * r + 1],
+            };
+            dispatch!(isa, row_backward(row, targets[r], inv_t, g));
         });
-    dlogits
 }

@@ -3,9 +3,9 @@
 //!
 //! `exp(x)`: Cody–Waite range reduction x = n·ln2 + r with |r| ≤ ln2/2, then a degree-6
 //! Taylor polynomial for e^r (truncation error r⁷/7! ≤ 1.3e-7 relative), times 2^n built
-//! from the exponent bits. Valid for x in [−87, 88]; inputs are clamped to that range, so
-//! e^x for x < −87 returns ≈1.6e-38 instead of a smaller number (harmless in every sum
-//! here). Rounding uses the 1.5·2²³ trick so the loop needs no `floor` call and no
+//! from the exponent bits. Valid for x in [−87, 88]; larger inputs are clamped to 88 and
+//! anything below −87 (−∞ included) gives exactly 0, so a logit masked to −∞ drops out of
+//! every sum. Rounding uses the 1.5·2²³ trick so the loop needs no `floor` call and no
 //! float→int conversion.
 
 /// Multiply-add, fused when the caller was compiled with FMA.
@@ -18,16 +18,29 @@ pub(crate) fn fma<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
-/// e^x for x in [−87, 88] (clamped), relative error ≈ 2e-7.
+/// e^x for x in [−87, 88] (88 above), relative error ≈ 2e-7; 0 below −87.
 #[inline(always)]
 pub(crate) fn exp<const FMA: bool>(x: f32) -> f32 {
+    let underflow = x < -87.0;
+    let x = if x < -87.0 { -87.0 } else { x };
+    let x = if x > 88.0 { 88.0 } else { x };
+    let e = exp_in_range::<FMA>(x);
+    if underflow {
+        0.0
+    } else {
+        e
+    }
+}
+
+/// e^x for x already in [−87, 88] (no clamping: the caller bounds x, e.g. with one `max`
+/// where x ≤ 0 is known).
+#[inline(always)]
+pub(crate) fn exp_in_range<const FMA: bool>(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
     const ROUND: f32 = 12_582_912.0; // 1.5 · 2^23
-    let x = if x < -87.0 { -87.0 } else { x };
-    let x = if x > 88.0 { 88.0 } else { x };
-    let t = x * LOG2E + ROUND;
+    let t = fma::<FMA>(x, LOG2E, ROUND);
     let n = t - ROUND;
     let r = fma::<FMA>(-n, LN2_HI, x);
     let r = fma::<FMA>(-n, LN2_LO, r);
@@ -43,6 +56,64 @@ pub(crate) fn exp<const FMA: bool>(x: f32) -> f32 {
     let bits = t.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23;
     p * f32::from_bits(bits)
 }
+
+/// The instruction set the vector loops run with, detected once per call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Isa {
+    Avx512,
+    Avx2,
+    Generic,
+}
+
+impl Isa {
+    pub(crate) fn detect() -> Isa {
+        if has_avx512() {
+            Isa::Avx512
+        } else if has_avx2_fma() {
+            Isa::Avx2
+        } else {
+            Isa::Generic
+        }
+    }
+}
+
+/// For each listed generic `fn name<const FMA: bool>(args) -> ret` of the calling module,
+/// a copy in module `$module` compiled with `$features` enabled that calls it with
+/// FMA = true (same body; LLVM vectorises each copy for its instruction set). Pick a copy
+/// with [`dispatch!`].
+macro_rules! isa_copies {
+    ($module:ident, $features:literal: $( $name:ident ( $($arg:ident : $ty:ty),* ) $(-> $ret:ty)? ;)* ) => {
+        #[cfg(target_arch = "x86_64")]
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[target_feature(enable = $features)]
+                pub(super) fn $name($($arg: $ty),*) $(-> $ret)? {
+                    super::$name::<true>($($arg),*)
+                }
+            )*
+        }
+    };
+}
+pub(crate) use isa_copies;
+
+/// Calls the `avx512` / `avx2` copy (see [`isa_copies!`]) of `name` that `isa` allows, or
+/// the generic version.
+macro_rules! dispatch {
+    ($isa:expr, $name:ident ( $($arg:expr),* $(,)? )) => {
+        match $isa {
+            // SAFETY: `Isa::detect` found these target features at run time.
+            #[cfg(target_arch = "x86_64")]
+            $crate::cpu::simd::Isa::Avx512 => unsafe { avx512::$name($($arg),*) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            $crate::cpu::simd::Isa::Avx2 => unsafe { avx2::$name($($arg),*) },
+            _ => $name::<false>($($arg),*),
+        }
+    };
+}
+pub(crate) use dispatch;
 
 /// Whether the AVX-512 code paths can run on this CPU.
 #[inline]
@@ -82,5 +153,12 @@ mod tests {
             x += 0.01;
         }
         assert!(worst < 5e-7, "worst relative error {worst}");
+    }
+
+    #[test]
+    fn exp_underflows_to_zero() {
+        for x in [-87.5f32, -1e4, f32::NEG_INFINITY] {
+            assert_eq!(super::exp::<false>(x), 0.0, "{x}");
+        }
     }
 }

@@ -10,8 +10,11 @@
 
 use cubecl::prelude::*;
 
-/// A "minus infinity" WGSL accepts as a literal; logits never get near it.
+/// A "minus infinity" WGSL accepts as a literal; finite logits never get near it.
 const NEG_BIG: f32 = -1.0e30;
+/// Lower bound of s − m and log p: e^FLOOR = 0 exactly, and a logit of −∞ (a token ruled
+/// out by a guide) then adds 0·FLOOR = 0 to the sums instead of 0·(−∞) = NaN.
+const FLOOR: f32 = -1.0e4;
 
 #[cube]
 fn row_index(rows: u32) -> usize {
@@ -52,7 +55,7 @@ pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
             s0 *= f;
             m = s;
         }
-        let x = s - m;
+        let x = F::max(s - m, F::new(FLOOR));
         let e = x.exp();
         s0 += e;
         s1 += e * x;
@@ -120,7 +123,7 @@ pub(crate) fn logprob_backward_kernel<F: Float, I: Numeric>(
     let y = u32::cast_from(targets[row]) as usize;
     let mut i = UNIT_POS_X as usize;
     while i < v {
-        let log_p = logits[base + i] * inv - l;
+        let log_p = F::max(logits[base + i] * inv - l, F::new(FLOOR));
         let p = log_p.exp();
         let mut d = F::new(0.0) - p * (a + b * (log_p + h));
         if i == y {

@@ -16,7 +16,7 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
-use crate::backend::{KernelBackend, PpoForward};
+use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
 use crate::{LossAgg, PpoClipConfig};
 
 /// Units per cube for the row and sequence reductions (a power of two).
@@ -73,78 +73,59 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         targets: IntTensor<Self>,
         temperature: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
-        let [rows, vocab] = logits.shape().dims::<2>();
-        let out = empty(&logits, &[rows, 2]);
-        let lse = empty(&logits, &[rows]);
-        let dtypes = [logits.dtype.into(), targets.dtype.into()];
-        let client = logits.client.clone();
+        let x = RowsLaunch::new(logits, targets);
+        let (rows, vocab) = (x.rows, x.vocab);
+        let out = empty(&x.logits, &[rows, 2]);
+        let lse = empty(&x.logits, &[rows]);
         logprob::logprob_forward_kernel::launch::<R>(
-            &client,
+            &x.client,
             grid(rows),
             CubeDim::new_1d(BLOCK),
-            logits.into_tensor_arg(),
-            targets.into_tensor_arg(),
+            x.logits.into_tensor_arg(),
+            x.targets.into_tensor_arg(),
             out.clone().into_tensor_arg(),
             lse.clone().into_tensor_arg(),
             rows as u32,
             vocab as u32,
             1.0 / temperature,
             BLOCK,
-            dtypes,
+            x.dtypes,
         );
         (out, lse)
     }
 
     fn logprob_entropy_backward(
-        logits: FloatTensor<Self>,
-        targets: IntTensor<Self>,
-        lse: FloatTensor<Self>,
-        out: FloatTensor<Self>,
+        saved: LogProbSaved<Self>,
         grad: FloatTensor<Self>,
-        temperature: f32,
     ) -> FloatTensor<Self> {
-        let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
-        let (lse, out, grad) = (
-            into_contiguous(lse),
-            into_contiguous(out),
-            into_contiguous(grad),
-        );
-        let [rows, vocab] = logits.shape().dims::<2>();
-        let dlogits = empty(&logits, &[rows, vocab]);
-        let dtypes = [logits.dtype.into(), targets.dtype.into()];
-        let client = logits.client.clone();
+        let x = RowsLaunch::new(saved.logits, saved.targets);
+        let (rows, vocab) = (x.rows, x.vocab);
+        let dlogits = empty(&x.logits, &[rows, vocab]);
         logprob::logprob_backward_kernel::launch::<R>(
-            &client,
+            &x.client,
             grid(rows),
             CubeDim::new_1d(BLOCK),
-            logits.into_tensor_arg(),
-            targets.into_tensor_arg(),
-            lse.into_tensor_arg(),
-            out.into_tensor_arg(),
-            grad.into_tensor_arg(),
+            x.logits.into_tensor_arg(),
+            x.targets.into_tensor_arg(),
+            into_contiguous(saved.lse).into_tensor_arg(),
+            into_contiguous(saved.out).into_tensor_arg(),
+            into_contiguous(grad).into_tensor_arg(),
             dlogits.clone().into_tensor_arg(),
             rows as u32,
             vocab as u32,
-            1.0 / temperature,
-            dtypes,
+            1.0 / saved.temperature,
+            x.dtypes,
         );
         dlogits
     }
 
     fn gae(
-        rewards: FloatTensor<Self>,
-        values: FloatTensor<Self>,
-        mask: FloatTensor<Self>,
+        tokens: GaeTokens<Self>,
         offsets: &[usize],
         gamma: f32,
         lambda: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (rewards, values, mask) = (
-            into_contiguous(rewards),
-            into_contiguous(values),
-            into_contiguous(mask),
-        );
+        let rewards = into_contiguous(tokens.rewards);
         let n = rewards.shape().num_elements();
         check_offsets(offsets, n, "gae");
         let sequences = offsets.len() - 1;
@@ -157,8 +138,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
             CubeCount::Static(sequences.div_ceil(SCAN_BLOCK as usize).max(1) as u32, 1, 1),
             CubeDim::new_1d(SCAN_BLOCK),
             rewards.into_tensor_arg(),
-            values.into_tensor_arg(),
-            mask.into_tensor_arg(),
+            into_contiguous(tokens.values).into_tensor_arg(),
+            into_contiguous(tokens.mask).into_tensor_arg(),
             offs.into_tensor_arg(),
             adv.clone().into_tensor_arg(),
             ret.clone().into_tensor_arg(),
@@ -171,39 +152,34 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
     }
 
     fn ppo_clip_forward(
-        logp: FloatTensor<Self>,
-        old_logp: FloatTensor<Self>,
-        advantages: FloatTensor<Self>,
-        mask: FloatTensor<Self>,
+        tokens: PpoTokens<Self>,
         offsets: &[usize],
         config: &PpoClipConfig,
     ) -> PpoForward<Self> {
-        let (logp, old) = (into_contiguous(logp), into_contiguous(old_logp));
-        let (adv, mask) = (into_contiguous(advantages), into_contiguous(mask));
-        let n = logp.shape().num_elements();
-        check_offsets(offsets, n, "ppo_clip_loss");
-        let sequences = offsets.len() - 1;
-        let offs = upload_offsets::<R, F, I, BT>(offsets, &logp.device);
-        let partials = empty(&logp, &[sequences * ppo::PARTIALS]);
+        let x = PpoLaunch::<R>::new::<F, I, BT>(tokens, offsets);
+        let sequences = x.sequences;
+        let partials = empty(&x.logp, &[sequences * ppo::PARTIALS]);
         let (loss, stats, seq_weight) = (
-            empty(&logp, &[1]),
-            empty(&logp, &[4]),
-            empty(&logp, &[sequences]),
+            empty(&x.logp, &[1]),
+            empty(&x.logp, &[4]),
+            empty(&x.logp, &[sequences]),
         );
-        let f_dtype: StorageType = logp.dtype.into();
-        let dtypes = [f_dtype, offs.dtype.into()];
-        let client = logp.client.clone();
+        let f_dtype: StorageType = x.logp.dtype.into();
+        let dtypes = [f_dtype, x.offsets.dtype.into()];
+        let client = x.logp.client.clone();
         ppo::ppo_partials_kernel::launch::<R>(
             &client,
             grid(sequences),
             CubeDim::new_1d(BLOCK),
-            logp.into_tensor_arg(),
-            old.into_tensor_arg(),
-            adv.into_tensor_arg(),
-            mask.into_tensor_arg(),
-            offs.into_tensor_arg(),
+            x.logp.into_tensor_arg(),
+            x.old.into_tensor_arg(),
+            x.adv.into_tensor_arg(),
+            x.mask.into_tensor_arg(),
+            x.weight.into_tensor_arg(),
+            x.offsets.into_tensor_arg(),
             partials.clone().into_tensor_arg(),
             sequences as u32,
+            x.weighted,
             1.0 - config.low,
             1.0 + config.high,
             dual(config),
@@ -238,43 +214,101 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
     }
 
     fn ppo_clip_backward(
-        logp: FloatTensor<Self>,
-        old_logp: FloatTensor<Self>,
-        advantages: FloatTensor<Self>,
-        mask: FloatTensor<Self>,
+        tokens: PpoTokens<Self>,
         offsets: &[usize],
         seq_weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         config: &PpoClipConfig,
     ) -> FloatTensor<Self> {
-        let (logp, old) = (into_contiguous(logp), into_contiguous(old_logp));
-        let (adv, mask) = (into_contiguous(advantages), into_contiguous(mask));
+        let x = PpoLaunch::<R>::new::<F, I, BT>(tokens, offsets);
         let (seq_weight, grad) = (into_contiguous(seq_weight), into_contiguous(grad));
-        let n = logp.shape().num_elements();
-        check_offsets(offsets, n, "ppo_clip_loss");
-        let sequences = offsets.len() - 1;
-        let offs = upload_offsets::<R, F, I, BT>(offsets, &logp.device);
-        let dlogp = empty(&logp, &[n]);
-        let dtypes = [logp.dtype.into(), offs.dtype.into()];
-        let client = logp.client.clone();
+        let dlogp = empty(&x.logp, &[x.tokens]);
+        let dtypes = [x.logp.dtype.into(), x.offsets.dtype.into()];
+        let client = x.logp.client.clone();
         ppo::ppo_backward_kernel::launch::<R>(
             &client,
-            grid(sequences),
+            grid(x.sequences),
             CubeDim::new_1d(BLOCK),
-            logp.into_tensor_arg(),
-            old.into_tensor_arg(),
-            adv.into_tensor_arg(),
-            mask.into_tensor_arg(),
-            offs.into_tensor_arg(),
+            x.logp.into_tensor_arg(),
+            x.old.into_tensor_arg(),
+            x.adv.into_tensor_arg(),
+            x.mask.into_tensor_arg(),
+            x.weight.into_tensor_arg(),
+            x.offsets.into_tensor_arg(),
             seq_weight.into_tensor_arg(),
             grad.into_tensor_arg(),
             dlogp.clone().into_tensor_arg(),
-            sequences as u32,
+            x.sequences as u32,
+            x.weighted,
             1.0 - config.low,
             1.0 + config.high,
             dual(config),
             dtypes,
         );
         dlogp
+    }
+}
+
+/// Logits and targets ready for a one-cube-per-row launch: contiguous, with their sizes,
+/// dtypes and client.
+struct RowsLaunch<R: CubeRuntime> {
+    logits: CubeTensor<R>,
+    targets: CubeTensor<R>,
+    rows: usize,
+    vocab: usize,
+    dtypes: [StorageType; 2],
+    client: ComputeClient<R>,
+}
+
+impl<R: CubeRuntime> RowsLaunch<R> {
+    fn new(logits: CubeTensor<R>, targets: CubeTensor<R>) -> Self {
+        let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
+        let [rows, vocab] = logits.shape().dims::<2>();
+        RowsLaunch {
+            dtypes: [logits.dtype.into(), targets.dtype.into()],
+            client: logits.client.clone(),
+            logits,
+            targets,
+            rows,
+            vocab,
+        }
+    }
+}
+
+/// The PPO inputs ready for a launch: contiguous, the offsets uploaded, and the token
+/// weight (the mask as a placeholder when there is none, with `weighted` = 0).
+struct PpoLaunch<R: CubeRuntime> {
+    logp: CubeTensor<R>,
+    old: CubeTensor<R>,
+    adv: CubeTensor<R>,
+    mask: CubeTensor<R>,
+    weight: CubeTensor<R>,
+    weighted: u32,
+    offsets: CubeTensor<R>,
+    tokens: usize,
+    sequences: usize,
+}
+
+impl<R: CubeRuntime> PpoLaunch<R> {
+    fn new<F: FloatElement, I: IntElement, BT: BoolElement>(
+        t: PpoTokens<CubeBackend<R, F, I, BT>>,
+        offsets: &[usize],
+    ) -> Self {
+        let logp = into_contiguous(t.logp);
+        let tokens = logp.shape().num_elements();
+        check_offsets(offsets, tokens, "ppo_clip_loss");
+        let mask = into_contiguous(t.mask);
+        let weighted = u32::from(t.weight.is_some());
+        PpoLaunch {
+            offsets: upload_offsets::<R, F, I, BT>(offsets, &logp.device),
+            logp,
+            old: into_contiguous(t.old_logp),
+            adv: into_contiguous(t.advantages),
+            weight: t.weight.map_or_else(|| mask.clone(), into_contiguous),
+            mask,
+            weighted,
+            tokens,
+            sequences: offsets.len() - 1,
+        }
     }
 }

@@ -5,12 +5,13 @@
 //! 1+ε_high)) ("clipped" when the clipped term wins), dual clip l = −c·A for A < 0 when
 //! l > −c·A ("capped"); ∂l/∂logp = −A·r unless clipped or capped.
 //! Launch arguments `lower`/`upper` are the ratio bounds 1 − ε_low, 1 + ε_high and
-//! `dual` the dual-clip constant (0 = off).
-//! - `ppo_partials_kernel`: one cube per sequence → Σm·l, Σm, Σm·clipped, Σm·capped,
+//! `dual` the dual-clip constant (0 = off); `weighted` = 1 scales each token's loss and
+//! gradient by `weight` (decoupled PPO), 0 ignores it.
+//! - `ppo_partials_kernel`: one cube per sequence → Σm·u·l, Σm, Σm·clipped, Σm·capped,
 //!   Σm·(old − logp);
 //! - `ppo_combine_kernel`: one cube → totals, per-sequence weights w_s of the aggregation
 //!   mode, loss = Σ_s w_s·(Σm·l)_s, stats;
-//! - `ppo_backward_kernel`: one cube per sequence → dlogp = g·w_s·m·∂l/∂logp.
+//! - `ppo_backward_kernel`: one cube per sequence → dlogp = g·w_s·m·u·∂l/∂logp.
 //!
 //! Source: Schulman et al. 2017 eq. 7; Ye et al. 2020 (dual clip); verl/ROLL
 //! `compute_policy_loss` and `agg_loss`.
@@ -29,6 +30,53 @@ fn sequence_index(sequences: u32) -> usize {
     seq as usize
 }
 
+/// One token's clipped surrogate: loss l, ∂l/∂logp, and whether the clipped term won or
+/// the dual clip capped it (0/1).
+#[derive(CubeType)]
+struct TokenLoss<F: Float> {
+    loss: F,
+    grad: F,
+    clipped: F,
+    capped: F,
+}
+
+/// The clipped (and, when `c` > 0, dual-clipped) surrogate of one token; `lo`/`hi` are the
+/// ratio bounds.
+#[cube]
+fn token_loss<F: Float>(lp: F, old: F, a: F, lo: F, hi: F, c: F) -> TokenLoss<F> {
+    let zero = F::new(0.0);
+    let r = (lp - old).exp();
+    let pg1 = zero - a * r;
+    let pg2 = zero - a * F::max(F::min(r, hi), lo);
+    let mut out = TokenLoss::<F> {
+        loss: pg1,
+        grad: pg1,
+        clipped: zero,
+        capped: zero,
+    };
+    if pg2 > pg1 {
+        out.loss = pg2;
+        out.grad = zero;
+        out.clipped = F::new(1.0);
+    }
+    if c > zero && a < zero && out.loss > zero - c * a {
+        out.loss = zero - c * a;
+        out.grad = zero;
+        out.capped = F::new(1.0);
+    }
+    out
+}
+
+/// The token weight u_t, or 1 when `weighted` is 0 (then `weight` is a placeholder).
+#[cube]
+fn token_weight<F: Float>(weight: &Tensor<F>, t: usize, weighted: u32) -> F {
+    let mut u = F::new(1.0);
+    if weighted != 0 {
+        u = weight[t];
+    }
+    u
+}
+
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
@@ -36,9 +84,11 @@ pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
     old: &Tensor<F>,
     adv: &Tensor<F>,
     mask: &Tensor<F>,
+    weight: &Tensor<F>,
     offsets: &Tensor<I>,
     partials: &mut Tensor<F>,
     sequences: u32,
+    weighted: u32,
     lower: f32,
     upper: f32,
     dual: f32,
@@ -63,20 +113,10 @@ pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
     while t < end {
         let m = mask[t];
         if m != zero {
-            let a = adv[t];
-            let r = (logp[t] - old[t]).exp();
-            let pg1 = zero - a * r;
-            let pg2 = zero - a * F::max(F::min(r, hi), lo);
-            let mut l = pg1;
-            if pg2 > pg1 {
-                l = pg2;
-                sc += m;
-            }
-            if c > zero && a < zero && l > zero - c * a {
-                l = zero - c * a;
-                sd += m;
-            }
-            sl += m * l;
+            let tl = token_loss::<F>(logp[t], old[t], adv[t], lo, hi, c);
+            sc += m * tl.clipped;
+            sd += m * tl.capped;
+            sl += m * token_weight(weight, t, weighted) * tl.loss;
             sm += m;
             sk += m * (old[t] - logp[t]);
         }
@@ -222,11 +262,13 @@ pub(crate) fn ppo_backward_kernel<F: Float, I: Numeric>(
     old: &Tensor<F>,
     adv: &Tensor<F>,
     mask: &Tensor<F>,
+    weight: &Tensor<F>,
     offsets: &Tensor<I>,
     seq_weight: &Tensor<F>,
     grad: &Tensor<F>,
     dlogp: &mut Tensor<F>,
     sequences: u32,
+    weighted: u32,
     lower: f32,
     upper: f32,
     dual: f32,
@@ -245,20 +287,8 @@ pub(crate) fn ppo_backward_kernel<F: Float, I: Numeric>(
         let m = mask[t];
         let mut d = zero;
         if m != zero {
-            let a = adv[t];
-            let r = (logp[t] - old[t]).exp();
-            let pg1 = zero - a * r;
-            let pg2 = zero - a * F::max(F::min(r, hi), lo);
-            let mut l = pg1;
-            d = pg1;
-            if pg2 > pg1 {
-                l = pg2;
-                d = zero;
-            }
-            if c > zero && a < zero && l > zero - c * a {
-                d = zero;
-            }
-            d *= scale * m;
+            let tl = token_loss::<F>(logp[t], old[t], adv[t], lo, hi, c);
+            d = scale * m * token_weight(weight, t, weighted) * tl.grad;
         }
         dlogp[t] = d;
         t += CUBE_DIM_X as usize;

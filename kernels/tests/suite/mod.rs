@@ -126,9 +126,15 @@ pub fn logprob_backward<B: KernelBackend + AutodiffBackend>(device: &B::Device) 
         let (w_lp, w_h) = (weights(&mut rng), weights(&mut rng));
 
         let x = logits.clone().detach().require_grad();
+        // Odd shapes hand the kernel logits nothing else holds (the output of an op, as in
+        // the model), which a backend may overwrite with their gradient.
+        let input = if k % 2 == 1 {
+            x.clone().mul_scalar(1.0)
+        } else {
+            x.clone()
+        };
         let fused =
-            roll_flow_kernels::token_logprob_entropy(x.clone(), targets.clone(), temperature)
-                .unwrap();
+            roll_flow_kernels::token_logprob_entropy(input, targets.clone(), temperature).unwrap();
         let loss = (fused.logprob * w_lp.clone() + fused.entropy * w_h.clone()).sum();
         let got = host(x.grad(&loss.backward()).unwrap());
 
@@ -137,6 +143,66 @@ pub fn logprob_backward<B: KernelBackend + AutodiffBackend>(device: &B::Device) 
         let loss = (lp * w_lp + h * w_h).sum();
         let want = host(x.grad(&loss.backward()).unwrap());
         assert_close_scaled(&format!("dlogits {rows}x{vocab}"), &got, &want, 1e-6, 2e-3);
+    }
+}
+
+/// Guided decoding rules tokens out by masking their logits to −∞ before the kernel.
+/// Forward values and gradients must match the reference on the same logits masked to a
+/// finite −1e9 (whose softmax weight is exactly 0 in f32), including a row where only the
+/// target is allowed (log-prob 0, entropy 0, zero gradient).
+pub fn logprob_masked_logits<B: KernelBackend + AutodiffBackend>(device: &B::Device) {
+    for (k, &(rows, vocab)) in [(4, 9), (6, 1000), (3, 151_936)].iter().enumerate() {
+        let temperature = 0.7;
+        let (logits, targets) = logits_and_targets::<B>(rows, vocab, 70 + k as u64, device);
+        let target_ids: Vec<i64> = targets.to_data().convert::<i64>().to_vec().unwrap();
+        let mut rng = Rng::new(80 + k as u64);
+        let ruled_out: Vec<bool> = (0..rows * vocab)
+            .map(|i| {
+                let (row, v) = (i / vocab, i % vocab);
+                v as i64 != target_ids[row] && (row == 0 || rng.below(3) != 0)
+            })
+            .collect();
+        let ruled_out = Tensor::<B, 2, burn::tensor::Bool>::from_data(
+            TensorData::new(ruled_out, [rows, vocab]),
+            device,
+        );
+        let mut rng = Rng::new(90 + k as u64);
+        let (w_lp, w_h) = (
+            vector::<B>((0..rows).map(|_| rng.normal()).collect(), device),
+            vector::<B>((0..rows).map(|_| rng.normal()).collect(), device),
+        );
+        let run = |fused: bool| {
+            let x = logits.clone().detach().require_grad();
+            let (lp, h) = if fused {
+                let masked = x.clone().mask_fill(ruled_out.clone(), f32::NEG_INFINITY);
+                let out =
+                    roll_flow_kernels::token_logprob_entropy(masked, targets.clone(), temperature)
+                        .unwrap();
+                (out.logprob, out.entropy)
+            } else {
+                let masked = x.clone().mask_fill(ruled_out.clone(), -1e9);
+                reference::logprob_entropy(masked, targets.clone(), temperature)
+            };
+            let loss = (lp.clone() * w_lp.clone() + h.clone() * w_h.clone()).sum();
+            let grad = host(x.grad(&loss.backward()).unwrap());
+            (host(lp), host(h), grad)
+        };
+        let (lp, h, grad) = run(true);
+        let (ref_lp, ref_h, ref_grad) = run(false);
+        let what = format!("{rows}x{vocab} masked");
+        assert!(
+            lp.iter().chain(&h).chain(&grad).all(|x| x.is_finite()),
+            "{what}: not finite"
+        );
+        assert!(
+            lp[0].abs() < 1e-6 && h[0].abs() < 1e-6,
+            "{what}: forced row {} {}",
+            lp[0],
+            h[0]
+        );
+        assert_close(&format!("logp {what}"), &lp, &ref_lp, 2e-4, 2e-4);
+        assert_close(&format!("entropy {what}"), &h, &ref_h, 2e-4, 2e-4);
+        assert_close_scaled(&format!("dlogits {what}"), &grad, &ref_grad, 1e-6, 2e-3);
     }
 }
 
@@ -248,8 +314,19 @@ pub fn ppo_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B::Devi
         let old: Vec<f32> = (0..n).map(|_| -rng.unit() * 5.0).collect();
         let logp: Vec<f32> = old.iter().map(|&o| o + 0.3 * rng.normal()).collect();
         let adv: Vec<f32> = (0..n).map(|_| rng.normal()).collect();
-        for config in ppo_configs() {
-            let what = format!("{sequences} seqs {config:?}");
+        // Token weights as decoupled PPO makes them: some masked to 0, the rest in [0, 2).
+        let weight: Vec<f32> = (0..n)
+            .map(|_| {
+                if rng.below(5) == 0 {
+                    0.0
+                } else {
+                    2.0 * rng.unit()
+                }
+            })
+            .collect();
+        for (c, config) in ppo_configs().into_iter().enumerate() {
+            let weighted = c % 3 == 1;
+            let what = format!("{sequences} seqs {config:?} weighted {weighted}");
             let run = |fused: bool| {
                 let x = vector::<B>(logp.clone(), device).require_grad();
                 let (o, a, m) = (
@@ -257,13 +334,21 @@ pub fn ppo_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B::Devi
                     vector::<B>(adv.clone(), device),
                     vector::<B>(mask.clone(), device),
                 );
+                let w = weighted.then(|| vector::<B>(weight.clone(), device));
                 let (loss, stats) = if fused {
-                    let out =
-                        roll_flow_kernels::ppo_clip_loss(x.clone(), o, a, m, &offsets, &config)
-                            .unwrap();
+                    let out = roll_flow_kernels::ppo_clip_loss_weighted(
+                        x.clone(),
+                        o,
+                        a,
+                        m,
+                        w,
+                        &offsets,
+                        &config,
+                    )
+                    .unwrap();
                     (out.loss, PpoStats::from_tensor(out.stats))
                 } else {
-                    reference::ppo_clip_loss(x.clone(), o, a, m, &offsets, &config)
+                    reference::ppo_clip_loss(x.clone(), o, a, m, w, &offsets, &config)
                 };
                 let grad = host(x.grad(&loss.clone().mul_scalar(1.5).backward()).unwrap());
                 (host(loss), stats, grad)

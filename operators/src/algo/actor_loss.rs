@@ -116,7 +116,7 @@ impl PolicyLoss {
 }
 
 /// L_policy − entropy_coef·agg(H) + kl.coef·agg(KL).
-pub fn actor_objective<B: Backend>(
+pub fn actor_objective<B: roll_flow_kernels::KernelBackend>(
     policy: &PolicyLoss,
     inputs: &PolicyInputs<'_, B>,
     extras: ActorExtras<B>,

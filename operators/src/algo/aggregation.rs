@@ -10,57 +10,37 @@
 //!   response width).
 //!
 //! A batch without response tokens aggregates to 0 (with zero gradient), never NaN.
+//!
+//! Every mode is Σ_s w_s Σ_t m·l with one weight per sequence; the weights come from the
+//! kernels crate ([`roll_flow_kernels::sequence_weights`]), which the fused PPO loss uses
+//! too, so the four modes are written once.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use serde::Deserialize;
 
 use super::packed_layout::PackedLayout;
 
-/// How per-token losses become one scalar.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-pub enum LossAgg {
-    TokenMean,
-    SeqMeanTokenSum,
-    #[default]
-    SeqMeanTokenMean,
-    SeqMeanTokenSumNorm,
-}
+/// How per-token losses become one scalar (the fused kernels' enum, RON names as above).
+pub use roll_flow_kernels::LossAgg;
 
-/// Aggregates per-token `values` to a `[1]` tensor (see the module docs).
+/// Aggregates per-token `values` to a `[1]` tensor (see the module docs): Σ_t u_t·v_t with
+/// u_t = w_s·m_t, the per-sequence weights w_s of [`roll_flow_kernels::sequence_weights`]
+/// (the same weights the fused PPO loss uses).
 pub fn aggregate<B: Backend>(
     values: Tensor<B, 1>,
     layout: &PackedLayout<B>,
     agg: LossAgg,
     norm_length: Option<u32>,
 ) -> Tensor<B, 1> {
-    let masked = values * layout.mask.clone();
-    match agg {
-        LossAgg::TokenMean => masked
-            .sum()
-            .div_scalar(layout.response_tokens().max(1) as f32),
-        LossAgg::SeqMeanTokenSumNorm => {
-            let len = norm_length.map_or(layout.max_response, |l| l as usize);
-            masked.sum().div_scalar(len.max(1) as f32)
-        }
-        LossAgg::SeqMeanTokenSum | LossAgg::SeqMeanTokenMean => {
-            let seq =
-                layout.scatter_sum(masked, layout.sample_of_token.clone(), layout.num_samples());
-            let valid = layout.sample_counts.iter().filter(|&&c| c > 0).count();
-            let weights: Vec<f32> = layout
-                .sample_counts
-                .iter()
-                .map(|&c| match (c, agg) {
-                    (0, _) => 0.0,
-                    (_, LossAgg::SeqMeanTokenMean) => 1.0 / c as f32,
-                    _ => 1.0,
-                })
-                .collect();
-            (seq * layout.constant(weights))
-                .sum()
-                .div_scalar(valid.max(1) as f32)
-        }
+    let counts: Vec<f64> = layout.sample_counts.iter().map(|&c| c as f64).collect();
+    let seq_weights = roll_flow_kernels::sequence_weights(&counts, agg, norm_length);
+    let mut token_weights = vec![0.0f32; layout.num_tokens()];
+    for (w, &sw) in layout.offsets.windows(2).zip(&seq_weights) {
+        token_weights[w[0]..w[1]].fill(sw as f32);
     }
+    (values * layout.mask.clone() * layout.constant(token_weights))
+        .sum()
+        .reshape([1])
 }
 
 #[cfg(test)]

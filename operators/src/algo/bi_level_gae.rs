@@ -26,7 +26,7 @@ use super::batch_read::read_i64;
 use super::config_check::unit_interval;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
-use super::gae::CriticEstimator;
+use super::gae::{fused_gae, CriticEstimator, CriticInputs};
 use super::kl_penalty::KlPenalty;
 use super::shaping::Shaping;
 
@@ -74,8 +74,49 @@ impl Default for BiLevelGae {
 }
 
 impl BiLevelGae {
-    /// Bi-level GAE over one sample's response tokens; `turns` are their turn ids (non-
-    /// decreasing). Returns (advantages, returns).
+    /// The whole batch with two scans of the fused GAE kernel: (advantages, returns).
+    ///
+    /// 1. Turn level: GAE (γ_turn, λ) over the turn-end tokens only (the mask keeps just
+    ///    them), so the "next value" of e_k is V(e_{k+1}): Â_k at e_k.
+    /// 2. Token level: GAE (γ, λ) with each turn as a sequence of its own (boundaries after
+    ///    every e_k) and the reward at e_k replaced by Â_k + V(e_k), so that at e_k
+    ///    A = (Â_k + V(e_k)) − V(e_k) = Â_k and the scan continues backward from it.
+    fn fused(
+        &self,
+        x: &CriticInputs<'_>,
+        turns: &[i64],
+    ) -> Result<(Vec<f32>, Vec<f32>), AlgoError> {
+        let mut ends = vec![0.0f32; x.mask.len()];
+        let mut turn_offsets = vec![0];
+        for w in x.offsets.windows(2) {
+            let response: Vec<usize> = (w[0]..w[1]).filter(|&t| x.mask[t] != 0.0).collect();
+            for (k, &t) in response.iter().enumerate() {
+                if response.get(k + 1).is_none_or(|&u| turns[u] != turns[t]) {
+                    ends[t] = 1.0;
+                    if t + 1 < w[1] {
+                        turn_offsets.push(t + 1);
+                    }
+                }
+            }
+            turn_offsets.push(w[1]);
+        }
+        let turn_level = CriticInputs { mask: &ends, ..*x };
+        let (turn_adv, _) = fused_gae(NODE, &turn_level, self.turn_gamma, self.lambda)?;
+        let mut rewards = x.rewards.to_vec();
+        for (t, _) in ends.iter().enumerate().filter(|(_, &e)| e != 0.0) {
+            rewards[t] = turn_adv[t] + x.values[t];
+        }
+        let token_level = CriticInputs {
+            rewards: &rewards,
+            offsets: &turn_offsets,
+            ..*x
+        };
+        fused_gae(NODE, &token_level, self.gamma, self.lambda)
+    }
+
+    /// Bi-level GAE over one sample's response tokens in f64, the formula of the module
+    /// docs step by step (the reference of the fused [`AdvantageEstimator::apply`]);
+    /// `turns` are their turn ids (non-decreasing). Returns (advantages, returns).
     pub fn sequence(&self, rewards: &[f64], values: &[f64], turns: &[i64]) -> (Vec<f64>, Vec<f64>) {
         let n = rewards.len();
         let ends: Vec<usize> = (0..n)
@@ -153,10 +194,7 @@ impl AdvantageEstimator for BiLevelGae {
             shaping: &self.shaping,
             kl_penalty: self.kl_penalty.as_ref(),
         };
-        estimator.apply(batch, state, |pos, r, v| {
-            let tt: Vec<i64> = pos.iter().map(|&t| turns[t]).collect();
-            self.sequence(r, v, &tt)
-        })
+        estimator.apply(batch, state, |x| self.fused(x, &turns))
     }
 }
 
@@ -208,6 +246,42 @@ mod tests {
         for (x, y) in a.iter().zip(want) {
             assert!((x - y).abs() < 1e-12);
         }
+    }
+
+    #[test]
+    fn fused_batch_matches_per_sample_reference() {
+        // Three samples: prompt, turns split by observation tokens, an empty response.
+        let masks: [&[u8]; 3] = [&[0, 1, 1, 0, 1, 1, 1], &[0, 0, 1, 0, 1], &[0, 0]];
+        let turns = [0i64, 0, 0, 1, 1, 1, 2, 0, 0, 0, 1, 1, 0, 0];
+        let mut b = with_masks(&masks);
+        let flat: Vec<u8> = masks.concat();
+        let rewards: Vec<f32> = (0..flat.len())
+            .map(|t| f32::from(flat[t]) * (0.3 * t as f32).sin())
+            .collect();
+        let values: Vec<f32> = (0..flat.len()).map(|t| (0.7 * t as f32).cos()).collect();
+        f32s(&mut b, &TOKEN_REWARD, &rewards);
+        f32s(&mut b, &VALUES, &values);
+        b.set(&TOKEN_TURN, turns.to_vec()).unwrap();
+        let cfg = BiLevelGae {
+            gamma: 0.9,
+            lambda: 0.8,
+            turn_gamma: 0.95,
+            ..Default::default()
+        };
+        cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
+        let (mut want_adv, mut want_ret) = (vec![0.0; flat.len()], vec![0.0; flat.len()]);
+        for w in b.offsets().windows(2) {
+            let pos: Vec<usize> = (w[0]..w[1]).filter(|&t| flat[t] == 1).collect();
+            let r: Vec<f64> = pos.iter().map(|&t| rewards[t] as f64).collect();
+            let v: Vec<f64> = pos.iter().map(|&t| values[t] as f64).collect();
+            let tt: Vec<i64> = pos.iter().map(|&t| turns[t]).collect();
+            let (a, g) = cfg.sequence(&r, &v, &tt);
+            for (k, &t) in pos.iter().enumerate() {
+                (want_adv[t], want_ret[t]) = (a[k], g[k]);
+            }
+        }
+        assert_close(&get(&b, &ADVANTAGES), &want_adv, 1e-5);
+        assert_close(&get(&b, &RETURNS), &want_ret, 1e-5);
     }
 
     #[test]

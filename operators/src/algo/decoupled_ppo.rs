@@ -4,7 +4,8 @@
 //! step behind (`old_logprob`); π_θ is being trained. Per response token:
 //! - w = π_prox/π_behave = exp(old_logp − behaviour_logp), a constant (no gradient);
 //! - r = π_θ/π_prox (token, or per-turn mean log-ratio, [`RatioLevel`]);
-//! - L = w · max(−A·r, −A·clip(r, 1 − ε_low, 1 + ε_high)) (dual clip as in [`super::PpoClip`]).
+//! - L = w · max(−A·r, −A·clip(r, 1 − ε_low, 1 + ε_high)) (dual clip as in [`super::PpoClip`]);
+//!   the fused PPO kernel takes w as its token weight.
 //!
 //! The behaviour weight can be bounded ([`BehaviourCap`], AReaL `behav_imp_weight_cap`):
 //! `Clamp(c)` uses min(w, c); `Mask(c)` sets w = 0 where w > c (AReaL's rule: such tokens
@@ -18,12 +19,13 @@ use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use serde::Deserialize;
 
-use super::aggregation::{aggregate, LossAgg};
+use roll_flow_kernels::KernelBackend;
+
+use super::aggregation::LossAgg;
 use super::error::AlgoError;
 use super::ppo_loss::{
-    check_clip, masked_mean, surrogate, PolicyInputs, PolicyLossOutput, RatioLevel,
+    check_clip, masked_mean, PolicyInputs, PolicyLossOutput, PpoClip, RatioLevel,
 };
-use super::segment_ratio::log_ratio;
 
 fn default_eps() -> f32 {
     0.2
@@ -97,6 +99,18 @@ impl DecoupledPpo {
         }
     }
 
+    /// The clip settings, as a [`PpoClip`] (whose kernel call this loss shares).
+    fn clip(&self) -> PpoClip {
+        PpoClip {
+            low: self.low,
+            high: self.high,
+            dual_clip: self.dual_clip,
+            ratio: self.ratio,
+            agg: self.agg,
+            norm_length: self.norm_length,
+        }
+    }
+
     /// The bounded behaviour weight per token (detached).
     pub fn behaviour_weight<B: Backend>(
         &self,
@@ -115,40 +129,27 @@ impl DecoupledPpo {
     }
 
     /// The aggregated loss; `behaviour_logprob` is π_behave per token.
-    pub fn loss<B: Backend>(
+    pub fn loss<B: KernelBackend>(
         &self,
         inputs: &PolicyInputs<'_, B>,
         behaviour_logprob: Tensor<B, 1>,
     ) -> Result<PolicyLossOutput<B>, AlgoError> {
         self.validate()?;
         let layout = inputs.layout;
-        let log_r = log_ratio(
-            inputs.logprob.clone(),
-            inputs.old_logprob.clone(),
-            layout,
-            self.ratio,
-        );
-        let (tokens, mut stats) = surrogate(
-            log_r,
-            inputs.advantages.clone(),
-            self.low,
-            self.high,
-            self.dual_clip,
-            layout,
-        );
         let w = self.behaviour_weight(inputs.old_logprob.clone(), behaviour_logprob.clone());
         let raw = (inputs.old_logprob.clone() - behaviour_logprob)
             .detach()
             .exp();
         let dropped = raw.greater(w.clone().add_scalar(1e-12)).float();
-        stats.insert("behave_weight_mean".into(), masked_mean(w.clone(), layout));
-        stats.insert("behave_capped_frac".into(), masked_mean(dropped, layout));
-        stats.insert(
-            "ppo_kl".into(),
-            masked_mean(inputs.old_logprob.clone() - inputs.logprob.clone(), layout),
-        );
-        let loss = aggregate(tokens * w, layout, self.agg, self.norm_length);
-        Ok(PolicyLossOutput { loss, stats })
+        let mut out = self
+            .clip()
+            .clip_loss("DecoupledPpo")
+            .loss(inputs, Some(w.clone()))?;
+        out.stats
+            .insert("behave_weight_mean".into(), masked_mean(w, layout));
+        out.stats
+            .insert("behave_capped_frac".into(), masked_mean(dropped, layout));
+        Ok(out)
     }
 }
 
@@ -156,7 +157,6 @@ impl DecoupledPpo {
 mod tests {
     use super::*;
     use crate::algo::packed_layout::PackedLayout;
-    use crate::algo::PpoClip;
     use burn::backend::{Autodiff, Flex};
 
     type AD = Autodiff<Flex>;

@@ -11,28 +11,44 @@
 //! Observation tokens between turns are skipped, so a multi-turn trajectory is one chain.
 //! Defaults (ROLL): γ = 1, λ = 0.95.
 //!
+//! The scan runs over the whole packed batch in one call of the fused kernel
+//! ([`roll_flow_kernels::gae`]: sequences in parallel, f64 accumulation).
+//!
 //! RON: `"adv": Gae(gamma: 1.0, lambda: 0.95)`.
 
+use burn::tensor::{Tensor, TensorData};
 use roll_flow_engine::batch::column::{ADVANTAGES, RETURNS, TOKEN_REWARD, VALUES};
 use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
-use super::batch_read::{read_f32, read_mask, response_positions, write};
+use super::batch_read::{read_f32, read_mask, write};
 use super::config_check::unit_interval;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
 use super::kl_penalty::KlPenalty;
 use super::shaping::Shaping;
+use crate::model::CpuBackend;
 
 const NODE: &str = "Gae";
 
 /// The steps every critic-based estimator shares: response-token rewards (reward clip,
-/// then the KL penalty), the critic's values, each sample's advantages and returns from
-/// `per_sample(positions, rewards, values)`, then whitening and advantage clipping.
+/// then the KL penalty), the critic's values, the whole batch's advantages and returns
+/// from `estimate`, then whitening and advantage clipping.
 pub(super) struct CriticEstimator<'a> {
     pub node: &'static str,
     pub shaping: &'a Shaping,
     pub kl_penalty: Option<&'a KlPenalty>,
+}
+
+/// The packed per-token inputs of a critic-based estimator (0 off the response mask).
+#[derive(Clone, Copy)]
+pub(super) struct CriticInputs<'a> {
+    pub rewards: &'a [f32],
+    pub values: &'a [f32],
+    /// The response mask as 0/1.
+    pub mask: &'a [f32],
+    /// Sample boundaries `[0, …, tokens]`.
+    pub offsets: &'a [usize],
 }
 
 impl CriticEstimator<'_> {
@@ -40,7 +56,7 @@ impl CriticEstimator<'_> {
         &self,
         batch: &mut Batch,
         state: &mut AdvantageState,
-        mut per_sample: impl FnMut(&[usize], &[f64], &[f64]) -> (Vec<f64>, Vec<f64>),
+        estimate: impl FnOnce(&CriticInputs<'_>) -> Result<(Vec<f32>, Vec<f32>), AlgoError>,
     ) -> Result<AlgoStats, AlgoError> {
         let mut stats = AlgoStats::new();
         let mask = read_mask(batch, self.node)?.to_vec();
@@ -50,22 +66,46 @@ impl CriticEstimator<'_> {
             kl.apply(self.node, batch, &mask, &mut rewards, state, &mut stats)?;
         }
         let values = read_f32(batch, self.node, &VALUES, "add a Values node upstream")?;
-        let mut adv = vec![0.0f32; batch.num_tokens()];
-        let mut ret = vec![0.0f32; batch.num_tokens()];
-        for i in 0..batch.num_samples() {
-            let pos = response_positions(batch, &mask, i);
-            let r: Vec<f64> = pos.iter().map(|&t| rewards[t]).collect();
-            let v: Vec<f64> = pos.iter().map(|&t| values[t] as f64).collect();
-            let (a, g) = per_sample(&pos, &r, &v);
-            for (k, &t) in pos.iter().enumerate() {
-                adv[t] = a[k] as f32;
-                ret[t] = g[k] as f32;
-            }
-        }
+        let rewards: Vec<f32> = rewards.iter().map(|&r| r as f32).collect();
+        let mask_f32: Vec<f32> = mask.iter().map(|&m| f32::from(u8::from(m))).collect();
+        let (mut adv, ret) = estimate(&CriticInputs {
+            rewards: &rewards,
+            values,
+            mask: &mask_f32,
+            offsets: batch.offsets(),
+        })?;
         self.shaping.finish(&mut adv, &mask, &mut stats);
         write(batch, self.node, &ADVANTAGES, adv)?;
         write(batch, self.node, &RETURNS, ret)?;
         Ok(stats)
+    }
+}
+
+/// GAE over packed sequences with the fused kernel ([`roll_flow_kernels::gae`], on the
+/// CPU backend): (advantages, returns), 0 off the mask.
+pub(super) fn fused_gae(
+    node: &'static str,
+    x: &CriticInputs<'_>,
+    gamma: f32,
+    lambda: f32,
+) -> Result<(Vec<f32>, Vec<f32>), AlgoError> {
+    let device = Default::default();
+    let column = |v: &[f32]| {
+        Tensor::<CpuBackend, 1>::from_data(TensorData::new(v.to_vec(), [v.len()]), &device)
+    };
+    let host = |t: Tensor<CpuBackend, 1>| t.into_data().into_vec::<f32>();
+    let (adv, ret) = roll_flow_kernels::gae(
+        column(x.rewards),
+        column(x.values),
+        column(x.mask),
+        x.offsets,
+        gamma,
+        lambda,
+    )
+    .map_err(|e| AlgoError::invalid(node, e.to_string()))?;
+    match (host(adv), host(ret)) {
+        (Ok(adv), Ok(ret)) => Ok((adv, ret)),
+        (Err(e), _) | (_, Err(e)) => Err(AlgoError::invalid(node, format!("{e:?}"))),
     }
 }
 
@@ -106,20 +146,9 @@ impl Default for Gae {
     }
 }
 
-/// GAE over one response sequence: returns (advantages, returns).
-pub fn gae(rewards: &[f64], values: &[f64], gamma: f64, lambda: f64) -> (Vec<f64>, Vec<f64>) {
-    let n = rewards.len();
-    let (mut adv, mut ret) = (vec![0.0; n], vec![0.0; n]);
-    let (mut next_value, mut next_adv) = (0.0, 0.0);
-    for t in (0..n).rev() {
-        let delta = rewards[t] + gamma * next_value - values[t];
-        next_adv = delta + gamma * lambda * next_adv;
-        adv[t] = next_adv;
-        ret[t] = next_adv + values[t];
-        next_value = values[t];
-    }
-    (adv, ret)
-}
+/// GAE over one response sequence in f64: (advantages, returns). The formula of the
+/// module docs, kept as the per-sequence reference ([`Gae`] itself runs the fused kernel).
+pub use roll_flow_kernels::reference::gae_sequence as gae;
 
 /// Token rewards as f64, refusing a reward placed outside the response (it would be lost).
 pub(crate) fn response_rewards(
@@ -170,13 +199,14 @@ impl AdvantageEstimator for Gae {
     }
 
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
-        let (gamma, lambda) = (self.gamma as f64, self.lambda as f64);
         let estimator = CriticEstimator {
             node: NODE,
             shaping: &self.shaping,
             kl_penalty: self.kl_penalty.as_ref(),
         };
-        estimator.apply(batch, state, |_, r, v| gae(r, v, gamma, lambda))
+        estimator.apply(batch, state, |x| {
+            fused_gae(NODE, x, self.gamma, self.lambda)
+        })
     }
 }
 

@@ -10,10 +10,12 @@
 //!   [`AgenticReinforce`].
 //! - Shaping ([`Shaping`], [`KlPenalty`]) runs inside the estimators in ROLL's order:
 //!   reward clip, KL penalty, estimator, whitening, advantage clip.
-//! - Losses ([`PpoClip`], [`DecoupledPpo`], [`ValueLoss`], [`actor_objective`]) are burn
-//!   tensor ops on packed 1-D token tensors, generic over the backend, so autodiff works
-//!   everywhere and the fused kernels have an oracle; [`ActorBatch`] / [`CriticBatch`] read
-//!   their inputs from a batch and [`clip_grad_norm`] clips the gradients.
+//! - Losses ([`PpoClip`], [`DecoupledPpo`], [`ValueLoss`], [`actor_objective`]) work on
+//!   packed 1-D token tensors, generic over the backend so autodiff works everywhere; the
+//!   clipped surrogate and GAE run in the fused kernels of `roll-flow-kernels` (any
+//!   `KernelBackend`), whose `reference` module keeps the unfused formulas as the test
+//!   oracle; [`ActorBatch`] / [`CriticBatch`] read their inputs from a batch and
+//!   [`clip_grad_norm`] clips the gradients.
 
 pub mod actor_loss;
 pub mod adv_node;

@@ -16,6 +16,8 @@ use super::error::AlgoError;
 /// Token → sample / segment maps and counts for one packed batch.
 #[derive(Clone, Debug)]
 pub struct PackedLayout<B: Backend> {
+    /// Sample boundaries `[0, end₀, …, tokens]` (the fused kernels' packed layout).
+    pub offsets: Vec<usize>,
     /// 1.0 on response (trained) tokens, 0.0 elsewhere.
     pub mask: Tensor<B, 1>,
     /// The sample each token belongs to.
@@ -64,6 +66,7 @@ impl<B: Backend> PackedLayout<B> {
         }
         let mask_f: Vec<f32> = mask.iter().map(|&m| if m { 1.0 } else { 0.0 }).collect();
         PackedLayout {
+            offsets: offsets.to_vec(),
             mask: Tensor::from_data(TensorData::new(mask_f, [n]), device),
             sample_of_token: Tensor::from_data(TensorData::new(sample_of, [n]), device),
             max_response: sample_counts.iter().copied().max().unwrap_or(0),

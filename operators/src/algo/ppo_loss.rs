@@ -1,5 +1,7 @@
 //! PPO clipped surrogate with symmetric/asymmetric clip, dual clip and token or segment
-//! ratios, written in burn tensor ops (autodiff on any backend; the fused kernels' oracle).
+//! ratios. The per-token loss, its aggregation, the clip statistics and the backward pass
+//! run fused in one kernel ([`roll_flow_kernels::ppo_clip_loss_weighted`]); segment ratios
+//! are formed in burn ops first and handed to it as the log-ratio.
 //!
 //! Per response token (Schulman et al. 2017 eq. 7; verl/ROLL `compute_policy_loss`):
 //! - r = exp(log r), log r = logp − old_logp per token, or the turn's mean ([`RatioLevel`]);
@@ -15,10 +17,11 @@
 //! RON: `loss: PpoClip(low: 0.2, high: 0.28, dual_clip: Some(3.0), ratio: Token, agg: SeqMeanTokenMean)`.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::Tensor;
+use burn::tensor::{ElementConversion, Tensor};
+use roll_flow_kernels::{KernelBackend, PpoClipConfig, PpoStats};
 use serde::Deserialize;
 
-use super::aggregation::{aggregate, LossAgg};
+use super::aggregation::LossAgg;
 use super::error::AlgoError;
 use super::estimator::AlgoStats;
 use super::packed_layout::PackedLayout;
@@ -92,34 +95,88 @@ impl PpoClip {
     }
 
     /// The aggregated loss.
-    pub fn loss<B: Backend>(
+    pub fn loss<B: KernelBackend>(
         &self,
         inputs: &PolicyInputs<'_, B>,
     ) -> Result<PolicyLossOutput<B>, AlgoError> {
         self.validate()?;
-        let log_r = log_ratio(
-            inputs.logprob.clone(),
-            inputs.old_logprob.clone(),
-            inputs.layout,
-            self.ratio,
-        );
-        let (tokens, mut stats) = surrogate(
-            log_r,
+        self.clip_loss("PpoClip").loss(inputs, None)
+    }
+
+    /// These settings as the fused kernel takes them, errors named after `node`.
+    pub(crate) fn clip_loss(&self, node: &'static str) -> ClipLoss {
+        ClipLoss {
+            node,
+            config: PpoClipConfig {
+                low: self.low,
+                high: self.high,
+                dual_clip: self.dual_clip,
+                agg: self.agg,
+                norm_length: self.norm_length,
+            },
+            ratio: self.ratio,
+        }
+    }
+}
+
+/// A clipped surrogate as the fused kernel runs it: shared by [`PpoClip`] and
+/// [`super::DecoupledPpo`].
+pub(crate) struct ClipLoss {
+    pub node: &'static str,
+    pub config: PpoClipConfig,
+    pub ratio: RatioLevel,
+}
+
+impl ClipLoss {
+    /// The aggregated loss of the (dual-)clipped surrogate, each token's loss times
+    /// `token_weight` when given (a constant), with the stats `pg_clipfrac`,
+    /// `pg_clipfrac_lower` (dual clip only) and `ppo_kl`.
+    pub fn loss<B: KernelBackend>(
+        &self,
+        inputs: &PolicyInputs<'_, B>,
+        token_weight: Option<Tensor<B, 1>>,
+    ) -> Result<PolicyLossOutput<B>, AlgoError> {
+        let layout = inputs.layout;
+        // The kernel takes (logp, old) and forms r = exp(logp − old); a segment ratio goes
+        // in as its log-ratio against 0 (Σ over tokens of −log r is then still Σ old − logp,
+        // so `ppo_kl` is unchanged).
+        let (logp, old) = match self.ratio {
+            RatioLevel::Token => (inputs.logprob.clone(), inputs.old_logprob.clone()),
+            RatioLevel::Segment => {
+                let log_r = log_ratio(
+                    inputs.logprob.clone(),
+                    inputs.old_logprob.clone(),
+                    layout,
+                    self.ratio,
+                );
+                let zeros = log_r.zeros_like();
+                (log_r, zeros)
+            }
+        };
+        let out = roll_flow_kernels::ppo_clip_loss_weighted(
+            logp,
+            old,
             inputs.advantages.clone(),
-            self.low,
-            self.high,
-            self.dual_clip,
-            inputs.layout,
-        );
-        stats.insert(
-            "ppo_kl".into(),
-            masked_mean(
-                inputs.old_logprob.clone() - inputs.logprob.clone(),
-                inputs.layout,
-            ),
-        );
-        let loss = aggregate(tokens, inputs.layout, self.agg, self.norm_length);
-        Ok(PolicyLossOutput { loss, stats })
+            layout.mask.clone(),
+            token_weight,
+            &layout.offsets,
+            &self.config,
+        )
+        .map_err(|e| AlgoError::invalid(self.node, e.to_string()))?;
+        let kernel_stats = PpoStats::from_tensor(out.stats);
+        let mut stats = AlgoStats::new();
+        stats.insert("pg_clipfrac".into(), kernel_stats.clipfrac as f64);
+        if self.config.dual_clip.is_some() {
+            stats.insert(
+                "pg_clipfrac_lower".into(),
+                kernel_stats.clipfrac_lower as f64,
+            );
+        }
+        stats.insert("ppo_kl".into(), kernel_stats.approx_kl as f64);
+        Ok(PolicyLossOutput {
+            loss: out.loss,
+            stats,
+        })
     }
 }
 
@@ -154,35 +211,6 @@ pub(crate) fn masked_mean<B: Backend>(values: Tensor<B, 1>, layout: &PackedLayou
         .into_scalar()
         .elem();
     s as f64 / layout.response_tokens().max(1) as f64
-}
-
-use burn::tensor::ElementConversion;
-
-/// Per-token clipped (and dual-clipped) surrogate loss from log-ratios, and clip stats.
-pub(crate) fn surrogate<B: Backend>(
-    log_r: Tensor<B, 1>,
-    adv: Tensor<B, 1>,
-    low: f32,
-    high: f32,
-    dual: Option<f32>,
-    layout: &PackedLayout<B>,
-) -> (Tensor<B, 1>, AlgoStats) {
-    let ratio = log_r.exp();
-    let pg1 = adv.clone().neg() * ratio.clone();
-    let pg2 = adv.clone().neg() * ratio.clamp(1.0 - low, 1.0 + high);
-    let clipped = pg2.clone().greater(pg1.clone()).float();
-    let mut loss = pg1.max_pair(pg2);
-    let mut stats = AlgoStats::new();
-    stats.insert("pg_clipfrac".into(), masked_mean(clipped, layout));
-    if let Some(c) = dual {
-        let pg3 = adv.clone().neg().mul_scalar(c);
-        let negative = adv.lower_elem(0.0);
-        let capped = loss.clone().greater(pg3.clone()).float() * negative.clone().float();
-        stats.insert("pg_clipfrac_lower".into(), masked_mean(capped, layout));
-        let dual_loss = loss.clone().min_pair(pg3);
-        loss = loss.mask_where(negative, dual_loss);
-    }
-    (loss, stats)
 }
 
 #[cfg(test)]

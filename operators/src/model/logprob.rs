@@ -9,16 +9,20 @@
 //! response tokens go through the vocabulary projection, so prompt tokens cost no
 //! `[tokens, vocab]` logits. The results are burn tensors, differentiable under `Autodiff`.
 //!
+//! The log-softmax, gather and entropy run fused in one pass per row
+//! ([`roll_flow_kernels::token_logprob_entropy`]: no `[responses, vocab]` log-softmax is
+//! built, and the backward pass recomputes the softmax from the row statistics).
+//!
 //! Guided replies ([`crate::model::generate::AnswerChoices`]) were sampled from the policy
 //! restricted to the allowed tokens at each position; [`response_logprobs_guided`] applies
-//! the same restriction: `z / T` plus an additive mask (0 for allowed tokens, −1e9 for the
-//! rest) before the log-softmax. The mask is finite so that `π log π` of a ruled-out token is
-//! `0 · (−1e9) = 0` rather than `0 · −∞ = NaN`; a forced token (the only one allowed) gets
-//! log-prob 0, entropy 0 and no gradient.
+//! the same restriction: the logits of ruled-out tokens are set to −∞ before the kernel,
+//! which gives them probability 0, adds nothing to the entropy (`π log π` = 0, not NaN) and
+//! no gradient. A forced token (the only one allowed) gets log-prob 0, entropy 0 and no
+//! gradient.
 
-use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{Bool, Int, Tensor, TensorData};
+use roll_flow_kernels::KernelBackend;
 
 use super::error::ModelError;
 use super::packed::PackedSequences;
@@ -46,12 +50,9 @@ impl<B: Backend> ResponseLogProbs<B> {
     }
 }
 
-/// Additive logit mask of ruled-out tokens: finite, so that entropies stay finite.
-const RULED_OUT: f32 = -1e9;
-
 /// Log-probs and entropies of the tokens marked in `response_mask` (one flag per packed
 /// token). The first token of a sequence has no predecessor and cannot be a response token.
-pub fn response_logprobs<B: Backend>(
+pub fn response_logprobs<B: KernelBackend>(
     model: &Qwen2CausalLm<B>,
     packed: &PackedSequences,
     response_mask: &[bool],
@@ -64,7 +65,7 @@ pub fn response_logprobs<B: Backend>(
 /// packed order, the tokens the guide allowed at that position (`None`: unconstrained), as
 /// [`crate::model::generate::AnswerChoices::allowed_along`] gives them per reply. Each token's
 /// distribution is the policy's restricted to its allowed set.
-pub fn response_logprobs_guided<B: Backend>(
+pub fn response_logprobs_guided<B: KernelBackend>(
     model: &Qwen2CausalLm<B>,
     packed: &PackedSequences,
     response_mask: &[bool],
@@ -74,7 +75,7 @@ pub fn response_logprobs_guided<B: Backend>(
     logprobs(model, packed, response_mask, temperature, Some(allowed))
 }
 
-fn logprobs<B: Backend>(
+fn logprobs<B: KernelBackend>(
     model: &Qwen2CausalLm<B>,
     packed: &PackedSequences,
     response_mask: &[bool],
@@ -101,7 +102,7 @@ fn logprobs<B: Backend>(
     }
     let n = token_index.len();
     let vocab = model.config.vocab_size;
-    let mask = match allowed {
+    let ruled_out = match allowed {
         Some(allowed) => guide_mask(allowed, &targets, vocab)?,
         None => None,
     };
@@ -123,23 +124,20 @@ fn logprobs<B: Backend>(
     let selected = hidden
         .reshape([rows * width, hidden_dim])
         .select(0, rows_index);
-    let mut logits = model.logits(selected).div_scalar(temperature as f64);
-    if let Some(mask) = mask {
-        logits = logits.add(Tensor::from_data(
-            TensorData::new(mask, [n, vocab]),
-            &device,
-        ));
+    let mut logits = model.logits(selected);
+    if let Some(ruled_out) = ruled_out {
+        let ruled_out =
+            Tensor::<B, 2, Bool>::from_data(TensorData::new(ruled_out, [n, vocab]), &device);
+        logits = logits.mask_fill(ruled_out, f32::NEG_INFINITY);
     }
-    let log_probs = log_softmax(logits, 1);
-    let targets = Tensor::<B, 2, Int>::from_data(TensorData::new(targets, [n, 1]), &device);
-    let logprobs = log_probs.clone().gather(1, targets).reshape([n]);
-    let entropy = log_probs
-        .clone()
-        .exp()
-        .mul(log_probs)
-        .sum_dim(1)
-        .neg()
-        .reshape([n]);
+    let targets = Tensor::<B, 1, Int>::from_data(TensorData::new(targets, [n]), &device);
+    let fused =
+        roll_flow_kernels::token_logprob_entropy(logits, targets, temperature).map_err(|e| {
+            ModelError::Request {
+                message: e.to_string(),
+            }
+        })?;
+    let (logprobs, entropy) = (fused.logprob, fused.entropy);
     Ok(ResponseLogProbs {
         logprobs,
         entropy,
@@ -147,13 +145,13 @@ fn logprobs<B: Backend>(
     })
 }
 
-/// The `[n * vocab]` additive mask of `allowed` (one entry per response token), or `None`
+/// The `[n * vocab]` ruled-out flags of `allowed` (one entry per response token), or `None`
 /// when no token is constrained.
 fn guide_mask(
     allowed: &[Option<&[u32]>],
     targets: &[i64],
     vocab: usize,
-) -> Result<Option<Vec<f32>>, ModelError> {
+) -> Result<Option<Vec<bool>>, ModelError> {
     let bad = |message: String| Err(ModelError::Request { message });
     if allowed.len() != targets.len() {
         return bad(format!(
@@ -165,7 +163,7 @@ fn guide_mask(
     if allowed.iter().all(Option::is_none) {
         return Ok(None);
     }
-    let mut mask = vec![0.0; targets.len() * vocab];
+    let mut mask = vec![false; targets.len() * vocab];
     for (i, (set, &target)) in allowed.iter().zip(targets).enumerate() {
         let Some(set) = set else { continue };
         if let Some(t) = set.iter().find(|&&t| t as usize >= vocab) {
@@ -180,9 +178,9 @@ fn guide_mask(
             ));
         }
         let row = &mut mask[i * vocab..(i + 1) * vocab];
-        row.fill(RULED_OUT);
+        row.fill(true);
         for &t in *set {
-            row[t as usize] = 0.0;
+            row[t as usize] = false;
         }
     }
     Ok(Some(mask))

@@ -60,7 +60,7 @@ pub fn allowed_tokens<'g>(
 }
 
 /// Log-probs and entropies of the batch's response tokens under `model`.
-pub fn score_responses<B: Backend>(
+pub fn score_responses<B: roll_flow_kernels::KernelBackend>(
     model: &Qwen2CausalLm<B>,
     batch: &Batch,
     temperature: f32,
