@@ -44,9 +44,15 @@ struct Running {
     rng: StdRng,
     tokens: Vec<u32>,
     logprobs: Vec<f32>,
-    /// Rotary position of the last sampled token (the next decode input).
-    position: usize,
     finish: Option<FinishReason>,
+}
+
+impl Running {
+    /// Rotary position of the last reply token (the next decode input): right after the
+    /// prompt and the reply before it.
+    fn last_position(&self) -> usize {
+        self.request.prompt.len() + self.tokens.len() - 1
+    }
 }
 
 /// Schedules generation requests over one batched KV cache.
@@ -142,7 +148,6 @@ impl<B: Backend> ContinuousBatcher<B> {
                     request,
                     tokens: Vec::new(),
                     logprobs: Vec::new(),
-                    position: 0,
                     finish: None,
                 };
                 jump_forward(&mut row);
@@ -194,7 +199,11 @@ impl<B: Backend> ContinuousBatcher<B> {
         let rows = last.len();
         let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(last, [rows, 1]), &self.device);
         let layout = AttentionLayout {
-            positions: self.running.iter().map(|r| vec![r.position]).collect(),
+            positions: self
+                .running
+                .iter()
+                .map(|r| vec![r.last_position()])
+                .collect(),
             key_start: cache.key_start().to_vec(),
         };
         let logits = model.forward(tokens, &layout, Some(cache));
@@ -226,9 +235,6 @@ impl<B: Backend> ContinuousBatcher<B> {
                 };
                 row.tokens.push(token);
                 row.logprobs.push(logprob);
-                // The sampled token is the next decode input, right after the prompt and
-                // the reply before it.
-                row.position = row.request.prompt.len() + row.tokens.len() - 1;
                 let stop = match &row.request.guide {
                     Some(guide) => guide.is_complete(&row.tokens),
                     None => row.request.stop_tokens.contains(&token),
@@ -278,26 +284,23 @@ fn jump_forward(row: &mut Running) {
         return;
     };
     let max = row.request.max_new_tokens;
-    let mut forced = Vec::new();
-    let mut reply = row.tokens.clone();
-    while reply.len() < max {
-        match guide.allowed(&reply) {
-            Some(&[only]) => {
-                reply.push(only);
-                forced.push(only);
-            }
+    let (opening, before) = (row.tokens.is_empty(), row.tokens.len());
+    while row.tokens.len() < max {
+        match guide.allowed(&row.tokens) {
+            Some(&[only]) => row.tokens.push(only),
             _ => break,
         }
     }
-    let complete = guide.is_complete(&reply);
-    if forced.is_empty() || !(row.tokens.is_empty() || complete || reply.len() >= max) {
+    let complete = guide.is_complete(&row.tokens);
+    let full = row.tokens.len() >= max;
+    if !(opening || complete || full) {
+        row.tokens.truncate(before);
         return;
     }
-    row.logprobs.extend(std::iter::repeat_n(0.0, forced.len()));
-    row.tokens = reply;
+    row.logprobs.resize(row.tokens.len(), 0.0);
     if complete {
         row.finish = Some(FinishReason::Stop);
-    } else if row.tokens.len() >= max {
+    } else if full {
         row.finish = Some(FinishReason::Length);
     }
 }
