@@ -6,6 +6,7 @@
 //!   full precision, parameter ids kept); `version`: the policy version; `hf/`: the same
 //!   weights as a Hugging Face directory (config.json + model.safetensors);
 //! - `critics/<name>/model.bin`, `optimizer.bin`;
+//! - `adv/<node>.json`: each `adv` node's state (the adaptive KL coefficient β);
 //! - `meta.json`: step, seed, pipeline name.
 //!
 //! There is no RNG state to save: every random stream (env seeds, sampling) is derived
@@ -14,11 +15,13 @@
 //! half-written `step_N`. `keep: N` removes all but the newest N.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
+use crate::algo::AdvantageState;
 use crate::nodes::CheckpointSpec;
 use crate::runtime::{ModelTable, RunInfo, Runtime};
 
@@ -42,6 +45,7 @@ pub fn saved_steps(out_dir: &Path) -> Vec<u64> {
 pub struct CheckpointNode {
     spec: CheckpointSpec,
     models: Rc<RefCell<ModelTable>>,
+    adv_states: Rc<RefCell<BTreeMap<String, Rc<RefCell<AdvantageState>>>>>,
     run: RunInfo,
 }
 
@@ -50,6 +54,7 @@ impl CheckpointNode {
         Ok(CheckpointNode {
             spec: spec.clone(),
             models: runtime.models.clone(),
+            adv_states: runtime.adv_states.clone(),
             run: runtime.run.clone(),
         })
     }
@@ -71,6 +76,14 @@ impl CheckpointNode {
         }
         for critic in table.critics.values() {
             critic.borrow().save(&staging)?;
+        }
+        for (node, state) in self.adv_states.borrow().iter() {
+            let json = serde_json::to_string(&*state.borrow()).map_err(|e| e.to_string())?;
+            crate::runtime::trainable::write_text(
+                &staging.join("adv"),
+                &crate::runtime::adv_state_file(node),
+                &json,
+            )?;
         }
         let meta = serde_json::json!({
             "step": completed,

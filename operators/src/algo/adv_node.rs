@@ -1,6 +1,13 @@
 //! The `adv` node: an [`AdvantageSpec`] plus the state it keeps between steps, as an
 //! engine [`Operator`]. It fills `advantages` (and `returns`) and reports the estimator's
 //! metrics under their own names (`adv/mean`, `kl/beta`, `gigpo/anchor_groups`, …).
+//!
+//! The state (the adaptive KL coefficient) is shared with the runtime through an
+//! `Rc<RefCell<..>>`, so the checkpoint node can save it and a resumed run starts from the
+//! saved value instead of the configured initial one (see [`crate::runtime::Runtime::adv_state`]).
+
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
@@ -11,25 +18,23 @@ use super::estimator::{AdvantageEstimator, AdvantageState};
 #[derive(Clone, Debug)]
 pub struct AdvantageNode {
     spec: AdvantageSpec,
-    state: AdvantageState,
+    state: Rc<RefCell<AdvantageState>>,
 }
 
 impl AdvantageNode {
+    /// A node with a fresh state of its own.
     pub fn new(spec: AdvantageSpec) -> Self {
-        AdvantageNode {
-            spec,
-            state: AdvantageState::default(),
-        }
+        Self::with_state(spec, Rc::default())
     }
 
-    /// The state to checkpoint (the adaptive KL coefficient), so `--resume` is exact.
-    pub fn state(&self) -> &AdvantageState {
-        &self.state
+    /// A node whose state is also held by the runtime (saved by checkpoints).
+    pub fn with_state(spec: AdvantageSpec, state: Rc<RefCell<AdvantageState>>) -> Self {
+        AdvantageNode { spec, state }
     }
 
-    /// Restores a checkpointed state.
-    pub fn restore(&mut self, state: AdvantageState) {
-        self.state = state;
+    /// A copy of the state carried between steps (the adaptive KL coefficient).
+    pub fn state(&self) -> AdvantageState {
+        self.state.borrow().clone()
     }
 }
 
@@ -37,7 +42,7 @@ impl Operator for AdvantageNode {
     fn process(&mut self, ctx: &mut StepContext, mut input: Batch) -> Result<Batch, OperatorError> {
         let stats = self
             .spec
-            .apply(&mut input, &mut self.state)
+            .apply(&mut input, &mut self.state.borrow_mut())
             .map_err(|e| OperatorError(e.to_string()))?;
         ctx.metrics.extend(stats);
         Ok(input)

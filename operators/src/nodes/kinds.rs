@@ -29,8 +29,9 @@ macro_rules! estimator_kinds {
                 AdvantageEstimator::validate(self).map_err(|e| e.to_string())
             }
 
-            fn build(&self, _name: &str, _res: &mut NodeResources) -> Result<Box<dyn Operator>, String> {
-                Ok(Box::new(AdvantageNode::new(AdvantageSpec::$variant(self.clone()))))
+            fn build(&self, name: &str, res: &mut NodeResources) -> Result<Box<dyn Operator>, String> {
+                let state = res.adv_state(name)?;
+                Ok(Box::new(AdvantageNode::with_state(AdvantageSpec::$variant(self.clone()), state)))
             }
         }
     )*};

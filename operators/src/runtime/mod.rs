@@ -22,6 +22,7 @@ use std::sync::Arc;
 use burn::backend::Autodiff;
 use roll_flow_engine::{Pipeline, WorkerInfo};
 
+use crate::algo::AdvantageState;
 use crate::catalog::RollFlow;
 use crate::model::generate::AnswerChoices;
 use crate::model::CpuBackend;
@@ -70,6 +71,8 @@ pub struct Runtime {
     pub models: Rc<RefCell<ModelTable>>,
     /// The answer guide of each env tag, when its rollout or eval constrains replies.
     pub guides: Rc<RefCell<BTreeMap<String, Arc<AnswerChoices>>>>,
+    /// The state of each `adv` node, by node name (saved by the checkpoint node).
+    pub adv_states: Rc<RefCell<BTreeMap<String, Rc<RefCell<AdvantageState>>>>>,
     /// Models that a `ModelUpdate` node publishes (the actor step then leaves it alone).
     published_by_update: BTreeSet<String>,
 }
@@ -97,6 +100,7 @@ impl Runtime {
             pipeline: Arc::new(pipeline.clone()),
             models: Rc::default(),
             guides: Rc::default(),
+            adv_states: Rc::default(),
             published_by_update,
         }
     }
@@ -127,10 +131,41 @@ impl Runtime {
         Ok(model)
     }
 
+    /// The state of the `adv` node `node`: restored from the resume checkpoint's
+    /// `adv/<node>.json` when there is one, else fresh.
+    pub fn adv_state(&mut self, node: &str) -> Result<Rc<RefCell<AdvantageState>>, String> {
+        let restored = match self.run.resume_dir() {
+            Some(dir) => load_adv_state(&dir, node)?,
+            None => AdvantageState::default(),
+        };
+        let state = Rc::new(RefCell::new(restored));
+        self.adv_states
+            .borrow_mut()
+            .insert(node.to_string(), state.clone());
+        Ok(state)
+    }
+
     fn model_spec(&self, name: &str) -> Result<&crate::model::spec::ModelSpec, String> {
         self.pipeline
             .models
             .get(name)
             .ok_or_else(|| format!("no model `{name}` in `models:`"))
     }
+}
+
+/// Where a checkpoint keeps the `adv` node `node`'s state.
+pub fn adv_state_file(node: &str) -> String {
+    format!("{node}.json")
+}
+
+/// Reads `checkpoint/adv/<node>.json`; a checkpoint written before adv states were saved
+/// has none, and then the state starts fresh.
+fn load_adv_state(checkpoint: &std::path::Path, node: &str) -> Result<AdvantageState, String> {
+    let dir = checkpoint.join("adv");
+    if !dir.join(adv_state_file(node)).exists() {
+        return Ok(AdvantageState::default());
+    }
+    let text = trainable::read_text(&dir, &adv_state_file(node))?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{}: {e}", dir.join(adv_state_file(node)).display()))
 }
