@@ -21,6 +21,7 @@
 //!   The row is walked in blocks of [`BLOCK`] values: the block max is taken first (the
 //!   block stays in L1), then the block's exponentials are added (online rescaling when
 //!   the max grows), so memory is read once.
+//!
 //! Sources: the online softmax of Milakov & Gimelshein 2018; verl/ROLL
 //! `entropy_from_logits` (H = lse − Σ p·s); the oracle is `roll-flow-operators`
 //! `model::logprob` (log_softmax + gather, −Σ e^{log p} log p).
