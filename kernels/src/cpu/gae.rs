@@ -9,12 +9,13 @@
 //! - returns_t = A_t + V_t.
 //!
 //! Tokens outside the mask get advantage 0 and return 0, and their rewards are ignored.
-//! Accumulates in f64 like the oracle. Sequences run in parallel (rayon), each a serial
-//! scan.
+//!
+//! Sequences run in parallel (rayon). With AVX-512 each is a vectorised scan in f32
+//! ([`super::gae_avx512`]); otherwise a serial scan accumulating in f64 like the oracle.
 
 use rayon::prelude::*;
 
-use super::simd::{dispatch, isa_copies, Isa};
+use super::simd::{isa_copies, Isa};
 
 /// Checks that `offsets` = [0, …, len] is non-decreasing.
 pub(crate) fn check_offsets(offsets: &[usize], len: usize, what: &str) {
@@ -72,9 +73,6 @@ fn scan<const FMA: bool>(
     }
 }
 
-isa_copies!(avx512, "avx512f,avx2,fma":
-    scan(r: &[f32], v: &[f32], m: &[f32], adv: &mut [f32], ret: &mut [f32], g: f64, gl: f64);
-);
 isa_copies!(avx2, "avx2,fma":
     scan(r: &[f32], v: &[f32], m: &[f32], adv: &mut [f32], ret: &mut [f32], g: f64, gl: f64);
 );
@@ -96,8 +94,8 @@ pub fn gae(
     check_offsets(offsets, n, "gae");
     let (g, gl) = (gamma as f64, gamma as f64 * lambda as f64);
     let isa = Isa::detect();
-    let mut adv = vec![0.0f32; n];
-    let mut ret = vec![0.0f32; n];
+    let mut adv = super::buffer::populated(n);
+    let mut ret = super::buffer::populated(n);
     let seqs: Vec<(&mut [f32], &mut [f32])> = split_sequences(&mut adv, offsets)
         .into_iter()
         .zip(split_sequences(&mut ret, offsets))
@@ -105,12 +103,22 @@ pub fn gae(
     seqs.into_par_iter()
         .zip(offsets.par_windows(2))
         .with_min_len(16)
-        .for_each(|((a, rt), w)| {
+        .for_each_init(Default::default, |scratch, ((a, rt), w)| {
             let (s, e) = (w[0], w[1]);
-            dispatch!(
-                isa,
-                scan(&rewards[s..e], &values[s..e], &mask[s..e], a, rt, g, gl)
-            );
+            let (r, v, m) = (&rewards[s..e], &values[s..e], &mask[s..e]);
+            #[cfg(not(target_arch = "x86_64"))]
+            let _: &mut () = scratch;
+            match isa {
+                // SAFETY: `Isa::detect` found AVX-512 (F and DQ) at run time.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => unsafe {
+                    super::gae_avx512::scan_sequence(r, v, m, a, rt, gamma, gamma * lambda, scratch)
+                },
+                // SAFETY: `Isa::detect` found AVX2 and FMA at run time.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => unsafe { avx2::scan(r, v, m, a, rt, g, gl) },
+                _ => scan::<false>(r, v, m, a, rt, g, gl),
+            }
         });
     (adv, ret)
 }

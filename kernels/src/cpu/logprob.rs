@@ -13,17 +13,22 @@
 //! Backward (from the saved lse and H, never a stored softmax):
 //! ∂logp/∂s_v = δ_vy − p_v, ∂H/∂s_v = −p_v(log p_v + H), and ∂/∂z = ∂/∂s / T.
 //!
-//! The row is walked in blocks of [`BLOCK`] values: the block max is taken first (the
-//! block stays in L1), then the block's exponentials are added, so memory is read once
-//! and the inner loops vectorise (16 lanes: one AVX-512 or two AVX2 registers, picked at
-//! run time). Rows run in parallel with rayon.
+//! Rows run in parallel with rayon; the instruction set is picked at run time:
+//! - AVX-512: [`super::logprob_avx512`], intrinsics; a max/min pass then one exponential
+//!   pass per row in base 2 with a cheaper `exp` (`vreduceps` + degree-5 polynomial +
+//!   `vscalefps`); the backward writes dz straight from the logits (no copy, no zeroing).
+//! - AVX2 or plain: the loops below, which LLVM vectorises (16 lanes: two AVX2 registers).
+//!   The row is walked in blocks of [`BLOCK`] values: the block max is taken first (the
+//!   block stays in L1), then the block's exponentials are added (online rescaling when
+//!   the max grows), so memory is read once.
+//!
 //! Sources: the online softmax of Milakov & Gimelshein 2018; verl/ROLL
 //! `entropy_from_logits` (H = lse − Σ p·s); the oracle is `roll-flow-operators`
 //! `model::logprob` (log_softmax + gather, −Σ e^{log p} log p).
 
 use rayon::prelude::*;
 
-use super::simd::{dispatch, exp, exp_in_range, fma, isa_copies, Isa};
+use super::simd::{exp, exp_in_range, fma, isa_copies, Isa};
 
 const LANES: usize = 16;
 const BLOCK: usize = 1024;
@@ -98,11 +103,11 @@ fn row_forward<const FMA: bool>(row: &[f32], target: usize, inv_t: f32) -> (f32,
 
 /// What the backward pass of one row needs besides the logits.
 #[derive(Clone, Copy)]
-struct RowGrad {
-    lse: f32,
-    entropy: f32,
-    g_lp: f32,
-    g_h: f32,
+pub(super) struct RowGrad {
+    pub(super) lse: f32,
+    pub(super) entropy: f32,
+    pub(super) g_lp: f32,
+    pub(super) g_h: f32,
 }
 
 /// dz of one row, in place over its logits z: (g_lp (δ_vy − p_v) − g_H p_v (log p_v + H)) / T.
@@ -116,10 +121,6 @@ fn row_backward<const FMA: bool>(row: &mut [f32], target: usize, inv_t: f32, g: 
     row[target] += a;
 }
 
-isa_copies!(avx512, "avx512f,avx2,fma":
-    row_forward(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32);
-    row_backward(row: &mut [f32], target: usize, inv_t: f32, g: RowGrad);
-);
 isa_copies!(avx2, "avx2,fma":
     row_forward(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32);
     row_backward(row: &mut [f32], target: usize, inv_t: f32, g: RowGrad);
@@ -155,7 +156,15 @@ pub fn logprob_entropy_forward(
         .zip(lse.par_iter_mut())
         .zip(logits.par_chunks(vocab).zip(targets.par_iter()))
         .for_each(|((o, l), (row, &y))| {
-            let (lp, h, s) = dispatch!(isa, row_forward(row, y, inv_t));
+            let (lp, h, s) = match isa {
+                // SAFETY: `Isa::detect` found AVX-512 (F and DQ) at run time.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => unsafe { super::logprob_avx512::row_forward(row, y, inv_t) },
+                // SAFETY: `Isa::detect` found AVX2 and FMA at run time.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => unsafe { avx2::row_forward(row, y, inv_t) },
+                _ => row_forward::<false>(row, y, inv_t),
+            };
             o[0] = lp;
             o[1] = h;
             *l = s;
@@ -173,16 +182,44 @@ pub fn logprob_entropy_backward(
     grad: &[f32],
     temperature: f32,
 ) -> Vec<f32> {
+    let rows = targets.len();
+    let vocab = logits.len() / rows.max(1);
+    check_targets(targets, vocab);
+    let (inv_t, isa) = (1.0 / temperature, Isa::detect());
+    let grads = RowGrads { lse, out, grad };
+    #[cfg(target_arch = "x86_64")]
+    if let Isa::Avx512 = isa {
+        // Every element is written from the logits directly: no zeroing or copy pass.
+        let mut d = super::buffer::uninit(logits.len());
+        d.spare_capacity_mut()[..logits.len()]
+            .par_chunks_mut(vocab)
+            .enumerate()
+            .for_each(|(r, row)| {
+                let src = logits[r * vocab..(r + 1) * vocab].as_ptr();
+                // SAFETY: AVX-512 was detected; `src` and `row` hold `vocab` floats.
+                unsafe {
+                    super::logprob_avx512::row_backward(
+                        src,
+                        row.as_mut_ptr().cast(),
+                        vocab,
+                        targets[r],
+                        inv_t,
+                        grads.row(r),
+                    )
+                };
+            });
+        // SAFETY: the rows above wrote all `logits.len()` elements.
+        unsafe { d.set_len(logits.len()) };
+        return d;
+    }
     let mut dlogits = super::buffer::zeroed(logits.len());
-    backward_rows(
-        &mut dlogits,
-        Some(logits),
-        targets,
-        lse,
-        out,
-        grad,
-        temperature,
-    );
+    dlogits
+        .par_chunks_mut(vocab)
+        .enumerate()
+        .for_each(|(r, row)| {
+            row.copy_from_slice(&logits[r * vocab..(r + 1) * vocab]);
+            backward_row(isa, row, targets[r], inv_t, grads.row(r));
+        });
     dlogits
 }
 
@@ -196,38 +233,48 @@ pub fn logprob_entropy_backward_in_place(
     grad: &[f32],
     temperature: f32,
 ) {
-    backward_rows(logits, None, targets, lse, out, grad, temperature);
-}
-
-/// The backward pass row by row into `dlogits`, which holds the logits already (`logits`
-/// `None`) or gets each row copied from `logits` first (the copy stays in cache).
-fn backward_rows(
-    dlogits: &mut [f32],
-    logits: Option<&[f32]>,
-    targets: &[usize],
-    lse: &[f32],
-    out: &[f32],
-    grad: &[f32],
-    temperature: f32,
-) {
     let rows = targets.len();
-    let vocab = dlogits.len() / rows.max(1);
+    let vocab = logits.len() / rows.max(1);
     check_targets(targets, vocab);
-    let inv_t = 1.0 / temperature;
-    let isa = Isa::detect();
-    dlogits
+    let (inv_t, isa) = (1.0 / temperature, Isa::detect());
+    let grads = RowGrads { lse, out, grad };
+    logits
         .par_chunks_mut(vocab)
         .enumerate()
-        .for_each(|(r, row)| {
-            if let Some(logits) = logits {
-                row.copy_from_slice(&logits[r * vocab..(r + 1) * vocab]);
-            }
-            let g = RowGrad {
-                lse: lse[r],
-                entropy: out[2 * r + 1],
-                g_lp: grad[2 * r],
-                g_h: grad[2 * r + 1],
-            };
-            dispatch!(isa, row_backward(row, targets[r], inv_t, g));
-        });
+        .for_each(|(r, row)| backward_row(isa, row, targets[r], inv_t, grads.row(r)));
+}
+
+/// The per-row inputs of the backward pass.
+#[derive(Clone, Copy)]
+struct RowGrads<'a> {
+    lse: &'a [f32],
+    out: &'a [f32],
+    grad: &'a [f32],
+}
+
+impl RowGrads<'_> {
+    fn row(&self, r: usize) -> RowGrad {
+        RowGrad {
+            lse: self.lse[r],
+            entropy: self.out[2 * r + 1],
+            g_lp: self.grad[2 * r],
+            g_h: self.grad[2 * r + 1],
+        }
+    }
+}
+
+/// One row's backward pass in place, with the instruction set `isa` allows.
+fn backward_row(isa: Isa, row: &mut [f32], target: usize, inv_t: f32, g: RowGrad) {
+    match isa {
+        // SAFETY: `Isa::detect` found AVX-512 at run time; `row` is read and written in place.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe {
+            let p = row.as_mut_ptr();
+            super::logprob_avx512::row_backward(p, p, row.len(), target, inv_t, g)
+        },
+        // SAFETY: `Isa::detect` found AVX2 and FMA at run time.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { avx2::row_backward(row, target, inv_t, g) },
+        _ => row_backward::<false>(row, target, inv_t, g),
+    }
 }

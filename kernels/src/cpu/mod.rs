@@ -4,6 +4,10 @@
 
 pub(crate) mod buffer;
 pub mod gae;
+#[cfg(target_arch = "x86_64")]
+mod gae_avx512;
 pub mod logprob;
+#[cfg(target_arch = "x86_64")]
+mod logprob_avx512;
 pub mod ppo;
 pub(crate) mod simd;

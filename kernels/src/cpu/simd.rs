@@ -66,14 +66,21 @@ pub(crate) enum Isa {
 }
 
 impl Isa {
+    /// The best instruction set this CPU has, capped by the environment variable
+    /// `ROLL_FLOW_KERNELS_ISA` (`avx2` or `generic`) if set: that lets the test suite run
+    /// the fallback paths on an AVX-512 machine. Read once per process.
     pub(crate) fn detect() -> Isa {
-        if has_avx512() {
-            Isa::Avx512
-        } else if has_avx2_fma() {
-            Isa::Avx2
-        } else {
-            Isa::Generic
-        }
+        static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+        *ISA.get_or_init(|| {
+            let cap = std::env::var("ROLL_FLOW_KERNELS_ISA").unwrap_or_default();
+            if has_avx512() && cap.is_empty() {
+                Isa::Avx512
+            } else if has_avx2_fma() && cap != "generic" {
+                Isa::Avx2
+            } else {
+                Isa::Generic
+            }
+        })
     }
 }
 
@@ -115,12 +122,14 @@ macro_rules! dispatch {
 }
 pub(crate) use dispatch;
 
-/// Whether the AVX-512 code paths can run on this CPU.
+/// Whether the AVX-512 code paths (F and DQ) can run on this CPU.
 #[inline]
 pub(crate) fn has_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        has_avx2_fma() && std::arch::is_x86_feature_detected!("avx512f")
+        has_avx2_fma()
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
