@@ -6,14 +6,17 @@ random start and goal, a path guaranteed, non-slippery, up to 8 turns, reward 1 
 goal. The same policy: a Tiny Qwen2 (2 layers, width 64, 4 heads, tied embeddings) from
 random weights, reading one token per grid cell and choosing one of four action tokens
 (what `guide: Actions` does). Step-wise prompts with no history (the grid is the state).
-Update: group-normalised episode returns (GRPO/StarPO advantages, mean/std within groups of
-`group_size` episodes on one map) on every step sample of the episode, vanilla policy
-gradient (one update per batch has ratio 1, so PPO clipping is inactive), AdamW.
-Validation: greedy on 64 fixed maps.
+Update: `--adv grpo` (default): group-normalised episode returns (GRPO/StarPO advantages,
+mean/std within groups of `group_size` episodes on one map) on every step sample of the
+episode; `--adv gigpo`: GiGPO, the episode return minus its group mean plus the step's
+discounted return (gamma 0.95) minus the mean over the group's samples with the same
+state (anchor state). Vanilla policy gradient (one update per batch has ratio 1, so PPO
+clipping is inactive), AdamW. Validation: greedy on 64 fixed maps.
 
-Run by hand (not in CI), e.g. the two settings quoted in bench/README.md:
+Run by hand (not in CI), e.g. the settings quoted in bench/README.md:
     python3 bench/frozen_lake_pg_reference.py --lr 1e-3 --groups 8 --mini-batch 16
     python3 bench/frozen_lake_pg_reference.py --lr 3e-3 --groups 32 --mini-batch 0
+    python3 bench/frozen_lake_pg_reference.py --lr 3e-3 --groups 32 --mini-batch 0 --adv gigpo --layers 4
 """
 import argparse
 import random
@@ -92,6 +95,34 @@ def play(model, maps, greedy, max_turns=8):
     return steps, returns
 
 
+def grpo(steps, returns, args):
+    """Every step sample of an episode gets its group-normalised return."""
+    r = torch.tensor(returns).view(args.groups, args.group_size)
+    adv = ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-6)).view(-1)
+    return [(p, a, adv[i].item()) for i in range(len(steps)) for p, a in steps[i]]
+
+
+def gigpo(steps, returns, args, gamma=0.95):
+    """GiGPO (mean norm): episode advantage plus step advantage over anchor states."""
+    samples = []
+    for g in range(args.groups):
+        episodes = range(g * args.group_size, (g + 1) * args.group_size)
+        mean_return = sum(returns[i] for i in episodes) / args.group_size
+        # The only reward is the last step's, so the return-to-go of step t is R * gamma^(n-1-t).
+        to_go = {i: [returns[i] * gamma ** (len(steps[i]) - 1 - t) for t in range(len(steps[i]))]
+                 for i in episodes}
+        anchors = {}
+        for i in episodes:
+            for t, (p, _) in enumerate(steps[i]):
+                anchors.setdefault(tuple(p), []).append(to_go[i][t])
+        for i in episodes:
+            for t, (p, a) in enumerate(steps[i]):
+                same_state = anchors[tuple(p)]
+                step_adv = to_go[i][t] - sum(same_state) / len(same_state)
+                samples.append((p, a, returns[i] - mean_return + step_adv))
+    return samples
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -99,10 +130,12 @@ def main():
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--mini-batch", type=int, default=16, help="0: the whole batch")
     ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--adv", default="grpo", choices=["grpo", "gigpo"])
+    ap.add_argument("--layers", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=16, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+    config = Qwen2Config(vocab_size=16, hidden_size=64, num_hidden_layers=args.layers, num_attention_heads=4,
                          num_key_value_heads=4, intermediate_size=256, max_position_embeddings=256,
                          tie_word_embeddings=True)
     model = Qwen2ForCausalLM(config)
@@ -113,9 +146,8 @@ def main():
     for it in range(1, args.steps + 1):
         maps = [m for m in (random_map(rng) for _ in range(args.groups)) for _ in range(args.group_size)]
         steps, returns = play(model, maps, greedy=False)
-        r = torch.tensor(returns).view(args.groups, args.group_size)
-        adv = ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-6)).view(-1)
-        samples = [(p, a, adv[i].item()) for i in range(len(maps)) for p, a in steps[i] if adv[i] != 0]
+        samples = (gigpo if args.adv == "gigpo" else grpo)(steps, returns, args)
+        samples = [s for s in samples if s[2] != 0]
         random.shuffle(samples)
         size = args.mini_batch or max(1, len(samples))
         for b in range(0, len(samples), size):

@@ -1,0 +1,88 @@
+"""How many labelled states the Tiny Qwen2 needs to play FrozenLake well: an upper bound on
+what reinforcement learning can do with the same model and the same number of samples.
+
+The same model, prompts and validation as bench/frozen_lake_pg_reference.py, but trained
+by supervised learning: each sample is a random map and a random cell from which the goal
+can be reached, labelled with a shortest-path action (breadth-first search from the goal);
+cross-entropy over the four action tokens, AdamW, batches of 256 fresh samples. Greedy
+validation on the 64 fixed maps every 50 steps. RL sees fewer useful labels per episode
+(a sampled action and a noisy advantage), so it cannot need fewer samples than this.
+
+Run by hand (not in CI), e.g. the settings quoted in bench/README.md:
+    python3 bench/frozen_lake_supervised_probe.py --steps 400
+    python3 bench/frozen_lake_supervised_probe.py --steps 300 --layers 4
+"""
+import argparse
+import random
+import time
+from collections import deque
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+import frozen_lake_pg_reference as ref
+
+N = ref.N
+
+
+def shortest_path_action(tiles, player):
+    """An action that starts a shortest path to the goal, or None if there is no path."""
+    goal = tiles.index("G")
+    distance, queue = {goal: 0}, deque([goal])
+    while queue:
+        cell = queue.popleft()
+        r, c = divmod(cell, N)
+        for dr, dc in ref.ACTIONS:
+            n = (r + dr) * N + c + dc
+            if 0 <= r + dr < N and 0 <= c + dc < N and n not in distance and tiles[n] != "O":
+                distance[n] = distance[cell] + 1
+                queue.append(n)
+    r, c = divmod(player, N)
+    moves = [(distance[(r + dr) * N + c + dc], a) for a, (dr, dc) in enumerate(ref.ACTIONS)
+             if 0 <= r + dr < N and 0 <= c + dc < N and (r + dr) * N + c + dc in distance]
+    return min(moves)[1] if moves else None
+
+
+def labelled_batch(rng, size):
+    prompts, labels = [], []
+    while len(prompts) < size:
+        tiles, _ = ref.random_map(rng)
+        player = rng.choice([i for i in range(N * N) if tiles[i] == "_"])
+        action = shortest_path_action(tiles, player)
+        if action is not None:
+            prompts.append(ref.prompt(tiles, player))
+            labels.append(action)
+    return prompts, torch.tensor(labels)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--layers", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=16, hidden_size=64, num_hidden_layers=args.layers, num_attention_heads=4,
+                         num_key_value_heads=4, intermediate_size=256, max_position_embeddings=256,
+                         tie_word_embeddings=True)
+    model = Qwen2ForCausalLM(config)
+    optim = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    rng, val_rng = random.Random(0), random.Random(10000)
+    val_maps = [ref.random_map(val_rng) for _ in range(64)]
+    start = time.time()
+    for it in range(1, args.steps + 1):
+        prompts, labels = labelled_batch(rng, args.batch)
+        loss = torch.nn.functional.cross_entropy(ref.action_logits(model, prompts), labels)
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        if it % 50 == 0:
+            _, val_returns = ref.play(model, val_maps, greedy=True)
+            print(f"step {it} labelled_states {it * args.batch} loss {loss.item():.3f} "
+                  f"val_success {sum(val_returns) / 64:.3f} wall {time.time() - start:.0f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
