@@ -124,31 +124,40 @@ impl<B: Backend> Attention<B> {
             Some(cache) => cache.append(k, v),
             None => (k, v),
         };
-        let keys = k.dims()[2];
+        let out = self.attend(q.swap_dims(1, 2), k, v, mask);
+        project(&self.o_proj, out)
+    }
+
+    /// `softmax(q kᵀ + mask) v` with the heads merged back: `q: [batch, heads, queries, d]`
+    /// (already scaled), `k`, `v: [batch, kv_heads, keys, d]` -> `[batch, queries, heads·d]`.
+    fn attend(
+        &self,
+        q: Tensor<B, 4>,
+        k: Tensor<B, 4>,
+        v: Tensor<B, 4>,
+        mask: &Tensor<B, 4>,
+    ) -> Tensor<B, 3> {
+        let [batch, heads, queries, d] = q.dims();
+        let (kv, keys) = (self.kv_heads, k.dims()[2]);
         let rep = heads / kv;
-        let q = q.swap_dims(1, 2);
-        let q = if rep == 1 {
-            q
-        } else {
-            q.reshape([batch, kv, rep * queries, d])
+        let grouped = |t: Tensor<B, 4>, n: usize| {
+            if rep == 1 {
+                t
+            } else {
+                t.reshape([batch, kv, rep * queries, n])
+            }
         };
         // Scores of query head `g·rep + r` are rows `r·queries..` of group `g`: the same
         // memory as `[batch, heads, queries, keys]`.
-        let scores = q
+        let scores = grouped(q, d)
             .matmul(k.swap_dims(2, 3))
             .reshape([batch, heads, queries, keys])
             .add(mask.clone());
-        let probs = softmax(scores, 3);
-        let probs = if rep == 1 {
-            probs
-        } else {
-            probs.reshape([batch, kv, rep * queries, keys])
-        };
-        let out = probs
+        let probs = grouped(softmax(scores, 3), keys);
+        probs
             .matmul(v)
             .reshape([batch, heads, queries, d])
             .swap_dims(1, 2)
-            .reshape([batch, queries, heads * d]);
-        project(&self.o_proj, out)
+            .reshape([batch, queries, heads * d])
     }
 }
