@@ -4,7 +4,12 @@
 //! shapes and thread count; bench/README.md records both.
 //!
 //! Run: `cargo bench -p roll-flow --bench model_throughput` (RAYON_NUM_THREADS sets flex's
-//! thread count; pass the same number to the PyTorch script).
+//! thread count; pass the same number to the PyTorch script). `MODEL_BENCH_BACKENDS=flex` (or
+//! `ndarray`) runs one backend only, e.g. under `perf record`.
+//!
+//! Each figure is given twice: per wall-clock second (what the README compares) and per
+//! second of process CPU time (user + system, from `/proc/self/stat`), which other jobs on a
+//! shared machine disturb far less; rayon's idle spinning is included in the latter.
 
 use std::time::Instant;
 
@@ -37,8 +42,40 @@ fn tokens(n: usize, salt: usize) -> Vec<u32> {
         .collect()
 }
 
+/// Wall-clock and CPU throughput of `items` processed by `f`.
+#[derive(Clone, Copy)]
+struct Rate {
+    wall: f64,
+    cpu: f64,
+}
+
+fn measure(items: impl FnOnce() -> usize) -> Rate {
+    let (start, cpu_start) = (Instant::now(), cpu_seconds());
+    let n = items() as f64;
+    let (wall, cpu) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu_start);
+    Rate {
+        wall: n / wall,
+        cpu: if cpu > 0.0 { n / cpu } else { f64::NAN },
+    }
+}
+
+/// User + system CPU seconds of this process (0 where `/proc` is missing).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name: utime and stime are the 12th and 13th.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<f64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // Linux reports clock ticks; USER_HZ is 100 on every mainstream configuration.
+    fields.iter().sum::<f64>() / 100.0
+}
+
 /// Forward + backward tokens/s of `-mean log π(token)` over every predicted token.
-fn train_throughput<B: AutodiffBackend + roll_flow_kernels::KernelBackend>() -> f64 {
+fn train_throughput<B: AutodiffBackend + roll_flow_kernels::KernelBackend>() -> Rate {
     let model = Qwen2CausalLm::<B>::random(&config(), 0, &Default::default());
     let sequences: Vec<Vec<u32>> = (0..TRAIN_BATCH).map(|s| tokens(TRAIN_LEN, s)).collect();
     let packed = PackedSequences::from_sequences(&sequences);
@@ -53,15 +90,16 @@ fn train_throughput<B: AutodiffBackend + roll_flow_kernels::KernelBackend>() -> 
         to_f32_vec(&g)[0]
     };
     step();
-    let start = Instant::now();
-    for _ in 0..TRAIN_ITERS {
-        std::hint::black_box(step());
-    }
-    (TRAIN_ITERS * TRAIN_BATCH * TRAIN_LEN) as f64 / start.elapsed().as_secs_f64()
+    measure(|| {
+        for _ in 0..TRAIN_ITERS {
+            std::hint::black_box(step());
+        }
+        TRAIN_ITERS * TRAIN_BATCH * TRAIN_LEN
+    })
 }
 
 /// Generated tokens/s: 32 prompts of 16 tokens, 64 greedy tokens each, KV cache.
-fn generation_throughput<B: Backend>() -> f64 {
+fn generation_throughput<B: Backend>() -> Rate {
     let device = Default::default();
     let model = Qwen2CausalLm::<B>::random(&config(), 0, &device);
     let run = || {
@@ -81,23 +119,34 @@ fn generation_throughput<B: Backend>() -> f64 {
         outputs.iter().map(|o| o.tokens.len()).sum::<usize>()
     };
     run();
-    let start = Instant::now();
-    let generated = run();
-    generated as f64 / start.elapsed().as_secs_f64()
+    measure(run)
 }
 
 fn main() {
     let threads = std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "all cores".into());
     println!("Tiny Qwen2 (layers 2, dim 128, heads 4, ffn 512, vocab {VOCAB}), threads: {threads}");
-    println!("backend  train fwd+bwd tok/s ({TRAIN_BATCH}x{TRAIN_LEN})  generate tok/s (batch {GEN_BATCH}, {GEN_PROMPT}+{GEN_NEW})");
-    let flex = (
-        train_throughput::<Autodiff<Flex>>(),
-        generation_throughput::<Flex>(),
+    println!("backend  train fwd+bwd tok/s ({TRAIN_BATCH}x{TRAIN_LEN})  generate tok/s (batch {GEN_BATCH}, {GEN_PROMPT}+{GEN_NEW})   [per CPU-second: train, generate]");
+    let only = std::env::var("MODEL_BENCH_BACKENDS").unwrap_or_default();
+    let run = |name: &str| only.is_empty() || only.split(',').any(|b| b == name);
+    if run("flex") {
+        let flex = (
+            train_throughput::<Autodiff<Flex>>(),
+            generation_throughput::<Flex>(),
+        );
+        report("flex", flex);
+    }
+    if run("ndarray") {
+        let ndarray = (
+            train_throughput::<Autodiff<NdArray>>(),
+            generation_throughput::<NdArray>(),
+        );
+        report("ndarray", ndarray);
+    }
+}
+
+fn report(name: &str, (train, generate): (Rate, Rate)) {
+    println!(
+        "{name:<8} {:>10.0}  {:>10.0}   [{:.0}, {:.0}]",
+        train.wall, generate.wall, train.cpu, generate.cpu
     );
-    println!("flex     {:>10.0}  {:>10.0}", flex.0, flex.1);
-    let ndarray = (
-        train_throughput::<Autodiff<NdArray>>(),
-        generation_throughput::<NdArray>(),
-    );
-    println!("ndarray  {:>10.0}  {:>10.0}", ndarray.0, ndarray.1);
 }

@@ -1,46 +1,90 @@
 //! The key/value cache of a running batch of sequences of different lengths.
 //!
-//! Layout: per layer, keys and values `[rows, kv_heads, len, head_dim]` after rotary
-//! embedding. All rows share one key axis and are right-aligned on it: row `r` owns columns
-//! `key_start[r]..len`, the columns before are zeros that the attention mask hides. A decode
-//! step then appends one column for every row at once (one concatenation per layer, as
-//! transformers' `DynamicCache` does), whatever the rows' lengths.
+//! Layout: per layer, keys and values `[rows, kv_heads, capacity, head_dim]` after rotary
+//! embedding, of which the first `len` columns are live. All rows share one key axis and are
+//! right-aligned on it: row `r` owns columns `key_start[r]..len`, the columns before are
+//! zeros that the attention mask hides. A decode step writes one column for every row at
+//! once, whatever the rows' lengths.
+//!
+//! The buffers are preallocated with spare columns and written in place
+//! (`slice_assign` on a uniquely owned tensor mutates its storage), so a decode step copies
+//! only the new column instead of the whole cache, as a `cat` per layer and step (what
+//! transformers' `DynamicCache` does) would. When the spare columns run out the buffer grows
+//! by doubling, so appends cost amortised O(1) copies per column.
 //!
 //! Continuous batching: a group of prefilled sequences joins with [`KvCache::merge`] (the
 //! shorter cache gets zero columns on the left), finished rows leave with
 //! [`KvCache::retain`], which also drops leading columns no remaining row uses, so the cache
-//! never grows beyond the longest live sequence.
+//! never grows beyond the longest live sequence (plus spare capacity).
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
+
+/// Spare columns a freshly grown buffer gets at least.
+const MIN_SPARE: usize = 32;
 
 /// Cached keys and values of one decoder layer.
 #[derive(Clone, Debug, Default)]
 pub struct LayerKv<B: Backend> {
     keys: Option<Tensor<B, 4>>,
     values: Option<Tensor<B, 4>>,
+    /// Live columns (the rest of the buffers is spare capacity).
+    len: usize,
 }
 
 impl<B: Backend> LayerKv<B> {
-    /// Appends new keys/values `[rows, kv_heads, n, head_dim]` and returns the whole cache.
+    /// Writes new keys/values `[rows, kv_heads, n, head_dim]` after the live columns and
+    /// returns views of all live keys and values.
     pub fn append(&mut self, k: Tensor<B, 4>, v: Tensor<B, 4>) -> (Tensor<B, 4>, Tensor<B, 4>) {
-        let k = match self.keys.take() {
-            Some(old) => Tensor::cat(vec![old, k], 2),
-            None => k,
-        };
-        let v = match self.values.take() {
-            Some(old) => Tensor::cat(vec![old, v], 2),
-            None => v,
-        };
-        self.keys = Some(k.clone());
-        self.values = Some(v.clone());
-        (k, v)
+        let (start, n) = (self.len, k.dims()[2]);
+        let end = start + n;
+        let keys = write(self.keys.take(), k, start);
+        let values = write(self.values.take(), v, start);
+        self.len = end;
+        let live = (
+            keys.clone().narrow(2, 0, end),
+            values.clone().narrow(2, 0, end),
+        );
+        self.keys = Some(keys);
+        self.values = Some(values);
+        live
     }
 
+    /// Applies `f` to the live columns; the result becomes the whole buffer (no spare).
     fn map(&mut self, f: impl Fn(Tensor<B, 4>) -> Tensor<B, 4>) {
-        self.keys = self.keys.take().map(&f);
-        self.values = self.values.take().map(&f);
+        let len = self.len;
+        let live = |t: Tensor<B, 4>| f(t.narrow(2, 0, len));
+        self.keys = self.keys.take().map(&live);
+        self.values = self.values.take().map(&live);
+        self.len = self.keys.as_ref().map_or(0, |k| k.dims()[2]);
     }
+}
+
+/// `new` written into columns `start..` of `buffer`, which grows (doubling, at least
+/// [`MIN_SPARE`] spare columns) when it has too few. The write is in place when `buffer`
+/// is not shared.
+fn write<B: Backend>(
+    buffer: Option<Tensor<B, 4>>,
+    new: Tensor<B, 4>,
+    start: usize,
+) -> Tensor<B, 4> {
+    let [rows, heads, n, dim] = new.dims();
+    let end = start + n;
+    let buffer = match buffer {
+        Some(b) if b.dims()[2] >= end => b,
+        old => {
+            let capacity = (2 * end).max(end + MIN_SPARE);
+            let fresh = Tensor::zeros([rows, heads, capacity, dim], &new.device());
+            match old {
+                Some(old) if start > 0 => fresh.slice_assign(
+                    [0..rows, 0..heads, 0..start, 0..dim],
+                    old.narrow(2, 0, start),
+                ),
+                _ => fresh,
+            }
+        }
+    };
+    buffer.slice_assign([0..rows, 0..heads, start..end, 0..dim], new)
 }
 
 /// The cache of all layers for a batch of rows.
@@ -58,7 +102,8 @@ impl<B: Backend> KvCache<B> {
             layers: vec![
                 LayerKv {
                     keys: None,
-                    values: None
+                    values: None,
+                    len: 0,
                 };
                 num_layers
             ],
@@ -107,12 +152,17 @@ impl<B: Backend> KvCache<B> {
         self.pad_left(len - self.len);
         other.pad_left(len - other.len);
         for (mine, theirs) in self.layers.iter_mut().zip(other.layers) {
+            // Buffers may have different spare capacities: join the live columns only.
             let cat = |a: Option<Tensor<B, 4>>, b: Option<Tensor<B, 4>>| match (a, b) {
-                (Some(a), Some(b)) => Some(Tensor::cat(vec![a, b], 0)),
-                (a, b) => a.or(b),
+                (Some(a), Some(b)) => Some(Tensor::cat(
+                    vec![a.narrow(2, 0, len), b.narrow(2, 0, len)],
+                    0,
+                )),
+                (a, b) => a.or(b).map(|t| t.narrow(2, 0, len)),
             };
             mine.keys = cat(mine.keys.take(), theirs.keys);
             mine.values = cat(mine.values.take(), theirs.values);
+            mine.len = mine.keys.as_ref().map_or(0, |k| k.dims()[2]);
         }
         self.key_start.extend(other.key_start);
     }
@@ -164,5 +214,66 @@ impl<B: Backend> KvCache<B> {
             .first()
             .and_then(|l| l.keys.as_ref())
             .map(|k| k.device())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type B = burn::backend::Flex;
+
+    fn column(rows: usize, value: f32) -> Tensor<B, 4> {
+        Tensor::full([rows, 2, 1, 3], value, &Default::default())
+    }
+
+    fn values(t: Tensor<B, 4>) -> Vec<f32> {
+        t.into_data().to_vec::<f32>().unwrap()
+    }
+
+    /// Appends past the preallocated capacity (growth) keep every column, in order.
+    #[test]
+    fn in_place_appends_grow_and_keep_all_columns() {
+        let mut layer = LayerKv::<B>::default();
+        let mut expected: Vec<Tensor<B, 4>> = Vec::new();
+        for step in 0..(3 * MIN_SPARE) {
+            let c = column(2, step as f32);
+            expected.push(c.clone());
+            let (k, v) = layer.append(c.clone(), c);
+            assert_eq!(k.dims(), [2, 2, step + 1, 3]);
+            assert_eq!(values(k), values(Tensor::cat(expected.clone(), 2)));
+            assert_eq!(values(v), values(Tensor::cat(expected.clone(), 2)));
+        }
+    }
+
+    /// Merging caches with different spare capacities joins the live columns only, and
+    /// retaining rows drops unused leading columns.
+    #[test]
+    fn merge_and_retain_see_live_columns_only() {
+        let mut a = KvCache::<B>::new(1, vec![0]);
+        for step in 0..3 {
+            a.layer_mut(0)
+                .append(column(1, step as f32), column(1, step as f32));
+            a.advance(1);
+        }
+        let mut b = KvCache::<B>::new(1, vec![0]);
+        b.layer_mut(0).append(column(1, 9.0), column(1, 9.0));
+        b.advance(1);
+        a.merge(b);
+        assert_eq!((a.len(), a.key_start()), (3, &[0, 2][..]));
+        let (k, _) = a.layer_mut(0).append(column(2, 5.0), column(2, 5.0));
+        a.advance(1);
+        let k = values(k);
+        let at = |row: usize, col: usize| k[row * 2 * 4 * 3 + col * 3];
+        assert_eq!([at(0, 0), at(0, 2), at(0, 3)], [0.0, 2.0, 5.0]);
+        assert_eq!([at(1, 1), at(1, 2), at(1, 3)], [0.0, 9.0, 5.0]);
+        a.retain(&[1]);
+        assert_eq!((a.len(), a.key_start()), (2, &[0][..]));
+        let (k, _) = a.layer_mut(0).append(column(1, 6.0), column(1, 6.0));
+        assert_eq!(k.dims(), [1, 2, 3, 3]);
+        assert_eq!(
+            values(k.narrow(1, 0, 1)),
+            vec![9.0, 9.0, 9.0, 5.0, 5.0, 5.0, 6.0, 6.0, 6.0]
+        );
     }
 }

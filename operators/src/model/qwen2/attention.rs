@@ -15,6 +15,7 @@ use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
+use super::dense::project;
 use super::rotary::RotaryAngles;
 use crate::model::config::Qwen2Config;
 use crate::model::error::ModelError;
@@ -97,39 +98,66 @@ impl<B: Backend> Attention<B> {
         sink.put_linear(&format!("{name}.o_proj"), &self.o_proj);
     }
 
-    /// `x: [batch, queries, hidden]`; `mask: [batch, 1, 1, queries, keys]` where `keys`
-    /// counts cached keys plus these queries. New keys/values are appended to `cache`.
+    /// `x: [batch, queries, hidden]`; `mask: [batch, heads, queries, keys]` where `keys` counts
+    /// cached keys plus these queries. New keys/values are appended to `cache`.
+    ///
+    /// Layout: the projections stay `[batch, queries, heads, head_dim]` for the rotation and
+    /// heads are moved in front by a stride change only (`swap_dims`, no copy: the matmuls
+    /// read strided operands). Copies happen where they must: the cache write, and the
+    /// head merge before the output projection. With one query head per key/value head
+    /// (no GQA) no reshape of a transposed tensor, hence no copy, is needed at all.
     pub fn forward(
         &self,
         x: Tensor<B, 3>,
         rope: &RotaryAngles<B>,
-        mask: &Tensor<B, 5>,
+        mask: &Tensor<B, 4>,
         cache: Option<&mut LayerKv<B>>,
     ) -> Tensor<B, 3> {
         let [batch, queries, _] = x.dims();
         let (heads, kv, d) = (self.heads, self.kv_heads, self.head_dim);
-        let split = |t: Tensor<B, 3>, n: usize| t.reshape([batch, queries, n, d]).swap_dims(1, 2);
-        let q = rope.apply(split(self.q_proj.forward(x.clone()), heads));
-        let k = rope.apply(split(self.k_proj.forward(x.clone()), kv));
-        let v = split(self.v_proj.forward(x), kv);
+        let split = |t: Tensor<B, 3>, n: usize| t.reshape([batch, queries, n, d]);
+        let q = rope.apply_scaled(split(project(&self.q_proj, x.clone()), heads));
+        let k = rope.apply(split(project(&self.k_proj, x.clone()), kv));
+        let v = split(project(&self.v_proj, x), kv);
+        let (k, v) = (k.swap_dims(1, 2), v.swap_dims(1, 2));
         let (k, v) = match cache {
             Some(cache) => cache.append(k, v),
             None => (k, v),
         };
-        let keys = k.dims()[2];
+        let out = self.attend(q.swap_dims(1, 2), k, v, mask);
+        project(&self.o_proj, out)
+    }
+
+    /// `softmax(q kᵀ + mask) v` with the heads merged back: `q: [batch, heads, queries, d]`
+    /// (already scaled), `k`, `v: [batch, kv_heads, keys, d]` -> `[batch, queries, heads·d]`.
+    fn attend(
+        &self,
+        q: Tensor<B, 4>,
+        k: Tensor<B, 4>,
+        v: Tensor<B, 4>,
+        mask: &Tensor<B, 4>,
+    ) -> Tensor<B, 3> {
+        let [batch, heads, queries, d] = q.dims();
+        let (kv, keys) = (self.kv_heads, k.dims()[2]);
         let rep = heads / kv;
-        let q = q.reshape([batch, kv, rep * queries, d]);
-        let scores = q
+        let grouped = |t: Tensor<B, 4>, n: usize| {
+            if rep == 1 {
+                t
+            } else {
+                t.reshape([batch, kv, rep * queries, n])
+            }
+        };
+        // Scores of query head `g·rep + r` are rows `r·queries..` of group `g`: the same
+        // memory as `[batch, heads, queries, keys]`.
+        let scores = grouped(q, d)
             .matmul(k.swap_dims(2, 3))
-            .mul_scalar(1.0 / (d as f64).sqrt())
-            .reshape([batch, kv, rep, queries, keys])
+            .reshape([batch, heads, queries, keys])
             .add(mask.clone());
-        let probs = softmax(scores, 4).reshape([batch, kv, rep * queries, keys]);
-        let out = probs
+        let probs = grouped(softmax(scores, 3), keys);
+        probs
             .matmul(v)
             .reshape([batch, heads, queries, d])
             .swap_dims(1, 2)
-            .reshape([batch, queries, heads * d]);
-        self.o_proj.forward(out)
+            .reshape([batch, queries, heads * d])
     }
 }

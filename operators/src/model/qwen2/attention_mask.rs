@@ -60,12 +60,17 @@ impl AttentionLayout {
         self.positions.first().map_or(0, Vec::len)
     }
 
-    /// The additive mask `[batch, 1, 1, queries, keys]` (broadcast over heads).
-    pub fn mask<B: Backend>(&self, keys: usize, device: &B::Device) -> Tensor<B, 5> {
+    /// The additive mask `[batch, heads, queries, keys]`, the same for every head.
+    ///
+    /// Repeated per head rather than broadcast: burn-flex adds same-shape tensors in a flat
+    /// SIMD loop but walks a broadcast over the head axis element by element. Built once
+    /// per forward call and shared by all layers.
+    pub fn mask<B: Backend>(&self, keys: usize, heads: usize, device: &B::Device) -> Tensor<B, 4> {
         let (batch, queries) = (self.batch(), self.queries());
         let offset = keys - queries;
-        let mut values = Vec::with_capacity(batch * queries * keys);
+        let mut values = Vec::with_capacity(batch * heads * queries * keys);
         for &start in &self.key_start {
+            let row_start = values.len();
             for i in 0..queries {
                 values.extend((0..keys).map(|j| {
                     if j >= start && j <= i + offset {
@@ -75,9 +80,12 @@ impl AttentionLayout {
                     }
                 }));
             }
+            for _ in 1..heads {
+                values.extend_from_within(row_start..row_start + queries * keys);
+            }
         }
         Tensor::from_data(
-            TensorData::new(values, [batch, 1, 1, queries, keys]),
+            TensorData::new(values, [batch, heads, queries, keys]),
             device,
         )
     }
@@ -95,7 +103,7 @@ mod tests {
         assert_eq!(layout.positions, vec![vec![0, 1, 2], vec![0, 0, 0]]);
         assert_eq!(layout.key_start, vec![0, 2]);
         let mask = layout
-            .mask::<B>(3, &Default::default())
+            .mask::<B>(3, 1, &Default::default())
             .into_data()
             .to_vec::<f32>()
             .unwrap();
@@ -115,7 +123,7 @@ mod tests {
             key_start: vec![0, 3],
         };
         let mask = layout
-            .mask::<B>(6, &Default::default())
+            .mask::<B>(6, 1, &Default::default())
             .into_data()
             .to_vec::<f32>()
             .unwrap();

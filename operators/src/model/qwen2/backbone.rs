@@ -86,8 +86,18 @@ impl<B: Backend> Qwen2Backbone<B> {
         let device = tokens.device();
         let queries = tokens.dims()[1];
         let cached = cache.as_ref().map_or(0, |c| c.len());
-        let rope = RotaryAngles::new(&layout.positions, self.head_dim, self.rope_theta, &device);
-        let mask = layout.mask::<B>(cached + queries, &device);
+        let heads = self
+            .layers
+            .first()
+            .map_or((1, 1), |l| (l.self_attn.heads, l.self_attn.kv_heads));
+        let rope = RotaryAngles::new(
+            &layout.positions,
+            self.head_dim,
+            heads,
+            self.rope_theta,
+            &device,
+        );
+        let mask = layout.mask::<B>(cached + queries, heads.0, &device);
         let mut x = self.embed_tokens.forward(tokens);
         for (i, layer) in self.layers.iter().enumerate() {
             let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));

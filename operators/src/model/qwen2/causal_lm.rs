@@ -10,6 +10,7 @@ use burn::tensor::{Int, Tensor};
 
 use super::attention_mask::AttentionLayout;
 use super::backbone::Qwen2Backbone;
+use super::dense::{project, project_with};
 use crate::model::config::Qwen2Config;
 use crate::model::error::ModelError;
 use crate::model::generate::kv_cache::KvCache;
@@ -75,10 +76,10 @@ impl<B: Backend> Qwen2CausalLm<B> {
     /// Vocabulary logits of hidden states `[..., hidden] -> [..., vocab]`.
     pub fn logits<const D: usize>(&self, hidden: Tensor<B, D>) -> Tensor<B, D> {
         match &self.lm_head {
-            Some(head) => head.forward(hidden),
+            Some(head) => project(head, hidden),
             None => {
                 let weight = self.model.embed_tokens.weight.val().transpose();
-                burn::tensor::module::linear(hidden, weight, None)
+                project_with(hidden, weight, None)
             }
         }
     }

@@ -71,7 +71,7 @@ impl<B: Backend> DecoderLayer<B> {
         &self,
         x: Tensor<B, 3>,
         rope: &RotaryAngles<B>,
-        mask: &Tensor<B, 5>,
+        mask: &Tensor<B, 4>,
         cache: Option<&mut LayerKv<B>>,
     ) -> Tensor<B, 3> {
         let attended =

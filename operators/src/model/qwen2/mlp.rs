@@ -7,6 +7,7 @@ use burn::tensor::activation::silu;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
+use super::dense::project;
 use crate::model::config::Qwen2Config;
 use crate::model::error::ModelError;
 use crate::model::weights::{linear, TensorSink, WeightSource};
@@ -47,7 +48,7 @@ impl<B: Backend> Mlp<B> {
 
     /// `x: [batch, len, hidden] -> [batch, len, hidden]`.
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
-        let gate = silu(self.gate_proj.forward(x.clone()));
-        self.down_proj.forward(gate.mul(self.up_proj.forward(x)))
+        let gate = silu(project(&self.gate_proj, x.clone()));
+        project(&self.down_proj, gate.mul(project(&self.up_proj, x)))
     }
 }

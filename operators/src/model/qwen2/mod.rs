@@ -6,6 +6,7 @@ pub mod attention_mask;
 pub mod backbone;
 pub mod causal_lm;
 pub mod decoder_layer;
+pub mod dense;
 pub mod mlp;
 pub mod rms_norm;
 pub mod rotary;

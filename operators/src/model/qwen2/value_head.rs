@@ -12,6 +12,7 @@ use burn::tensor::{Int, Tensor};
 
 use super::attention_mask::AttentionLayout;
 use super::backbone::Qwen2Backbone;
+use super::dense::project;
 use crate::model::config::Qwen2Config;
 use crate::model::error::ModelError;
 use crate::model::weights::{linear, Init, RandomInit, TensorSink, WeightSource};
@@ -92,6 +93,6 @@ impl<B: Backend> Qwen2ValueModel<B> {
     /// Per-token values `[batch, len]` of right-padded `tokens: [batch, len]`.
     pub fn forward(&self, tokens: Tensor<B, 2, Int>, layout: &AttentionLayout) -> Tensor<B, 2> {
         let hidden = self.model.forward(tokens, layout, None);
-        self.score.forward(hidden).squeeze_dim::<2>(2)
+        project(&self.score, hidden).squeeze_dim::<2>(2)
     }
 }
