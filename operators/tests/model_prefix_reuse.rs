@@ -59,11 +59,17 @@ fn multi_turn_sessions_generate_what_fresh_prefills_generate() {
             .map(|(s, p)| request(p.clone(), 10 * turn + s as u64))
             .collect();
         for (s, r) in requests.iter().enumerate() {
-            batcher.submit_in_session(&model, r.clone(), s as u64).unwrap();
+            batcher
+                .submit_in_session(&model, r.clone(), s as u64)
+                .unwrap();
         }
         let outputs = batcher.run_to_completion(&model);
         for (s, (out, r)) in outputs.iter().zip(requests).enumerate() {
-            assert_same(out, &from_scratch(&model, r), &format!("turn {turn}, session {s}"));
+            assert_same(
+                out,
+                &from_scratch(&model, r),
+                &format!("turn {turn}, session {s}"),
+            );
             prompts[s].extend(&out.tokens);
             prompts[s].extend(observations[s]);
         }
@@ -83,17 +89,31 @@ fn reuse_covers_the_common_prefix_only() {
     let model = model();
     let mut batcher = ContinuousBatcher::<B>::new(1, &device());
     let first = vec![1u32, 337, 262];
-    batcher.submit_in_session(&model, request(first.clone(), 1), 9).unwrap();
+    batcher
+        .submit_in_session(&model, request(first.clone(), 1), 9)
+        .unwrap();
     let reply = batcher.run_to_completion(&model).pop().unwrap();
     let second = [first.clone(), reply.tokens.clone(), vec![11, 12]].concat();
-    batcher.submit_in_session(&model, request(second.clone(), 2), 9).unwrap();
+    batcher
+        .submit_in_session(&model, request(second.clone(), 2), 9)
+        .unwrap();
     let out = batcher.run_to_completion(&model).pop().unwrap();
     assert_eq!(batcher.reused_prompt_tokens(), 3 + 4);
-    assert_same(&out, &from_scratch(&model, request(second, 2)), "second turn");
+    assert_same(
+        &out,
+        &from_scratch(&model, request(second, 2)),
+        "second turn",
+    );
 
     let departed = vec![1u32, 337, 40, 41];
-    batcher.submit_in_session(&model, request(departed.clone(), 3), 9).unwrap();
+    batcher
+        .submit_in_session(&model, request(departed.clone(), 3), 9)
+        .unwrap();
     let out = batcher.run_to_completion(&model).pop().unwrap();
     assert_eq!(batcher.reused_prompt_tokens(), 3 + 4 + 2);
-    assert_same(&out, &from_scratch(&model, request(departed, 3)), "departed turn");
+    assert_same(
+        &out,
+        &from_scratch(&model, request(departed, 3)),
+        "departed turn",
+    );
 }

@@ -36,7 +36,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use super::kv_cache::KvCache;
-use super::prefix_reuse::{reusable, Prefix, PrefillPlan, PrefixStore};
+use super::prefix_reuse::{reusable, PrefillPlan, Prefix, PrefixStore};
 use super::request::{FinishReason, GenerationOutput, GenerationRequest, RequestId};
 use super::sampler::{sample, Sampled};
 use crate::model::error::ModelError;
@@ -122,7 +122,7 @@ impl<B: Backend> ContinuousBatcher<B> {
         request: GenerationRequest,
         session: Option<u64>,
     ) -> Result<RequestId, ModelError> {
-        validate(model, &request)?;
+        request.validate(model)?;
         let id = RequestId(self.next_id);
         self.next_id += 1;
         self.waiting.push_back((id, request, session));
@@ -322,7 +322,9 @@ impl<B: Backend> ContinuousBatcher<B> {
         let kept_rows: Vec<usize> = keep.iter().map(|(i, _)| *i).collect();
         if let Some(cache) = &mut self.cache {
             for (i, row) in &done {
-                let session = row.session.filter(|_| row.finish != Some(FinishReason::Cancelled));
+                let session = row
+                    .session
+                    .filter(|_| row.finish != Some(FinishReason::Cancelled));
                 if let Some(session) = session {
                     self.prefixes.put(session, cached_prefix(cache, *i, row));
                 }
@@ -401,41 +403,4 @@ fn output(
         logprobs,
         finish,
     }
-}
-
-fn validate<B: Backend>(
-    model: &Qwen2CausalLm<B>,
-    request: &GenerationRequest,
-) -> Result<(), ModelError> {
-    let bad = |message: String| Err(ModelError::Request { message });
-    request.sampling.validate()?;
-    if request.prompt.is_empty() {
-        return bad("the prompt is empty".into());
-    }
-    if request.max_new_tokens == 0 {
-        return bad("max_new_tokens must be at least 1".into());
-    }
-    let vocab = model.config.vocab_size;
-    if let Some(t) = request.prompt.iter().find(|&&t| t as usize >= vocab) {
-        return bad(format!(
-            "prompt token id {t} is outside the vocabulary (size {vocab})"
-        ));
-    }
-    if let Some(guide) = &request.guide {
-        let mut tokens = guide.choices().iter().flatten();
-        if let Some(t) = tokens.find(|&&t| t as usize >= vocab) {
-            return bad(format!(
-                "guided choice token id {t} is outside the vocabulary (size {vocab})"
-            ));
-        }
-    }
-    let context = model.config.max_position_embeddings;
-    if request.prompt.len() + request.max_new_tokens > context {
-        return bad(format!(
-            "prompt ({} tokens) + max_new_tokens ({}) exceeds the model's context of {context} positions",
-            request.prompt.len(),
-            request.max_new_tokens
-        ));
-    }
-    Ok(())
 }

@@ -87,12 +87,15 @@ fn write<B: Backend>(
     buffer.slice_assign([0..rows, 0..heads, start..end, 0..dim], new)
 }
 
+/// Keys and values of one layer.
+pub type KvPair<B> = (Tensor<B, 4>, Tensor<B, 4>);
+
 /// One sequence's cached keys and values, `[1, kv_heads, columns, head_dim]` per layer: what
 /// a finished request leaves for the next turn of its conversation to start from.
 #[derive(Clone, Debug)]
 pub struct RowKv<B: Backend> {
     /// `(keys, values)` of every layer.
-    pub layers: Vec<(Tensor<B, 4>, Tensor<B, 4>)>,
+    pub layers: Vec<KvPair<B>>,
 }
 
 impl<B: Backend> RowKv<B> {
@@ -247,7 +250,7 @@ impl<B: Backend> KvCache<B> {
         };
         let layers = (0..num_layers)
             .map(|i| {
-                let stack = |pick: fn(&(Tensor<B, 4>, Tensor<B, 4>)) -> &Tensor<B, 4>| {
+                let stack = |pick: fn(&KvPair<B>) -> &Tensor<B, 4>| {
                     let template = pick(&first.layers[i]);
                     let [_, heads, _, dim] = template.dims();
                     let device = template.device();

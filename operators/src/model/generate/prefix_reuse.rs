@@ -152,7 +152,10 @@ mod tests {
         // Cached axis width 3: row 0 from column 0, row 1 only in the block (column 3),
         // row 2 from column 1.
         assert_eq!(plan.key_start, vec![0, 3, 1]);
-        assert_eq!(plan.positions, vec![vec![3, 4, 5], vec![0, 1, 2], vec![2, 3, 4]]);
+        assert_eq!(
+            plan.positions,
+            vec![vec![3, 4, 5], vec![0, 1, 2], vec![2, 3, 4]]
+        );
         assert_eq!(plan.ids, vec![4, 5, 6, 7, 8, 9, 3, 4, 9]);
     }
 
