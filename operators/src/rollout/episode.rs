@@ -71,6 +71,9 @@ impl Episode {
 pub struct EnvMessage {
     pub env: usize,
     pub request: Option<GenerationRequest>,
+    /// Whether the request's prompt continues this env's chat (trajectory-wise samples), so
+    /// the inference loop may reuse the cached keys of the previous turn.
+    pub continues_chat: bool,
 }
 
 /// Everything one env loop needs.
@@ -97,6 +100,7 @@ pub fn run_episode(
     let _ = calls.send(EnvMessage {
         env: index,
         request: None,
+        continues_chat: false,
     });
     result
 }
@@ -155,6 +159,7 @@ fn play(
             .send(EnvMessage {
                 env: job.index,
                 request: Some(request),
+                continues_chat: transcript.is_some(),
             })
             .map_err(|_| "the inference loop stopped".to_string())?;
         let output = replies

@@ -7,6 +7,9 @@
 //! for *those* envs to step and send their next request (or finish), then submits them
 //! sorted by env index. Envs still generating are not waited for, so there is no barrier
 //! across envs, and the batch composition (hence every number) depends only on the seeds.
+//!
+//! A trajectory-wise env's requests form one chat: each env is a session of the batcher,
+//! so a turn's prompt is prefilled only after the previous turn's cached prompt and reply.
 
 use std::collections::HashMap;
 
@@ -23,6 +26,8 @@ pub struct InferenceStats {
     pub requests: usize,
     pub generated_tokens: usize,
     pub prompt_tokens: usize,
+    /// Prompt tokens served from the previous turn's cache instead of being prefilled.
+    pub reused_prompt_tokens: usize,
 }
 
 /// Serves until every one of `envs` env loops has said it is done.
@@ -52,7 +57,12 @@ pub fn serve(
                 Some(request) => {
                     stats.requests += 1;
                     stats.prompt_tokens += request.prompt.len();
-                    let id = batcher.submit(model, request).map_err(|e| e.to_string())?;
+                    let id = if message.continues_chat {
+                        batcher.submit_in_session(model, request, message.env as u64)
+                    } else {
+                        batcher.submit(model, request)
+                    };
+                    let id = id.map_err(|e| e.to_string())?;
                     owner.insert(id, message.env);
                 }
                 None => live -= 1,
@@ -78,5 +88,6 @@ pub fn serve(
                 .map_err(|_| format!("env loop {env} stopped before its reply"))?;
         }
     }
+    stats.reused_prompt_tokens = batcher.reused_prompt_tokens();
     Ok(stats)
 }

@@ -299,6 +299,12 @@ impl Operator for RolloutNode {
             stats.generated_tokens as f64 / seconds.max(1e-9),
         );
         ctx.metrics.insert("requests".into(), stats.requests as f64);
+        ctx.metrics
+            .insert("prompt_tokens".into(), stats.prompt_tokens as f64);
+        ctx.metrics.insert(
+            "reused_prompt_tokens".into(),
+            stats.reused_prompt_tokens as f64,
+        );
         Ok(batch)
     }
 }

@@ -22,6 +22,11 @@
 //! pipelines this turns four forward passes per turn into one. Forced tokens in the middle
 //! of a choice are still decoded one per step (their single-token distribution gives the
 //! same log-prob 0).
+//!
+//! Requests submitted in a session ([`ContinuousBatcher::submit_in_session`], one per env
+//! conversation) reuse the keys and values their session's previous request left: a
+//! multi-turn prompt prefills only what follows the previous turn (see
+//! [`super::prefix_reuse`]).
 
 use std::collections::VecDeque;
 
@@ -31,6 +36,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use super::kv_cache::KvCache;
+use super::prefix_reuse::{reusable, PrefillPlan, Prefix, PrefixStore};
 use super::request::{FinishReason, GenerationOutput, GenerationRequest, RequestId};
 use super::sampler::{sample, Sampled};
 use crate::model::error::ModelError;
@@ -41,6 +47,8 @@ use crate::model::weights::to_f32_vec;
 struct Running {
     id: RequestId,
     request: GenerationRequest,
+    /// The conversation this request continues, if any.
+    session: Option<u64>,
     rng: StdRng,
     tokens: Vec<u32>,
     logprobs: Vec<f32>,
@@ -57,11 +65,15 @@ impl Running {
 
 /// Schedules generation requests over one batched KV cache.
 pub struct ContinuousBatcher<B: Backend> {
-    waiting: VecDeque<(RequestId, GenerationRequest)>,
+    waiting: VecDeque<(RequestId, GenerationRequest, Option<u64>)>,
     running: Vec<Running>,
     /// Admitted requests the guide completed without a forward pass.
     finished_early: Vec<Running>,
     cache: Option<KvCache<B>>,
+    /// What each session's last finished request left in the cache.
+    prefixes: PrefixStore<B>,
+    /// Prompt tokens served from `prefixes` instead of being prefilled.
+    reused_tokens: usize,
     next_id: u64,
     max_batch: usize,
     device: B::Device,
@@ -75,6 +87,8 @@ impl<B: Backend> ContinuousBatcher<B> {
             running: Vec::new(),
             finished_early: Vec::new(),
             cache: None,
+            prefixes: PrefixStore::new(2 * max_batch.max(1)),
+            reused_tokens: 0,
             next_id: 0,
             max_batch: max_batch.max(1),
             device: device.clone(),
@@ -87,16 +101,42 @@ impl<B: Backend> ContinuousBatcher<B> {
         model: &Qwen2CausalLm<B>,
         request: GenerationRequest,
     ) -> Result<RequestId, ModelError> {
-        validate(model, &request)?;
+        self.enqueue(model, request, None)
+    }
+
+    /// Queues a request that continues conversation `session`: its prompt is prefilled
+    /// after the longest prefix it shares with the session's previous request (prompt and
+    /// reply), whose keys and values are reused.
+    pub fn submit_in_session(
+        &mut self,
+        model: &Qwen2CausalLm<B>,
+        request: GenerationRequest,
+        session: u64,
+    ) -> Result<RequestId, ModelError> {
+        self.enqueue(model, request, Some(session))
+    }
+
+    fn enqueue(
+        &mut self,
+        model: &Qwen2CausalLm<B>,
+        request: GenerationRequest,
+        session: Option<u64>,
+    ) -> Result<RequestId, ModelError> {
+        request.validate(model)?;
         let id = RequestId(self.next_id);
         self.next_id += 1;
-        self.waiting.push_back((id, request));
+        self.waiting.push_back((id, request, session));
         Ok(id)
+    }
+
+    /// Prompt tokens taken from a session's cached prefix instead of being prefilled.
+    pub fn reused_prompt_tokens(&self) -> usize {
+        self.reused_tokens
     }
 
     /// Removes a request whether waiting or running; returns what it generated so far.
     pub fn cancel(&mut self, id: RequestId) -> Option<GenerationOutput> {
-        if let Some(i) = self.waiting.iter().position(|(w, _)| *w == id) {
+        if let Some(i) = self.waiting.iter().position(|(w, _, _)| *w == id) {
             self.waiting.remove(i);
             return Some(output(id, Vec::new(), Vec::new(), FinishReason::Cancelled));
         }
@@ -141,9 +181,10 @@ impl<B: Backend> ContinuousBatcher<B> {
         let free = self.max_batch.saturating_sub(self.running.len());
         let joining: Vec<Running> = (0..free.min(self.waiting.len()))
             .filter_map(|_| self.waiting.pop_front())
-            .map(|(id, request)| {
+            .map(|(id, request, session)| {
                 let mut row = Running {
                     id,
+                    session,
                     rng: StdRng::seed_from_u64(request.seed),
                     request,
                     tokens: Vec::new(),
@@ -161,24 +202,39 @@ impl<B: Backend> ContinuousBatcher<B> {
         if joining.is_empty() {
             return;
         }
-        // Each row prefills its prompt and the forced tokens that open its reply.
+        // Each row prefills its prompt and the forced tokens that open its reply, after the
+        // part its session's cached prefix already covers.
         let inputs: Vec<Vec<u32>> = joining
             .iter()
             .map(|r| [r.request.prompt.as_slice(), &r.tokens].concat())
             .collect();
-        let lengths: Vec<usize> = inputs.iter().map(Vec::len).collect();
-        let layout = AttentionLayout::left_padded(&lengths);
-        let width = layout.queries();
-        let mut ids = Vec::with_capacity(joining.len() * width);
-        for input in &inputs {
-            ids.extend(std::iter::repeat_n(0i64, width - input.len()));
-            ids.extend(input.iter().map(|&t| t as i64));
-        }
+        let prefixes: Vec<Option<Prefix<B>>> = joining
+            .iter()
+            .map(|r| r.session.and_then(|s| self.prefixes.take(s)))
+            .collect();
+        let covered: Vec<usize> = inputs
+            .iter()
+            .zip(&prefixes)
+            .map(|(input, p)| p.as_ref().map_or(0, |p| reusable(&p.tokens, input)))
+            .collect();
+        let plan = PrefillPlan::new(&inputs, &covered);
+        self.reused_tokens += plan.cached.iter().sum::<usize>();
+        let width = plan.queries;
         let tokens = Tensor::<B, 2, Int>::from_data(
-            TensorData::new(ids, [joining.len(), width]),
+            TensorData::new(plan.ids, [joining.len(), width]),
             &self.device,
         );
-        let mut cache = KvCache::new(model.model.layers.len(), layout.key_start.clone());
+        let taken: Vec<Option<(&_, usize)>> = prefixes
+            .iter()
+            .zip(&plan.cached)
+            .map(|(p, &n)| p.as_ref().map(|p| (&p.kv, n)))
+            .collect();
+        let layers = model.model.layers.len();
+        let mut cache = KvCache::from_prefixes(layers, &taken, plan.key_start.clone());
+        let layout = AttentionLayout {
+            positions: plan.positions,
+            key_start: plan.key_start,
+        };
         let hidden = model.hidden(tokens, &layout, Some(&mut cache));
         let logits = model.logits(hidden.narrow(1, width - 1, 1));
         let rows = self.sample_rows(logits, joining.into_iter());
@@ -265,6 +321,14 @@ impl<B: Backend> ContinuousBatcher<B> {
             .partition(|(_, r)| r.finish.is_some());
         let kept_rows: Vec<usize> = keep.iter().map(|(i, _)| *i).collect();
         if let Some(cache) = &mut self.cache {
+            for (i, row) in &done {
+                let session = row
+                    .session
+                    .filter(|_| row.finish != Some(FinishReason::Cancelled));
+                if let Some(session) = session {
+                    self.prefixes.put(session, cached_prefix(cache, *i, row));
+                }
+            }
             cache.retain(&kept_rows);
         }
         self.running = keep.into_iter().map(|(_, r)| r).collect();
@@ -305,6 +369,15 @@ fn jump_forward(row: &mut Running) {
     }
 }
 
+/// Row `i`'s keys and values and the tokens they cover: its prompt and the reply tokens
+/// that went through the model (a reply's last tokens, sampled or forced, never do).
+fn cached_prefix<B: Backend>(cache: &KvCache<B>, i: usize, row: &Running) -> Prefix<B> {
+    let kv = cache.row(i);
+    let mut tokens = [row.request.prompt.as_slice(), &row.tokens].concat();
+    tokens.truncate(kv.len());
+    Prefix { tokens, kv }
+}
+
 fn finished_output(r: Running) -> GenerationOutput {
     output(r.id, r.tokens, r.logprobs, r.finish.expect("finished"))
 }
@@ -330,41 +403,4 @@ fn output(
         logprobs,
         finish,
     }
-}
-
-fn validate<B: Backend>(
-    model: &Qwen2CausalLm<B>,
-    request: &GenerationRequest,
-) -> Result<(), ModelError> {
-    let bad = |message: String| Err(ModelError::Request { message });
-    request.sampling.validate()?;
-    if request.prompt.is_empty() {
-        return bad("the prompt is empty".into());
-    }
-    if request.max_new_tokens == 0 {
-        return bad("max_new_tokens must be at least 1".into());
-    }
-    let vocab = model.config.vocab_size;
-    if let Some(t) = request.prompt.iter().find(|&&t| t as usize >= vocab) {
-        return bad(format!(
-            "prompt token id {t} is outside the vocabulary (size {vocab})"
-        ));
-    }
-    if let Some(guide) = &request.guide {
-        let mut tokens = guide.choices().iter().flatten();
-        if let Some(t) = tokens.find(|&&t| t as usize >= vocab) {
-            return bad(format!(
-                "guided choice token id {t} is outside the vocabulary (size {vocab})"
-            ));
-        }
-    }
-    let context = model.config.max_position_embeddings;
-    if request.prompt.len() + request.max_new_tokens > context {
-        return bad(format!(
-            "prompt ({} tokens) + max_new_tokens ({}) exceeds the model's context of {context} positions",
-            request.prompt.len(),
-            request.max_new_tokens
-        ));
-    }
-    Ok(())
 }

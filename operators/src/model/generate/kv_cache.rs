@@ -87,6 +87,29 @@ fn write<B: Backend>(
     buffer.slice_assign([0..rows, 0..heads, start..end, 0..dim], new)
 }
 
+/// Keys and values of one layer.
+pub type KvPair<B> = (Tensor<B, 4>, Tensor<B, 4>);
+
+/// One sequence's cached keys and values, `[1, kv_heads, columns, head_dim]` per layer: what
+/// a finished request leaves for the next turn of its conversation to start from.
+#[derive(Clone, Debug)]
+pub struct RowKv<B: Backend> {
+    /// `(keys, values)` of every layer.
+    pub layers: Vec<KvPair<B>>,
+}
+
+impl<B: Backend> RowKv<B> {
+    /// Number of cached tokens.
+    pub fn len(&self) -> usize {
+        self.layers.first().map_or(0, |(k, _)| k.dims()[2])
+    }
+
+    /// Whether no token is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// The cache of all layers for a batch of rows.
 #[derive(Clone, Debug)]
 pub struct KvCache<B: Backend> {
@@ -191,6 +214,70 @@ impl<B: Backend> KvCache<B> {
             }
             self.len -= unused;
             self.key_start.iter_mut().for_each(|s| *s -= unused);
+        }
+    }
+
+    /// A copy of row `r`'s live keys and values (its columns `key_start[r]..len`), owning its
+    /// storage, so the running buffers stay uniquely owned and keep being written in place.
+    pub fn row(&self, r: usize) -> RowKv<B> {
+        let (start, len) = (self.key_start[r], self.len);
+        let copy = |t: &Option<Tensor<B, 4>>| {
+            let t = t.as_ref().expect("a cache with columns has buffers");
+            let view = t.clone().narrow(0, r, 1).narrow(2, start, len - start);
+            Tensor::from_data(view.into_data(), &t.device())
+        };
+        RowKv {
+            layers: self
+                .layers
+                .iter()
+                .map(|l| (copy(&l.keys), copy(&l.values)))
+                .collect(),
+        }
+    }
+
+    /// A cache whose row `r` holds the first `take` columns of `prefixes[r]`, right-aligned
+    /// on a shared key axis as wide as the longest (`None` or `take = 0`: no columns). Rows
+    /// keep their keys from `key_start[r]`, which the caller computes with the queries that
+    /// will follow (left padding of short rows included).
+    pub fn from_prefixes(
+        num_layers: usize,
+        prefixes: &[Option<(&RowKv<B>, usize)>],
+        key_start: Vec<usize>,
+    ) -> Self {
+        let width = prefixes.iter().flatten().map(|p| p.1).max().unwrap_or(0);
+        let Some((first, _)) = prefixes.iter().flatten().find(|p| p.1 > 0) else {
+            return KvCache::new(num_layers, key_start);
+        };
+        let layers = (0..num_layers)
+            .map(|i| {
+                let stack = |pick: fn(&KvPair<B>) -> &Tensor<B, 4>| {
+                    let template = pick(&first.layers[i]);
+                    let [_, heads, _, dim] = template.dims();
+                    let device = template.device();
+                    let rows = prefixes.iter().map(|p| {
+                        let take = p.map_or(0, |p| p.1);
+                        let zeros = Tensor::zeros([1, heads, width - take, dim], &device);
+                        match p {
+                            Some((kv, take)) if *take > 0 => Tensor::cat(
+                                vec![zeros, pick(&kv.layers[i]).clone().narrow(2, 0, *take)],
+                                2,
+                            ),
+                            _ => zeros,
+                        }
+                    });
+                    Tensor::cat(rows.collect(), 0)
+                };
+                LayerKv {
+                    keys: Some(stack(|l| &l.0)),
+                    values: Some(stack(|l| &l.1)),
+                    len: width,
+                }
+            })
+            .collect();
+        KvCache {
+            layers,
+            len: width,
+            key_start,
         }
     }
 

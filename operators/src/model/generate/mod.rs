@@ -3,6 +3,7 @@
 pub mod batcher;
 pub mod guide;
 pub mod kv_cache;
+pub mod prefix_reuse;
 pub mod request;
 pub mod sampler;
 

@@ -2,6 +2,11 @@
 
 use std::sync::Arc;
 
+use burn::tensor::backend::Backend;
+
+use crate::model::error::ModelError;
+use crate::model::qwen2::Qwen2CausalLm;
+
 use super::guide::AnswerChoices;
 use super::sampler::SamplingParams;
 
@@ -53,4 +58,43 @@ pub struct GenerationOutput {
     pub logprobs: Vec<f32>,
     /// Why generation ended.
     pub finish: FinishReason,
+}
+
+impl GenerationRequest {
+    /// Checks the request against the model: a non-empty prompt and token budget, token ids
+    /// inside the vocabulary (the guide's too), and room in the model's context.
+    pub fn validate<B: Backend>(&self, model: &Qwen2CausalLm<B>) -> Result<(), ModelError> {
+        let request = self;
+        let bad = |message: String| Err(ModelError::Request { message });
+        request.sampling.validate()?;
+        if request.prompt.is_empty() {
+            return bad("the prompt is empty".into());
+        }
+        if request.max_new_tokens == 0 {
+            return bad("max_new_tokens must be at least 1".into());
+        }
+        let vocab = model.config.vocab_size;
+        if let Some(t) = request.prompt.iter().find(|&&t| t as usize >= vocab) {
+            return bad(format!(
+                "prompt token id {t} is outside the vocabulary (size {vocab})"
+            ));
+        }
+        if let Some(guide) = &request.guide {
+            let mut tokens = guide.choices().iter().flatten();
+            if let Some(t) = tokens.find(|&&t| t as usize >= vocab) {
+                return bad(format!(
+                    "guided choice token id {t} is outside the vocabulary (size {vocab})"
+                ));
+            }
+        }
+        let context = model.config.max_position_embeddings;
+        if request.prompt.len() + request.max_new_tokens > context {
+            return bad(format!(
+                "prompt ({} tokens) + max_new_tokens ({}) exceeds the model's context of {context} positions",
+                request.prompt.len(),
+                request.max_new_tokens
+            ));
+        }
+        Ok(())
+    }
 }

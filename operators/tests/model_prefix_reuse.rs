@@ -1,0 +1,119 @@
+//! Prefix reuse across turns: a session's next request, prefilled after the keys and values
+//! its previous request left, generates what it generates from scratch (same tokens,
+//! log-probs within 1e-4), with the previous prompt and reply taken from the cache.
+
+mod common;
+
+use common::{device, fixture, B};
+use roll_flow_operators::model::generate::{
+    ContinuousBatcher, GenerationOutput, GenerationRequest, SamplingParams,
+};
+use roll_flow_operators::model::hf::load_causal_lm;
+use roll_flow_operators::model::Qwen2CausalLm;
+
+fn model() -> Qwen2CausalLm<B> {
+    load_causal_lm::<B>(&fixture("tiny_qwen2"), &device()).unwrap()
+}
+
+fn request(prompt: Vec<u32>, seed: u64) -> GenerationRequest {
+    GenerationRequest {
+        prompt,
+        max_new_tokens: 5,
+        sampling: SamplingParams {
+            temperature: 0.9,
+            top_p: 1.0,
+            top_k: 0,
+        },
+        stop_tokens: vec![],
+        seed,
+        guide: None,
+    }
+}
+
+/// Each request on its own, no cache kept between them.
+fn from_scratch(model: &Qwen2CausalLm<B>, request: GenerationRequest) -> GenerationOutput {
+    let mut batcher = ContinuousBatcher::<B>::new(1, &device());
+    batcher.submit(model, request).unwrap();
+    batcher.run_to_completion(model).pop().unwrap()
+}
+
+fn assert_same(a: &GenerationOutput, b: &GenerationOutput, what: &str) {
+    assert_eq!(a.tokens, b.tokens, "{what}");
+    for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+        assert!((x - y).abs() < 1e-4, "{what}: {x} vs {y}");
+    }
+}
+
+/// Three conversations of three turns, served together: every turn's prompt is the last
+/// prompt, its reply and a new observation of a different length per conversation.
+#[test]
+fn multi_turn_sessions_generate_what_fresh_prefills_generate() {
+    let model = model();
+    let observations: [&[u32]; 3] = [&[11, 12, 13], &[40], &[7, 8, 9, 10, 11, 12, 13]];
+    let mut prompts: Vec<Vec<u32>> = vec![vec![1, 337, 262], vec![50, 500, 482, 3, 4], vec![25]];
+    let mut batcher = ContinuousBatcher::<B>::new(3, &device());
+    for turn in 0..3u64 {
+        let requests: Vec<GenerationRequest> = prompts
+            .iter()
+            .enumerate()
+            .map(|(s, p)| request(p.clone(), 10 * turn + s as u64))
+            .collect();
+        for (s, r) in requests.iter().enumerate() {
+            batcher
+                .submit_in_session(&model, r.clone(), s as u64)
+                .unwrap();
+        }
+        let outputs = batcher.run_to_completion(&model);
+        for (s, (out, r)) in outputs.iter().zip(requests).enumerate() {
+            assert_same(
+                out,
+                &from_scratch(&model, r),
+                &format!("turn {turn}, session {s}"),
+            );
+            prompts[s].extend(&out.tokens);
+            prompts[s].extend(observations[s]);
+        }
+        if turn == 0 {
+            assert_eq!(batcher.reused_prompt_tokens(), 0);
+        }
+    }
+    assert!(batcher.reused_prompt_tokens() > 0);
+}
+
+/// One session alone, by hand: the second prompt extends the first prompt (3 tokens) and
+/// its 5-token reply, whose last token never went through the model, so 3 + 4 tokens come
+/// from the cache. A third prompt that departs from the conversation after its first two
+/// tokens reuses those two only.
+#[test]
+fn reuse_covers_the_common_prefix_only() {
+    let model = model();
+    let mut batcher = ContinuousBatcher::<B>::new(1, &device());
+    let first = vec![1u32, 337, 262];
+    batcher
+        .submit_in_session(&model, request(first.clone(), 1), 9)
+        .unwrap();
+    let reply = batcher.run_to_completion(&model).pop().unwrap();
+    let second = [first.clone(), reply.tokens.clone(), vec![11, 12]].concat();
+    batcher
+        .submit_in_session(&model, request(second.clone(), 2), 9)
+        .unwrap();
+    let out = batcher.run_to_completion(&model).pop().unwrap();
+    assert_eq!(batcher.reused_prompt_tokens(), 3 + 4);
+    assert_same(
+        &out,
+        &from_scratch(&model, request(second, 2)),
+        "second turn",
+    );
+
+    let departed = vec![1u32, 337, 40, 41];
+    batcher
+        .submit_in_session(&model, request(departed.clone(), 3), 9)
+        .unwrap();
+    let out = batcher.run_to_completion(&model).pop().unwrap();
+    assert_eq!(batcher.reused_prompt_tokens(), 3 + 4 + 2);
+    assert_same(
+        &out,
+        &from_scratch(&model, request(departed, 3)),
+        "departed turn",
+    );
+}
