@@ -70,6 +70,14 @@ def step(tiles, player, action):
     return n, float(tiles[n] == "G"), tiles[n] in "OG"
 
 
+def tiny_model(layers):
+    """The Tiny Qwen2 of the pipelines at width 64, from random weights."""
+    config = Qwen2Config(vocab_size=16, hidden_size=64, num_hidden_layers=layers, num_attention_heads=4,
+                         num_key_value_heads=4, intermediate_size=256, max_position_embeddings=256,
+                         tie_word_embeddings=True)
+    return Qwen2ForCausalLM(config)
+
+
 def action_logits(model, prompts):
     return model(torch.tensor(prompts)).logits[:, -1, ACTION_TOKEN:ACTION_TOKEN + 4]
 
@@ -135,10 +143,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=16, hidden_size=64, num_hidden_layers=args.layers, num_attention_heads=4,
-                         num_key_value_heads=4, intermediate_size=256, max_position_embeddings=256,
-                         tie_word_embeddings=True)
-    model = Qwen2ForCausalLM(config)
+    model = tiny_model(args.layers)
     optim = torch.optim.AdamW(model.parameters(), lr=args.lr)
     rng, val_rng = random.Random(0), random.Random(10000)
     val_maps = [random_map(val_rng) for _ in range(64)]

@@ -18,7 +18,6 @@ import time
 from collections import deque
 
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
 
 import frozen_lake_pg_reference as ref
 
@@ -64,10 +63,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=16, hidden_size=64, num_hidden_layers=args.layers, num_attention_heads=4,
-                         num_key_value_heads=4, intermediate_size=256, max_position_embeddings=256,
-                         tie_word_embeddings=True)
-    model = Qwen2ForCausalLM(config)
+    model = ref.tiny_model(args.layers)
     optim = torch.optim.AdamW(model.parameters(), lr=args.lr)
     rng, val_rng = random.Random(0), random.Random(10000)
     val_maps = [ref.random_map(val_rng) for _ in range(64)]

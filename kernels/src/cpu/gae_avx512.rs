@@ -44,6 +44,18 @@ fn low_lanes(n: usize) -> __mmask16 {
     }
 }
 
+/// The response-token lanes (mask ≠ 0) among the `k` lanes of `m[i..]`.
+///
+/// # Safety
+/// The `k` lanes from `i` must lie inside `m`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn live_lanes(m: &[f32], i: usize, k: __mmask16) -> __mmask16 {
+    // SAFETY: the masked load reads only the `k` lanes, inside `m` (the caller's contract).
+    let mask = unsafe { _mm512_maskz_loadu_ps(k, m.as_ptr().add(i)) };
+    _mm512_mask_cmp_ps_mask::<_CMP_NEQ_UQ>(k, mask, _mm512_setzero_ps())
+}
+
 /// x_i + c·x_{i+D} (0 past the last lane).
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -84,11 +96,7 @@ pub(super) fn scan_sequence(
         // SAFETY: loads touch only the `k` lanes, inside the slices; the packed stores
         // write 16 lanes at `len` ≤ i, inside the n + 32 floats.
         unsafe {
-            let live = _mm512_mask_cmp_ps_mask::<_CMP_NEQ_UQ>(
-                k,
-                _mm512_maskz_loadu_ps(k, m.as_ptr().add(i)),
-                zero,
-            );
+            let live = live_lanes(m, i, k);
             let rv = _mm512_maskz_loadu_ps(live, r.as_ptr().add(i));
             let vv = _mm512_maskz_loadu_ps(live, v.as_ptr().add(i));
             _mm512_storeu_ps(cr.as_mut_ptr().add(len), _mm512_maskz_compress_ps(live, rv));
@@ -141,11 +149,7 @@ pub(super) fn scan_sequence(
         // SAFETY: loads and stores touch only the `k` lanes inside the slices, and the
         // expanding loads the `live` packed values from `pos` < len.
         unsafe {
-            let live = _mm512_mask_cmp_ps_mask::<_CMP_NEQ_UQ>(
-                k,
-                _mm512_maskz_loadu_ps(k, m.as_ptr().add(i)),
-                zero,
-            );
+            let live = live_lanes(m, i, k);
             let a = _mm512_maskz_expandloadu_ps(live, ca.as_ptr().add(pos));
             let g = _mm512_maskz_expandloadu_ps(live, cg.as_ptr().add(pos));
             _mm512_mask_storeu_ps(adv.as_mut_ptr().add(i), k, a);
