@@ -1,7 +1,7 @@
 //! The node registry: every RON node variant a pipeline may name, and its implementation.
 //!
 //! A node kind is a config struct implementing [`NodeKind`] (its contract, its role, the
-//! models and envs it names, how to build its operator). The [`node_registry!`] list
+//! models and envs it names, how to build its operator). The `node_registry!` list
 //! below turns the kinds into the `Node` enum that serde reads from `nodes:`; adding an
 //! operator is its own file plus one line here.
 
