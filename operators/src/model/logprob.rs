@@ -18,7 +18,8 @@
 //! the same restriction: the logits of ruled-out tokens are set to −∞ before the kernel,
 //! which gives them probability 0, adds nothing to the entropy (`π log π` = 0, not NaN) and
 //! no gradient. A forced token (the only one allowed) gets log-prob 0, entropy 0 and no
-//! gradient.
+//! gradient exactly: it skips the vocabulary projection and the kernel altogether (in the
+//! shipped answer guides three of a reply's four tokens are forced).
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
@@ -102,8 +103,27 @@ fn logprobs<B: KernelBackend>(
     }
     let n = token_index.len();
     let vocab = model.config.vocab_size;
-    let ruled_out = match allowed {
-        Some(allowed) => guide_mask(allowed, &targets, vocab)?,
+    if let Some(allowed) = allowed {
+        check_allowed(allowed, &targets, vocab)?;
+    }
+    // The tokens that are decisions (all of them without a guide); a batch of forced tokens
+    // only keeps the general path, so the result stays attached to the model's graph.
+    let decisions: Vec<usize> = match allowed {
+        Some(allowed) => (0..n).filter(|&i| !is_forced(allowed[i])).collect(),
+        None => (0..n).collect(),
+    };
+    let decisions = if decisions.is_empty() {
+        (0..n).collect()
+    } else {
+        decisions
+    };
+    let pick = |v: &[i64]| decisions.iter().map(|&i| v[i]).collect::<Vec<i64>>();
+    let (source_rows, targets) = (pick(&source_rows), pick(&targets));
+    let allowed: Option<Vec<Option<&[u32]>>> =
+        allowed.map(|a| decisions.iter().map(|&i| a[i]).collect());
+    let m = decisions.len();
+    let ruled_out = match &allowed {
+        Some(allowed) => guide_mask(allowed, &targets, vocab),
         None => None,
     };
     if n == 0 {
@@ -120,24 +140,25 @@ fn logprobs<B: KernelBackend>(
         None,
     );
     let hidden_dim = hidden.dims()[2];
-    let rows_index = Tensor::<B, 1, Int>::from_data(TensorData::new(source_rows, [n]), &device);
+    let rows_index = Tensor::<B, 1, Int>::from_data(TensorData::new(source_rows, [m]), &device);
     let selected = hidden
         .reshape([rows * width, hidden_dim])
         .select(0, rows_index);
     let mut logits = model.logits(selected);
     if let Some(ruled_out) = ruled_out {
         let ruled_out =
-            Tensor::<B, 2, Bool>::from_data(TensorData::new(ruled_out, [n, vocab]), &device);
+            Tensor::<B, 2, Bool>::from_data(TensorData::new(ruled_out, [m, vocab]), &device);
         logits = logits.mask_fill(ruled_out, f32::NEG_INFINITY);
     }
-    let targets = Tensor::<B, 1, Int>::from_data(TensorData::new(targets, [n]), &device);
+    let targets = Tensor::<B, 1, Int>::from_data(TensorData::new(targets, [m]), &device);
     let fused =
         roll_flow_kernels::token_logprob_entropy(logits, targets, temperature).map_err(|e| {
             ModelError::Request {
                 message: e.to_string(),
             }
         })?;
-    let (logprobs, entropy) = (fused.logprob, fused.entropy);
+    let spread = Spread::new(&decisions, n, &device);
+    let (logprobs, entropy) = (spread.apply(fused.logprob), spread.apply(fused.entropy));
     Ok(ResponseLogProbs {
         logprobs,
         entropy,
@@ -145,13 +166,49 @@ fn logprobs<B: KernelBackend>(
     })
 }
 
-/// The `[n * vocab]` ruled-out flags of `allowed` (one entry per response token), or `None`
-/// when no token is constrained.
-fn guide_mask(
+/// Whether a guide allows exactly one token here (a forced token, log-prob 0).
+fn is_forced(allowed: Option<&[u32]>) -> bool {
+    allowed.is_some_and(|a| a.len() == 1)
+}
+
+/// Places the values of the decision tokens at their packed response positions, 0 at the
+/// forced ones: `[values, 0]` gathered by index, so the gradient flows back to `values`.
+struct Spread<B: Backend> {
+    index: Option<Tensor<B, 1, Int>>,
+}
+
+impl<B: Backend> Spread<B> {
+    fn new(decisions: &[usize], n: usize, device: &B::Device) -> Self {
+        if decisions.len() == n {
+            return Spread { index: None };
+        }
+        let zero_slot = decisions.len() as i64;
+        let mut index = vec![zero_slot; n];
+        for (k, &i) in decisions.iter().enumerate() {
+            index[i] = k as i64;
+        }
+        let index = Tensor::from_data(TensorData::new(index, [n]), device);
+        Spread { index: Some(index) }
+    }
+
+    fn apply(&self, values: Tensor<B, 1>) -> Tensor<B, 1> {
+        match &self.index {
+            None => values,
+            Some(index) => {
+                let zero = Tensor::zeros([1], &values.device());
+                Tensor::cat(vec![values, zero], 0).select(0, index.clone())
+            }
+        }
+    }
+}
+
+/// Checks `allowed` (one entry per response token): as many sets as tokens, ids inside the
+/// vocabulary, each token among its allowed set.
+fn check_allowed(
     allowed: &[Option<&[u32]>],
     targets: &[i64],
     vocab: usize,
-) -> Result<Option<Vec<bool>>, ModelError> {
+) -> Result<(), ModelError> {
     let bad = |message: String| Err(ModelError::Request { message });
     if allowed.len() != targets.len() {
         return bad(format!(
@@ -160,10 +217,6 @@ fn guide_mask(
             targets.len()
         ));
     }
-    if allowed.iter().all(Option::is_none) {
-        return Ok(None);
-    }
-    let mut mask = vec![false; targets.len() * vocab];
     for (i, (set, &target)) in allowed.iter().zip(targets).enumerate() {
         let Some(set) = set else { continue };
         if let Some(t) = set.iter().find(|&&t| t as usize >= vocab) {
@@ -177,13 +230,26 @@ fn guide_mask(
                  tokens {set:?}"
             ));
         }
+    }
+    Ok(())
+}
+
+/// The `[n * vocab]` ruled-out flags of checked `allowed` sets, or `None` when no token is
+/// constrained.
+fn guide_mask(allowed: &[Option<&[u32]>], targets: &[i64], vocab: usize) -> Option<Vec<bool>> {
+    if allowed.iter().all(Option::is_none) {
+        return None;
+    }
+    let mut mask = vec![false; targets.len() * vocab];
+    for (i, set) in allowed.iter().enumerate() {
+        let Some(set) = set else { continue };
         let row = &mut mask[i * vocab..(i + 1) * vocab];
         row.fill(true);
         for &t in *set {
             row[t as usize] = false;
         }
     }
-    Ok(Some(mask))
+    Some(mask)
 }
 
 fn check_inputs(
