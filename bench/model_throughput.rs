@@ -123,6 +123,8 @@ fn generation_throughput<B: Backend>() -> Rate {
 }
 
 fn main() {
+    // As the roll-flow binary does (ROLL_FLOW_DEFAULT_MALLOC=1 keeps glibc's defaults).
+    roll_flow_kernels::cpu::keep_freed_buffers_for_reuse();
     let threads = std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "all cores".into());
     println!("Tiny Qwen2 (layers 2, dim 128, heads 4, ffn 512, vocab {VOCAB}), threads: {threads}");
     println!("backend  train fwd+bwd tok/s ({TRAIN_BATCH}x{TRAIN_LEN})  generate tok/s (batch {GEN_BATCH}, {GEN_PROMPT}+{GEN_NEW})   [per CPU-second: train, generate]");

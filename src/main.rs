@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    roll_flow_kernels::cpu::keep_freed_buffers_for_reuse();
     let args = cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())

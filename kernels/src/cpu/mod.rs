@@ -3,6 +3,7 @@
 //! callers holding host vectors can call them directly.
 
 pub(crate) mod buffer;
+pub use buffer::keep_freed_buffers_for_reuse;
 pub mod gae;
 #[cfg(target_arch = "x86_64")]
 mod gae_avx512;
