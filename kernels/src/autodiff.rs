@@ -142,12 +142,7 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         offsets: &[usize],
         config: &PpoClipConfig,
     ) -> PpoForward<Self> {
-        let f = B::ppo_clip_forward(inner_tokens(tokens), offsets, config);
-        PpoForward {
-            loss: untracked::<B>(f.loss),
-            stats: untracked::<B>(f.stats),
-            seq_weight: untracked::<B>(f.seq_weight),
-        }
+        B::ppo_clip_forward(inner_tokens(tokens), offsets, config).map(untracked::<B>)
     }
 
     fn ppo_clip_backward(

@@ -84,6 +84,17 @@ pub struct PpoForward<B: Backend> {
     pub seq_weight: FloatTensor<B>,
 }
 
+impl<B: Backend> PpoForward<B> {
+    /// The same tensors through `f` (e.g. wrapping them as untracked autodiff primitives).
+    pub fn map<C: Backend>(self, f: impl Fn(FloatTensor<B>) -> FloatTensor<C>) -> PpoForward<C> {
+        PpoForward {
+            loss: f(self.loss),
+            stats: f(self.stats),
+            seq_weight: f(self.seq_weight),
+        }
+    }
+}
+
 /// A burn backend with roll-flow's fused kernels.
 pub trait KernelBackend: Backend {
     /// Token log-prob + entropy forward: `logits [N, V]`, `targets [N]` →

@@ -68,12 +68,7 @@ impl KernelBackend for NdArray {
         offsets: &[usize],
         config: &PpoClipConfig,
     ) -> PpoForward<Self> {
-        let f = Flex::ppo_clip_forward(tokens.map(to_flex::<1>), offsets, config);
-        PpoForward {
-            loss: from_flex::<1>(f.loss),
-            stats: from_flex::<1>(f.stats),
-            seq_weight: from_flex::<1>(f.seq_weight),
-        }
+        Flex::ppo_clip_forward(tokens.map(to_flex::<1>), offsets, config).map(from_flex::<1>)
     }
 
     fn ppo_clip_backward(
