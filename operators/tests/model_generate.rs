@@ -4,39 +4,11 @@
 
 mod common;
 
-use common::{device, fixture, logits_of, B};
+use common::{alone, device, logits_of, request, tiny_qwen2, B};
 use roll_flow_operators::model::generate::sampler::log_softmax_at;
 use roll_flow_operators::model::generate::{
     ContinuousBatcher, FinishReason, GenerationOutput, GenerationRequest, SamplingParams,
 };
-use roll_flow_operators::model::hf::load_causal_lm;
-use roll_flow_operators::model::Qwen2CausalLm;
-
-fn model() -> Qwen2CausalLm<B> {
-    load_causal_lm::<B>(&fixture("tiny_qwen2"), &device()).unwrap()
-}
-
-fn request(
-    prompt: &[u32],
-    max_new_tokens: usize,
-    sampling: SamplingParams,
-    seed: u64,
-) -> GenerationRequest {
-    GenerationRequest {
-        prompt: prompt.to_vec(),
-        max_new_tokens,
-        sampling,
-        stop_tokens: vec![],
-        seed,
-        guide: None,
-    }
-}
-
-fn alone(model: &Qwen2CausalLm<B>, request: GenerationRequest) -> GenerationOutput {
-    let mut batcher = ContinuousBatcher::<B>::new(1, &device());
-    batcher.submit(model, request).unwrap();
-    batcher.run_to_completion(model).pop().unwrap()
-}
 
 const PROMPTS: [&[u32]; 5] = [
     &[1, 337, 262, 201, 50, 301],
@@ -48,7 +20,7 @@ const PROMPTS: [&[u32]; 5] = [
 
 #[test]
 fn cached_decoding_matches_full_recomputation() {
-    let model = model();
+    let model = tiny_qwen2();
     let vocab = model.config.vocab_size;
     for prompt in PROMPTS {
         let out = alone(&model, request(prompt, 12, SamplingParams::greedy(), 0));
@@ -73,7 +45,7 @@ fn cached_decoding_matches_full_recomputation() {
 
 #[test]
 fn continuous_batching_matches_running_alone() {
-    let model = model();
+    let model = tiny_qwen2();
     let sampling = [
         SamplingParams::greedy(),
         SamplingParams {
@@ -119,7 +91,7 @@ fn continuous_batching_matches_running_alone() {
 
 #[test]
 fn sampling_is_seeded_per_request() {
-    let model = model();
+    let model = tiny_qwen2();
     let params = SamplingParams {
         temperature: 1.0,
         top_p: 1.0,
@@ -137,7 +109,7 @@ fn sampling_is_seeded_per_request() {
 
 #[test]
 fn top_k_one_is_greedy_and_logprob_uses_temperature() {
-    let model = model();
+    let model = tiny_qwen2();
     let vocab = model.config.vocab_size;
     let greedy = alone(&model, request(PROMPTS[1], 8, SamplingParams::greedy(), 0));
     let params = SamplingParams {
@@ -159,7 +131,7 @@ fn top_k_one_is_greedy_and_logprob_uses_temperature() {
 
 #[test]
 fn stop_token_ends_the_sequence_and_is_kept() {
-    let model = model();
+    let model = tiny_qwen2();
     let free = alone(&model, request(PROMPTS[3], 10, SamplingParams::greedy(), 0));
     let stop = free.tokens[4];
     let first = free.tokens.iter().position(|&t| t == stop).unwrap();
@@ -174,7 +146,7 @@ fn stop_token_ends_the_sequence_and_is_kept() {
 
 #[test]
 fn cancel_removes_a_running_request() {
-    let model = model();
+    let model = tiny_qwen2();
     let mut batcher = ContinuousBatcher::<B>::new(4, &device());
     let a = batcher
         .submit(&model, request(PROMPTS[0], 20, SamplingParams::greedy(), 0))
@@ -195,7 +167,7 @@ fn cancel_removes_a_running_request() {
 
 #[test]
 fn bad_requests_are_refused_with_reasons() {
-    let model = model();
+    let model = tiny_qwen2();
     let mut batcher = ContinuousBatcher::<B>::new(4, &device());
     let cases = [
         (

@@ -4,37 +4,19 @@
 
 mod common;
 
-use common::{device, fixture, B};
+use common::{alone, device, request, tiny_qwen2, B};
 use roll_flow_operators::model::generate::{
     ContinuousBatcher, GenerationOutput, GenerationRequest, SamplingParams,
 };
-use roll_flow_operators::model::hf::load_causal_lm;
-use roll_flow_operators::model::Qwen2CausalLm;
 
-fn model() -> Qwen2CausalLm<B> {
-    load_causal_lm::<B>(&fixture("tiny_qwen2"), &device()).unwrap()
-}
-
-fn request(prompt: Vec<u32>, seed: u64) -> GenerationRequest {
-    GenerationRequest {
-        prompt,
-        max_new_tokens: 5,
-        sampling: SamplingParams {
-            temperature: 0.9,
-            top_p: 1.0,
-            top_k: 0,
-        },
-        stop_tokens: vec![],
-        seed,
-        guide: None,
-    }
-}
-
-/// Each request on its own, no cache kept between them.
-fn from_scratch(model: &Qwen2CausalLm<B>, request: GenerationRequest) -> GenerationOutput {
-    let mut batcher = ContinuousBatcher::<B>::new(1, &device());
-    batcher.submit(model, request).unwrap();
-    batcher.run_to_completion(model).pop().unwrap()
+/// A 5-token sampled reply (temperature 0.9) to `prompt`.
+fn reply_request(prompt: Vec<u32>, seed: u64) -> GenerationRequest {
+    let sampling = SamplingParams {
+        temperature: 0.9,
+        top_p: 1.0,
+        top_k: 0,
+    };
+    request(&prompt, 5, sampling, seed)
 }
 
 fn assert_same(a: &GenerationOutput, b: &GenerationOutput, what: &str) {
@@ -48,7 +30,7 @@ fn assert_same(a: &GenerationOutput, b: &GenerationOutput, what: &str) {
 /// prompt, its reply and a new observation of a different length per conversation.
 #[test]
 fn multi_turn_sessions_generate_what_fresh_prefills_generate() {
-    let model = model();
+    let model = tiny_qwen2();
     let observations: [&[u32]; 3] = [&[11, 12, 13], &[40], &[7, 8, 9, 10, 11, 12, 13]];
     let mut prompts: Vec<Vec<u32>> = vec![vec![1, 337, 262], vec![50, 500, 482, 3, 4], vec![25]];
     let mut batcher = ContinuousBatcher::<B>::new(3, &device());
@@ -56,7 +38,7 @@ fn multi_turn_sessions_generate_what_fresh_prefills_generate() {
         let requests: Vec<GenerationRequest> = prompts
             .iter()
             .enumerate()
-            .map(|(s, p)| request(p.clone(), 10 * turn + s as u64))
+            .map(|(s, p)| reply_request(p.clone(), 10 * turn + s as u64))
             .collect();
         for (s, r) in requests.iter().enumerate() {
             batcher
@@ -65,11 +47,7 @@ fn multi_turn_sessions_generate_what_fresh_prefills_generate() {
         }
         let outputs = batcher.run_to_completion(&model);
         for (s, (out, r)) in outputs.iter().zip(requests).enumerate() {
-            assert_same(
-                out,
-                &from_scratch(&model, r),
-                &format!("turn {turn}, session {s}"),
-            );
+            assert_same(out, &alone(&model, r), &format!("turn {turn}, session {s}"));
             prompts[s].extend(&out.tokens);
             prompts[s].extend(observations[s]);
         }
@@ -86,34 +64,34 @@ fn multi_turn_sessions_generate_what_fresh_prefills_generate() {
 /// tokens reuses those two only.
 #[test]
 fn reuse_covers_the_common_prefix_only() {
-    let model = model();
+    let model = tiny_qwen2();
     let mut batcher = ContinuousBatcher::<B>::new(1, &device());
     let first = vec![1u32, 337, 262];
     batcher
-        .submit_in_session(&model, request(first.clone(), 1), 9)
+        .submit_in_session(&model, reply_request(first.clone(), 1), 9)
         .unwrap();
     let reply = batcher.run_to_completion(&model).pop().unwrap();
     let second = [first.clone(), reply.tokens.clone(), vec![11, 12]].concat();
     batcher
-        .submit_in_session(&model, request(second.clone(), 2), 9)
+        .submit_in_session(&model, reply_request(second.clone(), 2), 9)
         .unwrap();
     let out = batcher.run_to_completion(&model).pop().unwrap();
     assert_eq!(batcher.reused_prompt_tokens(), 3 + 4);
     assert_same(
         &out,
-        &from_scratch(&model, request(second, 2)),
+        &alone(&model, reply_request(second, 2)),
         "second turn",
     );
 
     let departed = vec![1u32, 337, 40, 41];
     batcher
-        .submit_in_session(&model, request(departed.clone(), 3), 9)
+        .submit_in_session(&model, reply_request(departed.clone(), 3), 9)
         .unwrap();
     let out = batcher.run_to_completion(&model).pop().unwrap();
     assert_eq!(batcher.reused_prompt_tokens(), 3 + 4 + 2);
     assert_same(
         &out,
-        &from_scratch(&model, request(departed, 3)),
+        &alone(&model, reply_request(departed, 3)),
         "departed turn",
     );
 }

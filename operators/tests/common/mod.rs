@@ -1,9 +1,13 @@
-//! Shared helpers of the model tests: the CPU backend, fixture paths, and running the model
-//! on one sequence.
+//! Shared helpers of the model tests: the CPU backend, fixture paths, running the model on
+//! one sequence, and generating one request on its own.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
 
+use roll_flow_operators::model::generate::{
+    ContinuousBatcher, GenerationOutput, GenerationRequest, SamplingParams,
+};
+use roll_flow_operators::model::hf::load_causal_lm;
 use roll_flow_operators::model::qwen2::Qwen2CausalLm;
 
 /// The default CPU backend.
@@ -12,6 +16,35 @@ pub type B = burn::backend::Flex;
 /// The CPU device.
 pub fn device() -> burn::tensor::Device<B> {
     Default::default()
+}
+
+/// The `tiny_qwen2` fixture model.
+pub fn tiny_qwen2() -> Qwen2CausalLm<B> {
+    load_causal_lm::<B>(&fixture("tiny_qwen2"), &device()).unwrap()
+}
+
+/// An unguided request with no stop tokens.
+pub fn request(
+    prompt: &[u32],
+    max_new_tokens: usize,
+    sampling: SamplingParams,
+    seed: u64,
+) -> GenerationRequest {
+    GenerationRequest {
+        prompt: prompt.to_vec(),
+        max_new_tokens,
+        sampling,
+        stop_tokens: vec![],
+        seed,
+        guide: None,
+    }
+}
+
+/// `request` generated on its own: a batch of one, nothing cached before it.
+pub fn alone(model: &Qwen2CausalLm<B>, request: GenerationRequest) -> GenerationOutput {
+    let mut batcher = ContinuousBatcher::<B>::new(1, &device());
+    batcher.submit(model, request).unwrap();
+    batcher.run_to_completion(model).pop().unwrap()
 }
 
 /// `tests/fixtures/<name>` of the workspace.
