@@ -126,17 +126,16 @@ impl PrefillPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::qwen2::AttentionLayout;
 
     #[test]
     fn without_cached_tokens_the_plan_is_the_left_padded_prefill() {
         let inputs = vec![vec![5, 6, 7], vec![8]];
         let plan = PrefillPlan::new(&inputs, &[0, 0]);
-        let layout = AttentionLayout::left_padded(&[3, 1]);
         assert_eq!(plan.queries, 3);
         assert_eq!(plan.cached, vec![0, 0]);
-        assert_eq!(plan.key_start, layout.key_start);
-        assert_eq!(plan.positions, layout.positions);
+        // Left padding: the 1-token row starts at column 2, its pad columns at position 0.
+        assert_eq!(plan.key_start, vec![0, 2]);
+        assert_eq!(plan.positions, vec![vec![0, 1, 2], vec![0, 0, 0]]);
         assert_eq!(plan.ids, vec![5, 6, 7, 0, 0, 8]);
     }
 

@@ -32,24 +32,6 @@ impl AttentionLayout {
         }
     }
 
-    /// Left-padded prompts of the given lengths in a `[batch, max_len]` block (prefill).
-    pub fn left_padded(lengths: &[usize]) -> Self {
-        let max_len = lengths.iter().copied().max().unwrap_or(0);
-        let positions = lengths
-            .iter()
-            .map(|&n| {
-                (0..max_len)
-                    .map(|c| (c + n).saturating_sub(max_len))
-                    .collect()
-            })
-            .collect();
-        let key_start = lengths.iter().map(|&n| max_len - n).collect();
-        AttentionLayout {
-            positions,
-            key_start,
-        }
-    }
-
     /// Number of rows.
     pub fn batch(&self) -> usize {
         self.key_start.len()
@@ -99,9 +81,12 @@ mod tests {
 
     #[test]
     fn left_padded_layout_and_mask() {
-        let layout = AttentionLayout::left_padded(&[3, 1]);
-        assert_eq!(layout.positions, vec![vec![0, 1, 2], vec![0, 0, 0]]);
-        assert_eq!(layout.key_start, vec![0, 2]);
+        // Prompts of 3 and 1 tokens in a 3-wide block (the prefill's layout, see
+        // `generate::prefix_reuse::PrefillPlan`): the short row starts at column 2.
+        let layout = AttentionLayout {
+            positions: vec![vec![0, 1, 2], vec![0, 0, 0]],
+            key_start: vec![0, 2],
+        };
         let mask = layout
             .mask::<B>(3, 1, &Default::default())
             .into_data()
