@@ -13,6 +13,8 @@
 //! Sequences run in parallel (rayon). With AVX-512 each is a vectorised scan in f32
 //! ([`super::gae_avx512`]); otherwise a serial scan accumulating in f64 like the oracle.
 
+use std::mem::MaybeUninit;
+
 use rayon::prelude::*;
 
 use super::simd::{isa_copies, Isa};
@@ -43,13 +45,14 @@ pub(crate) fn split_sequences<'a, T>(mut out: &'a mut [T], offsets: &[usize]) ->
 }
 
 /// The reverse scan of one sequence; its critical path is one multiply-add per token.
+/// Writes every element of `adv` and `ret`.
 #[inline(always)]
 fn scan<const FMA: bool>(
     r: &[f32],
     v: &[f32],
     m: &[f32],
-    adv: &mut [f32],
-    ret: &mut [f32],
+    adv: &mut [MaybeUninit<f32>],
+    ret: &mut [MaybeUninit<f32>],
     g: f64,
     gl: f64,
 ) {
@@ -63,18 +66,26 @@ fn scan<const FMA: bool>(
             } else {
                 gl * next_a + delta
             };
-            adv[t] = next_a as f32;
-            ret[t] = (next_a + vt) as f32;
+            adv[t].write(next_a as f32);
+            ret[t].write((next_a + vt) as f32);
             next_v = vt;
         } else {
-            adv[t] = 0.0;
-            ret[t] = 0.0;
+            adv[t].write(0.0);
+            ret[t].write(0.0);
         }
     }
 }
 
 isa_copies!(avx2, "avx2,fma":
-    scan(r: &[f32], v: &[f32], m: &[f32], adv: &mut [f32], ret: &mut [f32], g: f64, gl: f64);
+    scan(
+        r: &[f32],
+        v: &[f32],
+        m: &[f32],
+        adv: &mut [MaybeUninit<f32>],
+        ret: &mut [MaybeUninit<f32>],
+        g: f64,
+        gl: f64
+    );
 );
 
 /// (advantages, returns) of packed sequences `offsets` (length = sequences + 1).
@@ -94,11 +105,13 @@ pub fn gae(
     check_offsets(offsets, n, "gae");
     let (g, gl) = (gamma as f64, gamma as f64 * lambda as f64);
     let isa = Isa::detect();
+    // Every element is written by the scans below: no zeroing pass.
     let mut adv = super::buffer::populated(n);
     let mut ret = super::buffer::populated(n);
-    let seqs: Vec<(&mut [f32], &mut [f32])> = split_sequences(&mut adv, offsets)
+    type Out<'a> = &'a mut [MaybeUninit<f32>];
+    let seqs: Vec<(Out, Out)> = split_sequences(&mut adv.spare_capacity_mut()[..n], offsets)
         .into_iter()
-        .zip(split_sequences(&mut ret, offsets))
+        .zip(split_sequences(&mut ret.spare_capacity_mut()[..n], offsets))
         .collect();
     seqs.into_par_iter()
         .zip(offsets.par_windows(2))
@@ -120,5 +133,11 @@ pub fn gae(
                 _ => scan::<false>(r, v, m, a, rt, g, gl),
             }
         });
+    // SAFETY: the sequences cover [0, n) (`check_offsets`), and each scan wrote all of its
+    // sequence's elements.
+    unsafe {
+        adv.set_len(n);
+        ret.set_len(n);
+    }
     (adv, ret)
 }

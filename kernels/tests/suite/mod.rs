@@ -207,7 +207,8 @@ pub fn logprob_masked_logits<B: KernelBackend + AutodiffBackend>(device: &B::Dev
 }
 
 /// Random packed sequences: a prompt (masked out), then turns of response tokens separated
-/// by observation tokens; some sequences are empty or have no response token.
+/// by observation tokens; some sequences are empty or have no response token, and about one
+/// in four is response tokens only (a single-turn reply, which the CPU GAE scans in place).
 pub fn packed(rng: &mut Rng, sequences: usize, max_len: usize) -> (Vec<usize>, Vec<f32>) {
     let mut offsets = vec![0];
     let mut mask = Vec::new();
@@ -217,10 +218,11 @@ pub fn packed(rng: &mut Rng, sequences: usize, max_len: usize) -> (Vec<usize>, V
             1 => 1,
             _ => 1 + rng.below(max_len),
         };
-        let prompt = rng.below(len.max(1));
-        let no_response = rng.below(12) == 0;
+        let dense = rng.below(4) == 0;
+        let prompt = if dense { 0 } else { rng.below(len.max(1)) };
+        let no_response = !dense && rng.below(12) == 0;
         for t in 0..len {
-            let response = !no_response && t >= prompt && rng.below(6) != 0;
+            let response = dense || (!no_response && t >= prompt && rng.below(6) != 0);
             mask.push(if response { 1.0 } else { 0.0 });
         }
         offsets.push(mask.len());
