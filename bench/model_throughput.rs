@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use burn::backend::{Autodiff, Flex, NdArray};
-use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::backend::AutodiffBackend;
 use roll_flow_operators::model::config::{Qwen2Config, TinyArch};
 use roll_flow_operators::model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
 use roll_flow_operators::model::logprob::response_logprobs;
@@ -99,7 +99,7 @@ fn train_throughput<B: AutodiffBackend + roll_flow_kernels::KernelBackend>() -> 
 }
 
 /// Generated tokens/s: 32 prompts of 16 tokens, 64 greedy tokens each, KV cache.
-fn generation_throughput<B: Backend>() -> Rate {
+fn generation_throughput<B: roll_flow_kernels::KernelBackend>() -> Rate {
     let device = Default::default();
     let model = Qwen2CausalLm::<B>::random(&config(), 0, &device);
     let run = || {

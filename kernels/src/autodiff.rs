@@ -8,6 +8,7 @@
 //! - PPO loss: one parent (logp); old log-probs, advantages, mask and token weights are
 //!   constants.
 //! - GAE: not differentiable; runs on `B` and returns untracked tensors.
+//! - SwiGLU: two parents (gate, up), both kept for the backward.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -61,6 +62,27 @@ impl<B: KernelBackend> Backward<B, 1> for PpoBackward {
         if let Some(node) = parent {
             let d = B::ppo_clip_backward(s.tokens, &s.offsets, s.seq_weight, grad, &s.config);
             grads.register::<B>(node.id, d);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct SwiGluBackward;
+
+impl<B: KernelBackend> Backward<B, 2> for SwiGluBackward {
+    /// (gate, up).
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [gate_node, up_node] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let (gate, up) = ops.state;
+        let (dgate, dup) = B::swiglu_backward(gate, up, grad);
+        if let Some(node) = gate_node {
+            grads.register::<B>(node.id, dgate);
+        }
+        if let Some(node) = up_node {
+            grads.register::<B>(node.id, dup);
         }
     }
 }
@@ -182,6 +204,36 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
             OpsKind::UnTracked(prep) => {
                 let f = B::ppo_clip_forward(tokens, offsets, config);
                 (prep.finish(f.loss), untracked::<B>(f.stats))
+            }
+        }
+    }
+
+    fn swiglu_forward(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+        untracked::<B>(B::swiglu_forward(gate.primitive, up.primitive))
+    }
+
+    fn swiglu_backward(
+        gate: FloatTensor<Self>,
+        up: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (dg, du) = B::swiglu_backward(gate.primitive, up.primitive, grad.primitive);
+        (untracked::<B>(dg), untracked::<B>(du))
+    }
+
+    fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+        let parents = [gate.node.clone(), up.node.clone()];
+        match SwiGluBackward
+            .prepare::<C>(parents)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let out = B::swiglu_forward(gate.primitive.clone(), up.primitive.clone());
+                prep.finish((gate.primitive, up.primitive), out)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(B::swiglu_forward(gate.primitive, up.primitive))
             }
         }
     }

@@ -157,4 +157,32 @@ pub trait KernelBackend: Backend {
         let f = Self::ppo_clip_forward(tokens, offsets, config);
         (f.loss, f.stats)
     }
+
+    /// SwiGLU's gate `silu(gate) ⊙ up` (elementwise, equal shapes; see [`crate::cpu::swiglu`]
+    /// for the formulas). The default is burn's own ops (the unfused path, which backends
+    /// without a fused version, e.g. the CubeCL ones, run); `Flex` overrides it.
+    fn swiglu_forward(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+        let silu = Self::float_mul(gate.clone(), Self::sigmoid(gate));
+        Self::float_mul(silu, up)
+    }
+
+    /// Its backward: (dgate, dup) for the incoming gradient `grad`.
+    fn swiglu_backward(
+        gate: FloatTensor<Self>,
+        up: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let s = Self::sigmoid(gate.clone());
+        let gs = Self::float_mul(gate, s.clone());
+        let dup = Self::float_mul(grad.clone(), gs.clone());
+        // dg = dy·u·(s + g·s·(1 − s))
+        let one_minus_s = Self::float_add_scalar(Self::float_neg(s.clone()), 1.0.into());
+        let ds = Self::float_add(s, Self::float_mul(gs, one_minus_s));
+        (Self::float_mul(Self::float_mul(grad, up), ds), dup)
+    }
+
+    /// The differentiable op (autodiff backends record the backward pass).
+    fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::swiglu_forward(gate, up)
+    }
 }

@@ -136,6 +136,29 @@ impl KernelBackend for Flex {
         let n = d.len();
         tensor(d, &[n])
     }
+
+    fn swiglu_forward(gate: FlexTensor, up: FlexTensor) -> FlexTensor {
+        let shape = dims(&gate);
+        tensor(
+            cpu::swiglu::swiglu_forward(&host_f32(&gate), &host_f32(&up)),
+            &shape,
+        )
+    }
+
+    fn swiglu_backward(
+        gate: FlexTensor,
+        up: FlexTensor,
+        grad: FlexTensor,
+    ) -> (FlexTensor, FlexTensor) {
+        let shape = dims(&gate);
+        let (dg, du) =
+            cpu::swiglu::swiglu_backward(&host_f32(&gate), &host_f32(&up), &host_f32(&grad));
+        (tensor(dg, &shape), tensor(du, &shape))
+    }
+}
+
+fn dims(t: &FlexTensor) -> Vec<usize> {
+    burn::tensor::TensorMetadata::shape(t).to_vec()
 }
 
 /// Runs `f` on the host views of the PPO inputs.

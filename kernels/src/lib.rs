@@ -1,5 +1,6 @@
-//! roll-flow's fused kernels: token log-prob + entropy, the GAE reverse scan and the
-//! clipped PPO loss, each in one pass over its inputs, with backward passes.
+//! roll-flow's fused kernels: token log-prob + entropy, the GAE reverse scan, the
+//! clipped PPO loss and the model's SwiGLU activation, each in one pass over its inputs,
+//! with backward passes.
 //!
 //! # Public API (burn tensors in, burn tensors out)
 //!
@@ -11,6 +12,7 @@
 //! ppo_clip_loss<B: KernelBackend>(logp, old_logp, advantages, mask: Tensor<B, 1>,
 //!     offsets: &[usize], config: &PpoClipConfig) -> Result<PpoClipOutput<B>, KernelError>
 //! ppo_clip_loss_weighted(…, mask, weight: Option<Tensor<B, 1>>, offsets, config)
+//! swiglu<B: KernelBackend, const D: usize>(gate: Tensor<B, D>, up: Tensor<B, D>) -> Tensor<B, D>
 //! ```
 //!
 //! - `offsets` are packed-sequence boundaries `[0, end₀, end₁, …, tokens]` (roll-flow's
@@ -57,6 +59,20 @@ pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens}
 pub struct KernelError {
     pub op: &'static str,
     pub message: String,
+}
+
+/// SwiGLU's gate `silu(gate) ⊙ up` (Qwen2's MLP activation), differentiable w.r.t. both
+/// inputs under autodiff; see [`cpu::swiglu`] for the formulas.
+///
+/// # Panics
+/// If the shapes differ (the caller's two projections of the same tokens always agree).
+pub fn swiglu<B: KernelBackend, const D: usize>(
+    gate: Tensor<B, D>,
+    up: Tensor<B, D>,
+) -> Tensor<B, D> {
+    assert_eq!(gate.dims(), up.dims(), "swiglu: gate and up shapes differ");
+    let out = B::swiglu(gate.into_primitive().tensor(), up.into_primitive().tensor());
+    Tensor::from_primitive(TensorPrimitive::Float(out))
 }
 
 fn refuse<T>(op: &'static str, message: String) -> Result<T, KernelError> {

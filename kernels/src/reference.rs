@@ -1,10 +1,11 @@
 //! The unfused formulations in plain burn tensor ops: the oracles the fused kernels are
 //! tested against, and the "unfused burn path" of the benchmark. They follow
 //! `roll-flow-operators` (`model::logprob`, `algo::gae`, `algo::ppo_loss`,
-//! `algo::aggregation`) operation for operation; this crate cannot depend on that crate
-//! (it depends on this one), so the formulas are restated here.
+//! `algo::aggregation`, and the model's MLP for SwiGLU) operation for operation; this
+//! crate cannot depend on that crate (it depends on this one), so the formulas are
+//! restated here.
 
-use burn::tensor::activation::log_softmax;
+use burn::tensor::activation::{log_softmax, silu};
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 
@@ -30,6 +31,11 @@ pub fn logprob_entropy<B: Backend>(
         .neg()
         .reshape([n]);
     (logp, entropy)
+}
+
+/// SwiGLU's gate `silu(gate) ⊙ up`, as burn computes it.
+pub fn swiglu<B: Backend, const D: usize>(gate: Tensor<B, D>, up: Tensor<B, D>) -> Tensor<B, D> {
+    silu(gate).mul(up)
 }
 
 /// GAE of one response sequence in f64, exactly `algo::gae::gae`.

@@ -47,6 +47,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn swiglu_and_its_gradients_match_reference() {
+                super::suite::swiglu::swiglu_forward_backward::<A>(&device());
+            }
+
+            #[test]
             fn bad_input_is_refused() {
                 super::suite::refuses_bad_input::<B>(&device());
             }

@@ -12,3 +12,4 @@ pub mod logprob;
 mod logprob_avx512;
 pub mod ppo;
 pub(crate) mod simd;
+pub mod swiglu;

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
+use roll_flow_kernels::KernelBackend;
 
 use super::error::ModelError;
 use super::hf::load_model_dir;
@@ -22,7 +22,7 @@ pub struct PromptLogits {
 }
 
 /// Logits of one sequence, every position, without a KV cache.
-pub fn logits_of<B: Backend>(
+pub fn logits_of<B: KernelBackend>(
     model: &Qwen2CausalLm<B>,
     tokens: &[u32],
     device: &B::Device,
@@ -41,7 +41,7 @@ pub fn logits_of<B: Backend>(
 
 /// Loads `dir` and returns the logits of `prompt` (wrapped in the chat template as one
 /// user message when `chat`).
-pub fn prompt_logits_in_model_dir<B: Backend>(
+pub fn prompt_logits_in_model_dir<B: KernelBackend>(
     dir: &Path,
     prompt: &str,
     chat: bool,

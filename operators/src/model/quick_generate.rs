@@ -4,8 +4,6 @@
 
 use std::path::Path;
 
-use burn::tensor::backend::Backend;
-
 use super::chat_template::ChatMessage;
 use super::error::ModelError;
 use super::generate::{ContinuousBatcher, GenerationOutput, GenerationRequest, SamplingParams};
@@ -56,7 +54,7 @@ pub fn prompt_text(
 }
 
 /// Loads `dir` and completes the prompt.
-pub fn complete_in_model_dir<B: Backend>(
+pub fn complete_in_model_dir<B: roll_flow_kernels::KernelBackend>(
     dir: &Path,
     request: &QuickGenerate,
     device: &B::Device,

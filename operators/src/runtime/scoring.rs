@@ -79,7 +79,7 @@ pub fn score_responses<B: roll_flow_kernels::KernelBackend>(
 
 /// The critic's value of every response token (0 elsewhere), as a packed token tensor
 /// that carries the autodiff graph.
-pub fn token_values<B: Backend>(
+pub fn token_values<B: roll_flow_kernels::KernelBackend>(
     model: &Qwen2ValueModel<B>,
     batch: &Batch,
 ) -> Result<Tensor<B, 1>, String> {

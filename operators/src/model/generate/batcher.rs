@@ -34,6 +34,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use roll_flow_kernels::KernelBackend;
 
 use super::kv_cache::KvCache;
 use super::prefix_reuse::{reusable, PrefillPlan, Prefix, PrefixStore};
@@ -79,7 +80,7 @@ pub struct ContinuousBatcher<B: Backend> {
     device: B::Device,
 }
 
-impl<B: Backend> ContinuousBatcher<B> {
+impl<B: KernelBackend> ContinuousBatcher<B> {
     /// A batcher that runs at most `max_batch` sequences at once.
     pub fn new(max_batch: usize, device: &B::Device) -> Self {
         ContinuousBatcher {

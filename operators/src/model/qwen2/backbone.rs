@@ -6,6 +6,7 @@ use burn::module::Module;
 use burn::nn::Embedding;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
+use roll_flow_kernels::KernelBackend;
 
 use super::attention_mask::AttentionLayout;
 use super::decoder_layer::DecoderLayer;
@@ -72,7 +73,9 @@ impl<B: Backend> Qwen2Backbone<B> {
         }
         self.norm.save("model.norm", sink);
     }
+}
 
+impl<B: KernelBackend> Qwen2Backbone<B> {
     /// Final hidden states `[batch, len, hidden]` of `tokens: [batch, len]`.
     ///
     /// With a cache, the tokens are appended after the cached keys of each row and the cache

@@ -7,6 +7,7 @@ use burn::module::Module;
 use burn::nn::Linear;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
+use roll_flow_kernels::KernelBackend;
 
 use super::attention_mask::AttentionLayout;
 use super::backbone::Qwen2Backbone;
@@ -62,7 +63,9 @@ impl<B: Backend> Qwen2CausalLm<B> {
             sink.put_linear("lm_head", head);
         }
     }
+}
 
+impl<B: KernelBackend> Qwen2CausalLm<B> {
     /// Final hidden states `[batch, len, hidden]`.
     pub fn hidden(
         &self,

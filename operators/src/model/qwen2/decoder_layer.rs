@@ -4,6 +4,7 @@
 use burn::module::Module;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
+use roll_flow_kernels::KernelBackend;
 
 use super::attention::Attention;
 use super::mlp::Mlp;
@@ -65,7 +66,9 @@ impl<B: Backend> DecoderLayer<B> {
             .save(&format!("{name}.post_attention_layernorm"), sink);
         self.mlp.save(&format!("{name}.mlp"), sink);
     }
+}
 
+impl<B: KernelBackend> DecoderLayer<B> {
     /// `x: [batch, len, hidden] -> [batch, len, hidden]`.
     pub fn forward(
         &self,

@@ -3,9 +3,9 @@
 
 use burn::module::Module;
 use burn::nn::Linear;
-use burn::tensor::activation::silu;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
+use roll_flow_kernels::KernelBackend;
 
 use super::dense::project;
 use crate::model::config::Qwen2Config;
@@ -45,10 +45,15 @@ impl<B: Backend> Mlp<B> {
         sink.put_linear(&format!("{name}.up_proj"), &self.up_proj);
         sink.put_linear(&format!("{name}.down_proj"), &self.down_proj);
     }
+}
 
-    /// `x: [batch, len, hidden] -> [batch, len, hidden]`.
+impl<B: KernelBackend> Mlp<B> {
+    /// `x: [batch, len, hidden] -> [batch, len, hidden]`; the activation is the fused
+    /// SwiGLU of `roll-flow-kernels` (one pass forward and one backward, instead of burn's
+    /// six-op `silu` and a product).
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
-        let gate = silu(project(&self.gate_proj, x.clone()));
-        project(&self.down_proj, gate.mul(project(&self.up_proj, x)))
+        let gate = project(&self.gate_proj, x.clone());
+        let up = project(&self.up_proj, x);
+        project(&self.down_proj, roll_flow_kernels::swiglu(gate, up))
     }
 }

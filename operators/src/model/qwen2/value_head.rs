@@ -9,6 +9,7 @@ use burn::module::Module;
 use burn::nn::Linear;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
+use roll_flow_kernels::KernelBackend;
 
 use super::attention_mask::AttentionLayout;
 use super::backbone::Qwen2Backbone;
@@ -89,7 +90,9 @@ impl<B: Backend> Qwen2ValueModel<B> {
         self.model.save(sink);
         sink.put_linear("score", &self.score);
     }
+}
 
+impl<B: KernelBackend> Qwen2ValueModel<B> {
     /// Per-token values `[batch, len]` of right-padded `tokens: [batch, len]`.
     pub fn forward(&self, tokens: Tensor<B, 2, Int>, layout: &AttentionLayout) -> Tensor<B, 2> {
         let hidden = self.model.forward(tokens, layout, None);
