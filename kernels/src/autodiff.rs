@@ -9,6 +9,8 @@
 //!   constants.
 //! - GAE: not differentiable; runs on `B` and returns untracked tensors.
 //! - SwiGLU: two parents (gate, up), both kept for the backward.
+//! - Masked softmax: one parent (the scores; the mask is a constant); the state is the
+//!   output, all the backward needs.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -83,6 +85,22 @@ impl<B: KernelBackend> Backward<B, 2> for SwiGluBackward {
         }
         if let Some(node) = up_node {
             grads.register::<B>(node.id, dup);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct MaskedSoftmaxBackward;
+
+impl<B: KernelBackend> Backward<B, 1> for MaskedSoftmaxBackward {
+    /// The softmax output.
+    type State = FloatTensor<B>;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        if let Some(node) = parent {
+            grads.register::<B>(node.id, B::masked_softmax_backward(ops.state, grad));
         }
     }
 }
@@ -234,6 +252,37 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
             }
             OpsKind::UnTracked(prep) => {
                 prep.finish(B::swiglu_forward(gate.primitive, up.primitive))
+            }
+        }
+    }
+
+    fn masked_softmax_forward(
+        scores: FloatTensor<Self>,
+        mask: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        untracked::<B>(B::masked_softmax_forward(scores.primitive, mask.primitive))
+    }
+
+    fn masked_softmax_backward(
+        probs: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        untracked::<B>(B::masked_softmax_backward(probs.primitive, grad.primitive))
+    }
+
+    fn masked_softmax(scores: FloatTensor<Self>, mask: FloatTensor<Self>) -> FloatTensor<Self> {
+        let node = scores.node.clone();
+        match MaskedSoftmaxBackward
+            .prepare::<C>([node])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let y = B::masked_softmax_forward(scores.primitive, mask.primitive);
+                prep.finish(y.clone(), y)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(B::masked_softmax_forward(scores.primitive, mask.primitive))
             }
         }
     }

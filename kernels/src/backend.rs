@@ -7,6 +7,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn::tensor::{Tensor, TensorPrimitive};
 
 use crate::PpoClipConfig;
 
@@ -185,4 +186,37 @@ pub trait KernelBackend: Backend {
     fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::swiglu_forward(gate, up)
     }
+
+    /// Attention's `softmax(scores + mask)` over the last axis of `[rows, keys]` tensors
+    /// (see [`crate::cpu::softmax`]); the mask is additive and constant. Default: burn's
+    /// ops (the unfused path, for backends without a fused version); `Flex` overrides it.
+    fn masked_softmax_forward(
+        scores: FloatTensor<Self>,
+        mask: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let (x, m) = (matrix::<Self>(scores), matrix::<Self>(mask));
+        burn::tensor::activation::softmax(x.add(m), 1)
+            .into_primitive()
+            .tensor()
+    }
+
+    /// Its backward: dscores = y ⊙ (dy − Σ dy·y) from the output `probs` and `grad`.
+    fn masked_softmax_backward(
+        probs: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let (y, dy) = (matrix::<Self>(probs), matrix::<Self>(grad));
+        let dot = y.clone().mul(dy.clone()).sum_dim(1);
+        y.mul(dy.sub(dot)).into_primitive().tensor()
+    }
+
+    /// The differentiable op (w.r.t. `scores`; autodiff backends record the backward).
+    fn masked_softmax(scores: FloatTensor<Self>, mask: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::masked_softmax_forward(scores, mask)
+    }
+}
+
+/// A `[rows, keys]` primitive as a tensor, for the default (burn-ops) implementations.
+fn matrix<B: Backend>(t: FloatTensor<B>) -> Tensor<B, 2> {
+    Tensor::from_primitive(TensorPrimitive::Float(t))
 }

@@ -155,6 +155,20 @@ impl KernelBackend for Flex {
             cpu::swiglu::swiglu_backward(&host_f32(&gate), &host_f32(&up), &host_f32(&grad));
         (tensor(dg, &shape), tensor(du, &shape))
     }
+
+    fn masked_softmax_forward(scores: FlexTensor, mask: FlexTensor) -> FlexTensor {
+        let shape = dims(&scores);
+        let keys = shape[shape.len() - 1];
+        let y = cpu::softmax::masked_softmax_forward(&host_f32(&scores), &host_f32(&mask), keys);
+        tensor(y, &shape)
+    }
+
+    fn masked_softmax_backward(probs: FlexTensor, grad: FlexTensor) -> FlexTensor {
+        let shape = dims(&probs);
+        let keys = shape[shape.len() - 1];
+        let dx = cpu::softmax::masked_softmax_backward(&host_f32(&probs), &host_f32(&grad), keys);
+        tensor(dx, &shape)
+    }
 }
 
 fn dims(t: &FlexTensor) -> Vec<usize> {

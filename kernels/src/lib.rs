@@ -1,6 +1,6 @@
 //! roll-flow's fused kernels: token log-prob + entropy, the GAE reverse scan, the
-//! clipped PPO loss and the model's SwiGLU activation, each in one pass over its inputs,
-//! with backward passes.
+//! clipped PPO loss, and the model's SwiGLU activation and masked attention softmax, each
+//! in one pass over its inputs, with backward passes.
 //!
 //! # Public API (burn tensors in, burn tensors out)
 //!
@@ -13,6 +13,7 @@
 //!     offsets: &[usize], config: &PpoClipConfig) -> Result<PpoClipOutput<B>, KernelError>
 //! ppo_clip_loss_weighted(…, mask, weight: Option<Tensor<B, 1>>, offsets, config)
 //! swiglu<B: KernelBackend, const D: usize>(gate: Tensor<B, D>, up: Tensor<B, D>) -> Tensor<B, D>
+//! masked_softmax<B: KernelBackend, const D: usize>(scores, mask: Tensor<B, D>) -> Tensor<B, D>
 //! ```
 //!
 //! - `offsets` are packed-sequence boundaries `[0, end₀, end₁, …, tokens]` (roll-flow's
@@ -73,6 +74,28 @@ pub fn swiglu<B: KernelBackend, const D: usize>(
     assert_eq!(gate.dims(), up.dims(), "swiglu: gate and up shapes differ");
     let out = B::swiglu(gate.into_primitive().tensor(), up.into_primitive().tensor());
     Tensor::from_primitive(TensorPrimitive::Float(out))
+}
+
+/// Attention's `softmax(scores + mask)` over the last axis, differentiable w.r.t. `scores`
+/// (the additive mask is a constant); see [`cpu::softmax`].
+///
+/// # Panics
+/// If the shapes differ (the attention mask is built for the scores' shape).
+pub fn masked_softmax<B: KernelBackend, const D: usize>(
+    scores: Tensor<B, D>,
+    mask: Tensor<B, D>,
+) -> Tensor<B, D> {
+    let dims = scores.dims();
+    assert_eq!(
+        dims,
+        mask.dims(),
+        "masked_softmax: scores and mask shapes differ"
+    );
+    let keys = dims[D - 1];
+    let rows = dims[..D - 1].iter().product::<usize>();
+    let flat = |t: Tensor<B, D>| t.reshape([rows, keys]).into_primitive().tensor();
+    let out = B::masked_softmax(flat(scores), flat(mask));
+    Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(out)).reshape(dims)
 }
 
 fn refuse<T>(op: &'static str, message: String) -> Result<T, KernelError> {

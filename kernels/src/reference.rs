@@ -1,11 +1,11 @@
 //! The unfused formulations in plain burn tensor ops: the oracles the fused kernels are
 //! tested against, and the "unfused burn path" of the benchmark. They follow
 //! `roll-flow-operators` (`model::logprob`, `algo::gae`, `algo::ppo_loss`,
-//! `algo::aggregation`, and the model's MLP for SwiGLU) operation for operation; this
+//! `algo::aggregation`, and the model's MLP and attention) operation for operation; this
 //! crate cannot depend on that crate (it depends on this one), so the formulas are
 //! restated here.
 
-use burn::tensor::activation::{log_softmax, silu};
+use burn::tensor::activation::{log_softmax, silu, softmax};
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 
@@ -36,6 +36,14 @@ pub fn logprob_entropy<B: Backend>(
 /// SwiGLU's gate `silu(gate) ⊙ up`, as burn computes it.
 pub fn swiglu<B: Backend, const D: usize>(gate: Tensor<B, D>, up: Tensor<B, D>) -> Tensor<B, D> {
     silu(gate).mul(up)
+}
+
+/// Attention's `softmax(scores + mask)` over the last axis, as the model computed it.
+pub fn masked_softmax<B: Backend, const D: usize>(
+    scores: Tensor<B, D>,
+    mask: Tensor<B, D>,
+) -> Tensor<B, D> {
+    softmax(scores.add(mask), D - 1)
 }
 
 /// GAE of one response sequence in f64, exactly `algo::gae::gae`.

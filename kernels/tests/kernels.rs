@@ -52,6 +52,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn masked_softmax_and_its_gradient_match_reference() {
+                super::suite::masked_softmax::masked_softmax_forward_backward::<A>(&device());
+            }
+
+            #[test]
             fn bad_input_is_refused() {
                 super::suite::refuses_bad_input::<B>(&device());
             }

@@ -12,4 +12,5 @@ pub mod logprob;
 mod logprob_avx512;
 pub mod ppo;
 pub(crate) mod simd;
+pub mod softmax;
 pub mod swiglu;

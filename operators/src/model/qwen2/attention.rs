@@ -11,9 +11,9 @@
 
 use burn::module::Module;
 use burn::nn::Linear;
-use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
+use roll_flow_kernels::KernelBackend;
 
 use super::dense::project;
 use super::rotary::RotaryAngles;
@@ -97,7 +97,9 @@ impl<B: Backend> Attention<B> {
         sink.put_linear(&format!("{name}.v_proj"), &self.v_proj);
         sink.put_linear(&format!("{name}.o_proj"), &self.o_proj);
     }
+}
 
+impl<B: KernelBackend> Attention<B> {
     /// `x: [batch, queries, hidden]`; `mask: [batch, heads, queries, keys]` where `keys` counts
     /// cached keys plus these queries. New keys/values are appended to `cache`.
     ///
@@ -151,9 +153,12 @@ impl<B: Backend> Attention<B> {
         // memory as `[batch, heads, queries, keys]`.
         let scores = grouped(q, d)
             .matmul(k.swap_dims(2, 3))
-            .reshape([batch, heads, queries, keys])
-            .add(mask.clone());
-        let probs = grouped(softmax(scores, 3), keys);
+            .reshape([batch, heads, queries, keys]);
+        // Fused mask add + softmax (one pass each way; `roll-flow-kernels`).
+        let probs = grouped(
+            roll_flow_kernels::masked_softmax(scores, mask.clone()),
+            keys,
+        );
         probs
             .matmul(v)
             .reshape([batch, heads, queries, d])

@@ -1,0 +1,61 @@
+//! Attention's masked softmax against `reference::masked_softmax` (burn's `softmax` of
+//! `scores + mask`): forward values and the scores' gradient (autodiff of the reference),
+//! on `[batch, heads, queries, keys]` shapes with a causal mask, left padding (a fully
+//! masked query row, whose softmax is uniform), odd key counts and one long row.
+//! Tolerance: |fused − ref| ≤ 1e-6 + 1e-4·|ref|.
+
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Tensor, TensorData};
+use roll_flow_kernels::{reference, KernelBackend};
+
+use super::{assert_close, host, Rng};
+
+/// transformers' finite mask value, as the model's attention mask uses.
+const MASKED: f32 = -1.0e30;
+
+const SHAPES: [[usize; 4]; 4] = [[1, 1, 1, 1], [2, 3, 5, 7], [2, 4, 33, 40], [1, 2, 3, 2_500]];
+
+/// Causal over the last `queries` keys, with the first `pad` keys of batch row 1 masked.
+fn causal_mask(shape: [usize; 4]) -> Vec<f32> {
+    let [batch, heads, queries, keys] = shape;
+    let offset = keys - queries;
+    let mut v = Vec::with_capacity(batch * heads * queries * keys);
+    for b in 0..batch {
+        let pad = if b == 1 { offset + 1 } else { 0 };
+        for _ in 0..heads {
+            for i in 0..queries {
+                v.extend((0..keys).map(|j| {
+                    if j >= pad && j <= i + offset {
+                        0.0
+                    } else {
+                        MASKED
+                    }
+                }));
+            }
+        }
+    }
+    v
+}
+
+pub fn masked_softmax_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B::Device) {
+    for (k, &shape) in SHAPES.iter().enumerate() {
+        let mut rng = Rng::new(700 + k as u64);
+        let n = shape.iter().product::<usize>();
+        let tensor = |v: Vec<f32>| Tensor::<B, 4>::from_data(TensorData::new(v, shape), device);
+        let scores = tensor((0..n).map(|_| 3.0 * rng.normal()).collect());
+        let weight = tensor((0..n).map(|_| rng.normal()).collect());
+        let mask = tensor(causal_mask(shape));
+        let what = format!("{shape:?}");
+
+        let run = |f: fn(Tensor<B, 4>, Tensor<B, 4>) -> Tensor<B, 4>| {
+            let x = scores.clone().require_grad();
+            let y = f(x.clone(), mask.clone());
+            let grads = (y.clone() * weight.clone()).sum().backward();
+            (host(y), host(x.grad(&grads).unwrap()))
+        };
+        let (y, dx) = run(roll_flow_kernels::masked_softmax);
+        let (ry, rdx) = run(reference::masked_softmax);
+        assert_close(&format!("softmax {what}"), &y, &ry, 1e-6, 1e-4);
+        assert_close(&format!("dscores {what}"), &dx, &rdx, 1e-6, 1e-4);
+    }
+}
