@@ -9,6 +9,7 @@
 //!   constants.
 //! - GAE: not differentiable; runs on `B` and returns untracked tensors.
 //! - SwiGLU: two parents (gate, up), both kept for the backward.
+//! - RMSNorm: two parents (x, weight), both kept; the backward recomputes the row norms.
 //! - Masked softmax: one parent (the scores; the mask is a constant); the state is the
 //!   output, all the backward needs.
 
@@ -85,6 +86,27 @@ impl<B: KernelBackend> Backward<B, 2> for SwiGluBackward {
         }
         if let Some(node) = up_node {
             grads.register::<B>(node.id, dup);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct RmsNormBackward;
+
+impl<B: KernelBackend> Backward<B, 2> for RmsNormBackward {
+    /// (x, weight, eps).
+    type State = (FloatTensor<B>, FloatTensor<B>, f32);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [x_node, w_node] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let (x, w, eps) = ops.state;
+        let (dx, dw) = B::rms_norm_backward(x, w, grad, eps);
+        if let Some(node) = x_node {
+            grads.register::<B>(node.id, dx);
+        }
+        if let Some(node) = w_node {
+            grads.register::<B>(node.id, dw);
         }
     }
 }
@@ -252,6 +274,41 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
             }
             OpsKind::UnTracked(prep) => {
                 prep.finish(B::swiglu_forward(gate.primitive, up.primitive))
+            }
+        }
+    }
+
+    fn rms_norm_forward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        untracked::<B>(B::rms_norm_forward(x.primitive, weight.primitive, eps))
+    }
+
+    fn rms_norm_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        eps: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (dx, dw) = B::rms_norm_backward(x.primitive, weight.primitive, grad.primitive, eps);
+        (untracked::<B>(dx), untracked::<B>(dw))
+    }
+
+    fn rms_norm(x: FloatTensor<Self>, weight: FloatTensor<Self>, eps: f32) -> FloatTensor<Self> {
+        let parents = [x.node.clone(), weight.node.clone()];
+        match RmsNormBackward
+            .prepare::<C>(parents)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let y = B::rms_norm_forward(x.primitive.clone(), weight.primitive.clone(), eps);
+                prep.finish((x.primitive, weight.primitive, eps), y)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(B::rms_norm_forward(x.primitive, weight.primitive, eps))
             }
         }
     }

@@ -210,10 +210,74 @@ pub trait KernelBackend: Backend {
         y.mul(dy.sub(dot)).into_primitive().tensor()
     }
 
+    /// RMSNorm of the rows of `x` (`[rows, H]`) with the scale `weight` (`[H]`); see
+    /// [`crate::cpu::rms_norm`]. Default: burn's ops; `Flex` overrides it.
+    fn rms_norm_forward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        let (x, w) = (matrix::<Self>(x), vector::<Self>(weight));
+        let r = x
+            .clone()
+            .square()
+            .mean_dim(1)
+            .add_scalar(eps)
+            .sqrt()
+            .recip();
+        x.mul(r).mul(w.unsqueeze()).into_primitive().tensor()
+    }
+
+    /// Its backward: (dx, dweight) for the incoming gradient `grad`.
+    fn rms_norm_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        eps: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (x, w, dy) = (
+            matrix::<Self>(x),
+            vector::<Self>(weight),
+            matrix::<Self>(grad),
+        );
+        let [_, h] = x.dims();
+        let r = x
+            .clone()
+            .square()
+            .mean_dim(1)
+            .add_scalar(eps)
+            .sqrt()
+            .recip();
+        let dw = dy
+            .clone()
+            .mul(x.clone())
+            .mul(r.clone())
+            .sum_dim(0)
+            .reshape([h]);
+        let g = dy.mul(w.unsqueeze());
+        let c = r
+            .clone()
+            .powi_scalar(3)
+            .mul(g.clone().mul(x.clone()).sum_dim(1))
+            .div_scalar(h as f32);
+        let dx = g.mul(r).sub(x.mul(c));
+        (dx.into_primitive().tensor(), dw.into_primitive().tensor())
+    }
+
+    /// The differentiable op (w.r.t. `x` and `weight`).
+    fn rms_norm(x: FloatTensor<Self>, weight: FloatTensor<Self>, eps: f32) -> FloatTensor<Self> {
+        Self::rms_norm_forward(x, weight, eps)
+    }
+
     /// The differentiable op (w.r.t. `scores`; autodiff backends record the backward).
     fn masked_softmax(scores: FloatTensor<Self>, mask: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::masked_softmax_forward(scores, mask)
     }
+}
+
+/// A `[features]` primitive as a tensor, for the default implementations.
+fn vector<B: Backend>(t: FloatTensor<B>) -> Tensor<B, 1> {
+    Tensor::from_primitive(TensorPrimitive::Float(t))
 }
 
 /// A `[rows, keys]` primitive as a tensor, for the default (burn-ops) implementations.

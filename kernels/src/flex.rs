@@ -156,6 +156,24 @@ impl KernelBackend for Flex {
         (tensor(dg, &shape), tensor(du, &shape))
     }
 
+    fn rms_norm_forward(x: FlexTensor, weight: FlexTensor, eps: f32) -> FlexTensor {
+        let shape = dims(&x);
+        let y = cpu::rms_norm::rms_norm_forward(&host_f32(&x), &host_f32(&weight), eps);
+        tensor(y, &shape)
+    }
+
+    fn rms_norm_backward(
+        x: FlexTensor,
+        weight: FlexTensor,
+        grad: FlexTensor,
+        eps: f32,
+    ) -> (FlexTensor, FlexTensor) {
+        let (shape, h) = (dims(&x), dims(&weight));
+        let (x, w, dy) = (host_f32(&x), host_f32(&weight), host_f32(&grad));
+        let (dx, dw) = cpu::rms_norm::rms_norm_backward(&x, &w, &dy, eps);
+        (tensor(dx, &shape), tensor(dw, &h))
+    }
+
     fn masked_softmax_forward(scores: FlexTensor, mask: FlexTensor) -> FlexTensor {
         let shape = dims(&scores);
         let keys = shape[shape.len() - 1];

@@ -1,6 +1,6 @@
 //! roll-flow's fused kernels: token log-prob + entropy, the GAE reverse scan, the
-//! clipped PPO loss, and the model's SwiGLU activation and masked attention softmax, each
-//! in one pass over its inputs, with backward passes.
+//! clipped PPO loss, and the model's RMSNorm, SwiGLU activation and masked attention
+//! softmax, each in one pass over its inputs, with backward passes.
 //!
 //! # Public API (burn tensors in, burn tensors out)
 //!
@@ -14,6 +14,7 @@
 //! ppo_clip_loss_weighted(…, mask, weight: Option<Tensor<B, 1>>, offsets, config)
 //! swiglu<B: KernelBackend, const D: usize>(gate: Tensor<B, D>, up: Tensor<B, D>) -> Tensor<B, D>
 //! masked_softmax<B: KernelBackend, const D: usize>(scores, mask: Tensor<B, D>) -> Tensor<B, D>
+//! rms_norm<B: KernelBackend, const D: usize>(x: Tensor<B, D>, weight: Tensor<B, 1>, eps: f32)
 //! ```
 //!
 //! - `offsets` are packed-sequence boundaries `[0, end₀, end₁, …, tokens]` (roll-flow's
@@ -74,6 +75,29 @@ pub fn swiglu<B: KernelBackend, const D: usize>(
     assert_eq!(gate.dims(), up.dims(), "swiglu: gate and up shapes differ");
     let out = B::swiglu(gate.into_primitive().tensor(), up.into_primitive().tensor());
     Tensor::from_primitive(TensorPrimitive::Float(out))
+}
+
+/// RMSNorm over the last axis with the scale `weight` (`[H]`), differentiable w.r.t. both;
+/// see [`cpu::rms_norm`].
+///
+/// # Panics
+/// If `weight`'s length is not the last dimension of `x`.
+pub fn rms_norm<B: KernelBackend, const D: usize>(
+    x: Tensor<B, D>,
+    weight: Tensor<B, 1>,
+    eps: f32,
+) -> Tensor<B, D> {
+    let dims = x.dims();
+    let h = dims[D - 1];
+    assert_eq!(
+        weight.dims(),
+        [h],
+        "rms_norm: the scale does not match the feature axis"
+    );
+    let rows = dims[..D - 1].iter().product::<usize>();
+    let x = x.reshape([rows, h]).into_primitive().tensor();
+    let out = B::rms_norm(x, weight.into_primitive().tensor(), eps);
+    Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(out)).reshape(dims)
 }
 
 /// Attention's `softmax(scores + mask)` over the last axis, differentiable w.r.t. `scores`

@@ -1,7 +1,7 @@
 //! The unfused formulations in plain burn tensor ops: the oracles the fused kernels are
 //! tested against, and the "unfused burn path" of the benchmark. They follow
 //! `roll-flow-operators` (`model::logprob`, `algo::gae`, `algo::ppo_loss`,
-//! `algo::aggregation`, and the model's MLP and attention) operation for operation; this
+//! `algo::aggregation`, and the model's norm, MLP and attention) operation for operation; this
 //! crate cannot depend on that crate (it depends on this one), so the formulas are
 //! restated here.
 
@@ -36,6 +36,22 @@ pub fn logprob_entropy<B: Backend>(
 /// SwiGLU's gate `silu(gate) ⊙ up`, as burn computes it.
 pub fn swiglu<B: Backend, const D: usize>(gate: Tensor<B, D>, up: Tensor<B, D>) -> Tensor<B, D> {
     silu(gate).mul(up)
+}
+
+/// RMSNorm over the last axis, as the model computed it.
+pub fn rms_norm<B: Backend, const D: usize>(
+    x: Tensor<B, D>,
+    weight: Tensor<B, 1>,
+    eps: f32,
+) -> Tensor<B, D> {
+    let inv_rms = x
+        .clone()
+        .square()
+        .mean_dim(D - 1)
+        .add_scalar(eps)
+        .sqrt()
+        .recip();
+    x.mul(inv_rms).mul(weight.unsqueeze::<D>())
 }
 
 /// Attention's `softmax(scores + mask)` over the last axis, as the model computed it.

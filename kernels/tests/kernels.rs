@@ -57,6 +57,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn rms_norm_and_its_gradients_match_reference() {
+                super::suite::rms_norm::rms_norm_forward_backward::<A>(&device());
+            }
+
+            #[test]
             fn bad_input_is_refused() {
                 super::suite::refuses_bad_input::<B>(&device());
             }

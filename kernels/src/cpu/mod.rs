@@ -11,6 +11,7 @@ pub mod logprob;
 #[cfg(target_arch = "x86_64")]
 mod logprob_avx512;
 pub mod ppo;
+pub mod rms_norm;
 pub(crate) mod simd;
 pub mod softmax;
 pub mod swiglu;

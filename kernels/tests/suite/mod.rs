@@ -8,13 +8,15 @@
 //! - GAE: ≤ 1e-4·(1 + |ref|) against both the burn-ops loop and the f64 host oracle;
 //! - PPO loss, stats and dlogp: ≤ 1e-5 + 1e-4·|ref| (dlogp against max |ref|);
 //! - SwiGLU and its two gradients: ≤ 1e-5 + 1e-4·|ref| (`swiglu.rs`);
-//! - masked softmax and its gradient: ≤ 1e-6 + 1e-4·|ref| (`masked_softmax.rs`).
+//! - masked softmax and its gradient: ≤ 1e-6 + 1e-4·|ref| (`masked_softmax.rs`);
+//! - RMSNorm: y, dx ≤ 1e-5 + 1e-4·|ref|, dweight against max |ref| (`rms_norm.rs`).
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use roll_flow_kernels::{reference, KernelBackend, LossAgg, PpoClipConfig, PpoStats};
 
 pub mod masked_softmax;
+pub mod rms_norm;
 pub mod swiglu;
 
 /// xorshift64*: reproducible host randomness without a dependency.
