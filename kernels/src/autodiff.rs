@@ -10,6 +10,7 @@
 //! - GAE: not differentiable; runs on `B` and returns untracked tensors.
 //! - SwiGLU: two parents (gate, up), both kept for the backward.
 //! - RMSNorm: two parents (x, weight), both kept; the backward recomputes the row norms.
+//! - Rotary embedding: one parent (x; the cos/sin tables are constants, kept).
 //! - Masked softmax: one parent (the scores; the mask is a constant); the state is the
 //!   output, all the backward needs.
 
@@ -107,6 +108,23 @@ impl<B: KernelBackend> Backward<B, 2> for RmsNormBackward {
         }
         if let Some(node) = w_node {
             grads.register::<B>(node.id, dw);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct RotaryBackward;
+
+impl<B: KernelBackend> Backward<B, 1> for RotaryBackward {
+    /// The (cos, sin) tables.
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        if let Some(node) = parent {
+            let (cos, sin) = ops.state;
+            grads.register::<B>(node.id, B::rotary_backward(cos, sin, grad));
         }
     }
 }
@@ -310,6 +328,46 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
             OpsKind::UnTracked(prep) => {
                 prep.finish(B::rms_norm_forward(x.primitive, weight.primitive, eps))
             }
+        }
+    }
+
+    fn rotary_forward(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        untracked::<B>(B::rotary_forward(x.primitive, cos.primitive, sin.primitive))
+    }
+
+    fn rotary_backward(
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        untracked::<B>(B::rotary_backward(
+            cos.primitive,
+            sin.primitive,
+            grad.primitive,
+        ))
+    }
+
+    fn rotary(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let node = x.node.clone();
+        let (cos, sin) = (cos.primitive, sin.primitive);
+        match RotaryBackward
+            .prepare::<C>([node])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let y = B::rotary_forward(x.primitive, cos.clone(), sin.clone());
+                prep.finish((cos, sin), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::rotary_forward(x.primitive, cos, sin)),
         }
     }
 

@@ -269,9 +269,63 @@ pub trait KernelBackend: Backend {
         Self::rms_norm_forward(x, weight, eps)
     }
 
+    /// Rotary embedding of the rows of `x` (`[rows, head_dim]`) with per-row tables `cos`,
+    /// `sin` of the same shape, rotate-half layout; see [`crate::cpu::rotary`]. Default:
+    /// burn's ops; `Flex` overrides it.
+    fn rotary_forward(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let x = matrix::<Self>(x);
+        let rotated = rotate_half(x.clone(), true);
+        let y = x
+            .mul(matrix::<Self>(cos))
+            .add(rotated.mul(matrix::<Self>(sin)));
+        y.into_primitive().tensor()
+    }
+
+    /// Its backward: dx = dy ⊙ cos + rotate_halfᵀ(dy ⊙ sin) (the tables are constants).
+    fn rotary_backward(
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let dy = matrix::<Self>(grad);
+        let back = rotate_half(dy.clone().mul(matrix::<Self>(sin)), false);
+        dy.mul(matrix::<Self>(cos))
+            .add(back)
+            .into_primitive()
+            .tensor()
+    }
+
+    /// The differentiable op (w.r.t. `x`).
+    fn rotary(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        Self::rotary_forward(x, cos, sin)
+    }
+
     /// The differentiable op (w.r.t. `scores`; autodiff backends record the backward).
     fn masked_softmax(scores: FloatTensor<Self>, mask: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::masked_softmax_forward(scores, mask)
+    }
+}
+
+/// rotate_half([x₁, x₂]) = [−x₂, x₁] over the last axis (`forward`), or its transpose
+/// [x₂, −x₁].
+fn rotate_half<B: Backend>(x: Tensor<B, 2>, forward: bool) -> Tensor<B, 2> {
+    let [rows, d] = x.dims();
+    let (x1, x2) = (
+        x.clone().slice([0..rows, 0..d / 2]),
+        x.slice([0..rows, d / 2..d]),
+    );
+    if forward {
+        Tensor::cat(vec![x2.neg(), x1], 1)
+    } else {
+        Tensor::cat(vec![x2, x1.neg()], 1)
     }
 }
 

@@ -174,6 +174,20 @@ impl KernelBackend for Flex {
         (tensor(dx, &shape), tensor(dw, &h))
     }
 
+    fn rotary_forward(x: FlexTensor, cos: FlexTensor, sin: FlexTensor) -> FlexTensor {
+        let shape = dims(&x);
+        let (x, cos, sin) = (host_f32(&x), host_f32(&cos), host_f32(&sin));
+        let y = cpu::rotary::rotary_forward(&x, &cos, &sin, shape[shape.len() - 1]);
+        tensor(y, &shape)
+    }
+
+    fn rotary_backward(cos: FlexTensor, sin: FlexTensor, grad: FlexTensor) -> FlexTensor {
+        let shape = dims(&grad);
+        let (cos, sin, dy) = (host_f32(&cos), host_f32(&sin), host_f32(&grad));
+        let dx = cpu::rotary::rotary_backward(&dy, &cos, &sin, shape[shape.len() - 1]);
+        tensor(dx, &shape)
+    }
+
     fn masked_softmax_forward(scores: FlexTensor, mask: FlexTensor) -> FlexTensor {
         let shape = dims(&scores);
         let keys = shape[shape.len() - 1];

@@ -1,6 +1,6 @@
 //! roll-flow's fused kernels: token log-prob + entropy, the GAE reverse scan, the
-//! clipped PPO loss, and the model's RMSNorm, SwiGLU activation and masked attention
-//! softmax, each in one pass over its inputs, with backward passes.
+//! clipped PPO loss, and the model's RMSNorm, rotary embedding, SwiGLU activation and
+//! masked attention softmax, each in one pass over its inputs, with backward passes.
 //!
 //! # Public API (burn tensors in, burn tensors out)
 //!
@@ -15,6 +15,7 @@
 //! swiglu<B: KernelBackend, const D: usize>(gate: Tensor<B, D>, up: Tensor<B, D>) -> Tensor<B, D>
 //! masked_softmax<B: KernelBackend, const D: usize>(scores, mask: Tensor<B, D>) -> Tensor<B, D>
 //! rms_norm<B: KernelBackend, const D: usize>(x: Tensor<B, D>, weight: Tensor<B, 1>, eps: f32)
+//! rotary<B: KernelBackend, const D: usize>(x, cos, sin: Tensor<B, D>) -> Tensor<B, D>
 //! ```
 //!
 //! - `offsets` are packed-sequence boundaries `[0, end₀, end₁, …, tokens]` (roll-flow's
@@ -97,6 +98,31 @@ pub fn rms_norm<B: KernelBackend, const D: usize>(
     let rows = dims[..D - 1].iter().product::<usize>();
     let x = x.reshape([rows, h]).into_primitive().tensor();
     let out = B::rms_norm(x, weight.into_primitive().tensor(), eps);
+    Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(out)).reshape(dims)
+}
+
+/// Rotary position embedding in the rotate-half layout over the last axis (head_dim,
+/// even), with `cos`/`sin` tables of `x`'s shape; differentiable w.r.t. `x` (the tables
+/// are constants). See [`cpu::rotary`].
+///
+/// # Panics
+/// If the shapes differ or the last axis is odd.
+pub fn rotary<B: KernelBackend, const D: usize>(
+    x: Tensor<B, D>,
+    cos: Tensor<B, D>,
+    sin: Tensor<B, D>,
+) -> Tensor<B, D> {
+    let dims = x.dims();
+    assert!(
+        cos.dims() == dims && sin.dims() == dims && dims[D - 1].is_multiple_of(2),
+        "rotary: x {dims:?}, cos {:?} and sin {:?} must agree, with an even last axis",
+        cos.dims(),
+        sin.dims()
+    );
+    let d = dims[D - 1];
+    let rows = dims[..D - 1].iter().product::<usize>();
+    let flat = |t: Tensor<B, D>| t.reshape([rows, d]).into_primitive().tensor();
+    let out = B::rotary(flat(x), flat(cos), flat(sin));
     Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(out)).reshape(dims)
 }
 

@@ -54,6 +54,22 @@ pub fn rms_norm<B: Backend, const D: usize>(
     x.mul(inv_rms).mul(weight.unsqueeze::<D>())
 }
 
+/// Rotary embedding `x ⊙ cos + rotate_half(x) ⊙ sin` over the last axis, with
+/// rotate_half([x₁, x₂]) = [−x₂, x₁] as transformers writes it (narrow, negate, concatenate).
+pub fn rotary<B: Backend, const D: usize>(
+    x: Tensor<B, D>,
+    cos: Tensor<B, D>,
+    sin: Tensor<B, D>,
+) -> Tensor<B, D> {
+    let d = x.dims()[D - 1];
+    let (x1, x2) = (
+        x.clone().narrow(D - 1, 0, d / 2),
+        x.clone().narrow(D - 1, d / 2, d / 2),
+    );
+    let rotated = Tensor::cat(vec![x2.neg(), x1], D - 1);
+    x.mul(cos).add(rotated.mul(sin))
+}
+
 /// Attention's `softmax(scores + mask)` over the last axis, as the model computed it.
 pub fn masked_softmax<B: Backend, const D: usize>(
     scores: Tensor<B, D>,

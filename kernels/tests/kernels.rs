@@ -62,6 +62,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn rotary_and_its_gradient_match_reference() {
+                super::suite::rotary::rotary_forward_backward::<A>(&device());
+            }
+
+            #[test]
             fn bad_input_is_refused() {
                 super::suite::refuses_bad_input::<B>(&device());
             }

@@ -12,6 +12,7 @@ pub mod logprob;
 mod logprob_avx512;
 pub mod ppo;
 pub mod rms_norm;
+pub mod rotary;
 pub(crate) mod simd;
 pub mod softmax;
 pub mod swiglu;

@@ -9,7 +9,8 @@
 //! - PPO loss, stats and dlogp: ≤ 1e-5 + 1e-4·|ref| (dlogp against max |ref|);
 //! - SwiGLU and its two gradients: ≤ 1e-5 + 1e-4·|ref| (`swiglu.rs`);
 //! - masked softmax and its gradient: ≤ 1e-6 + 1e-4·|ref| (`masked_softmax.rs`);
-//! - RMSNorm: y, dx ≤ 1e-5 + 1e-4·|ref|, dweight against max |ref| (`rms_norm.rs`).
+//! - RMSNorm: y, dx ≤ 1e-5 + 1e-4·|ref|, dweight against max |ref| (`rms_norm.rs`);
+//! - rotary embedding and its gradient: ≤ 1e-6 + 1e-5·|ref| (`rotary.rs`).
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
@@ -17,6 +18,7 @@ use roll_flow_kernels::{reference, KernelBackend, LossAgg, PpoClipConfig, PpoSta
 
 pub mod masked_softmax;
 pub mod rms_norm;
+pub mod rotary;
 pub mod swiglu;
 
 /// xorshift64*: reproducible host randomness without a dependency.

@@ -15,17 +15,17 @@
 //!   `[batch, len, heads, head_dim]` layout (before heads are moved in front), so nothing is
 //!   transposed or copied for the rotation;
 //! - the tables are materialised per head (`[batch, len, heads, head_dim]`, built once per
-//!   forward call and shared by all layers) rather than broadcast over heads: burn-flex runs
-//!   same-shape products as flat SIMD loops but a broadcast over a middle axis through a
-//!   per-element strided iterator, several times slower;
-//! - `rotate_half` is one `[rows, d] × [d, d]` matmul with a signed permutation matrix
-//!   instead of two narrows, a negation and a concatenation;
+//!   forward call and shared by all layers) rather than broadcast over heads, so the
+//!   rotation reads three arrays of one shape in flat loops;
+//! - the rotation is the fused kernel of `roll-flow-kernels` (one pass each way) instead
+//!   of two narrows, a negation, a concatenation, two products and a sum;
 //! - the query tables carry the attention scale `1/sqrt(head_dim)`, which saves scaling the
 //!   `[queries, keys]` scores (a rotation is linear, so scaling before or after is exact up
 //!   to rounding).
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
+use roll_flow_kernels::KernelBackend;
 
 /// `cos`/`sin` tables for one forward call: `[batch, len, kv_heads, head_dim]` for keys,
 /// `[batch, len, heads, head_dim]` for queries.
@@ -39,8 +39,6 @@ pub struct RotaryAngles<B: Backend> {
     pub cos_scaled: Tensor<B, 4>,
     /// `sin` times the attention scale, for queries.
     pub sin_scaled: Tensor<B, 4>,
-    /// `rotate_half` as a `[head_dim, head_dim]` matrix: `rotate_half(x) = x · R`.
-    pub rotate: Tensor<B, 2>,
 }
 
 impl<B: Backend> RotaryAngles<B> {
@@ -89,40 +87,19 @@ impl<B: Backend> RotaryAngles<B> {
             sin_scaled: table(&sin, q_heads, scale),
             cos: table(&cos, kv_heads, 1.0),
             sin: table(&sin, kv_heads, 1.0),
-            rotate: rotate_half_matrix(head_dim, device),
         }
     }
+}
 
+impl<B: KernelBackend> RotaryAngles<B> {
     /// Rotates keys `x: [batch, len, heads, head_dim]`.
     pub fn apply(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
-        self.rotate_with(x, &self.cos, &self.sin)
+        roll_flow_kernels::rotary(x, self.cos.clone(), self.sin.clone())
     }
 
     /// Rotates queries `x: [batch, len, heads, head_dim]` and scales them by
     /// `1/sqrt(head_dim)`.
     pub fn apply_scaled(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
-        self.rotate_with(x, &self.cos_scaled, &self.sin_scaled)
+        roll_flow_kernels::rotary(x, self.cos_scaled.clone(), self.sin_scaled.clone())
     }
-
-    fn rotate_with(&self, x: Tensor<B, 4>, cos: &Tensor<B, 4>, sin: &Tensor<B, 4>) -> Tensor<B, 4> {
-        let dims = x.dims();
-        let rows = dims[0] * dims[1] * dims[2];
-        let rotated = x
-            .clone()
-            .reshape([rows, dims[3]])
-            .matmul(self.rotate.clone())
-            .reshape(dims);
-        x.mul(cos.clone()).add(rotated.mul(sin.clone()))
-    }
-}
-
-/// `R` with `x · R = [-x2, x1]` for `x = [x1, x2]`.
-fn rotate_half_matrix<B: Backend>(head_dim: usize, device: &B::Device) -> Tensor<B, 2> {
-    let half = head_dim / 2;
-    let mut r = vec![0.0f32; head_dim * head_dim];
-    for j in 0..half {
-        r[(j + half) * head_dim + j] = -1.0;
-        r[j * head_dim + j + half] = 1.0;
-    }
-    Tensor::from_data(TensorData::new(r, [head_dim, head_dim]), device)
 }

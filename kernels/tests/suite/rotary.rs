@@ -1,0 +1,39 @@
+//! Rotary embedding against `reference::rotary` (transformers' rotate-half: narrow,
+//! negate, concatenate): forward values and the gradient of x (autodiff of the reference),
+//! on `[batch, len, heads, head_dim]` shapes with random angles and a scale folded into the
+//! tables, as the model's query tables carry 1/sqrt(head_dim).
+//! Tolerance: ≤ 1e-6 + 1e-5·|ref| (a handful of products per value).
+
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Tensor, TensorData};
+use roll_flow_kernels::{reference, KernelBackend};
+
+use super::{assert_close, host, Rng};
+
+const SHAPES: [[usize; 4]; 3] = [[1, 1, 1, 2], [2, 3, 4, 8], [3, 17, 2, 64]];
+
+pub fn rotary_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B::Device) {
+    for (k, &shape) in SHAPES.iter().enumerate() {
+        let mut rng = Rng::new(1100 + k as u64);
+        let n = shape.iter().product::<usize>();
+        let tensor = |v: Vec<f32>| Tensor::<B, 4>::from_data(TensorData::new(v, shape), device);
+        let angles: Vec<f32> = (0..n).map(|_| 6.0 * rng.normal()).collect();
+        let scale = 0.25;
+        let cos = tensor(angles.iter().map(|a| scale * a.cos()).collect());
+        let sin = tensor(angles.iter().map(|a| scale * a.sin()).collect());
+        let x = tensor((0..n).map(|_| rng.normal()).collect());
+        let probe = tensor((0..n).map(|_| rng.normal()).collect());
+        let what = format!("{shape:?}");
+
+        let run = |f: fn(Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4>) -> Tensor<B, 4>| {
+            let xg = x.clone().require_grad();
+            let y = f(xg.clone(), cos.clone(), sin.clone());
+            let grads = (y.clone() * probe.clone()).sum().backward();
+            (host(y), host(xg.grad(&grads).unwrap()))
+        };
+        let (y, dx) = run(roll_flow_kernels::rotary);
+        let (ry, rdx) = run(reference::rotary);
+        assert_close(&format!("rotary {what}"), &y, &ry, 1e-6, 1e-5);
+        assert_close(&format!("dx {what}"), &dx, &rdx, 1e-6, 1e-5);
+    }
+}
