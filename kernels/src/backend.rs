@@ -7,7 +7,8 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
-use burn::tensor::{Tensor, TensorPrimitive};
+
+use crate::unfused;
 
 use crate::PpoClipConfig;
 
@@ -160,11 +161,10 @@ pub trait KernelBackend: Backend {
     }
 
     /// SwiGLU's gate `silu(gate) ⊙ up` (elementwise, equal shapes; see [`crate::cpu::swiglu`]
-    /// for the formulas). The default is burn's own ops (the unfused path, which backends
+    /// for the formulas). The default is burn's own ops ([`crate::unfused`], which backends
     /// without a fused version, e.g. the CubeCL ones, run); `Flex` overrides it.
     fn swiglu_forward(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
-        let silu = Self::float_mul(gate.clone(), Self::sigmoid(gate));
-        Self::float_mul(silu, up)
+        unfused::swiglu_forward::<Self>(gate, up)
     }
 
     /// Its backward: (dgate, dup) for the incoming gradient `grad`.
@@ -173,13 +173,7 @@ pub trait KernelBackend: Backend {
         up: FloatTensor<Self>,
         grad: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let s = Self::sigmoid(gate.clone());
-        let gs = Self::float_mul(gate, s.clone());
-        let dup = Self::float_mul(grad.clone(), gs.clone());
-        // dg = dy·u·(s + g·s·(1 − s))
-        let one_minus_s = Self::float_add_scalar(Self::float_neg(s.clone()), 1.0.into());
-        let ds = Self::float_add(s, Self::float_mul(gs, one_minus_s));
-        (Self::float_mul(Self::float_mul(grad, up), ds), dup)
+        unfused::swiglu_backward::<Self>(gate, up, grad)
     }
 
     /// The differentiable op (autodiff backends record the backward pass).
@@ -187,17 +181,14 @@ pub trait KernelBackend: Backend {
         Self::swiglu_forward(gate, up)
     }
 
-    /// Attention's `softmax(scores + mask)` over the last axis of `[rows, keys]` tensors
-    /// (see [`crate::cpu::softmax`]); the mask is additive and constant. Default: burn's
-    /// ops (the unfused path, for backends without a fused version); `Flex` overrides it.
+    /// Attention's `softmax(scores + mask)` over the last axis (see [`crate::cpu::softmax`]);
+    /// the mask is additive, constant and of the scores' shape. Default: burn's ops
+    /// ([`crate::unfused`], for backends without a fused version); `Flex` overrides it.
     fn masked_softmax_forward(
         scores: FloatTensor<Self>,
         mask: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        let (x, m) = (matrix::<Self>(scores), matrix::<Self>(mask));
-        burn::tensor::activation::softmax(x.add(m), 1)
-            .into_primitive()
-            .tensor()
+        unfused::masked_softmax_forward::<Self>(scores, mask)
     }
 
     /// Its backward: dscores = y ⊙ (dy − Σ dy·y) from the output `probs` and `grad`.
@@ -205,27 +196,22 @@ pub trait KernelBackend: Backend {
         probs: FloatTensor<Self>,
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        let (y, dy) = (matrix::<Self>(probs), matrix::<Self>(grad));
-        let dot = y.clone().mul(dy.clone()).sum_dim(1);
-        y.mul(dy.sub(dot)).into_primitive().tensor()
+        unfused::masked_softmax_backward::<Self>(probs, grad)
     }
 
-    /// RMSNorm of the rows of `x` (`[rows, H]`) with the scale `weight` (`[H]`); see
+    /// The differentiable op (w.r.t. `scores`; autodiff backends record the backward).
+    fn masked_softmax(scores: FloatTensor<Self>, mask: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::masked_softmax_forward(scores, mask)
+    }
+
+    /// RMSNorm over the last axis of `x` (`[…, H]`) with the scale `weight` (`[H]`); see
     /// [`crate::cpu::rms_norm`]. Default: burn's ops; `Flex` overrides it.
     fn rms_norm_forward(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         eps: f32,
     ) -> FloatTensor<Self> {
-        let (x, w) = (matrix::<Self>(x), vector::<Self>(weight));
-        let r = x
-            .clone()
-            .square()
-            .mean_dim(1)
-            .add_scalar(eps)
-            .sqrt()
-            .recip();
-        x.mul(r).mul(w.unsqueeze()).into_primitive().tensor()
+        unfused::rms_norm_forward::<Self>(x, weight, eps)
     }
 
     /// Its backward: (dx, dweight) for the incoming gradient `grad`.
@@ -235,33 +221,7 @@ pub trait KernelBackend: Backend {
         grad: FloatTensor<Self>,
         eps: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (x, w, dy) = (
-            matrix::<Self>(x),
-            vector::<Self>(weight),
-            matrix::<Self>(grad),
-        );
-        let [_, h] = x.dims();
-        let r = x
-            .clone()
-            .square()
-            .mean_dim(1)
-            .add_scalar(eps)
-            .sqrt()
-            .recip();
-        let dw = dy
-            .clone()
-            .mul(x.clone())
-            .mul(r.clone())
-            .sum_dim(0)
-            .reshape([h]);
-        let g = dy.mul(w.unsqueeze());
-        let c = r
-            .clone()
-            .powi_scalar(3)
-            .mul(g.clone().mul(x.clone()).sum_dim(1))
-            .div_scalar(h as f32);
-        let dx = g.mul(r).sub(x.mul(c));
-        (dx.into_primitive().tensor(), dw.into_primitive().tensor())
+        unfused::rms_norm_backward::<Self>(x, weight, grad, eps)
     }
 
     /// The differentiable op (w.r.t. `x` and `weight`).
@@ -269,20 +229,15 @@ pub trait KernelBackend: Backend {
         Self::rms_norm_forward(x, weight, eps)
     }
 
-    /// Rotary embedding of the rows of `x` (`[rows, head_dim]`) with per-row tables `cos`,
-    /// `sin` of the same shape, rotate-half layout; see [`crate::cpu::rotary`]. Default:
+    /// Rotary embedding over the last axis of `x` (`[…, head_dim]`) with tables `cos`,
+    /// `sin` of `x`'s shape, rotate-half layout; see [`crate::cpu::rotary`]. Default:
     /// burn's ops; `Flex` overrides it.
     fn rotary_forward(
         x: FloatTensor<Self>,
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        let x = matrix::<Self>(x);
-        let rotated = rotate_half(x.clone(), true);
-        let y = x
-            .mul(matrix::<Self>(cos))
-            .add(rotated.mul(matrix::<Self>(sin)));
-        y.into_primitive().tensor()
+        unfused::rotary_forward::<Self>(x, cos, sin)
     }
 
     /// Its backward: dx = dy ⊙ cos + rotate_halfᵀ(dy ⊙ sin) (the tables are constants).
@@ -291,12 +246,7 @@ pub trait KernelBackend: Backend {
         sin: FloatTensor<Self>,
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        let dy = matrix::<Self>(grad);
-        let back = rotate_half(dy.clone().mul(matrix::<Self>(sin)), false);
-        dy.mul(matrix::<Self>(cos))
-            .add(back)
-            .into_primitive()
-            .tensor()
+        unfused::rotary_backward::<Self>(cos, sin, grad)
     }
 
     /// The differentiable op (w.r.t. `x`).
@@ -307,34 +257,4 @@ pub trait KernelBackend: Backend {
     ) -> FloatTensor<Self> {
         Self::rotary_forward(x, cos, sin)
     }
-
-    /// The differentiable op (w.r.t. `scores`; autodiff backends record the backward).
-    fn masked_softmax(scores: FloatTensor<Self>, mask: FloatTensor<Self>) -> FloatTensor<Self> {
-        Self::masked_softmax_forward(scores, mask)
-    }
-}
-
-/// rotate_half([x₁, x₂]) = [−x₂, x₁] over the last axis (`forward`), or its transpose
-/// [x₂, −x₁].
-fn rotate_half<B: Backend>(x: Tensor<B, 2>, forward: bool) -> Tensor<B, 2> {
-    let [rows, d] = x.dims();
-    let (x1, x2) = (
-        x.clone().slice([0..rows, 0..d / 2]),
-        x.slice([0..rows, d / 2..d]),
-    );
-    if forward {
-        Tensor::cat(vec![x2.neg(), x1], 1)
-    } else {
-        Tensor::cat(vec![x2, x1.neg()], 1)
-    }
-}
-
-/// A `[features]` primitive as a tensor, for the default implementations.
-fn vector<B: Backend>(t: FloatTensor<B>) -> Tensor<B, 1> {
-    Tensor::from_primitive(TensorPrimitive::Float(t))
-}
-
-/// A `[rows, keys]` primitive as a tensor, for the default (burn-ops) implementations.
-fn matrix<B: Backend>(t: FloatTensor<B>) -> Tensor<B, 2> {
-    Tensor::from_primitive(TensorPrimitive::Float(t))
 }

@@ -11,10 +11,14 @@ use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoToke
 use crate::cpu::ppo::PpoSlices;
 use crate::{cpu, PpoClipConfig};
 
-/// The tensor's values as f32: borrowed when contiguous f32, converted otherwise.
+/// The tensor's values as f32: borrowed when contiguous f32, copied row by row when an f32
+/// view keeps its last axis contiguous, converted by burn otherwise.
 fn host_f32(t: &FlexTensor) -> Cow<'_, [f32]> {
-    match t.as_slice::<f32>() {
-        Some(s) => Cow::Borrowed(s),
+    if let Some(s) = t.as_slice::<f32>() {
+        return Cow::Borrowed(s);
+    }
+    match contiguous_rows(t) {
+        Some(v) => Cow::Owned(v),
         None => Cow::Owned(
             t.clone()
                 .into_data()
@@ -23,6 +27,41 @@ fn host_f32(t: &FlexTensor) -> Cow<'_, [f32]> {
                 .expect("converted to f32"),
         ),
     }
+}
+
+/// A contiguous copy of an f32 view whose last axis has stride 1 (e.g. the gradient that
+/// reaches an op through `swap_dims`): one `memcpy` per row of the last axis. burn-flex's
+/// own copy collapses such a layout only to 2-D; a 4-D head transpose it walks element by
+/// element, which showed as the largest non-matmul cost of a training step.
+fn contiguous_rows(t: &FlexTensor) -> Option<Vec<f32>> {
+    let layout = t.layout();
+    let (shape, strides) = (layout.shape().to_vec(), layout.strides());
+    let (&inner, &last) = (shape.last()?, strides.last()?);
+    if t.dtype() != burn::tensor::DType::F32 || last != 1 || strides.iter().any(|&s| s < 0) {
+        return None;
+    }
+    let src = t.storage::<f32>();
+    let total = shape.iter().product::<usize>();
+    let mut out = Vec::with_capacity(total);
+    let outer = &shape[..shape.len() - 1];
+    let mut index = vec![0usize; outer.len()];
+    for _ in 0..total / inner.max(1) {
+        let start = layout.start_offset()
+            + index
+                .iter()
+                .zip(strides)
+                .map(|(&i, &s)| i * s as usize)
+                .sum::<usize>();
+        out.extend_from_slice(src.get(start..start + inner)?);
+        for d in (0..index.len()).rev() {
+            index[d] += 1;
+            if index[d] < outer[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    Some(out)
 }
 
 /// The values of an int tensor as indices (negative values panic with a message).

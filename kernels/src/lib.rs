@@ -50,6 +50,7 @@ mod flex;
 #[cfg(feature = "ndarray")]
 mod ndarray;
 pub mod reference;
+mod unfused;
 
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 
@@ -74,7 +75,7 @@ pub fn swiglu<B: KernelBackend, const D: usize>(
     up: Tensor<B, D>,
 ) -> Tensor<B, D> {
     assert_eq!(gate.dims(), up.dims(), "swiglu: gate and up shapes differ");
-    let out = B::swiglu(gate.into_primitive().tensor(), up.into_primitive().tensor());
+    let out = B::swiglu(float(gate), float(up));
     Tensor::from_primitive(TensorPrimitive::Float(out))
 }
 
@@ -119,11 +120,8 @@ pub fn rotary<B: KernelBackend, const D: usize>(
         cos.dims(),
         sin.dims()
     );
-    let d = dims[D - 1];
-    let rows = dims[..D - 1].iter().product::<usize>();
-    let flat = |t: Tensor<B, D>| t.reshape([rows, d]).into_primitive().tensor();
-    let out = B::rotary(flat(x), flat(cos), flat(sin));
-    Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(out)).reshape(dims)
+    let out = B::rotary(float(x), float(cos), float(sin));
+    Tensor::from_primitive(TensorPrimitive::Float(out))
 }
 
 /// Attention's `softmax(scores + mask)` over the last axis, differentiable w.r.t. `scores`

@@ -1,7 +1,9 @@
 //! Rotary embedding against `reference::rotary` (transformers' rotate-half: narrow,
 //! negate, concatenate): forward values and the gradient of x (autodiff of the reference),
 //! on `[batch, len, heads, head_dim]` shapes with random angles and a scale folded into the
-//! tables, as the model's query tables carry 1/sqrt(head_dim).
+//! tables, as the model's query tables carry 1/sqrt(head_dim). As in the model, x is a
+//! `swap_dims` view in one case and the output is read through `swap_dims`, so the
+//! gradient reaching the op is a strided view.
 //! Tolerance: ≤ 1e-6 + 1e-5·|ref| (a handful of products per value).
 
 use burn::tensor::backend::AutodiffBackend;
@@ -21,14 +23,25 @@ pub fn rotary_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B::D
         let scale = 0.25;
         let cos = tensor(angles.iter().map(|a| scale * a.cos()).collect());
         let sin = tensor(angles.iter().map(|a| scale * a.sin()).collect());
-        let x = tensor((0..n).map(|_| rng.normal()).collect());
-        let probe = tensor((0..n).map(|_| rng.normal()).collect());
+        let [b, t, h, d] = shape;
+        let swapped = |v: Vec<f32>| {
+            Tensor::<B, 4>::from_data(TensorData::new(v, [b, h, t, d]), device).swap_dims(1, 2)
+        };
+        let x_values: Vec<f32> = (0..n).map(|_| rng.normal()).collect();
+        let x = if k == 1 {
+            swapped(x_values)
+        } else {
+            tensor(x_values)
+        };
+        let probe = swapped((0..n).map(|_| rng.normal()).collect());
         let what = format!("{shape:?}");
 
         let run = |f: fn(Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4>) -> Tensor<B, 4>| {
             let xg = x.clone().require_grad();
             let y = f(xg.clone(), cos.clone(), sin.clone());
-            let grads = (y.clone() * probe.clone()).sum().backward();
+            let grads = (y.clone().swap_dims(1, 2) * probe.clone().swap_dims(1, 2))
+                .sum()
+                .backward();
             (host(y), host(xg.grad(&grads).unwrap()))
         };
         let (y, dx) = run(roll_flow_kernels::rotary);

@@ -151,17 +151,22 @@ impl<B: KernelBackend> Attention<B> {
         };
         // Scores of query head `g·rep + r` are rows `r·queries..` of group `g`: the same
         // memory as `[batch, heads, queries, keys]`.
-        let scores = grouped(q, d)
-            .matmul(k.swap_dims(2, 3))
-            .reshape([batch, heads, queries, keys]);
+        // Back to one slab per query head; a no-op without GQA, and skipped then: under
+        // autodiff a reshape's backward copies a strided gradient element by element.
+        let per_head = |t: Tensor<B, 4>, n: usize| {
+            if rep == 1 {
+                t
+            } else {
+                t.reshape([batch, heads, queries, n])
+            }
+        };
+        let scores = per_head(grouped(q, d).matmul(k.swap_dims(2, 3)), keys);
         // Fused mask add + softmax (one pass each way; `roll-flow-kernels`).
         let probs = grouped(
             roll_flow_kernels::masked_softmax(scores, mask.clone()),
             keys,
         );
-        probs
-            .matmul(v)
-            .reshape([batch, heads, queries, d])
+        per_head(probs.matmul(v), d)
             .swap_dims(1, 2)
             .reshape([batch, queries, heads * d])
     }
