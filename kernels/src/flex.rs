@@ -11,8 +11,8 @@ use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoToke
 use crate::cpu::ppo::PpoSlices;
 use crate::{cpu, PpoClipConfig};
 
-/// The tensor's values as f32: borrowed when contiguous f32, copied row by row when an f32
-/// view keeps its last axis contiguous, converted by burn otherwise.
+/// The tensor's values as f32: borrowed when contiguous f32, copied block by block when an
+/// f32 view has a unit-stride axis ([`contiguous_rows`]), converted by burn otherwise.
 fn host_f32(t: &FlexTensor) -> Cow<'_, [f32]> {
     if let Some(s) = t.as_slice::<f32>() {
         return Cow::Borrowed(s);
@@ -29,36 +29,63 @@ fn host_f32(t: &FlexTensor) -> Cow<'_, [f32]> {
     }
 }
 
-/// A contiguous copy of an f32 view whose last axis has stride 1 (e.g. the gradient that
-/// reaches an op through `swap_dims`): one `memcpy` per row of the last axis. burn-flex's
-/// own copy collapses such a layout only to 2-D; a 4-D head transpose it walks element by
-/// element, which showed as the largest non-matmul cost of a training step.
+/// A contiguous copy of an f32 view with an axis of stride 1, e.g. a gradient that
+/// reaches an op through `swap_dims` or out of a transposed matmul. burn-flex's own copy
+/// collapses such layouts only to 2-D and walks a 4-D head transpose element by element,
+/// which showed as the largest cost outside the matrix products of a training step.
+///
+/// With `u` the unit-stride axis and `l` the last one, every index of the other axes
+/// selects a `[size_u, size_l]` block: rows copied whole when u = l, otherwise a small
+/// transpose reading along u (the block of a head is a few KB and stays in L1).
 fn contiguous_rows(t: &FlexTensor) -> Option<Vec<f32>> {
     let layout = t.layout();
     let (shape, strides) = (layout.shape().to_vec(), layout.strides());
-    let (&inner, &last) = (shape.last()?, strides.last()?);
-    if t.dtype() != burn::tensor::DType::F32 || last != 1 || strides.iter().any(|&s| s < 0) {
+    if t.dtype() != burn::tensor::DType::F32 || strides.iter().any(|&s| s < 0) {
         return None;
     }
-    let src = t.storage::<f32>();
+    let rank = shape.len();
+    let (l, u) = (rank.checked_sub(1)?, strides.iter().position(|&s| s == 1)?);
+    let mut out_strides = vec![1usize; rank];
+    for d in (0..l).rev() {
+        out_strides[d] = out_strides[d + 1] * shape[d + 1];
+    }
     let total = shape.iter().product::<usize>();
-    let mut out = Vec::with_capacity(total);
-    let outer = &shape[..shape.len() - 1];
+    let src = t.storage::<f32>();
+    let last_read = layout.start_offset()
+        + (0..rank)
+            .map(|d| shape[d].saturating_sub(1) * strides[d] as usize)
+            .sum::<usize>();
+    if total == 0 || last_read >= src.len() {
+        return None;
+    }
+    let mut out = vec![0.0f32; total];
+    let outer: Vec<usize> = (0..rank).filter(|&d| d != u && d != l).collect();
     let mut index = vec![0usize; outer.len()];
-    for _ in 0..total / inner.max(1) {
-        let start = layout.start_offset()
-            + index
-                .iter()
-                .zip(strides)
-                .map(|(&i, &s)| i * s as usize)
-                .sum::<usize>();
-        out.extend_from_slice(src.get(start..start + inner)?);
-        for d in (0..index.len()).rev() {
-            index[d] += 1;
-            if index[d] < outer[d] {
+    let blocks = outer.iter().map(|&d| shape[d]).product::<usize>();
+    let (size_u, size_l, stride_l, out_u) =
+        (shape[u], shape[l], strides[l] as usize, out_strides[u]);
+    for _ in 0..blocks {
+        let at = |s: &dyn Fn(usize) -> usize| -> usize {
+            outer.iter().zip(&index).map(|(&d, &i)| i * s(d)).sum()
+        };
+        let from = layout.start_offset() + at(&|d| strides[d] as usize);
+        let to = at(&|d| out_strides[d]);
+        if u == l {
+            out[to..to + size_l].copy_from_slice(&src[from..from + size_l]);
+        } else {
+            for j in 0..size_l {
+                let column = &src[from + j * stride_l..from + j * stride_l + size_u];
+                for (i, &v) in column.iter().enumerate() {
+                    out[to + i * out_u + j] = v;
+                }
+            }
+        }
+        for k in (0..index.len()).rev() {
+            index[k] += 1;
+            if index[k] < shape[outer[k]] {
                 break;
             }
-            index[d] = 0;
+            index[k] = 0;
         }
     }
     Some(out)

@@ -2,8 +2,9 @@
 //! negate, concatenate): forward values and the gradient of x (autodiff of the reference),
 //! on `[batch, len, heads, head_dim]` shapes with random angles and a scale folded into the
 //! tables, as the model's query tables carry 1/sqrt(head_dim). As in the model, x is a
-//! `swap_dims` view in one case and the output is read through `swap_dims`, so the
-//! gradient reaching the op is a strided view.
+//! `swap_dims` view in one case and a permuted view with a strided last axis in another,
+//! and the output is read through `swap_dims`, so the gradient reaching the op is a
+//! strided view.
 //! Tolerance: ≤ 1e-6 + 1e-5·|ref| (a handful of products per value).
 
 use burn::tensor::backend::AutodiffBackend;
@@ -28,10 +29,13 @@ pub fn rotary_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B::D
             Tensor::<B, 4>::from_data(TensorData::new(v, [b, h, t, d]), device).swap_dims(1, 2)
         };
         let x_values: Vec<f32> = (0..n).map(|_| rng.normal()).collect();
-        let x = if k == 1 {
-            swapped(x_values)
-        } else {
-            tensor(x_values)
+        // Case 2: x is read with head_dim strided and the length axis contiguous, the
+        // layout of a gradient out of a transposed matmul.
+        let x = match k {
+            1 => swapped(x_values),
+            2 => Tensor::<B, 4>::from_data(TensorData::new(x_values, [b, h, d, t]), device)
+                .permute([0, 3, 1, 2]),
+            _ => tensor(x_values),
         };
         let probe = swapped((0..n).map(|_| rng.normal()).collect());
         let what = format!("{shape:?}");
