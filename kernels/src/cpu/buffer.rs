@@ -15,10 +15,13 @@
 /// touch, every step. Measured on the 2-core VM (`bench/kernels.rs`, three alternating
 /// runs): GAE 256×512 at 0.32–0.36 ms per call against 0.36–0.58 ms with glibc's defaults
 /// (its two 512 KB outputs are reused instead of faulted in); the same setting through
-/// glibc's environment tunables gave the model bench's training 5–8% in one A/B. The cost
-/// is up to 256 MiB of freed memory kept mapped. Call once at process start. Returns whether both settings took (false off
-/// glibc, where this is a no-op, and when `ROLL_FLOW_DEFAULT_MALLOC` is set, which keeps
-/// glibc's defaults for A/B measurements).
+/// glibc's environment tunables gave the model bench's training 5–8% in one A/B. With it,
+/// pre-faulting outputs (`MADV_POPULATE_WRITE`) only costs a system call: GAE went from
+/// 0.14–0.20 ms to 0.05 ms in two of three alternating runs without it, so the outputs are
+/// plain allocations. The cost is up to 256 MiB of freed memory kept mapped. Call once at
+/// process start. Returns whether both settings took (false off glibc, where this is a
+/// no-op, and when `ROLL_FLOW_DEFAULT_MALLOC` is set, which keeps glibc's defaults for A/B
+/// measurements).
 pub fn keep_freed_buffers_for_reuse() -> bool {
     if std::env::var_os("ROLL_FLOW_DEFAULT_MALLOC").is_some() {
         return false;
@@ -35,37 +38,6 @@ pub fn keep_freed_buffers_for_reuse() -> bool {
     {
         false
     }
-}
-
-/// An empty `Vec<f32>` with capacity for `len`, for mid-sized outputs (GAE's columns,
-/// hundreds of KB) that the caller writes in full (through `spare_capacity_mut`) before
-/// `set_len`: no zeroing pass, and on Linux the pages are mapped in one
-/// `madvise(MADV_POPULATE_WRITE)` call instead of one page fault per 4 KiB on first write
-/// (a no-op for heap memory that is already mapped). On the 2-core VM the faults of two
-/// 512 KB GAE outputs cost ≈ 0.2 ms, more than the scan itself, and zeroing them (calloc
-/// of reused heap memory) ≈ 13% of the call.
-pub(crate) fn populated(len: usize) -> Vec<f32> {
-    let v: Vec<f32> = Vec::with_capacity(len);
-    #[cfg(target_os = "linux")]
-    if v.capacity() * size_of::<f32>() >= 64 << 10 {
-        const PAGE: usize = 4096;
-        let start = v.as_ptr() as usize;
-        let aligned = start.next_multiple_of(PAGE);
-        let end = (start + v.capacity() * size_of::<f32>()) / PAGE * PAGE;
-        if end > aligned {
-            // SAFETY: [aligned, end) lies inside the vector's allocation; populating only
-            // maps its pages (their content is unchanged), and a failure (kernels before 5.14)
-            // leaves them as they were.
-            unsafe {
-                libc::madvise(
-                    aligned as *mut libc::c_void,
-                    end - aligned,
-                    libc::MADV_POPULATE_WRITE,
-                );
-            }
-        }
-    }
-    v
 }
 
 /// A zeroed `Vec<f32>` of `len`, backed by huge pages where the OS allows.

@@ -106,8 +106,8 @@ pub fn gae(
     let (g, gl) = (gamma as f64, gamma as f64 * lambda as f64);
     let isa = Isa::detect();
     // Every element is written by the scans below: no zeroing pass.
-    let mut adv = super::buffer::populated(n);
-    let mut ret = super::buffer::populated(n);
+    let mut adv = super::buffer::uninit(n);
+    let mut ret = super::buffer::uninit(n);
     type Out<'a> = &'a mut [MaybeUninit<f32>];
     let seqs: Vec<(Out, Out)> = split_sequences(&mut adv.spare_capacity_mut()[..n], offsets)
         .into_iter()
