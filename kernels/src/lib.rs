@@ -42,6 +42,7 @@
 
 pub mod aggregation;
 mod autodiff;
+mod autodiff_model_ops;
 pub mod backend;
 pub mod cpu;
 #[cfg(feature = "cube")]
