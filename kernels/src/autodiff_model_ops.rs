@@ -10,9 +10,25 @@
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops};
+use burn::backend::autodiff::NodeId;
 use burn::tensor::ops::FloatTensor;
 
 use crate::backend::KernelBackend;
+
+/// Registers the two gradients of a two-parent op with the parents that are tracked
+/// (`id` reads a parent's node id: burn does not export its node type by name).
+fn register_both<B: KernelBackend, N>(
+    grads: &mut Gradients,
+    parents: [Option<N>; 2],
+    (first, second): (FloatTensor<B>, FloatTensor<B>),
+    id: impl Fn(&N) -> NodeId,
+) {
+    for (node, grad) in parents.into_iter().zip([first, second]) {
+        if let Some(node) = node {
+            grads.register::<B>(id(&node), grad);
+        }
+    }
+}
 
 #[derive(Debug)]
 pub(crate) struct SwiGluBackward;
@@ -22,16 +38,10 @@ impl<B: KernelBackend> Backward<B, 2> for SwiGluBackward {
     type State = (FloatTensor<B>, FloatTensor<B>);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [gate_node, up_node] = ops.parents;
         let grad = grads.consume::<B>(&ops.node);
         let (gate, up) = ops.state;
-        let (dgate, dup) = B::swiglu_backward(gate, up, grad);
-        if let Some(node) = gate_node {
-            grads.register::<B>(node.id, dgate);
-        }
-        if let Some(node) = up_node {
-            grads.register::<B>(node.id, dup);
-        }
+        let pair = B::swiglu_backward(gate, up, grad);
+        register_both::<B, _>(grads, ops.parents, pair, |n| n.id);
     }
 }
 
@@ -43,16 +53,10 @@ impl<B: KernelBackend> Backward<B, 2> for RmsNormBackward {
     type State = (FloatTensor<B>, FloatTensor<B>, f32);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [x_node, w_node] = ops.parents;
         let grad = grads.consume::<B>(&ops.node);
         let (x, w, eps) = ops.state;
-        let (dx, dw) = B::rms_norm_backward(x, w, grad, eps);
-        if let Some(node) = x_node {
-            grads.register::<B>(node.id, dx);
-        }
-        if let Some(node) = w_node {
-            grads.register::<B>(node.id, dw);
-        }
+        let pair = B::rms_norm_backward(x, w, grad, eps);
+        register_both::<B, _>(grads, ops.parents, pair, |n| n.id);
     }
 }
 
