@@ -24,6 +24,8 @@
 use std::arch::x86_64::*;
 use std::mem::MaybeUninit;
 
+use super::simd::low_lanes;
+
 /// Scratch space of one worker, reused across sequences.
 #[derive(Default)]
 pub(super) struct Scratch(Vec<f32>);
@@ -34,15 +36,6 @@ fn top_lanes(n: usize) -> __mmask16 {
         0
     } else {
         !0u16 << (16 - n)
-    }
-}
-
-/// The lanes of the first `n` (≤ 16) elements.
-fn low_lanes(n: usize) -> __mmask16 {
-    if n >= 16 {
-        !0
-    } else {
-        ((1u32 << n) - 1) as __mmask16
     }
 }
 

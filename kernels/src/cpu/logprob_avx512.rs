@@ -27,6 +27,8 @@
 
 use std::arch::x86_64::*;
 
+use super::simd::low_lanes;
+
 /// y below this (e^x below e^{−87.3}) counts as −∞: 2^y is taken as exactly 0.
 const Y_FLOOR: f32 = -126.0;
 /// Rows whose smallest y is above this take the unmasked exponential pass (2^y is a normal
@@ -55,11 +57,6 @@ fn exp2(y: __m512) -> __m512 {
     _mm512_scalef_ps(p, y) // p · 2^⌊y⌋
 }
 
-/// The lanes of the first `n` (< 16) elements.
-fn tail_mask(n: usize) -> __mmask16 {
-    ((1u32 << n) - 1) as __mmask16
-}
-
 /// (max, min) of a row.
 #[target_feature(enable = "avx512f,avx512dq")]
 fn max_min(row: &[f32]) -> (f32, f32) {
@@ -78,11 +75,7 @@ fn max_min(row: &[f32]) -> (f32, f32) {
         lo = [_mm512_min_ps(lo[0], a), _mm512_min_ps(lo[1], b)];
     }
     for c in pairs.remainder().chunks(16) {
-        let k = if c.len() == 16 {
-            !0
-        } else {
-            tail_mask(c.len())
-        };
+        let k = low_lanes(c.len());
         // SAFETY: the masked load touches only the `c.len()` lanes of `c`.
         let a = unsafe { _mm512_maskz_loadu_ps(k, c.as_ptr()) };
         hi[0] = _mm512_mask_max_ps(hi[0], k, hi[0], a);
@@ -140,11 +133,7 @@ fn exp_sums<const MASKED: bool>(row: &[f32], c: f32, neg_mc: f32) -> (f32, f32) 
             add_exp::<MASKED>(_mm512_fmadd_ps(z1, cv, bv), !0, &mut b);
         }
         for t in pairs.remainder().chunks(16) {
-            let k = if t.len() == 16 {
-                !0
-            } else {
-                tail_mask(t.len())
-            };
+            let k = low_lanes(t.len());
             // SAFETY: the masked load touches only the `t.len()` lanes of `t`.
             let z = unsafe { _mm512_maskz_loadu_ps(k, t.as_ptr()) };
             add_exp::<true>(_mm512_fmadd_ps(z, cv, bv), k, &mut a);
@@ -200,7 +189,7 @@ pub(super) unsafe fn row_backward(
     let floor = _mm512_set1_ps(Y_FLOOR);
     let mut i = 0;
     while i < n {
-        let k = if n - i >= 16 { !0 } else { tail_mask(n - i) };
+        let k = low_lanes(n - i);
         let z = _mm512_maskz_loadu_ps(k, src.add(i));
         let y = _mm512_fmadd_ps(z, c, neg_lc);
         let live = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(y, floor);

@@ -15,7 +15,7 @@
 
 use rayon::prelude::*;
 
-use super::simd::{dispatch, isa_copies, Isa};
+use super::simd::{dispatch, isa_copies, lane_dot, Isa};
 
 /// Rows per parallel task.
 const ROWS_PER_TASK: usize = 64;
@@ -23,16 +23,7 @@ const ROWS_PER_TASK: usize = 64;
 /// r = 1 / sqrt(mean(x²) + eps) of one row.
 #[inline(always)]
 fn inv_rms(x: &[f32], eps: f32) -> f32 {
-    let mut acc = [0.0f32; 16];
-    let chunks = x.chunks_exact(16);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for (a, &v) in acc.iter_mut().zip(c) {
-            *a += v * v;
-        }
-    }
-    let sum = acc.iter().sum::<f32>() + tail.iter().map(|v| v * v).sum::<f32>();
-    1.0 / (sum / x.len() as f32 + eps).sqrt()
+    1.0 / (lane_dot(x, x) / x.len() as f32 + eps).sqrt()
 }
 
 #[inline(always)]
@@ -67,13 +58,7 @@ fn backward_rows<const FMA: bool>(
         for ((g, &dy), &w) in dx.iter_mut().zip(dy).zip(w) {
             *g = dy * w;
         }
-        let mut acc = [0.0f32; 16];
-        for (gc, xc) in dx.chunks(16).zip(x.chunks(16)) {
-            for ((a, &g), &x) in acc.iter_mut().zip(gc).zip(xc) {
-                *a += g * x;
-            }
-        }
-        let c = r * r * r * acc.iter().sum::<f32>() / h as f32;
+        let c = r * r * r * lane_dot(dx, x) / h as f32;
         for ((g, &x), (dw, &dy)) in dx.iter_mut().zip(x).zip(dw.iter_mut().zip(dy)) {
             *dw += dy * x * r;
             *g = r * *g - c * x;

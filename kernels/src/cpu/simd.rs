@@ -1,5 +1,6 @@
 //! Vector-friendly scalar helpers for the CPU twins: a polynomial `exp` that LLVM turns
-//! into SIMD code (no libm call in the loop), and the AVX2+FMA runtime dispatch.
+//! into SIMD code (no libm call in the loop), row reductions over 16 partial results, the
+//! AVX-512 lane masks, and the AVX2+FMA runtime dispatch.
 //!
 //! `exp(x)`: Cody–Waite range reduction x = n·ln2 + r with |r| ≤ ln2/2, then a degree-6
 //! Taylor polynomial for e^r (truncation error r⁷/7! ≤ 1.3e-7 relative), times 2^n built
@@ -55,6 +56,55 @@ pub(crate) fn exp_in_range<const FMA: bool>(x: f32) -> f32 {
     // cast saturates, which LLVM cannot vectorise).
     let bits = t.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23;
     p * f32::from_bits(bits)
+}
+
+/// Partial results of the reductions below: strict f32 reductions do not vectorise, so
+/// they run over 16 independent lanes (one AVX-512 or two AVX2 registers).
+const LANES: usize = 16;
+
+/// The fold of `v` by `f`, which must be associative and commutative (a sum, a max): lane
+/// `i` folds the elements `i`, `i + 16`, …, then the lanes and the tail are folded in order.
+#[inline(always)]
+pub(crate) fn lane_fold(v: &[f32], init: f32, f: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut acc = [init; LANES];
+    let chunks = v.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a = f(*a, x);
+        }
+    }
+    let head = acc.into_iter().fold(init, &f);
+    tail.iter().fold(head, |a, &x| f(a, x))
+}
+
+/// Σ a_i·b_i over the common length, in the lane order of [`lane_fold`].
+#[inline(always)]
+pub(crate) fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ta, tb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for ((s, &x), &y) in acc.iter_mut().zip(x).zip(y) {
+            *s += x * y;
+        }
+    }
+    let head = acc.into_iter().sum::<f32>();
+    ta.iter().zip(tb).fold(head, |s, (&x, &y)| s + x * y)
+}
+
+/// The AVX-512 lanes of the first `n` elements of a 16-lane chunk (all for `n` ≥ 16): the
+/// mask of a chunk's loads and stores, the last one partial.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) fn low_lanes(n: usize) -> std::arch::x86_64::__mmask16 {
+    if n >= LANES {
+        !0
+    } else {
+        ((1u32 << n) - 1) as std::arch::x86_64::__mmask16
+    }
 }
 
 /// The instruction set the vector loops run with, detected once per call.

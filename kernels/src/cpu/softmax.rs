@@ -14,28 +14,10 @@
 
 use rayon::prelude::*;
 
-use super::simd::{dispatch, exp, isa_copies, Isa};
+use super::simd::{dispatch, exp, isa_copies, lane_dot, lane_fold, Isa};
 
 /// Elements per parallel task (whole rows).
 const CHUNK: usize = 1 << 14;
-
-/// Lanes of the explicit accumulators below: strict f32 reductions do not vectorise, so
-/// sums and maxima run over 16 independent partial results.
-const LANES: usize = 16;
-
-#[inline(always)]
-fn lane_fold(v: &[f32], init: f32, f: impl Fn(f32, f32) -> f32) -> f32 {
-    let mut acc = [init; LANES];
-    let chunks = v.chunks_exact(LANES);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for (a, &x) in acc.iter_mut().zip(c) {
-            *a = f(*a, x);
-        }
-    }
-    let head = acc.into_iter().fold(init, &f);
-    tail.iter().fold(head, |a, &x| f(a, x))
-}
 
 #[inline(always)]
 fn forward_rows<const FMA: bool>(x: &[f32], bias: &[f32], y: &mut [f32], keys: usize) {
@@ -65,10 +47,7 @@ fn backward_rows<const FMA: bool>(y: &[f32], dy: &[f32], dx: &mut [f32], keys: u
         .zip(dy.chunks_exact(keys))
         .zip(dx.chunks_exact_mut(keys))
     {
-        for ((dx, &y), &dy) in dx.iter_mut().zip(y).zip(dy) {
-            *dx = y * dy;
-        }
-        let dot = lane_fold(dx, 0.0, |a, b| a + b);
+        let dot = lane_dot(y, dy);
         for ((dx, &y), &dy) in dx.iter_mut().zip(y).zip(dy) {
             *dx = y * (dy - dot);
         }
