@@ -90,17 +90,13 @@ pub fn rms_norm<B: KernelBackend, const D: usize>(
     weight: Tensor<B, 1>,
     eps: f32,
 ) -> Tensor<B, D> {
-    let dims = x.dims();
-    let h = dims[D - 1];
     assert_eq!(
         weight.dims(),
-        [h],
+        [x.dims()[D - 1]],
         "rms_norm: the scale does not match the feature axis"
     );
-    let rows = dims[..D - 1].iter().product::<usize>();
-    let x = x.reshape([rows, h]).into_primitive().tensor();
-    let out = B::rms_norm(x, weight.into_primitive().tensor(), eps);
-    Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(out)).reshape(dims)
+    let out = B::rms_norm(float(x), float(weight), eps);
+    Tensor::from_primitive(TensorPrimitive::Float(out))
 }
 
 /// Rotary position embedding in the rotate-half layout over the last axis (head_dim,
@@ -134,17 +130,13 @@ pub fn masked_softmax<B: KernelBackend, const D: usize>(
     scores: Tensor<B, D>,
     mask: Tensor<B, D>,
 ) -> Tensor<B, D> {
-    let dims = scores.dims();
     assert_eq!(
-        dims,
+        scores.dims(),
         mask.dims(),
         "masked_softmax: scores and mask shapes differ"
     );
-    let keys = dims[D - 1];
-    let rows = dims[..D - 1].iter().product::<usize>();
-    let flat = |t: Tensor<B, D>| t.reshape([rows, keys]).into_primitive().tensor();
-    let out = B::masked_softmax(flat(scores), flat(mask));
-    Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(out)).reshape(dims)
+    let out = B::masked_softmax(float(scores), float(mask));
+    Tensor::from_primitive(TensorPrimitive::Float(out))
 }
 
 fn refuse<T>(op: &'static str, message: String) -> Result<T, KernelError> {
