@@ -43,6 +43,7 @@ fn contiguous_rows(t: &FlexTensor) -> Option<Vec<f32>> {
     if t.dtype() != burn::tensor::DType::F32 || strides.iter().any(|&s| s < 0) {
         return None;
     }
+    let strides: Vec<usize> = strides.iter().map(|&s| s as usize).collect();
     let rank = shape.len();
     let (l, u) = (rank.checked_sub(1)?, strides.iter().position(|&s| s == 1)?);
     let mut out_strides = vec![1usize; rank];
@@ -53,7 +54,7 @@ fn contiguous_rows(t: &FlexTensor) -> Option<Vec<f32>> {
     let src = t.storage::<f32>();
     let last_read = layout.start_offset()
         + (0..rank)
-            .map(|d| shape[d].saturating_sub(1) * strides[d] as usize)
+            .map(|d| shape[d].saturating_sub(1) * strides[d])
             .sum::<usize>();
     if total == 0 || last_read >= src.len() {
         return None;
@@ -62,14 +63,11 @@ fn contiguous_rows(t: &FlexTensor) -> Option<Vec<f32>> {
     let outer: Vec<usize> = (0..rank).filter(|&d| d != u && d != l).collect();
     let mut index = vec![0usize; outer.len()];
     let blocks = outer.iter().map(|&d| shape[d]).product::<usize>();
-    let (size_u, size_l, stride_l, out_u) =
-        (shape[u], shape[l], strides[l] as usize, out_strides[u]);
+    let (size_u, size_l, stride_l, out_u) = (shape[u], shape[l], strides[l], out_strides[u]);
     for _ in 0..blocks {
-        let at = |s: &dyn Fn(usize) -> usize| -> usize {
-            outer.iter().zip(&index).map(|(&d, &i)| i * s(d)).sum()
-        };
-        let from = layout.start_offset() + at(&|d| strides[d] as usize);
-        let to = at(&|d| out_strides[d]);
+        // The block's start under `s`: Σ over the other axes of index · stride.
+        let at = |s: &[usize]| -> usize { outer.iter().zip(&index).map(|(&d, &i)| i * s[d]).sum() };
+        let (from, to) = (layout.start_offset() + at(&strides), at(&out_strides));
         if u == l {
             out[to..to + size_l].copy_from_slice(&src[from..from + size_l]);
         } else {
