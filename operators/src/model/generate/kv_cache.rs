@@ -254,16 +254,13 @@ impl<B: Backend> KvCache<B> {
                     let template = pick(&first.layers[i]);
                     let [_, heads, _, dim] = template.dims();
                     let device = template.device();
-                    let rows = prefixes.iter().map(|p| {
-                        let take = p.map_or(0, |p| p.1);
-                        let zeros = Tensor::zeros([1, heads, width - take, dim], &device);
-                        match p {
-                            Some((kv, take)) if *take > 0 => Tensor::cat(
-                                vec![zeros, pick(&kv.layers[i]).clone().narrow(2, 0, *take)],
-                                2,
-                            ),
-                            _ => zeros,
+                    let zeros = |n: usize| Tensor::zeros([1, heads, n, dim], &device);
+                    let rows = prefixes.iter().map(|p| match p {
+                        Some((kv, take)) if *take > 0 => {
+                            let cached = pick(&kv.layers[i]).clone().narrow(2, 0, *take);
+                            Tensor::cat(vec![zeros(width - take), cached], 2)
                         }
+                        _ => zeros(width),
                     });
                     Tensor::cat(rows.collect(), 0)
                 };
