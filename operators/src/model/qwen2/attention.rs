@@ -142,31 +142,27 @@ impl<B: KernelBackend> Attention<B> {
         let [batch, heads, queries, d] = q.dims();
         let (kv, keys) = (self.kv_heads, k.dims()[2]);
         let rep = heads / kv;
-        let grouped = |t: Tensor<B, 4>, n: usize| {
+        // With GQA the `rep` query heads of a key/value head are stacked along the query
+        // axis (`[batch, kv, rep·queries, n]`) for the matmuls and split back per head
+        // after: the same memory as `[batch, heads, queries, n]`. Without GQA both shapes
+        // are the tensor's own and the reshape is skipped: under autodiff a reshape's
+        // backward copies a strided gradient element by element.
+        let regroup = |t: Tensor<B, 4>, shape: [usize; 4]| {
             if rep == 1 {
                 t
             } else {
-                t.reshape([batch, kv, rep * queries, n])
+                t.reshape(shape)
             }
         };
-        // Scores of query head `g·rep + r` are rows `r·queries..` of group `g`: the same
-        // memory as `[batch, heads, queries, keys]`.
-        // Back to one slab per query head; a no-op without GQA, and skipped then: under
-        // autodiff a reshape's backward copies a strided gradient element by element.
-        let per_head = |t: Tensor<B, 4>, n: usize| {
-            if rep == 1 {
-                t
-            } else {
-                t.reshape([batch, heads, queries, n])
-            }
-        };
-        let scores = per_head(grouped(q, d).matmul(k.swap_dims(2, 3)), keys);
-        // Fused mask add + softmax (one pass each way; `roll-flow-kernels`).
-        let probs = grouped(
-            roll_flow_kernels::masked_softmax(scores, mask.clone()),
-            keys,
+        let grouped = |n: usize| [batch, kv, rep * queries, n];
+        let per_head = |n: usize| [batch, heads, queries, n];
+        let scores = regroup(
+            regroup(q, grouped(d)).matmul(k.swap_dims(2, 3)),
+            per_head(keys),
         );
-        per_head(probs.matmul(v), d)
+        // Fused mask add + softmax (one pass each way; `roll-flow-kernels`).
+        let probs = roll_flow_kernels::masked_softmax(scores, mask.clone());
+        regroup(regroup(probs, grouped(keys)).matmul(v), per_head(d))
             .swap_dims(1, 2)
             .reshape([batch, queries, heads * d])
     }
