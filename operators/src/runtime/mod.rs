@@ -161,11 +161,11 @@ pub fn adv_state_file(node: &str) -> String {
 /// Reads `checkpoint/adv/<node>.json`; a checkpoint written before adv states were saved
 /// has none, and then the state starts fresh.
 fn load_adv_state(checkpoint: &std::path::Path, node: &str) -> Result<AdvantageState, String> {
-    let dir = checkpoint.join("adv");
-    if !dir.join(adv_state_file(node)).exists() {
+    let (dir, file) = (checkpoint.join("adv"), adv_state_file(node));
+    let path = dir.join(&file);
+    if !path.exists() {
         return Ok(AdvantageState::default());
     }
-    let text = trainable::read_text(&dir, &adv_state_file(node))?;
-    serde_json::from_str(&text)
-        .map_err(|e| format!("{}: {e}", dir.join(adv_state_file(node)).display()))
+    let text = trainable::read_text(&dir, &file)?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
