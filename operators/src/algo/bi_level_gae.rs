@@ -9,6 +9,11 @@
 //!    before it, δ_t = r_t + γ·V_{t+1} − V_t and A_t = δ_t + γλ·A_{t+1}.
 //! 3. returns = A + V.
 //!
+//! Step-wise samples (one per turn, `samples: Step(..)`) are chained back into their
+//! trajectory (`trajectory_id`, ordered by `step_index`) for the turn level, so each step
+//! bootstraps from the critic's value of the next step: the turn-level abstraction of
+//! Verlog's PPO, where every turn is a sample of its own and GAE runs across turns.
+//!
 //! Difference from RAGEN's code: RAGEN finds turn ends as the tokens with a nonzero reward,
 //! which silently merges a zero-reward turn into the next; here turn ends come from
 //! `token_turn`. RAGEN always whitens afterwards; here that is `shaping.whiten` (set it to
@@ -17,13 +22,14 @@
 //! RON: `"adv": BiLevelGae(turn_gamma: 0.95, shaping: (whiten: true))`.
 
 use roll_flow_engine::batch::column::{
-    ADVANTAGES, RESPONSE_MASK, RETURNS, TOKEN_REWARD, TOKEN_TURN, VALUES,
+    ADVANTAGES, RESPONSE_MASK, RETURNS, STEP_INDEX, TOKEN_REWARD, TOKEN_TURN, TRAJECTORY_ID, VALUES,
 };
 use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
-use super::batch_read::read_i64;
+use super::batch_read::{read_i64, read_u64};
 use super::config_check::unit_interval;
+use super::discount::{repeated_step, trajectory_chains};
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
 use super::gae::{fused_gae, CriticEstimator, CriticInputs};
@@ -76,8 +82,10 @@ impl Default for BiLevelGae {
 impl BiLevelGae {
     /// The whole batch with two scans of the fused GAE kernel: (advantages, returns).
     ///
-    /// 1. Turn level: GAE (γ_turn, λ) over the turn-end tokens only (the mask keeps just
-    ///    them), so the "next value" of e_k is V(e_{k+1}): Â_k at e_k.
+    /// 1. Turn level: GAE (γ_turn, λ) over each trajectory's turn ends e_0, e_1, … gathered
+    ///    into one short sequence, so the "next value" of e_k is V(e_{k+1}): Â_k at e_k. A
+    ///    trajectory is one sample (trajectory-wise) or, given `steps` (trajectory id and
+    ///    step index per sample), the chain of its step samples in step order.
     /// 2. Token level: GAE (γ, λ) with each turn as a sequence of its own (boundaries after
     ///    every e_k) and the reward at e_k replaced by Â_k + V(e_k), so that at e_k
     ///    A = (Â_k + V(e_k)) − V(e_k) = Â_k and the scan continues backward from it.
@@ -85,26 +93,34 @@ impl BiLevelGae {
         &self,
         x: &CriticInputs<'_>,
         turns: &[i64],
+        steps: Option<(&[u64], &[u64])>,
     ) -> Result<(Vec<f32>, Vec<f32>), AlgoError> {
-        let mut ends = vec![0.0f32; x.mask.len()];
-        let mut turn_offsets = vec![0];
-        for w in x.offsets.windows(2) {
-            let response: Vec<usize> = (w[0]..w[1]).filter(|&t| x.mask[t] != 0.0).collect();
-            for (k, &t) in response.iter().enumerate() {
-                if response.get(k + 1).is_none_or(|&u| turns[u] != turns[t]) {
-                    ends[t] = 1.0;
-                    if t + 1 < w[1] {
-                        turn_offsets.push(t + 1);
-                    }
-                }
-            }
-            turn_offsets.push(w[1]);
-        }
-        let turn_level = CriticInputs { mask: &ends, ..*x };
+        let (sample_ends, turn_offsets) = turn_ends(x, turns);
+        let chains: Vec<Vec<usize>> = match steps {
+            None => sample_ends,
+            Some((trajectory, step)) => trajectory_chains(trajectory, step)
+                .iter()
+                .map(|rows| rows.iter().flat_map(|&i| sample_ends[i].clone()).collect())
+                .collect(),
+        };
+        let ends = chains.concat();
+        let chain_offsets: Vec<usize> = std::iter::once(0)
+            .chain(chains.iter().scan(0, |end, c| {
+                *end += c.len();
+                Some(*end)
+            }))
+            .collect();
+        let gather = |v: &[f32]| ends.iter().map(|&t| v[t]).collect::<Vec<f32>>();
+        let turn_level = CriticInputs {
+            rewards: &gather(x.rewards),
+            values: &gather(x.values),
+            mask: &vec![1.0; ends.len()],
+            offsets: &chain_offsets,
+        };
         let (turn_adv, _) = fused_gae(NODE, &turn_level, self.turn_gamma, self.lambda)?;
         let mut rewards = x.rewards.to_vec();
-        for (t, _) in ends.iter().enumerate().filter(|(_, &e)| e != 0.0) {
-            rewards[t] = turn_adv[t] + x.values[t];
+        for (&t, a) in ends.iter().zip(turn_adv) {
+            rewards[t] = a + x.values[t];
         }
         let token_level = CriticInputs {
             rewards: &rewards,
@@ -153,6 +169,28 @@ impl BiLevelGae {
     }
 }
 
+/// Each sample's turn ends (its last response token of every turn, in order) and the
+/// packed offsets that make every turn a sequence of its own.
+fn turn_ends(x: &CriticInputs<'_>, turns: &[i64]) -> (Vec<Vec<usize>>, Vec<usize>) {
+    let mut sample_ends = Vec::with_capacity(x.offsets.len().saturating_sub(1));
+    let mut turn_offsets = vec![0];
+    for w in x.offsets.windows(2) {
+        let response: Vec<usize> = (w[0]..w[1]).filter(|&t| x.mask[t] != 0.0).collect();
+        let mut ends = Vec::new();
+        for (k, &t) in response.iter().enumerate() {
+            if response.get(k + 1).is_none_or(|&u| turns[u] != turns[t]) {
+                ends.push(t);
+                if t + 1 < w[1] {
+                    turn_offsets.push(t + 1);
+                }
+            }
+        }
+        turn_offsets.push(w[1]);
+        sample_ends.push(ends);
+    }
+    (sample_ends, turn_offsets)
+}
+
 impl AdvantageEstimator for BiLevelGae {
     fn shaping(&self) -> &Shaping {
         &self.shaping
@@ -189,109 +227,35 @@ impl AdvantageEstimator for BiLevelGae {
 
     fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
         let turns = read_i64(batch, NODE, &TOKEN_TURN, "the Rollout node gives it")?.to_vec();
+        let steps = step_chain_columns(batch)?;
         let estimator = CriticEstimator {
             node: NODE,
             shaping: &self.shaping,
             kl_penalty: self.kl_penalty.as_ref(),
         };
-        estimator.apply(batch, state, |x| self.fused(x, &turns))
+        let steps = steps.as_ref().map(|(t, s)| (t.as_slice(), s.as_slice()));
+        estimator.apply(batch, state, |x| self.fused(x, &turns, steps))
     }
+}
+
+/// Step-wise samples' trajectory ids and step indices (`None` for trajectory-wise ones),
+/// refusing a trajectory that has some step twice.
+fn step_chain_columns(batch: &Batch) -> Result<Option<(Vec<u64>, Vec<u64>)>, AlgoError> {
+    if !batch.has(&STEP_INDEX) {
+        return Ok(None);
+    }
+    let hint = "step-wise rollouts give it";
+    let steps = read_u64(batch, NODE, &STEP_INDEX, hint)?.to_vec();
+    let trajectory = read_u64(batch, NODE, &TRAJECTORY_ID, hint)?.to_vec();
+    if let Some((t, s)) = repeated_step(&trajectory, &steps) {
+        return Err(AlgoError::invalid(
+            NODE,
+            format!("trajectory {t} has step {s} twice"),
+        ));
+    }
+    Ok(Some((trajectory, steps)))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::algo::gae::gae;
-    use crate::algo::test_batches::{assert_close, f32s, get, with_masks};
-
-    #[test]
-    fn ragen_example_by_hand() {
-        // RAGEN's own example: rewards at tokens 4 and 9, values 0.1..1.0, γ = λ = 1,
-        // γ_turn = 0.95. Turn level: Â_1 = 1 − 1.0 = 0, Â_0 = 1 + 0.95·1.0 − 0.5 = 1.45.
-        // Token level: turn 1 tokens 5..8 add 0.1 per step back from 0; turn 0 from 1.45.
-        let mut b = with_masks(&[&[1; 10]]);
-        f32s(
-            &mut b,
-            &TOKEN_REWARD,
-            &[0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0],
-        );
-        f32s(
-            &mut b,
-            &VALUES,
-            &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
-        );
-        b.set(&TOKEN_TURN, vec![0i64, 0, 0, 0, 0, 1, 1, 1, 1, 1])
-            .unwrap();
-        BiLevelGae::default()
-            .apply(&mut b, &mut AdvantageState::default())
-            .unwrap();
-        let want = [1.85, 1.75, 1.65, 1.55, 1.45, 0.4, 0.3, 0.2, 0.1, 0.0];
-        assert_close(&get(&b, &ADVANTAGES), &want, 1e-5);
-        let values = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
-        let ret: Vec<f64> = want.iter().zip(values).map(|(a, v)| a + v).collect();
-        assert_close(&get(&b, &RETURNS), &ret, 1e-5);
-    }
-
-    #[test]
-    fn single_turn_is_plain_gae() {
-        // One turn: the turn level gives r(e) − V(e), the token level is then GAE.
-        let cfg = BiLevelGae {
-            gamma: 0.9,
-            lambda: 0.8,
-            ..Default::default()
-        };
-        let (r, v) = ([0.0, 0.3, 1.0], [0.2, 0.5, 0.4]);
-        let (a, _) = cfg.sequence(&r, &v, &[0, 0, 0]);
-        let (want, _) = gae(&r, &v, cfg.gamma as f64, cfg.lambda as f64);
-        for (x, y) in a.iter().zip(want) {
-            assert!((x - y).abs() < 1e-12);
-        }
-    }
-
-    #[test]
-    fn fused_batch_matches_per_sample_reference() {
-        // Three samples: prompt, turns split by observation tokens, an empty response.
-        let masks: [&[u8]; 3] = [&[0, 1, 1, 0, 1, 1, 1], &[0, 0, 1, 0, 1], &[0, 0]];
-        let turns = [0i64, 0, 0, 1, 1, 1, 2, 0, 0, 0, 1, 1, 0, 0];
-        let mut b = with_masks(&masks);
-        let flat: Vec<u8> = masks.concat();
-        let rewards: Vec<f32> = (0..flat.len())
-            .map(|t| f32::from(flat[t]) * (0.3 * t as f32).sin())
-            .collect();
-        let values: Vec<f32> = (0..flat.len()).map(|t| (0.7 * t as f32).cos()).collect();
-        f32s(&mut b, &TOKEN_REWARD, &rewards);
-        f32s(&mut b, &VALUES, &values);
-        b.set(&TOKEN_TURN, turns.to_vec()).unwrap();
-        let cfg = BiLevelGae {
-            gamma: 0.9,
-            lambda: 0.8,
-            turn_gamma: 0.95,
-            ..Default::default()
-        };
-        cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
-        let (mut want_adv, mut want_ret) = (vec![0.0; flat.len()], vec![0.0; flat.len()]);
-        for w in b.offsets().windows(2) {
-            let pos: Vec<usize> = (w[0]..w[1]).filter(|&t| flat[t] == 1).collect();
-            let r: Vec<f64> = pos.iter().map(|&t| rewards[t] as f64).collect();
-            let v: Vec<f64> = pos.iter().map(|&t| values[t] as f64).collect();
-            let tt: Vec<i64> = pos.iter().map(|&t| turns[t]).collect();
-            let (a, g) = cfg.sequence(&r, &v, &tt);
-            for (k, &t) in pos.iter().enumerate() {
-                (want_adv[t], want_ret[t]) = (a[k], g[k]);
-            }
-        }
-        assert_close(&get(&b, &ADVANTAGES), &want_adv, 1e-5);
-        assert_close(&get(&b, &RETURNS), &want_ret, 1e-5);
-    }
-
-    #[test]
-    fn zero_reward_turn_keeps_its_own_end() {
-        // Two one-token turns, the first with reward 0 (RAGEN would merge them).
-        // Â_1 = 1 − 0.5 = 0.5; Â_0 = 0 + 0.95·0.5 − 0.25 + 0.95·0.5 = 0.7.
-        let (a, _) = BiLevelGae::default().sequence(&[0.0, 1.0], &[0.25, 0.5], &[0, 1]);
-        assert!(
-            (a[0] - 0.7).abs() < 1e-6 && (a[1] - 0.5).abs() < 1e-12,
-            "{a:?}"
-        );
-    }
-}
+#[path = "bi_level_gae_tests.rs"]
+mod tests;

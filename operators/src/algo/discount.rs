@@ -20,19 +20,36 @@ pub fn discounted_returns(rewards: &[f64], gamma: f64) -> Vec<f64> {
 /// Per-step discounted returns of step samples: samples sharing a `trajectory` id are one
 /// trajectory, ordered by `step`; returns are computed within each trajectory.
 pub fn step_returns(rewards: &[f64], trajectory: &[u64], step: &[u64], gamma: f64) -> Vec<f64> {
-    let mut by_traj: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (i, &t) in trajectory.iter().enumerate() {
-        by_traj.entry(t).or_default().push(i);
-    }
     let mut out = vec![0.0; rewards.len()];
-    for mut rows in by_traj.into_values() {
-        rows.sort_by_key(|&i| step[i]);
+    for rows in trajectory_chains(trajectory, step) {
         let r: Vec<f64> = rows.iter().map(|&i| rewards[i]).collect();
         for (&i, g) in rows.iter().zip(discounted_returns(&r, gamma)) {
             out[i] = g;
         }
     }
     out
+}
+
+/// The step samples of each trajectory (rows sharing a `trajectory` id), ordered by
+/// `step`; trajectories in the order of their first row, so the result is deterministic.
+pub fn trajectory_chains(trajectory: &[u64], step: &[u64]) -> Vec<Vec<usize>> {
+    let mut by_traj: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut order = Vec::new();
+    for (i, &t) in trajectory.iter().enumerate() {
+        let rows = by_traj.entry(t).or_default();
+        if rows.is_empty() {
+            order.push(t);
+        }
+        rows.push(i);
+    }
+    order
+        .iter()
+        .filter_map(|t| by_traj.remove(t))
+        .map(|mut rows| {
+            rows.sort_by_key(|&i| step[i]);
+            rows
+        })
+        .collect()
 }
 
 /// The first step index that occurs twice within one trajectory, if any.
