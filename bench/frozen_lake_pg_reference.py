@@ -70,10 +70,10 @@ def step(tiles, player, action):
     return n, float(tiles[n] == "G"), tiles[n] in "OG"
 
 
-def tiny_model(layers):
-    """The Tiny Qwen2 of the pipelines at width 64, from random weights."""
-    config = Qwen2Config(vocab_size=16, hidden_size=64, num_hidden_layers=layers, num_attention_heads=4,
-                         num_key_value_heads=4, intermediate_size=256, max_position_embeddings=256,
+def tiny_model(layers, dim=64, heads=4):
+    """The Tiny Qwen2 of the pipelines (width 64, 4 heads by default), from random weights."""
+    config = Qwen2Config(vocab_size=16, hidden_size=dim, num_hidden_layers=layers, num_attention_heads=heads,
+                         num_key_value_heads=heads, intermediate_size=4 * dim, max_position_embeddings=256,
                          tie_word_embeddings=True)
     return Qwen2ForCausalLM(config)
 
@@ -140,10 +140,12 @@ def main():
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--adv", default="grpo", choices=["grpo", "gigpo"])
     ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = tiny_model(args.layers)
+    model = tiny_model(args.layers, args.dim, args.heads)
     optim = torch.optim.AdamW(model.parameters(), lr=args.lr)
     rng, val_rng = random.Random(0), random.Random(10000)
     val_maps = [random_map(val_rng) for _ in range(64)]

@@ -60,10 +60,12 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = ref.tiny_model(args.layers)
+    model = ref.tiny_model(args.layers, args.dim, args.heads)
     optim = torch.optim.AdamW(model.parameters(), lr=args.lr)
     rng, val_rng = random.Random(0), random.Random(10000)
     val_maps = [ref.random_map(val_rng) for _ in range(64)]

@@ -11,6 +11,10 @@
 //! Observation tokens between turns are skipped, so a multi-turn trajectory is one chain.
 //! Defaults (ROLL): γ = 1, λ = 0.95.
 //!
+//! On step-wise samples every step is a sequence of its own, so a step that does not end
+//! the episode bootstraps from nothing; [`super::bi_level_gae::BiLevelGae`] chains the
+//! steps of each trajectory instead (what `pipelines/frozen_lake_ppo.ron` uses).
+//!
 //! The scan runs over the whole packed batch in one call of the fused kernel
 //! ([`roll_flow_kernels::gae`]: sequences in parallel, f64 accumulation).
 //!
