@@ -5,6 +5,40 @@ use super::*;
 use crate::algo::gae::gae;
 use crate::algo::test_batches::{assert_close, f32s, get, u64s, with_masks};
 
+/// γ 0.9, λ 0.8, γ_turn 0.95: no discount is 1, so a mix-up between them shows.
+fn discounted_config() -> BiLevelGae {
+    BiLevelGae {
+        gamma: 0.9,
+        lambda: 0.8,
+        turn_gamma: 0.95,
+        ..Default::default()
+    }
+}
+
+/// Asserts the batch's advantages and returns against the f64 reference run on each
+/// trajectory's response tokens (packed position, turn id); returns the advantages.
+fn assert_matches_reference(
+    b: &Batch,
+    cfg: &BiLevelGae,
+    trajectories: &[Vec<(usize, i64)>],
+    rewards: &[f32],
+    values: &[f32],
+) -> Vec<f64> {
+    let (mut want_adv, mut want_ret) = (vec![0.0; rewards.len()], vec![0.0; rewards.len()]);
+    for pos in trajectories {
+        let r: Vec<f64> = pos.iter().map(|&(t, _)| rewards[t] as f64).collect();
+        let v: Vec<f64> = pos.iter().map(|&(t, _)| values[t] as f64).collect();
+        let turns: Vec<i64> = pos.iter().map(|&(_, k)| k).collect();
+        let (a, g) = cfg.sequence(&r, &v, &turns);
+        for (k, &(t, _)) in pos.iter().enumerate() {
+            (want_adv[t], want_ret[t]) = (a[k], g[k]);
+        }
+    }
+    assert_close(&get(b, &ADVANTAGES), &want_adv, 1e-5);
+    assert_close(&get(b, &RETURNS), &want_ret, 1e-5);
+    want_adv
+}
+
 #[test]
 fn ragen_example_by_hand() {
     // RAGEN's own example: rewards at tokens 4 and 9, values 0.1..1.0, γ = λ = 1,
@@ -63,26 +97,19 @@ fn fused_batch_matches_per_sample_reference() {
     f32s(&mut b, &TOKEN_REWARD, &rewards);
     f32s(&mut b, &VALUES, &values);
     b.set(&TOKEN_TURN, turns.to_vec()).unwrap();
-    let cfg = BiLevelGae {
-        gamma: 0.9,
-        lambda: 0.8,
-        turn_gamma: 0.95,
-        ..Default::default()
-    };
+    let cfg = discounted_config();
     cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
-    let (mut want_adv, mut want_ret) = (vec![0.0; flat.len()], vec![0.0; flat.len()]);
-    for w in b.offsets().windows(2) {
-        let pos: Vec<usize> = (w[0]..w[1]).filter(|&t| flat[t] == 1).collect();
-        let r: Vec<f64> = pos.iter().map(|&t| rewards[t] as f64).collect();
-        let v: Vec<f64> = pos.iter().map(|&t| values[t] as f64).collect();
-        let tt: Vec<i64> = pos.iter().map(|&t| turns[t]).collect();
-        let (a, g) = cfg.sequence(&r, &v, &tt);
-        for (k, &t) in pos.iter().enumerate() {
-            (want_adv[t], want_ret[t]) = (a[k], g[k]);
-        }
-    }
-    assert_close(&get(&b, &ADVANTAGES), &want_adv, 1e-5);
-    assert_close(&get(&b, &RETURNS), &want_ret, 1e-5);
+    let trajectories: Vec<Vec<(usize, i64)>> = b
+        .offsets()
+        .windows(2)
+        .map(|w| {
+            (w[0]..w[1])
+                .filter(|&t| flat[t] == 1)
+                .map(|t| (t, turns[t]))
+                .collect()
+        })
+        .collect();
+    assert_matches_reference(&b, &cfg, &trajectories, &rewards, &values);
 }
 
 #[test]
@@ -113,34 +140,22 @@ fn step_samples_chain_into_their_trajectory() {
     b.set(&TOKEN_TURN, vec![0i64; flat.len()]).unwrap();
     u64s(&mut b, &TRAJECTORY_ID, &traj);
     u64s(&mut b, &STEP_INDEX, &step);
-    let cfg = BiLevelGae {
-        gamma: 0.9,
-        lambda: 0.8,
-        turn_gamma: 0.95,
-        ..Default::default()
-    };
+    let cfg = discounted_config();
     cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
-    let (mut want_adv, mut want_ret) = (vec![0.0; flat.len()], vec![0.0; flat.len()]);
     let offsets = b.offsets().to_vec();
-    for rows in [[2usize, 0].as_slice(), &[1, 4, 3]] {
-        let pos: Vec<(usize, i64)> = rows
-            .iter()
-            .flat_map(|&i| {
-                (offsets[i]..offsets[i + 1])
-                    .filter(|&t| flat[t] == 1)
-                    .map(move |t| (t, step[i] as i64))
-            })
-            .collect();
-        let r: Vec<f64> = pos.iter().map(|&(t, _)| rewards[t] as f64).collect();
-        let v: Vec<f64> = pos.iter().map(|&(t, _)| values[t] as f64).collect();
-        let turns: Vec<i64> = pos.iter().map(|&(_, k)| k).collect();
-        let (a, g) = cfg.sequence(&r, &v, &turns);
-        for (k, &(t, _)) in pos.iter().enumerate() {
-            (want_adv[t], want_ret[t]) = (a[k], g[k]);
-        }
-    }
-    assert_close(&get(&b, &ADVANTAGES), &want_adv, 1e-5);
-    assert_close(&get(&b, &RETURNS), &want_ret, 1e-5);
+    let trajectories: Vec<Vec<(usize, i64)>> = [[2usize, 0].as_slice(), &[1, 4, 3]]
+        .iter()
+        .map(|rows| {
+            rows.iter()
+                .flat_map(|&i| {
+                    (offsets[i]..offsets[i + 1])
+                        .filter(|&t| flat[t] == 1)
+                        .map(move |t| (t, step[i] as i64))
+                })
+                .collect()
+        })
+        .collect();
+    let want_adv = assert_matches_reference(&b, &cfg, &trajectories, &rewards, &values);
     // Chaining matters: the first step of trajectory 2 bootstraps from its second.
     let alone = cfg
         .sequence(&[rewards[5] as f64], &[values[5] as f64], &[0])
