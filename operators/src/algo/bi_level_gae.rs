@@ -238,9 +238,12 @@ impl AdvantageEstimator for BiLevelGae {
     }
 }
 
+/// Per sample: (trajectory id, step index).
+type StepColumns = (Vec<u64>, Vec<u64>);
+
 /// Step-wise samples' trajectory ids and step indices (`None` for trajectory-wise ones),
 /// refusing a trajectory that has some step twice.
-fn step_chain_columns(batch: &Batch) -> Result<Option<(Vec<u64>, Vec<u64>)>, AlgoError> {
+fn step_chain_columns(batch: &Batch) -> Result<Option<StepColumns>, AlgoError> {
     if !batch.has(&STEP_INDEX) {
         return Ok(None);
     }
