@@ -16,7 +16,10 @@ fn graph_prints_dot_that_graphviz_renders() {
     );
     let dot = String::from_utf8(out.stdout).unwrap();
     assert!(dot.starts_with("digraph pipeline {"));
-    assert!(dot.contains("adv : BiLevelGae|{needs\\nresponse_mask"), "{dot}");
+    assert!(
+        dot.contains("adv : BiLevelGae|{needs\\nresponse_mask"),
+        "{dot}"
+    );
     assert!(
         dot.contains("[style=dashed, label=\"policy version\""),
         "the feedback edge is drawn"
