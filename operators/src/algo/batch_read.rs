@@ -1,9 +1,10 @@
 //! Typed column reads that turn a missing column into an [`AlgoError`] with a hint, plus
 //! the per-sample views (response positions) every estimator needs.
 
-use roll_flow_engine::batch::column::RESPONSE_MASK;
+use roll_flow_engine::batch::column::{RESPONSE_MASK, STEP_INDEX, TRAJECTORY_ID};
 use roll_flow_engine::{Batch, BatchError, Column};
 
+use super::discount::repeated_step;
 use super::error::AlgoError;
 
 fn lift(node: &'static str, column: &Column, hint: &str, err: BatchError) -> AlgoError {
@@ -42,6 +43,25 @@ reader! {
 /// The response mask, read with the standard hint.
 pub(crate) fn read_mask<'a>(batch: &'a Batch, node: &'static str) -> Result<&'a [bool], AlgoError> {
     read_bool(batch, node, &RESPONSE_MASK, "the Rollout node gives it")
+}
+
+/// Step-wise samples' (trajectory ids, step indices), `step_index` read first, refusing a
+/// trajectory that has some step twice: the step-wise estimators order each trajectory's
+/// samples by step, which a repeated step would make ambiguous.
+pub(crate) fn read_step_order<'a>(
+    batch: &'a Batch,
+    node: &'static str,
+    hint: &str,
+) -> Result<(&'a [u64], &'a [u64]), AlgoError> {
+    let steps = read_u64(batch, node, &STEP_INDEX, hint)?;
+    let trajectory = read_u64(batch, node, &TRAJECTORY_ID, hint)?;
+    if let Some((t, s)) = repeated_step(trajectory, steps) {
+        return Err(AlgoError::invalid(
+            node,
+            format!("trajectory {t} has step {s} twice"),
+        ));
+    }
+    Ok((trajectory, steps))
 }
 
 /// Packed indices of sample `i`'s response tokens, in order.

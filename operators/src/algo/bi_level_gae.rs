@@ -22,14 +22,14 @@
 //! RON: `"adv": BiLevelGae(turn_gamma: 0.95, shaping: (whiten: true))`.
 
 use roll_flow_engine::batch::column::{
-    ADVANTAGES, RESPONSE_MASK, RETURNS, STEP_INDEX, TOKEN_REWARD, TOKEN_TURN, TRAJECTORY_ID, VALUES,
+    ADVANTAGES, RESPONSE_MASK, RETURNS, STEP_INDEX, TOKEN_REWARD, TOKEN_TURN, VALUES,
 };
 use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
-use super::batch_read::{read_i64, read_u64};
+use super::batch_read::{read_i64, read_step_order};
 use super::config_check::unit_interval;
-use super::discount::{repeated_step, trajectory_chains};
+use super::discount::trajectory_chains;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
 use super::gae::{fused_gae, CriticEstimator, CriticInputs};
@@ -100,7 +100,11 @@ impl BiLevelGae {
             None => sample_ends,
             Some((trajectory, step)) => trajectory_chains(trajectory, step)
                 .iter()
-                .map(|rows| rows.iter().flat_map(|&i| sample_ends[i].clone()).collect())
+                .map(|rows| {
+                    rows.iter()
+                        .flat_map(|&i| sample_ends[i].iter().copied())
+                        .collect()
+                })
                 .collect(),
         };
         let ends = chains.concat();
@@ -241,22 +245,14 @@ impl AdvantageEstimator for BiLevelGae {
 /// Per sample: (trajectory id, step index).
 type StepColumns = (Vec<u64>, Vec<u64>);
 
-/// Step-wise samples' trajectory ids and step indices (`None` for trajectory-wise ones),
-/// refusing a trajectory that has some step twice.
+/// Step-wise samples' trajectory ids and step indices, copied out of the batch the
+/// estimator then writes to (`None` for trajectory-wise samples).
 fn step_chain_columns(batch: &Batch) -> Result<Option<StepColumns>, AlgoError> {
     if !batch.has(&STEP_INDEX) {
         return Ok(None);
     }
-    let hint = "step-wise rollouts give it";
-    let steps = read_u64(batch, NODE, &STEP_INDEX, hint)?.to_vec();
-    let trajectory = read_u64(batch, NODE, &TRAJECTORY_ID, hint)?.to_vec();
-    if let Some((t, s)) = repeated_step(&trajectory, &steps) {
-        return Err(AlgoError::invalid(
-            NODE,
-            format!("trajectory {t} has step {s} twice"),
-        ));
-    }
-    Ok(Some((trajectory, steps)))
+    let (trajectory, steps) = read_step_order(batch, NODE, "step-wise rollouts give it")?;
+    Ok(Some((trajectory.to_vec(), steps.to_vec())))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use super::*;
 use crate::algo::gae::gae;
 use crate::algo::test_batches::{assert_close, f32s, get, u64s, with_masks};
+use roll_flow_engine::batch::column::TRAJECTORY_ID;
 
 /// γ 0.9, λ 0.8, γ_turn 0.95: no discount is 1, so a mix-up between them shows.
 fn discounted_config() -> BiLevelGae {

@@ -26,9 +26,11 @@ use roll_flow_engine::batch::column::{
 use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
-use super::batch_read::{broadcast_to_response, read_f32, read_mask, read_str, read_u64, write};
+use super::batch_read::{
+    broadcast_to_response, read_f32, read_mask, read_step_order, read_str, read_u64, write,
+};
 use super::config_check::unit_interval;
-use super::discount::{repeated_step, step_returns};
+use super::discount::step_returns;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
 use super::grouping::{dense_ids, mean_std, members, EPS};
@@ -266,15 +268,8 @@ impl AdvantageEstimator for GiGpo {
         batch: &mut Batch,
         _state: &mut AdvantageState,
     ) -> Result<AlgoStats, AlgoError> {
-        let steps = read_u64(batch, NODE, &STEP_INDEX, STEP_HINT)?;
+        let (trajs, steps) = read_step_order(batch, NODE, STEP_HINT)?;
         read_u64(batch, NODE, &STATE_HASH, STEP_HINT)?;
-        let trajs = read_u64(batch, NODE, &TRAJECTORY_ID, STEP_HINT)?;
-        if let Some((t, s)) = repeated_step(trajs, steps) {
-            return Err(AlgoError::invalid(
-                NODE,
-                format!("trajectory {t} has step {s} twice"),
-            ));
-        }
         let groups = dense_ids(read_u64(
             batch,
             NODE,

@@ -14,9 +14,9 @@ use roll_flow_engine::batch::column::{
 use roll_flow_engine::{Batch, Contract, Need};
 use serde::Deserialize;
 
-use super::batch_read::{broadcast_to_response, read_f32, read_mask, read_u64, write};
+use super::batch_read::{broadcast_to_response, read_f32, read_mask, read_step_order, write};
 use super::config_check::unit_interval;
-use super::discount::{repeated_step, step_returns};
+use super::discount::step_returns;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
 use super::grouping::{normalise, Grouping, Norm};
@@ -97,14 +97,7 @@ impl AdvantageEstimator for StepReinforce {
         batch: &mut Batch,
         _state: &mut AdvantageState,
     ) -> Result<AlgoStats, AlgoError> {
-        let steps = read_u64(batch, NODE, &STEP_INDEX, STEP_HINT)?;
-        let trajs = read_u64(batch, NODE, &TRAJECTORY_ID, STEP_HINT)?;
-        if let Some((t, s)) = repeated_step(trajs, steps) {
-            return Err(AlgoError::invalid(
-                NODE,
-                format!("trajectory {t} has step {s} twice"),
-            ));
-        }
+        let (trajs, steps) = read_step_order(batch, NODE, STEP_HINT)?;
         let mut rewards: Vec<f64> = read_f32(batch, NODE, &SCORE, "the Rollout node gives it")?
             .iter()
             .map(|&x| x as f64)
