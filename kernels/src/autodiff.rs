@@ -9,7 +9,7 @@
 //!   constants.
 //! - GAE: not differentiable; runs on `B` and returns untracked tensors.
 //! - the model ops (SwiGLU, RMSNorm, rotary, masked softmax): their `Backward` steps are
-//!   in [`crate::autodiff_model_ops`].
+//!   in [`crate::autodiff_model_ops`]; the dense layer's in [`crate::autodiff_linear`].
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -294,6 +294,42 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
             }
             OpsKind::UnTracked(prep) => prep.finish(B::rotary_forward(x.primitive, cos, sin)),
         }
+    }
+
+    fn dense_forward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+    ) -> FloatTensor<Self> {
+        let bias = bias.map(|b| b.primitive);
+        untracked::<B>(B::dense_forward(x.primitive, weight.primitive, bias))
+    }
+
+    fn dense_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        with_bias: bool,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        Option<FloatTensor<Self>>,
+    ) {
+        let (dx, dw, db) =
+            B::dense_backward(x.primitive, weight.primitive, grad.primitive, with_bias);
+        (
+            untracked::<B>(dx),
+            untracked::<B>(dw),
+            db.map(untracked::<B>),
+        )
+    }
+
+    fn dense(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+    ) -> FloatTensor<Self> {
+        crate::autodiff_linear::dense::<B, C>(x, weight, bias)
     }
 
     fn masked_softmax_forward(

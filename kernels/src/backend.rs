@@ -229,6 +229,41 @@ pub trait KernelBackend: Backend {
         Self::rms_norm_forward(x, weight, eps)
     }
 
+    /// A dense layer y = x·W (+ b): x `[n, k]`, `weight` `[k, m]` (burn's `Linear` layout),
+    /// `bias` `[m]`; see [`crate::cpu::linear`]. Default: burn's matmul and add; `Flex`
+    /// overrides it. (Named `dense` so as not to collide with burn's `ModuleOps::linear`.)
+    fn dense_forward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+    ) -> FloatTensor<Self> {
+        unfused::linear_forward::<Self>(x, weight, bias)
+    }
+
+    /// Its backward: (dx, dweight, dbias) for the incoming gradient `grad` (`[n, m]`);
+    /// dbias only `with_bias`.
+    fn dense_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        with_bias: bool,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        Option<FloatTensor<Self>>,
+    ) {
+        unfused::linear_backward::<Self>(x, weight, grad, with_bias)
+    }
+
+    /// The differentiable op (w.r.t. `x`, `weight` and `bias`).
+    fn dense(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+    ) -> FloatTensor<Self> {
+        Self::dense_forward(x, weight, bias)
+    }
+
     /// Rotary embedding over the last axis of `x` (`[…, head_dim]`) with tables `cos`,
     /// `sin` of `x`'s shape, rotate-half layout; see [`crate::cpu::rotary`]. Default:
     /// burn's ops; `Flex` overrides it.

@@ -252,6 +252,34 @@ impl KernelBackend for Flex {
         tensor(dx, &shape)
     }
 
+    fn dense_forward(x: FlexTensor, weight: FlexTensor, bias: Option<FlexTensor>) -> FlexTensor {
+        let (n, k, m) = linear_dims(&x, &weight);
+        let bias = bias.as_ref().map(host_f32);
+        let y = cpu::linear::linear_forward(
+            &host_f32(&x),
+            &host_f32(&weight),
+            bias.as_deref(),
+            (n, k, m),
+        );
+        tensor(y, &[n, m])
+    }
+
+    fn dense_backward(
+        x: FlexTensor,
+        weight: FlexTensor,
+        grad: FlexTensor,
+        with_bias: bool,
+    ) -> (FlexTensor, FlexTensor, Option<FlexTensor>) {
+        let (n, k, m) = linear_dims(&x, &weight);
+        let (x, w, dy) = (host_f32(&x), host_f32(&weight), host_f32(&grad));
+        let (dx, dw, db) = cpu::linear::linear_backward(&x, &w, &dy, (n, k, m), with_bias);
+        (
+            tensor(dx, &[n, k]),
+            tensor(dw, &[k, m]),
+            db.map(|db| tensor(db, &[m])),
+        )
+    }
+
     fn masked_softmax_forward(scores: FlexTensor, mask: FlexTensor) -> FlexTensor {
         let shape = dims(&scores);
         let keys = shape[shape.len() - 1];
@@ -265,6 +293,16 @@ impl KernelBackend for Flex {
         let dx = cpu::softmax::masked_softmax_backward(&host_f32(&probs), &host_f32(&grad), keys);
         tensor(dx, &shape)
     }
+}
+
+/// (n, k, m) of a dense layer's `x: [n, k]` and `weight: [k, m]`.
+fn linear_dims(x: &FlexTensor, weight: &FlexTensor) -> (usize, usize, usize) {
+    let (x, w) = (dims(x), dims(weight));
+    assert!(
+        x.len() == 2 && w.len() == 2 && x[1] == w[0],
+        "linear: x {x:?} and weight {w:?} are not [n, k] and [k, m]"
+    );
+    (x[0], x[1], w[1])
 }
 
 fn dims(t: &FlexTensor) -> Vec<usize> {

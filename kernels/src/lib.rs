@@ -1,6 +1,7 @@
 //! roll-flow's fused kernels: token log-prob + entropy, the GAE reverse scan, the
-//! clipped PPO loss, and the model's RMSNorm, rotary embedding, SwiGLU activation and
-//! masked attention softmax, each in one pass over its inputs, with backward passes.
+//! clipped PPO loss, and the model's dense layers, RMSNorm, rotary embedding, SwiGLU
+//! activation and masked attention softmax, each in one pass over its inputs, with
+//! backward passes.
 //!
 //! # Public API (burn tensors in, burn tensors out)
 //!
@@ -16,6 +17,8 @@
 //! masked_softmax<B: KernelBackend, const D: usize>(scores, mask: Tensor<B, D>) -> Tensor<B, D>
 //! rms_norm<B: KernelBackend, const D: usize>(x: Tensor<B, D>, weight: Tensor<B, 1>, eps: f32)
 //! rotary<B: KernelBackend, const D: usize>(x, cos, sin: Tensor<B, D>) -> Tensor<B, D>
+//! linear<B: KernelBackend, const D: usize>(x: Tensor<B, D>, weight: Tensor<B, 2>,
+//!     bias: Option<Tensor<B, 1>>) -> Tensor<B, D>
 //! ```
 //!
 //! - `offsets` are packed-sequence boundaries `[0, end₀, end₁, …, tokens]` (roll-flow's
@@ -42,6 +45,7 @@
 
 pub mod aggregation;
 mod autodiff;
+mod autodiff_linear;
 mod autodiff_model_ops;
 pub mod backend;
 pub mod cpu;
@@ -119,6 +123,32 @@ pub fn rotary<B: KernelBackend, const D: usize>(
     );
     let out = B::rotary(float(x), float(cos), float(sin));
     Tensor::from_primitive(TensorPrimitive::Float(out))
+}
+
+/// A dense layer `x·weight (+ bias)` on the last axis of `x` (`[…, k]`), with `weight`
+/// `[k, m]` (burn's `Linear` layout) and `bias` `[m]`, computed on the tokens flattened to
+/// `[tokens, k]` (one matrix product, not one per sequence); differentiable w.r.t. all
+/// three. See [`cpu::linear`].
+///
+/// # Panics
+/// If `weight` or `bias` do not fit `x`'s last axis.
+pub fn linear<B: KernelBackend, const D: usize>(
+    x: Tensor<B, D>,
+    weight: Tensor<B, 2>,
+    bias: Option<Tensor<B, 1>>,
+) -> Tensor<B, D> {
+    let (dims, [k, m]) = (x.dims(), weight.dims());
+    assert!(
+        dims[D - 1] == k && bias.as_ref().is_none_or(|b| b.dims() == [m]),
+        "linear: x {dims:?}, weight [{k}, {m}] and bias {:?} do not fit",
+        bias.as_ref().map(|b| b.dims())
+    );
+    let tokens = dims[..D - 1].iter().product::<usize>();
+    let flat = x.reshape([tokens, k]);
+    let out = B::dense(float(flat), float(weight), bias.map(float));
+    let mut out_dims = dims;
+    out_dims[D - 1] = m;
+    wrap::<B, 2>(out).reshape(out_dims)
 }
 
 /// Attention's `softmax(scores + mask)` over the last axis, differentiable w.r.t. `scores`

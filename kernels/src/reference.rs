@@ -33,6 +33,21 @@ pub fn logprob_entropy<B: Backend>(
     (logp, entropy)
 }
 
+/// A dense layer `x·weight (+ bias)`, as burn's `linear` computes it on the tokens
+/// flattened to `[tokens, k]`, as the model called it before the fused op (burn 0.21's
+/// 3-D `linear` on flex crashed in gemm's gemv on this suite's inputs).
+pub fn linear<B: Backend, const D: usize>(
+    x: Tensor<B, D>,
+    weight: Tensor<B, 2>,
+    bias: Option<Tensor<B, 1>>,
+) -> Tensor<B, D> {
+    let mut dims = x.dims();
+    let [k, m] = weight.dims();
+    let flat = x.reshape([dims[..D - 1].iter().product::<usize>(), k]);
+    dims[D - 1] = m;
+    burn::tensor::module::linear(flat, weight, bias).reshape(dims)
+}
+
 /// SwiGLU's gate `silu(gate) ⊙ up`, as burn computes it.
 pub fn swiglu<B: Backend, const D: usize>(gate: Tensor<B, D>, up: Tensor<B, D>) -> Tensor<B, D> {
     silu(gate).mul(up)

@@ -157,3 +157,46 @@ pub(crate) fn rotary_backward<B: Backend>(
     let back = rotate_half(dy.clone().mul(rows_like::<B>(sin)), false);
     restore(dy.mul(rows_like::<B>(cos)).add(back), shape)
 }
+
+fn matrix<B: Backend>(t: FloatTensor<B>) -> Tensor<B, 2> {
+    Tensor::from_primitive(TensorPrimitive::Float(t))
+}
+
+/// y = x·W (+ b) for x `[n, k]`, W `[k, m]`, b `[m]`.
+pub(crate) fn linear_forward<B: Backend>(
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+) -> FloatTensor<B> {
+    let y = matrix::<B>(x).matmul(matrix::<B>(weight));
+    // (CubeCL refuses to broadcast the bias row over zero rows.)
+    let y = match bias {
+        Some(b) if y.dims()[0] > 0 => {
+            y.add(Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(b)).unsqueeze())
+        }
+        _ => y,
+    };
+    y.into_primitive().tensor()
+}
+
+/// (dx, dW, db) = (dy·Wᵀ, xᵀ·dy, Σ_rows dy).
+pub(crate) fn linear_backward<B: Backend>(
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    with_bias: bool,
+) -> (FloatTensor<B>, FloatTensor<B>, Option<FloatTensor<B>>) {
+    let dy = matrix::<B>(grad);
+    let dx = dy.clone().matmul(matrix::<B>(weight).transpose());
+    let dw = matrix::<B>(x).transpose().matmul(dy.clone());
+    let [n, m] = dy.dims();
+    let db = with_bias.then(|| match n {
+        0 => B::float_zeros([m].into(), &dy.device(), dy.dtype().into()),
+        _ => dy.sum_dim(0).reshape([m]).into_primitive().tensor(),
+    });
+    (
+        dx.into_primitive().tensor(),
+        dw.into_primitive().tensor(),
+        db,
+    )
+}

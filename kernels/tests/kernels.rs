@@ -62,6 +62,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn linear_and_its_gradients_match_reference() {
+                super::suite::linear::linear_forward_backward::<A>(&device());
+            }
+
+            #[test]
             fn rotary_and_its_gradient_match_reference() {
                 super::suite::rotary::rotary_forward_backward::<A>(&device());
             }

@@ -10,12 +10,14 @@
 //! - SwiGLU and its two gradients: ≤ 1e-5 + 1e-4·|ref| (`swiglu.rs`);
 //! - masked softmax and its gradient: ≤ 1e-6 + 1e-4·|ref| (`masked_softmax.rs`);
 //! - RMSNorm: y, dx ≤ 1e-5 + 1e-4·|ref|, dweight against max |ref| (`rms_norm.rs`);
-//! - rotary embedding and its gradient: ≤ 1e-6 + 1e-5·|ref| (`rotary.rs`).
+//! - rotary embedding and its gradient: ≤ 1e-6 + 1e-5·|ref| (`rotary.rs`);
+//! - dense layer: y ≤ 1e-5 + 1e-4·|ref|, dx, dweight, dbias against max |ref| (`linear.rs`).
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use roll_flow_kernels::{reference, KernelBackend, LossAgg, PpoClipConfig, PpoStats};
 
+pub mod linear;
 pub mod masked_softmax;
 pub mod rms_norm;
 pub mod rotary;

@@ -1,0 +1,226 @@
+//! A dense layer on the CPU, y = x·W + b, and its backward, on row-major slices, through
+//! the `gemm` crate (the matrix kernels burn-flex's own matmul calls).
+//!
+//! Shapes: x `[n, k]`, W `[k, m]` (burn's `Linear` layout, in × out), b `[m]`, y `[n, m]`.
+//! Backward, for the incoming gradient dy `[n, m]`:
+//! - dx = dy·Wᵀ `[n, k]`;
+//! - dW = xᵀ·dy `[k, m]`;
+//! - db = Σ over rows of dy `[m]`.
+//!
+//! Why not burn's `linear`: burn-flex creates every matmul output with
+//! `FlexTensor::empty`, which zero-fills a byte vector and then copies it into a 16-byte
+//! aligned allocation (cubecl's `Bytes::from_bytes_vec` re-aligns any byte vector), so each
+//! product pays a memset and a memcpy of its output before gemm writes it: about 11% of a
+//! Tiny-model training step in a perf profile (`bench/model_throughput.rs`). The bias is
+//! then one more broadcast pass, and its gradient one more reduction. Here gemm writes an
+//! uninitialised output once (`read_dst = false`), or accumulates onto the bias rows
+//! (`read_dst = true`), and the transposes of the backward are strides, not copies.
+
+use super::buffer;
+
+/// Products with at least this many multiply-adds (m·n·k) split over rayon's threads,
+/// burn-flex's own threshold (192³). A lower one (2²⁰) split a decode step's MLP
+/// projections (32 rows · 128 · 512) and cost a third of two-thread generation speed in
+/// `bench/model_throughput.rs`; training's products (1,024 tokens · 128 · 128 and up) are
+/// above it either way.
+const PARALLEL_MIN: usize = 192 * 192 * 192;
+
+/// (n, k, m): rows, input features, output features.
+pub type LinearDims = (usize, usize, usize);
+
+/// A row-major matrix operand: data, row stride, column stride.
+type Operand<'a> = (&'a [f32], isize, isize);
+
+/// dst `[rows, cols]` (row-major, uninitialised unless `accumulate`) := (dst +) a·b.
+///
+/// # Safety
+/// `dst` must hold `rows · cols` writable floats; `a` and `b` must be valid for
+/// `rows × inner` and `inner × cols` reads at their strides (the callers check lengths).
+unsafe fn product(
+    dst: *mut f32,
+    (rows, inner, cols): (usize, usize, usize),
+    a: Operand<'_>,
+    b: Operand<'_>,
+    accumulate: bool,
+) {
+    let parallelism = if rayon::current_num_threads() > 1
+        && rows.saturating_mul(inner).saturating_mul(cols) >= PARALLEL_MIN
+    {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: as the caller guarantees; gemm reads `dst` only when `accumulate`.
+    unsafe {
+        gemm::gemm(
+            rows,
+            cols,
+            inner,
+            dst,
+            1,
+            cols as isize,
+            accumulate,
+            a.0.as_ptr(),
+            a.2,
+            a.1,
+            b.0.as_ptr(),
+            b.2,
+            b.1,
+            1.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+/// `rows × cols` floats computed by `fill` into an uninitialised buffer.
+fn filled(rows: usize, cols: usize, fill: impl FnOnce(*mut f32)) -> Vec<f32> {
+    let len = rows * cols;
+    let mut out = buffer::uninit(len);
+    fill(out.as_mut_ptr());
+    // SAFETY: `fill` wrote all `len` elements (gemm writes every output element).
+    unsafe { out.set_len(len) };
+    out
+}
+
+fn check(what: &str, got: usize, want: usize) {
+    assert_eq!(
+        got, want,
+        "linear: {what} has {got} values, expected {want}"
+    );
+}
+
+/// y = x·W (+ b).
+///
+/// # Panics
+/// If a slice's length disagrees with `dims` (the tensor-level caller checks shapes).
+pub fn linear_forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, dims: LinearDims) -> Vec<f32> {
+    let (n, k, m) = dims;
+    check("x", x.len(), n * k);
+    check("weight", w.len(), k * m);
+    let mut y = Vec::new();
+    if let Some(b) = bias {
+        check("bias", b.len(), m);
+        y = buffer::uninit(n * m);
+        for _ in 0..n {
+            y.extend_from_slice(b);
+        }
+    }
+    if k == 0 || n == 0 || m == 0 {
+        y.resize(n * m, 0.0);
+        return y;
+    }
+    let (xs, ws) = ((x, k as isize, 1), (w, m as isize, 1));
+    match bias {
+        // SAFETY: y holds n·m floats (the bias rows); x and w were checked.
+        Some(_) => unsafe { product(y.as_mut_ptr(), (n, k, m), xs, ws, true) },
+        // SAFETY: `filled` hands a buffer of n·m floats; x and w were checked.
+        None => {
+            y = filled(n, m, |dst| unsafe {
+                product(dst, (n, k, m), xs, ws, false)
+            })
+        }
+    }
+    y
+}
+
+/// The gradients of [`linear_forward`] for the incoming `dy`: (dx, dW, db), db only
+/// `with_bias`.
+///
+/// # Panics
+/// If a slice's length disagrees with `dims`.
+pub fn linear_backward(
+    x: &[f32],
+    w: &[f32],
+    dy: &[f32],
+    dims: LinearDims,
+    with_bias: bool,
+) -> (Vec<f32>, Vec<f32>, Option<Vec<f32>>) {
+    let (n, k, m) = dims;
+    check("x", x.len(), n * k);
+    check("weight", w.len(), k * m);
+    check("grad", dy.len(), n * m);
+    let (dx, dw) = if m == 0 || n == 0 {
+        (vec![0.0; n * k], vec![0.0; k * m])
+    } else {
+        let dys = (dy, m as isize, 1);
+        // Wᵀ `[m, k]`: row stride 1, column stride m.
+        let wt = (w, 1, m as isize);
+        // xᵀ `[k, n]`: row stride 1, column stride k.
+        let xt = (x, 1, k as isize);
+        // SAFETY: `filled` hands buffers of n·k and k·m floats; the operands were checked.
+        let dx = filled(n, k, |dst| unsafe {
+            product(dst, (n, m, k), dys, wt, false)
+        });
+        let dw = filled(k, m, |dst| unsafe {
+            product(dst, (k, n, m), xt, dys, false)
+        });
+        (dx, dw)
+    };
+    let db = with_bias.then(|| column_sums(dy, m));
+    (dx, dw, db)
+}
+
+/// Σ over the rows of a row-major `[_, cols]` matrix.
+fn column_sums(values: &[f32], cols: usize) -> Vec<f32> {
+    let mut sums = vec![0.0f32; cols];
+    if cols == 0 {
+        return sums;
+    }
+    for row in values.chunks_exact(cols) {
+        for (s, &v) in sums.iter_mut().zip(row) {
+            *s += v;
+        }
+    }
+    sums
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// y and all three gradients of a 2×3 · 3×2 case, by hand.
+    #[test]
+    fn hand_computed_case() {
+        let x = [1.0, 2.0, 3.0, -1.0, 0.5, 2.0];
+        let w = [1.0, 0.0, 0.0, 1.0, 2.0, -1.0];
+        let b = [0.5, -0.5];
+        let y = linear_forward(&x, &w, Some(&b), (2, 3, 2));
+        // Row 0: [1 + 0 + 6, 0 + 2 − 3] + b; row 1: [−1 + 0 + 4, 0 + 0.5 − 2] + b.
+        assert_eq!(y, vec![7.5, -1.5, 3.5, -2.0]);
+        assert_eq!(
+            linear_forward(&x, &w, None, (2, 3, 2)),
+            vec![7.0, -1.0, 3.0, -1.5]
+        );
+
+        let dy = [1.0, 2.0, -1.0, 0.5];
+        let (dx, dw, db) = linear_backward(&x, &w, &dy, (2, 3, 2), true);
+        // dx = dy·Wᵀ, with Wᵀ rows [1, 0, 2] and [0, 1, −1].
+        assert_eq!(dx, vec![1.0, 2.0, 0.0, -1.0, 0.5, -2.5]);
+        // dW = xᵀ·dy.
+        assert_eq!(dw, vec![2.0, 1.5, 1.5, 4.25, 1.0, 7.0]);
+        assert_eq!(db, Some(vec![0.0, 2.5]));
+    }
+
+    #[test]
+    fn no_rows_give_empty_outputs_and_zero_gradients() {
+        let (y, (dx, dw, db)) = (
+            linear_forward(&[], &[1.0; 6], Some(&[1.0, 2.0]), (0, 3, 2)),
+            linear_backward(&[], &[1.0; 6], &[], (0, 3, 2), true),
+        );
+        assert!(y.is_empty() && dx.is_empty());
+        assert_eq!((dw, db), (vec![0.0; 6], Some(vec![0.0; 2])));
+    }
+
+    #[test]
+    fn empty_inner_dimension_gives_the_bias() {
+        assert_eq!(
+            linear_forward(&[], &[], Some(&[1.0, 2.0]), (2, 0, 2)),
+            vec![1.0, 2.0, 1.0, 2.0]
+        );
+        assert_eq!(linear_forward(&[], &[], None, (1, 0, 3)), vec![0.0; 3]);
+    }
+}
