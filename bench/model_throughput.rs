@@ -26,7 +26,7 @@ use roll_flow_operators::model::Qwen2CausalLm;
 const VOCAB: usize = 516;
 const TRAIN_BATCH: usize = 8;
 const TRAIN_LEN: usize = 128;
-const TRAIN_ITERS: usize = 5;
+const TRAIN_ITERS: usize = 20;
 const GEN_BATCH: usize = 32;
 const GEN_PROMPT: usize = 16;
 const GEN_NEW: usize = 64;

@@ -8,7 +8,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 VOCAB = 516
-TRAIN_BATCH, TRAIN_LEN, TRAIN_ITERS = 8, 128, 5
+TRAIN_BATCH, TRAIN_LEN, TRAIN_ITERS = 8, 128, 20
 GEN_BATCH, GEN_PROMPT, GEN_NEW = 32, 16, 64
 
 
