@@ -30,18 +30,31 @@ pub enum LossAgg {
 
 /// The weight w_s of each sequence, from its response-token count `counts[s]`.
 pub fn sequence_weights(counts: &[f64], agg: LossAgg, norm_length: Option<u32>) -> Vec<f64> {
-    let total: f64 = counts.iter().sum();
-    let valid = counts.iter().filter(|&&c| c > 0.0).count().max(1) as f64;
-    let longest = counts.iter().copied().fold(0.0, f64::max);
-    let norm = norm_length.map_or(longest, f64::from).max(1.0);
+    let n = loss_normalizer(counts, agg, norm_length);
     counts
         .iter()
         .map(|&c| match agg {
-            LossAgg::TokenMean => 1.0 / total.max(1.0),
-            LossAgg::SeqMeanTokenSumNorm => 1.0 / norm,
-            LossAgg::SeqMeanTokenSum if c > 0.0 => 1.0 / valid,
-            LossAgg::SeqMeanTokenMean if c > 0.0 => 1.0 / (c * valid),
+            LossAgg::TokenMean | LossAgg::SeqMeanTokenSumNorm => 1.0 / n,
+            LossAgg::SeqMeanTokenSum if c > 0.0 => 1.0 / n,
+            LossAgg::SeqMeanTokenMean if c > 0.0 => 1.0 / (c * n),
             _ => 0.0,
         })
         .collect()
+}
+
+/// The batch-wide divisor N of the mode (≥ 1): C for `TokenMean`, V for the two
+/// sequence means, L for `SeqMeanTokenSumNorm`. Every weight is 1/N times a per-sequence
+/// factor, so the loss of a part of a batch, rescaled by N_part / N_batch, is exactly
+/// that part's share of the whole batch's loss: gradient accumulation over micro-batches
+/// with these scales gives the whole batch's gradient, whatever the split.
+pub fn loss_normalizer(counts: &[f64], agg: LossAgg, norm_length: Option<u32>) -> f64 {
+    match agg {
+        LossAgg::TokenMean => counts.iter().sum::<f64>().max(1.0),
+        LossAgg::SeqMeanTokenSum | LossAgg::SeqMeanTokenMean => {
+            counts.iter().filter(|&&c| c > 0.0).count().max(1) as f64
+        }
+        LossAgg::SeqMeanTokenSumNorm => norm_length
+            .map_or_else(|| counts.iter().copied().fold(0.0, f64::max), f64::from)
+            .max(1.0),
+    }
 }

@@ -59,7 +59,7 @@ mod unfused;
 
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 
-pub use aggregation::{sequence_weights, LossAgg};
+pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
 pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
 
 /// A request the kernels refuse, with what was wrong.

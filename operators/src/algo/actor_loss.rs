@@ -72,7 +72,8 @@ pub struct ActorLossOutput<B: Backend> {
 }
 
 impl PolicyLoss {
-    fn agg(&self) -> (LossAgg, Option<u32>) {
+    /// The aggregation mode and its normalisation length.
+    pub fn agg(&self) -> (LossAgg, Option<u32>) {
         match self {
             PolicyLoss::PpoClip(p) => (p.agg, p.norm_length),
             PolicyLoss::DecoupledPpo(p) => (p.agg, p.norm_length),

@@ -52,7 +52,7 @@ pub mod whiten;
 pub mod zero_advantage_filter;
 
 #[cfg(test)]
-mod test_batches;
+pub(crate) mod test_batches;
 
 pub use actor_loss::{actor_objective, ActorExtras, ActorLossOutput, KlLoss, PolicyLoss};
 pub use adv_node::AdvantageNode;

@@ -18,10 +18,13 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 
+use burn::tensor::Tensor;
+
 use super::lr_schedule::learning_rate;
 use super::TrainBackend;
-use crate::algo::clip_grad_norm;
+use crate::algo::{clip_grad_norm, AlgoStats};
 use crate::model::spec::OptimSpec;
+use crate::training::concurrent::part_gradients;
 
 type Record = BinBytesRecorder<FullPrecisionSettings>;
 
@@ -91,6 +94,28 @@ impl<M: AutodiffModule<TrainBackend>> Trainable<M> {
             .expect("the module is only taken during a step");
         self.accumulated.accumulate(module, grads);
         self.pending += 1;
+    }
+
+    /// Adds the gradients of `scale[i] · loss(part[i])` for every part, computed
+    /// concurrently ([`crate::training::concurrent::part_gradients`]) and accumulated in
+    /// part order; returns what `loss` reported for each part.
+    pub fn accumulate_parts<P: Sync>(
+        &mut self,
+        parts: &[P],
+        scales: &[f32],
+        loss: impl Fn(&M, &P) -> Result<(Tensor<TrainBackend, 1>, AlgoStats), String> + Sync,
+    ) -> Result<Vec<AlgoStats>, String>
+    where
+        M: Sync,
+    {
+        let results = part_gradients(self.module(), parts, scales, loss)?;
+        Ok(results
+            .into_iter()
+            .map(|(grads, stats)| {
+                self.accumulate(grads);
+                stats
+            })
+            .collect())
     }
 
     /// Applies the accumulated gradients at training step `step`.

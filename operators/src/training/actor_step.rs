@@ -3,8 +3,9 @@
 //! For each of `ppo_epochs` passes over the batch, the batch is shuffled and cut into
 //! mini-batches of `mini_batch` samples, one optimizer step each, and every mini-batch into
 //! micro-batches of `micro_batch` samples; each micro-batch's objective (policy loss − entropy bonus + KL
-//! term, [`actor_objective`]) is divided by the number of micro-batches and back-propagated,
-//! the gradients are accumulated, and one AdamW step with global-norm clipping and the
+//! term, [`actor_objective`]) is scaled by its share of the mini-batch's loss divisor
+//! ([`super::train_epochs`]) and back-propagated, micro-batches concurrently
+//! ([`super::concurrent`]), the gradients are accumulated, and one AdamW step with global-norm clipping and the
 //! scheduled learning rate applies them. Log-probs are recomputed under the current weights
 //! with the rollout's temperature and answer guides, exactly as `LogProb` computed π_old.
 //! The step does nothing while `critic_warmup` steps have not passed. Afterwards the new
@@ -15,15 +16,16 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use burn::optim::GradientsParams;
+use burn::tensor::Tensor;
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
-use super::{single_worker, train_epochs, StatMeans};
-use crate::algo::{actor_objective, ActorBatch, ActorExtras, KlEstimator, PolicyInputs};
+use super::{loss_divisor, single_worker, train_epochs, EpochSchedule, StatMeans};
+use crate::algo::{actor_objective, ActorBatch, ActorExtras, AlgoStats, KlEstimator, PolicyInputs};
 use crate::model::generate::AnswerChoices;
+use crate::model::Qwen2CausalLm;
 use crate::nodes::ActorStepSpec;
 use crate::runtime::scoring::{rollout_temperature, score_responses, token_column};
-use crate::runtime::{PolicyModel, Runtime};
+use crate::runtime::{PolicyModel, Runtime, TrainBackend};
 
 pub struct ActorStepNode {
     spec: ActorStepSpec,
@@ -51,23 +53,28 @@ impl ActorStepNode {
             temperature: rollout_temperature(&runtime.pipeline, &spec.model),
         })
     }
+}
 
-    /// Forward and backward of one micro-batch; returns its statistics.
-    fn micro_step(
+/// What a micro-batch's objective needs, shareable across the threads that train
+/// micro-batches concurrently.
+struct ActorObjective<'a> {
+    spec: &'a ActorStepSpec,
+    guides: &'a BTreeMap<String, Arc<AnswerChoices>>,
+    temperature: f32,
+}
+
+impl ActorObjective<'_> {
+    /// The objective of one micro-batch under `policy` (log-probs recomputed), with its
+    /// statistics.
+    fn loss(
         &self,
-        policy: &mut PolicyModel,
+        policy: &Qwen2CausalLm<TrainBackend>,
         batch: &Batch,
-        scale: f32,
-    ) -> Result<crate::algo::AlgoStats, String> {
+    ) -> Result<(Tensor<TrainBackend, 1>, AlgoStats), String> {
         let device = Default::default();
         let inputs = ActorBatch::from_batch(batch, &self.spec.loss, self.spec.kl.as_ref(), &device)
             .map_err(|e| e.to_string())?;
-        let scored = score_responses(
-            policy.train.module(),
-            batch,
-            self.temperature,
-            &self.guides.borrow(),
-        )?;
+        let scored = score_responses(policy, batch, self.temperature, self.guides)?;
         let n = batch.num_tokens();
         let logprob = token_column(scored.logprobs, &scored.token_index, n);
         let entropy = token_column(scored.entropy, &scored.token_index, n);
@@ -91,10 +98,7 @@ impl ActorStepNode {
             self.spec.kl.as_ref(),
         )
         .map_err(|e| e.to_string())?;
-        let grads = out.loss.mul_scalar(scale).backward();
-        let grads = GradientsParams::from_grads(grads, policy.train.module());
-        policy.train.accumulate(grads);
-        Ok(out.stats)
+        Ok((out.loss, out.stats))
     }
 }
 
@@ -105,15 +109,31 @@ impl Operator for ActorStepNode {
             return Ok(batch);
         }
         let policy_cell = self.policy.clone();
+        let guides = self.guides.borrow();
+        let objective = ActorObjective {
+            spec: &self.spec,
+            guides: &guides,
+            temperature: self.temperature,
+        };
+        let (agg, norm_length) = self.spec.loss.agg();
         let mut stats = StatMeans::default();
         let step = ctx.step;
         train_epochs(
             &batch,
-            self.spec.ppo_epochs,
-            (self.spec.mini_batch, self.spec.micro_batch),
-            ctx.seed,
+            EpochSchedule {
+                epochs: self.spec.ppo_epochs,
+                mini_batch: self.spec.mini_batch,
+                micro_batch: self.spec.micro_batch,
+                seed: ctx.seed,
+            },
             &mut stats,
-            |part, scale| self.micro_step(&mut policy_cell.borrow_mut(), part, scale),
+            |part| loss_divisor(part, agg, norm_length),
+            |parts, scales| {
+                let mut policy = policy_cell.borrow_mut();
+                policy
+                    .train
+                    .accumulate_parts(parts, scales, |m, p| objective.loss(m, p))
+            },
             || policy_cell.borrow_mut().train.apply(step),
         )
         .map_err(OperatorError)?;

@@ -2,19 +2,22 @@
 //! `ppo_epochs` passes, shuffled mini-batches of `mini_batch` samples (one optimizer step
 //! each), micro-batches of `micro_batch` samples, the value loss (MSE to the
 //! GAE returns, clipped around the rollout-time values, [`crate::algo::ValueLoss`]) scaled
-//! by 1/micro-batches, accumulated gradients, one clipped AdamW step.
+//! by its share of the mini-batch's loss divisor ([`super::train_epochs`]), micro-batches
+//! trained concurrently ([`super::concurrent`]), accumulated gradients, one clipped AdamW
+//! step.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use burn::optim::GradientsParams;
+use burn::tensor::Tensor;
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
-use super::{single_worker, train_epochs, StatMeans};
-use crate::algo::CriticBatch;
+use super::{loss_divisor, single_worker, train_epochs, EpochSchedule, StatMeans};
+use crate::algo::{AlgoStats, CriticBatch};
+use crate::model::Qwen2ValueModel;
 use crate::nodes::CriticStepSpec;
 use crate::runtime::scoring::token_values;
-use crate::runtime::{CriticModel, Runtime};
+use crate::runtime::{CriticModel, Runtime, TrainBackend};
 
 pub struct CriticStepNode {
     spec: CriticStepSpec,
@@ -29,30 +32,25 @@ impl CriticStepNode {
             critic: runtime.critic(&spec.model)?,
         })
     }
+}
 
-    fn micro_step(
-        &self,
-        critic: &mut CriticModel,
-        batch: &Batch,
-        scale: f32,
-    ) -> Result<crate::algo::AlgoStats, String> {
-        let device = Default::default();
-        let inputs = CriticBatch::from_batch(batch, &device).map_err(|e| e.to_string())?;
-        let values = token_values(critic.train.module(), batch)?;
-        let out = self
-            .spec
-            .loss
-            .loss(values, inputs.old_values, inputs.returns, &inputs.layout)
-            .map_err(|e| e.to_string())?;
-        let mut stats = out.stats;
-        let loss: f32 = out.loss.clone().detach().into_scalar();
-        stats.insert("value_loss".into(), loss as f64);
-        let grads = out.loss.mul_scalar(scale).backward();
-        critic
-            .train
-            .accumulate(GradientsParams::from_grads(grads, critic.train.module()));
-        Ok(stats)
-    }
+/// The value loss of one micro-batch under `critic`, with its statistics.
+fn value_loss(
+    spec: &CriticStepSpec,
+    critic: &Qwen2ValueModel<TrainBackend>,
+    batch: &Batch,
+) -> Result<(Tensor<TrainBackend, 1>, AlgoStats), String> {
+    let device = Default::default();
+    let inputs = CriticBatch::from_batch(batch, &device).map_err(|e| e.to_string())?;
+    let values = token_values(critic, batch)?;
+    let out = spec
+        .loss
+        .loss(values, inputs.old_values, inputs.returns, &inputs.layout)
+        .map_err(|e| e.to_string())?;
+    let mut stats = out.stats;
+    let loss: f32 = out.loss.clone().detach().into_scalar();
+    stats.insert("value_loss".into(), loss as f64);
+    Ok((out.loss, stats))
 }
 
 impl Operator for CriticStepNode {
@@ -62,11 +60,21 @@ impl Operator for CriticStepNode {
         let step = ctx.step;
         train_epochs(
             &batch,
-            self.spec.ppo_epochs,
-            (self.spec.mini_batch, self.spec.micro_batch),
-            ctx.seed,
+            EpochSchedule {
+                epochs: self.spec.ppo_epochs,
+                mini_batch: self.spec.mini_batch,
+                micro_batch: self.spec.micro_batch,
+                seed: ctx.seed,
+            },
             &mut stats,
-            |part, scale| self.micro_step(&mut critic.borrow_mut(), part, scale),
+            |part| loss_divisor(part, self.spec.loss.agg, self.spec.loss.norm_length),
+            |parts, scales| {
+                let spec = &self.spec;
+                let mut critic = critic.borrow_mut();
+                critic
+                    .train
+                    .accumulate_parts(parts, scales, |m, p| value_loss(spec, m, p))
+            },
             || critic.borrow_mut().train.apply(step),
         )
         .map_err(OperatorError)?;

@@ -2,11 +2,15 @@
 //!
 //! - [`log_prob`]: `LogProb` (π_old) and `RefLogProb` (π_ref) columns;
 //! - [`values`]: the critic's `values`;
-//! - [`actor_step`] and [`critic_step`]: PPO-style updates with micro-batches, gradient
-//!   accumulation, global-norm clipping and the learning-rate schedule;
+//! - [`actor_step`] and [`critic_step`]: PPO-style updates with micro-batches (trained
+//!   concurrently, [`concurrent`]), gradient accumulation, global-norm clipping and the
+//!   learning-rate schedule;
 //! - [`model_update`]: publishing trained weights to the inference copy.
 
 pub mod actor_step;
+pub mod concurrent;
+#[cfg(test)]
+mod concurrent_tests;
 pub mod critic_step;
 pub mod log_prob;
 pub mod model_update;
@@ -40,25 +44,54 @@ pub fn mini_batches(batch: &Batch, mini_batch: Option<usize>, seed: u64) -> Vec<
     parts_of(&batch.select(&order), mini_batch)
 }
 
+/// How [`train_epochs`] walks a batch: `epochs` shuffled passes (shuffled with `seed`), in
+/// mini-batches and micro-batches of the given sizes (`None`: whole).
+#[derive(Clone, Copy, Debug)]
+pub struct EpochSchedule {
+    pub epochs: usize,
+    pub mini_batch: Option<usize>,
+    pub micro_batch: Option<usize>,
+    pub seed: u64,
+}
+
 /// Runs `ppo_epochs` epochs of mini-batch updates: for each mini-batch, `micro` is called
-/// on each micro-batch with its loss scale (1 / micro-batches) to accumulate gradients,
-/// then `apply` takes the optimizer step. Statistics are averaged.
+/// with its micro-batches and their loss scales (to compute and accumulate their
+/// gradients, [`concurrent::part_gradients`]), then `apply` takes the optimizer step.
+/// Statistics are averaged over micro-batches.
+///
+/// A micro-batch's scale is N_micro / N_mini, the loss's batch-wide divisor
+/// ([`roll_flow_kernels::loss_normalizer`] of the counts `counts` reads) in the
+/// micro-batch over the one in the mini-batch, so the accumulated gradient is the whole
+/// mini-batch's, whatever `micro_batch` is (verl's and ROLL's 1 / micro-batches is exact
+/// only for equal divisors).
 pub fn train_epochs(
     batch: &Batch,
-    epochs: usize,
-    (mini, micro_size): (Option<usize>, Option<usize>),
-    seed: u64,
+    schedule: EpochSchedule,
     stats: &mut StatMeans,
-    mut micro: impl FnMut(&Batch, f32) -> Result<crate::algo::AlgoStats, String>,
+    normalizer: impl Fn(&Batch) -> Result<f64, String>,
+    mut micro: impl FnMut(&[Batch], &[f32]) -> Result<Vec<crate::algo::AlgoStats>, String>,
     mut apply: impl FnMut() -> crate::runtime::trainable::UpdateStats,
 ) -> Result<(), String> {
+    let EpochSchedule {
+        epochs,
+        mini_batch: mini,
+        micro_batch: micro_size,
+        seed,
+    } = schedule;
     for epoch in 0..epochs.max(1) {
         let epoch_seed = seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         for mini_batch in mini_batches(batch, mini, epoch_seed) {
-            let parts = parts_of(&mini_batch, micro_size);
-            let scale = 1.0 / parts.len() as f32;
-            for part in parts.iter().filter(|p| p.num_samples() > 0) {
-                for (k, v) in micro(part, scale)? {
+            let whole = normalizer(&mini_batch)?;
+            let parts: Vec<Batch> = parts_of(&mini_batch, micro_size)
+                .into_iter()
+                .filter(|p| p.num_samples() > 0)
+                .collect();
+            let scales = parts
+                .iter()
+                .map(|p| Ok((normalizer(p)? / whole) as f32))
+                .collect::<Result<Vec<f32>, String>>()?;
+            for part_stats in micro(&parts, &scales)? {
+                for (k, v) in part_stats {
                     stats.add(&k, v);
                 }
             }
@@ -70,6 +103,26 @@ pub fn train_epochs(
         }
     }
     Ok(())
+}
+
+/// The batch-wide divisor of loss aggregation `agg` over `batch`'s response tokens
+/// ([`roll_flow_kernels::loss_normalizer`] of each sample's response-token count).
+pub fn loss_divisor(
+    batch: &Batch,
+    agg: crate::algo::LossAgg,
+    norm_length: Option<u32>,
+) -> Result<f64, String> {
+    let mask = batch
+        .bools(&roll_flow_engine::batch::column::RESPONSE_MASK)
+        .map_err(|e| e.to_string())?;
+    let counts: Vec<f64> = (0..batch.num_samples())
+        .map(|i| mask[batch.sample_range(i)].iter().filter(|&&m| m).count() as f64)
+        .collect();
+    Ok(roll_flow_kernels::loss_normalizer(
+        &counts,
+        agg,
+        norm_length,
+    ))
 }
 
 /// Training over several timely workers needs their gradients averaged; refuse clearly
