@@ -22,7 +22,9 @@ use burn::tensor::ops::{FloatTensor, IntTensor};
 use crate::autodiff_model_ops::{
     MaskedSoftmaxBackward, RmsNormBackward, RotaryBackward, SwiGluBackward,
 };
-use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
+use crate::backend::{
+    DenseGradients, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens,
+};
 use crate::PpoClipConfig;
 
 fn untracked<B: KernelBackend>(t: FloatTensor<B>) -> FloatTensor<Autodiff<B>> {
@@ -310,11 +312,7 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         with_bias: bool,
-    ) -> (
-        FloatTensor<Self>,
-        FloatTensor<Self>,
-        Option<FloatTensor<Self>>,
-    ) {
+    ) -> DenseGradients<Self> {
         let (dx, dw, db) =
             B::dense_backward(x.primitive, weight.primitive, grad.primitive, with_bias);
         (

@@ -6,7 +6,7 @@ use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::autodiff::{Autodiff, NodeId};
+use burn::backend::autodiff::Autodiff;
 use burn::tensor::ops::FloatTensor;
 
 use crate::backend::KernelBackend;
@@ -17,16 +17,18 @@ struct LinearBackward;
 #[derive(Debug)]
 struct LinearBiasBackward;
 
-/// Registers each gradient with its parent, where that parent is tracked.
-fn register<B: KernelBackend, N, const P: usize>(
+/// The backward of either op: (x, weight) saved, the bias gradient when there is a
+/// third parent; each gradient registered with its parent where that one is tracked.
+fn dense_backward<B: KernelBackend, const P: usize>(
+    ops: Ops<(FloatTensor<B>, FloatTensor<B>), P>,
     grads: &mut Gradients,
-    parents: [Option<N>; P],
-    gradients: [Option<FloatTensor<B>>; P],
-    id: impl Fn(&N) -> NodeId,
 ) {
-    for (node, grad) in parents.into_iter().zip(gradients) {
+    let grad = grads.consume::<B>(&ops.node);
+    let (x, w) = ops.state;
+    let (dx, dw, db) = B::dense_backward(x, w, grad, P == 3);
+    for (node, grad) in ops.parents.into_iter().zip([Some(dx), Some(dw), db]) {
         if let (Some(node), Some(grad)) = (node, grad) {
-            grads.register::<B>(id(&node), grad);
+            grads.register::<B>(node.id, grad);
         }
     }
 }
@@ -36,10 +38,7 @@ impl<B: KernelBackend> Backward<B, 2> for LinearBackward {
     type State = (FloatTensor<B>, FloatTensor<B>);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<B>(&ops.node);
-        let (x, w) = ops.state;
-        let (dx, dw, _) = B::dense_backward(x, w, grad, false);
-        register::<B, _, 2>(grads, ops.parents, [Some(dx), Some(dw)], |n| n.id);
+        dense_backward::<B, 2>(ops, grads);
     }
 }
 
@@ -48,10 +47,7 @@ impl<B: KernelBackend> Backward<B, 3> for LinearBiasBackward {
     type State = (FloatTensor<B>, FloatTensor<B>);
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<B>(&ops.node);
-        let (x, w) = ops.state;
-        let (dx, dw, db) = B::dense_backward(x, w, grad, true);
-        register::<B, _, 3>(grads, ops.parents, [Some(dx), Some(dw), db], |n| n.id);
+        dense_backward::<B, 3>(ops, grads);
     }
 }
 

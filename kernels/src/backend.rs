@@ -27,6 +27,9 @@ pub struct LogProbSaved<B: Backend> {
     pub temperature: f32,
 }
 
+/// The gradients of a dense layer: (dx, dweight, dbias when it has a bias).
+pub type DenseGradients<B> = (FloatTensor<B>, FloatTensor<B>, Option<FloatTensor<B>>);
+
 /// The per-token inputs of GAE, as primitives, each `[tokens]`.
 #[derive(Debug, Clone)]
 pub struct GaeTokens<B: Backend> {
@@ -247,11 +250,7 @@ pub trait KernelBackend: Backend {
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         with_bias: bool,
-    ) -> (
-        FloatTensor<Self>,
-        FloatTensor<Self>,
-        Option<FloatTensor<Self>>,
-    ) {
+    ) -> DenseGradients<Self> {
         unfused::linear_backward::<Self>(x, weight, grad, with_bias)
     }
 

@@ -7,7 +7,9 @@ use burn::backend::Flex;
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 
-use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
+use crate::backend::{
+    DenseGradients, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens,
+};
 use crate::cpu::ppo::PpoSlices;
 use crate::{cpu, PpoClipConfig};
 
@@ -269,7 +271,7 @@ impl KernelBackend for Flex {
         weight: FlexTensor,
         grad: FlexTensor,
         with_bias: bool,
-    ) -> (FlexTensor, FlexTensor, Option<FlexTensor>) {
+    ) -> DenseGradients<Self> {
         let (n, k, m) = linear_dims(&x, &weight);
         let (x, w, dy) = (host_f32(&x), host_f32(&weight), host_f32(&grad));
         let (dx, dw, db) = cpu::linear::linear_backward(&x, &w, &dy, (n, k, m), with_bias);

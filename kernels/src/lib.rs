@@ -60,7 +60,7 @@ mod unfused;
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 
 pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
-pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
+pub use backend::{DenseGradients, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
 
 /// A request the kernels refuse, with what was wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -185,7 +185,7 @@ pub(crate) fn linear_backward<B: Backend>(
     weight: FloatTensor<B>,
     grad: FloatTensor<B>,
     with_bias: bool,
-) -> (FloatTensor<B>, FloatTensor<B>, Option<FloatTensor<B>>) {
+) -> crate::backend::DenseGradients<B> {
     let dy = matrix::<B>(grad);
     let dx = dy.clone().matmul(matrix::<B>(weight).transpose());
     let dw = matrix::<B>(x).transpose().matmul(dy.clone());

@@ -152,6 +152,22 @@ pub fn sample_chunks(batch: &Batch, max_tokens: usize) -> Vec<Vec<usize>> {
     chunks
 }
 
+/// `score` of every chunk of [`sample_chunks`], the chunks scored concurrently (one per
+/// rayon thread; on the CPU a forward pass splits only its matrix products over threads),
+/// with each chunk's sample indices, in chunk order. The first error, in chunk order, is
+/// returned.
+pub fn score_chunks<R: Send>(
+    batch: &Batch,
+    max_tokens: usize,
+    score: impl Fn(&Batch) -> Result<R, String> + Sync,
+) -> Result<Vec<(Vec<usize>, R)>, String> {
+    use rayon::prelude::*;
+    sample_chunks(batch, max_tokens)
+        .into_par_iter()
+        .map(|chunk| score(&batch.select(&chunk)).map(|scored| (chunk, scored)))
+        .collect()
+}
+
 /// The temperature replies of `model` were sampled with: that of the `Rollout` node whose
 /// policy it is, else of the first `Rollout` node (a reference model scores the policy's
 /// samples), else 1.

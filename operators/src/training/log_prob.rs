@@ -20,7 +20,7 @@ use roll_flow_engine::{Batch, Column, Operator, OperatorError, StepContext};
 use super::SCORING_CHUNK_TOKENS;
 use crate::model::generate::AnswerChoices;
 use crate::model::weights::to_f32_vec;
-use crate::runtime::scoring::{rollout_temperature, sample_chunks, score_responses};
+use crate::runtime::scoring::{rollout_temperature, score_chunks, score_responses};
 use crate::runtime::{PolicyModel, Runtime};
 
 /// Scores response tokens into one column.
@@ -50,16 +50,18 @@ impl Operator for LogProbNode {
         let mut column = vec![0.0f32; batch.num_tokens()];
         let mut entropy_sum = 0.0;
         let mut count = 0usize;
-        for chunk in sample_chunks(&batch, SCORING_CHUNK_TOKENS) {
-            let part = batch.select(&chunk);
-            let scored = score_responses(&weights, &part, self.temperature, &guides)
-                .map_err(OperatorError)?;
-            let values = to_f32_vec(&scored.logprobs);
-            let entropy = to_f32_vec(&scored.entropy);
+        let (temperature, guides) = (self.temperature, &*guides);
+        let chunks = score_chunks(&batch, SCORING_CHUNK_TOKENS, |part| {
+            let scored = score_responses(&weights, part, temperature, guides)?;
+            let (values, entropy) = (to_f32_vec(&scored.logprobs), to_f32_vec(&scored.entropy));
+            Ok((scored.token_index, values, entropy))
+        })
+        .map_err(OperatorError)?;
+        for (chunk, (token_index, values, entropy)) in chunks {
             entropy_sum += entropy.iter().map(|&h| h as f64).sum::<f64>();
             count += entropy.len();
             let base = batch.sample_range(chunk[0]).start;
-            for (&t, &v) in scored.token_index.iter().zip(&values) {
+            for (&t, &v) in token_index.iter().zip(&values) {
                 column[base + t] = v;
             }
         }

@@ -18,8 +18,10 @@ pub mod values;
 
 use roll_flow_engine::Batch;
 
-/// Tokens per forward pass when scoring (bounds activation memory).
-pub const SCORING_CHUNK_TOKENS: usize = 16_384;
+/// Tokens per forward pass when scoring: bounds activation memory, and cuts a CPU
+/// pipeline's batch (20,000-40,000 tokens in the FrozenLake ones) into enough chunks to
+/// score them concurrently on every core ([`crate::runtime::scoring::score_chunks`]).
+pub const SCORING_CHUNK_TOKENS: usize = 8_192;
 
 /// The batch in parts of `size` samples each, or whole.
 pub fn parts_of(batch: &Batch, size: Option<usize>) -> Vec<Batch> {

@@ -10,7 +10,7 @@ use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
 use super::SCORING_CHUNK_TOKENS;
 use crate::model::weights::to_f32_vec;
-use crate::runtime::scoring::{sample_chunks, token_values};
+use crate::runtime::scoring::{score_chunks, token_values};
 use crate::runtime::{CriticModel, Runtime};
 
 pub struct ValuesNode {
@@ -29,10 +29,12 @@ impl Operator for ValuesNode {
     fn process(&mut self, ctx: &mut StepContext, mut batch: Batch) -> Result<Batch, OperatorError> {
         let weights = self.critic.borrow().train.module().valid();
         let mut column = Vec::with_capacity(batch.num_tokens());
-        for chunk in sample_chunks(&batch, SCORING_CHUNK_TOKENS) {
-            let part = batch.select(&chunk);
-            let values = token_values(&weights, &part).map_err(OperatorError)?;
-            column.extend(to_f32_vec(&values));
+        let chunks = score_chunks(&batch, SCORING_CHUNK_TOKENS, |part| {
+            Ok(to_f32_vec(&token_values(&weights, part)?))
+        })
+        .map_err(OperatorError)?;
+        for (_, values) in chunks {
+            column.extend(values);
         }
         let mask = batch.bools(&roll_flow_engine::batch::column::RESPONSE_MASK)?;
         let (sum, n) = column
