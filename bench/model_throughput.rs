@@ -1,5 +1,7 @@
-//! Model throughput on CPU: training (forward + backward tokens/s) and KV-cache generation
-//! (tokens/s at batch 32) of the Tiny Qwen2, on burn's `flex` and `ndarray` backends.
+//! Model throughput on CPU: training (forward + backward tokens/s, the batch in one pass and
+//! as two micro-batches trained concurrently, as `ActorStep` runs micro-batches) and
+//! KV-cache generation (tokens/s at batch 32) of the Tiny Qwen2, on burn's `flex` and
+//! `ndarray` backends.
 //! `bench/model_throughput_torch.py` measures PyTorch/transformers on the same config,
 //! shapes and thread count; bench/README.md records both.
 //!
@@ -14,13 +16,16 @@
 use std::time::Instant;
 
 use burn::backend::{Autodiff, Flex, NdArray};
+use burn::optim::GradientsAccumulator;
 use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::Tensor;
 use roll_flow_operators::model::config::{Qwen2Config, TinyArch};
 use roll_flow_operators::model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
 use roll_flow_operators::model::logprob::response_logprobs;
 use roll_flow_operators::model::packed::PackedSequences;
 use roll_flow_operators::model::weights::to_f32_vec;
 use roll_flow_operators::model::Qwen2CausalLm;
+use roll_flow_operators::training::concurrent::part_gradients;
 
 /// The shared shape (mirrored in model_throughput_torch.py).
 const VOCAB: usize = 516;
@@ -74,19 +79,45 @@ fn cpu_seconds() -> f64 {
     fields.iter().sum::<f64>() / 100.0
 }
 
-/// Forward + backward tokens/s of `-mean log π(token)` over every predicted token.
-fn train_throughput<B: AutodiffBackend + roll_flow_kernels::KernelBackend>() -> Rate {
-    let model = Qwen2CausalLm::<B>::random(&config(), 0, &Default::default());
+/// The batch in `parts` packed micro-batches, each with its response mask (every token
+/// after the first of its sequence).
+fn micro_batches(parts: usize) -> Vec<(PackedSequences, Vec<bool>)> {
     let sequences: Vec<Vec<u32>> = (0..TRAIN_BATCH).map(|s| tokens(TRAIN_LEN, s)).collect();
-    let packed = PackedSequences::from_sequences(&sequences);
-    let mask: Vec<bool> = (0..packed.tokens.len())
-        .map(|t| packed.locate(t).1 > 0)
-        .collect();
+    sequences
+        .chunks(TRAIN_BATCH / parts)
+        .map(|chunk| {
+            let packed = PackedSequences::from_sequences(chunk);
+            let mask = (0..packed.tokens.len())
+                .map(|t| packed.locate(t).1 > 0)
+                .collect();
+            (packed, mask)
+        })
+        .collect()
+}
+
+/// Forward + backward tokens/s of `-mean log π(token)` over every predicted token, the
+/// batch in `parts` micro-batches trained concurrently as `ActorStep` does
+/// (`training::concurrent::part_gradients`; equal parts, so each is scaled by 1/parts and
+/// the summed gradient is the whole batch's).
+fn train_throughput<B>(parts: usize) -> Rate
+where
+    B: AutodiffBackend + roll_flow_kernels::KernelBackend,
+    Qwen2CausalLm<B>: Sync,
+{
+    let model = Qwen2CausalLm::<B>::random(&config(), 0, &Default::default());
+    let batches = micro_batches(parts);
+    let scales = vec![1.0 / parts as f32; parts];
+    let loss = |m: &Qwen2CausalLm<B>, (packed, mask): &(PackedSequences, Vec<bool>)| {
+        let out = response_logprobs(m, packed, mask, 1.0).map_err(|e| e.to_string())?;
+        Ok((out.logprobs.mean().neg(), ()))
+    };
     let step = || {
-        let out = response_logprobs(&model, &packed, &mask, 1.0).unwrap();
-        let loss = out.logprobs.mean().neg();
-        let grads = loss.backward();
-        let g = model.model.norm.weight.grad(&grads).unwrap();
+        let grads = part_gradients(&model, &batches, &scales, loss).unwrap();
+        let mut sum = GradientsAccumulator::<Qwen2CausalLm<B>>::new();
+        for (g, ()) in grads {
+            sum.accumulate(&model, g);
+        }
+        let g: Tensor<B::InnerBackend, 1> = sum.grads().get(model.model.norm.weight.id).unwrap();
         to_f32_vec(&g)[0]
     };
     step();
@@ -127,28 +158,30 @@ fn main() {
     roll_flow_kernels::cpu::keep_freed_buffers_for_reuse();
     let threads = std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "all cores".into());
     println!("Tiny Qwen2 (layers 2, dim 128, heads 4, ffn 512, vocab {VOCAB}), threads: {threads}");
-    println!("backend  train fwd+bwd tok/s ({TRAIN_BATCH}x{TRAIN_LEN})  generate tok/s (batch {GEN_BATCH}, {GEN_PROMPT}+{GEN_NEW})   [per CPU-second: train, generate]");
+    println!("backend  train fwd+bwd tok/s ({TRAIN_BATCH}x{TRAIN_LEN}: one pass, 2 concurrent micro-batches)  generate tok/s (batch {GEN_BATCH}, {GEN_PROMPT}+{GEN_NEW})   [per CPU-second: the same three]");
     let only = std::env::var("MODEL_BENCH_BACKENDS").unwrap_or_default();
     let run = |name: &str| only.is_empty() || only.split(',').any(|b| b == name);
     if run("flex") {
         let flex = (
-            train_throughput::<Autodiff<Flex>>(),
+            train_throughput::<Autodiff<Flex>>(1),
+            train_throughput::<Autodiff<Flex>>(2),
             generation_throughput::<Flex>(),
         );
         report("flex", flex);
     }
     if run("ndarray") {
         let ndarray = (
-            train_throughput::<Autodiff<NdArray>>(),
+            train_throughput::<Autodiff<NdArray>>(1),
+            train_throughput::<Autodiff<NdArray>>(2),
             generation_throughput::<NdArray>(),
         );
         report("ndarray", ndarray);
     }
 }
 
-fn report(name: &str, (train, generate): (Rate, Rate)) {
+fn report(name: &str, (train, train_parts, generate): (Rate, Rate, Rate)) {
     println!(
-        "{name:<8} {:>10.0}  {:>10.0}   [{:.0}, {:.0}]",
-        train.wall, generate.wall, train.cpu, generate.cpu
+        "{name:<8} {:>10.0}  {:>10.0}  {:>10.0}   [{:.0}, {:.0}, {:.0}]",
+        train.wall, train_parts.wall, generate.wall, train.cpu, train_parts.cpu, generate.cpu
     );
 }
