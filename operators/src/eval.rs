@@ -41,6 +41,7 @@ pub fn eval_play_settings(
             sequence_length: usize::MAX,
             instruction: true,
             record,
+            inference_loops: 1,
         },
     };
     settings.sampling = if temperature > 0.0 {

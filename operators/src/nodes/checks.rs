@@ -37,6 +37,7 @@ impl SpecCheck for RolloutSpec {
             return Err("`top_k` must be at least 1 (leave it out to disable)".into());
         }
         at_least_one("max_new_tokens", self.max_new_tokens as u64)?;
+        at_least_one("inference_loops", self.inference_loops as u64)?;
         if self.sequence_length <= self.max_new_tokens {
             return Err(format!(
                 "`sequence_length` ({}) must exceed `max_new_tokens` ({}) to leave room for the prompt",

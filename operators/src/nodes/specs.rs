@@ -81,6 +81,16 @@ pub struct RolloutSpec {
     /// from scratch cannot read it; turning it off saves most of the prompt.
     #[serde(default = "yes")]
     pub instruction: bool,
+    /// Inference loops (default 1): the env loops are split into this many contiguous
+    /// groups, each served by its own continuous batcher on its own thread, so decoding
+    /// uses more than one core on the CPU (a decode step's small products do not split
+    /// over threads). Results depend on this number, not on the thread count.
+    #[serde(default = "one_loop")]
+    pub inference_loops: usize,
+}
+
+fn one_loop() -> usize {
+    1
 }
 
 /// How replies are constrained.

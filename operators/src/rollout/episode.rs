@@ -32,6 +32,8 @@ pub struct PlaySettings {
     pub instruction: bool,
     /// Keep frames and texts of every state (eval renders).
     pub record: bool,
+    /// Inference loops serving the env loops (`Rollout`'s `inference_loops`).
+    pub inference_loops: usize,
 }
 
 /// One turn: the state, the reply, what the env made of it.

@@ -30,6 +30,16 @@ pub struct InferenceStats {
     pub reused_prompt_tokens: usize,
 }
 
+impl InferenceStats {
+    /// Adds another loop's counters.
+    pub fn add(&mut self, other: &InferenceStats) {
+        self.requests += other.requests;
+        self.generated_tokens += other.generated_tokens;
+        self.prompt_tokens += other.prompt_tokens;
+        self.reused_prompt_tokens += other.reused_prompt_tokens;
+    }
+}
+
 /// Serves until every one of `envs` env loops has said it is done.
 pub fn serve(
     model: &Qwen2CausalLm<InferBackend>,

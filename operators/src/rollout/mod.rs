@@ -2,7 +2,8 @@
 //! into the step's batch.
 //!
 //! - [`episode`]: one env's loop, on its own thread.
-//! - [`inference`]: the inference loop that serves all env loops with continuous batching.
+//! - [`inference`]: the inference loop that serves env loops with continuous batching (one
+//!   loop per group of envs, `inference_loops`).
 //! - [`transcript`]: multi-turn chats as tokens, without re-tokenizing replies.
 //! - [`samples`]: trajectory-wise and step-wise sample builders.
 //! - [`RolloutNode`]: the `Rollout` operator; [`play_episodes`] is shared with `Eval`.
@@ -58,30 +59,76 @@ pub fn play_episodes(
             seed: seed ^ (index as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
         });
     }
+    // Each job is known to its inference loop by its index within the group (the seeds
+    // were drawn from the global index already).
+    let mut groups = contiguous_groups(jobs, settings.inference_loops);
+    for group in &mut groups {
+        for (local, job) in group.iter_mut().enumerate() {
+            job.index = local;
+        }
+    }
+    std::thread::scope(|scope| {
+        let mut loops: Vec<_> = groups
+            .into_iter()
+            .map(|group| {
+                scope.spawn(move || -> Result<(Vec<Episode>, InferenceStats), String> {
+                    serve_group(scope, model, group)
+                })
+            })
+            .collect();
+        let mut episodes = Vec::new();
+        let mut stats = InferenceStats::default();
+        for handle in loops.drain(..) {
+            let (group_episodes, group_stats) = handle
+                .join()
+                .unwrap_or_else(|_| Err("an inference loop panicked".into()))?;
+            episodes.extend(group_episodes);
+            stats.add(&group_stats);
+        }
+        Ok((episodes, stats))
+    })
+}
+
+/// `items` in `n` contiguous groups of near-equal size (at most one per item), in order.
+fn contiguous_groups<T>(items: Vec<T>, n: usize) -> Vec<Vec<T>> {
+    let total = items.len();
+    let n = n.clamp(1, total.max(1));
+    let mut groups: Vec<Vec<T>> = (0..n).map(|_| Vec::new()).collect();
+    for (i, item) in items.into_iter().enumerate() {
+        groups[i * n / total].push(item);
+    }
+    groups
+}
+
+/// One inference loop and its env loops (each env on its own thread); episodes in job
+/// order.
+fn serve_group<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    model: &'env Qwen2CausalLm<InferBackend>,
+    jobs: Vec<EpisodeJob<'env>>,
+) -> Result<(Vec<Episode>, InferenceStats), String> {
     let (calls, requests) = crossbeam_channel::unbounded();
     let (reply_senders, reply_receivers): (Vec<_>, Vec<_>) =
         jobs.iter().map(|_| crossbeam_channel::bounded(1)).unzip();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = jobs
-            .into_iter()
-            .zip(reply_receivers)
-            .map(|(job, replies)| {
-                let calls = calls.clone();
-                scope.spawn(move || run_episode(job, calls, replies))
-            })
-            .collect();
-        drop(calls);
-        let served = serve_or_report(model, requests, reply_senders);
-        let episodes: Result<Vec<Episode>, String> = handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("an env loop panicked".into()))
-            })
-            .collect();
-        let stats = served?;
-        Ok((episodes?, stats))
-    })
+    let handles: Vec<_> = jobs
+        .into_iter()
+        .zip(reply_receivers)
+        .map(|(job, replies)| {
+            let calls = calls.clone();
+            scope.spawn(move || run_episode(job, calls, replies))
+        })
+        .collect();
+    drop(calls);
+    let served = serve_or_report(model, requests, reply_senders);
+    let episodes: Result<Vec<Episode>, String> = handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err("an env loop panicked".into()))
+        })
+        .collect();
+    let stats = served?;
+    Ok((episodes?, stats))
 }
 
 fn serve_or_report(
@@ -105,6 +152,7 @@ pub fn play_settings(spec: &RolloutSpec, record: bool) -> PlaySettings {
         sequence_length: spec.sequence_length,
         instruction: spec.instruction,
         record,
+        inference_loops: spec.inference_loops,
     }
 }
 
@@ -306,5 +354,22 @@ impl Operator for RolloutNode {
             stats.reused_prompt_tokens as f64,
         );
         Ok(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::contiguous_groups;
+
+    #[test]
+    fn groups_are_contiguous_ordered_and_near_equal() {
+        let groups = |n, k| contiguous_groups((0..n).collect::<Vec<usize>>(), k);
+        assert_eq!(groups(5, 2), vec![vec![0, 1, 2], vec![3, 4]]);
+        assert_eq!(groups(4, 2), vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(groups(3, 1), vec![vec![0, 1, 2]]);
+        // More loops than items: one item each; no items: one empty group.
+        assert_eq!(groups(2, 4), vec![vec![0], vec![1]]);
+        assert_eq!(groups(0, 3), vec![Vec::<usize>::new()]);
+        assert_eq!(groups(7, 0), vec![(0..7).collect::<Vec<_>>()]);
     }
 }
