@@ -101,28 +101,25 @@ pub fn linear_forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, dims: LinearDi
     let (n, k, m) = dims;
     check("x", x.len(), n * k);
     check("weight", w.len(), k * m);
-    let mut y = Vec::new();
-    if let Some(b) = bias {
-        check("bias", b.len(), m);
-        y = buffer::uninit(n * m);
-        for _ in 0..n {
-            y.extend_from_slice(b);
-        }
-    }
-    if k == 0 || n == 0 || m == 0 {
-        y.resize(n * m, 0.0);
-        return y;
-    }
     let (xs, ws) = ((x, k as isize, 1), (w, m as isize, 1));
-    match bias {
-        // SAFETY: y holds n·m floats (the bias rows); x and w were checked.
-        Some(_) => unsafe { product(y.as_mut_ptr(), (n, k, m), xs, ws, true) },
-        // SAFETY: `filled` hands a buffer of n·m floats; x and w were checked.
-        None => {
-            y = filled(n, m, |dst| unsafe {
-                product(dst, (n, k, m), xs, ws, false)
-            })
+    let empty = k == 0 || n == 0 || m == 0;
+    let Some(b) = bias else {
+        if empty {
+            return vec![0.0; n * m];
         }
+        // SAFETY: `filled` hands a buffer of n·m floats; x and w were checked.
+        return filled(n, m, |dst| unsafe {
+            product(dst, (n, k, m), xs, ws, false)
+        });
+    };
+    check("bias", b.len(), m);
+    let mut y = buffer::uninit(n * m);
+    for _ in 0..n {
+        y.extend_from_slice(b);
+    }
+    if !empty {
+        // SAFETY: y holds n·m floats (the bias rows); x and w were checked.
+        unsafe { product(y.as_mut_ptr(), (n, k, m), xs, ws, true) };
     }
     y
 }

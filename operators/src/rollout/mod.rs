@@ -68,17 +68,13 @@ pub fn play_episodes(
         }
     }
     std::thread::scope(|scope| {
-        let mut loops: Vec<_> = groups
+        let loops: Vec<_> = groups
             .into_iter()
-            .map(|group| {
-                scope.spawn(move || -> Result<(Vec<Episode>, InferenceStats), String> {
-                    serve_group(scope, model, group)
-                })
-            })
+            .map(|group| scope.spawn(move || serve_group(scope, model, group)))
             .collect();
         let mut episodes = Vec::new();
         let mut stats = InferenceStats::default();
-        for handle in loops.drain(..) {
+        for handle in loops {
             let (group_episodes, group_stats) = handle
                 .join()
                 .unwrap_or_else(|_| Err("an inference loop panicked".into()))?;

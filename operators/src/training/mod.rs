@@ -61,9 +61,9 @@ pub struct EpochSchedule {
 /// gradients, [`concurrent::part_gradients`]), then `apply` takes the optimizer step.
 /// Statistics are averaged over micro-batches.
 ///
-/// A micro-batch's scale is N_micro / N_mini, the loss's batch-wide divisor
-/// ([`roll_flow_kernels::loss_normalizer`] of the counts `counts` reads) in the
-/// micro-batch over the one in the mini-batch, so the accumulated gradient is the whole
+/// A micro-batch's scale is N_micro / N_mini: the loss's batch-wide divisor, as
+/// `normalizer` computes it (e.g. [`loss_divisor`]), in the micro-batch over the one in
+/// the mini-batch, so the accumulated gradient is the whole
 /// mini-batch's, whatever `micro_batch` is (verl's and ROLL's 1 / micro-batches is exact
 /// only for equal divisors).
 pub fn train_epochs(
