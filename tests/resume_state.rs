@@ -1,13 +1,16 @@
 //! State that lives outside the models must survive `--resume` too: the adaptive KL
-//! coefficient β of an `adv` node moves every step, so a resumed run that restarted it from
-//! its configured value would diverge from an uninterrupted run at the first resumed step.
+//! coefficient β of an `adv` node and the adaptive entropy coefficient of an `ActorStep`
+//! move every step, so a resumed run that restarted them from their configured values
+//! would diverge from an uninterrupted run at the first resumed step.
 
 mod common;
 
 use common::{assert_ok, metrics, roll_flow};
 
 /// The bandit with a frozen reference model and an adaptive KL penalty in the rewards;
-/// `horizon: 10` makes β move by up to 20%·n/10 per step, so a reset shows at once.
+/// `horizon: 10` makes β move by up to 20%·n/10 per step, so a reset shows at once. The
+/// entropy target is above any entropy of a few-token reply, so the entropy coefficient
+/// grows by Δ every step (0.01, 0.02, ...).
 const ADAPTIVE_KL_BANDIT: &str = r#"Pipeline(
     name: "bandit_adaptive_kl",
     seed: 3,
@@ -26,7 +29,7 @@ const ADAPTIVE_KL_BANDIT: &str = r#"Pipeline(
         "old_logprob": LogProb(model: "policy"),
         "ref_logprob": RefLogProb(model: "reference"),
         "adv":         Grpo(kl_penalty: (coef: 0.5, target: 0.001, horizon: 10.0)),
-        "actor_step":  ActorStep(model: "policy", loss: PpoClip(low: 0.2, high: 0.28)),
+        "actor_step":  ActorStep(model: "policy", loss: PpoClip(low: 0.2, high: 0.28), adaptive_entropy: (target: 50.0, delta: 0.01)),
         "checkpoint":  Checkpoint(every: 2),
     },
     edges: [
@@ -39,14 +42,22 @@ const ADAPTIVE_KL_BANDIT: &str = r#"Pipeline(
     ],
 )"#;
 
-fn beta(record: &serde_json::Map<String, serde_json::Value>) -> f64 {
+type Record = serde_json::Map<String, serde_json::Value>;
+
+fn beta(record: &Record) -> f64 {
     record["adv/kl/beta"]
         .as_f64()
         .expect("the adv node reports kl/beta")
 }
 
+fn entropy_coef(record: &Record) -> f64 {
+    record["actor_step/entropy/coef"]
+        .as_f64()
+        .expect("the actor step reports entropy/coef")
+}
+
 #[test]
-fn a_resumed_run_continues_the_adaptive_kl_coefficient() {
+fn a_resumed_run_continues_the_adaptive_coefficients() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bandit_adaptive_kl.ron");
     std::fs::write(&file, ADAPTIVE_KL_BANDIT).unwrap();
@@ -64,17 +75,27 @@ fn a_resumed_run_continues_the_adaptive_kl_coefficient() {
     assert_ok(&run(&whole, &[]));
     assert_ok(&run(&split, &["--stop-after", "2"]));
     assert!(split.join("checkpoints/step_2/adv/adv.json").exists());
+    assert!(split
+        .join("checkpoints/step_2/actor/actor_step.json")
+        .exists());
     assert_ok(&roll_flow(&["run", "--resume", split.to_str().unwrap()]));
 
     let (whole, split) = (metrics(&whole), metrics(&split));
     assert_eq!(split.len(), 4);
     // β moved before the checkpoint, so a fresh controller would report 0.5 again at step 2.
     assert!((beta(&whole[2]) - 0.5).abs() > 1e-3, "{}", beta(&whole[2]));
+    // The entropy coefficient after step 2 is 0.03 (a fresh controller: 0.01).
+    assert!((entropy_coef(&whole[2]) - 0.03).abs() < 1e-9);
     for step in 0..4 {
         assert_eq!(
             beta(&whole[step]),
             beta(&split[step]),
             "kl/beta at step {step}"
+        );
+        assert_eq!(
+            entropy_coef(&whole[step]),
+            entropy_coef(&split[step]),
+            "entropy/coef at step {step}"
         );
     }
 }

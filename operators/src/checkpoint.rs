@@ -7,6 +7,7 @@
 //!   weights as a Hugging Face directory (config.json + model.safetensors);
 //! - `critics/<name>/model.bin`, `optimizer.bin`;
 //! - `adv/<node>.json`: each `adv` node's state (the adaptive KL coefficient β);
+//! - `actor/<node>.json`: each `ActorStep`'s adaptive entropy coefficient;
 //! - `meta.json`: step, seed, pipeline name.
 //!
 //! There is no RNG state to save: every random stream (env seeds, sampling) is derived
@@ -15,15 +16,13 @@
 //! half-written `step_N`. `keep: N` removes all but the newest N.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
-use crate::algo::AdvantageState;
 use crate::nodes::CheckpointSpec;
-use crate::runtime::{ModelTable, RunInfo, Runtime};
+use crate::runtime::{ModelTable, RunInfo, Runtime, SavedStates};
 
 /// `out_dir/checkpoints/step_N`.
 pub fn step_dir(out_dir: &Path, step: u64) -> PathBuf {
@@ -45,7 +44,7 @@ pub fn saved_steps(out_dir: &Path) -> Vec<u64> {
 pub struct CheckpointNode {
     spec: CheckpointSpec,
     models: Rc<RefCell<ModelTable>>,
-    adv_states: Rc<RefCell<BTreeMap<String, Rc<RefCell<AdvantageState>>>>>,
+    saved_states: Rc<RefCell<SavedStates>>,
     run: RunInfo,
 }
 
@@ -54,7 +53,7 @@ impl CheckpointNode {
         Ok(CheckpointNode {
             spec: spec.clone(),
             models: runtime.models.clone(),
-            adv_states: runtime.adv_states.clone(),
+            saved_states: runtime.saved_states.clone(),
             run: runtime.run.clone(),
         })
     }
@@ -77,12 +76,11 @@ impl CheckpointNode {
         for critic in table.critics.values() {
             critic.borrow().save(&staging)?;
         }
-        for (node, state) in self.adv_states.borrow().iter() {
-            let json = serde_json::to_string(&*state.borrow()).map_err(|e| e.to_string())?;
+        for ((folder, node), to_json) in self.saved_states.borrow().iter() {
             crate::runtime::trainable::write_text(
-                &staging.join("adv"),
-                &crate::runtime::adv_state_file(node),
-                &json,
+                &staging.join(folder),
+                &crate::runtime::state_file(node),
+                &to_json()?,
             )?;
         }
         let meta = serde_json::json!({

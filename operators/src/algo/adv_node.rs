@@ -4,7 +4,7 @@
 //!
 //! The state (the adaptive KL coefficient) is shared with the runtime through an
 //! `Rc<RefCell<..>>`, so the checkpoint node can save it and a resumed run starts from the
-//! saved value instead of the configured initial one (see [`crate::runtime::Runtime::adv_state`]).
+//! saved value instead of the configured initial one (see [`crate::runtime::Runtime::saved_state`]).
 
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -56,6 +56,9 @@ impl SpecCheck for ActorStepSpec {
         if !(self.entropy.is_finite() && self.entropy >= 0.0) {
             return Err(format!("`entropy` must be >= 0, got {}", self.entropy));
         }
+        if let Some(adaptive) = &self.adaptive_entropy {
+            adaptive.validate()?;
+        }
         let loss = match &self.loss {
             PolicyLoss::PpoClip(l) => l.validate(),
             PolicyLoss::DecoupledPpo(l) => l.validate(),

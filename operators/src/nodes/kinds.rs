@@ -30,7 +30,7 @@ macro_rules! estimator_kinds {
             }
 
             fn build(&self, name: &str, res: &mut NodeResources) -> Result<Box<dyn Operator>, String> {
-                let state = res.adv_state(name)?;
+                let state = res.saved_state("adv", name)?;
                 Ok(Box::new(AdvantageNode::with_state(AdvantageSpec::$variant(self.clone()), state)))
             }
         }
@@ -49,7 +49,7 @@ estimator_kinds! {
 }
 
 macro_rules! operator_kinds {
-    ($($config:ty => $role:expr, |$c:ident| $refs:expr, |$s:ident, $res:ident| $build:expr;)*) => {$(
+    ($($config:ty => $role:expr, |$c:ident| $refs:expr, |$s:ident, $res:ident, $name:ident| $build:expr;)*) => {$(
         impl NodeKind for $config {
             fn contract(&self) -> Contract {
                 <$config>::contract(self)
@@ -68,8 +68,8 @@ macro_rules! operator_kinds {
                 SpecCheck::check(self)
             }
 
-            fn build(&self, _name: &str, resources: &mut NodeResources) -> Result<Box<dyn Operator>, String> {
-                let ($s, $res) = (self, resources);
+            fn build(&self, name: &str, resources: &mut NodeResources) -> Result<Box<dyn Operator>, String> {
+                let ($s, $res, $name) = (self, resources, name);
                 Ok(Box::new($build?))
             }
         }
@@ -78,21 +78,21 @@ macro_rules! operator_kinds {
 
 operator_kinds! {
     RolloutSpec => Role::Source, |c| c.references(),
-        |s, r| RolloutNode::build(s, r);
+        |s, r, _name| RolloutNode::build(s, r);
     LogProbSpec => Role::Transform, |c| model_ref(&c.model),
-        |s, r| LogProbNode::build(&s.model, false, r);
+        |s, r, _name| LogProbNode::build(&s.model, false, r);
     RefLogProbSpec => Role::Transform, |c| model_ref(&c.model),
-        |s, r| LogProbNode::build(&s.model, true, r);
+        |s, r, _name| LogProbNode::build(&s.model, true, r);
     ValuesSpec => Role::Transform, |c| model_ref(&c.model),
-        |s, r| ValuesNode::build(&s.model, r);
+        |s, r, _name| ValuesNode::build(&s.model, r);
     ActorStepSpec => Role::PolicyUpdate, |c| model_ref(&c.model),
-        |s, r| ActorStepNode::build(s, r);
+        |s, r, name| ActorStepNode::build(s, name, r);
     CriticStepSpec => Role::Transform, |c| model_ref(&c.model),
-        |s, r| CriticStepNode::build(s, r);
+        |s, r, _name| CriticStepNode::build(s, r);
     ModelUpdateSpec => Role::PolicyUpdate, |c| model_ref(&c.model),
-        |s, r| ModelUpdateNode::build(&s.model, r);
+        |s, r, _name| ModelUpdateNode::build(&s.model, r);
     EvalSpec => Role::Source, |c| c.references(),
-        |s, r| EvalNode::build(s, r);
+        |s, r, _name| EvalNode::build(s, r);
     CheckpointSpec => Role::Transform, |_c| Vec::new(),
-        |s, r| CheckpointNode::build(s, r);
+        |s, r, _name| CheckpointNode::build(s, r);
 }

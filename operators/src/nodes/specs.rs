@@ -220,9 +220,13 @@ pub struct ActorStepSpec {
     /// The policy loss: `PpoClip(...)` (default) or `DecoupledPpo(...)`.
     #[serde(default = "default_policy_loss")]
     pub loss: PolicyLoss,
-    /// Entropy bonus coefficient (default 0).
+    /// Entropy bonus coefficient (default 0); with `adaptive_entropy`, its initial value.
     #[serde(default)]
     pub entropy: f32,
+    /// Moves the entropy coefficient each step to hold a target entropy (Skywork-OR1's
+    /// adaptive entropy control, [`crate::algo::entropy_control`]; default off).
+    #[serde(default)]
+    pub adaptive_entropy: Option<crate::algo::AdaptiveEntropy>,
     /// KL to the reference model as a loss term (default off).
     #[serde(default)]
     pub kl: Option<KlLoss>,

@@ -101,6 +101,15 @@ fn settings_are_range_checked() {
     assert!(node("ActorStep(loss: PpoClip(low: 0.2, high: 0.28))")
         .check()
         .is_ok());
+    assert_eq!(
+        err("ActorStep(adaptive_entropy: (target: 0.05, max: -1.0))"),
+        "`adaptive_entropy.max` must be > 0, got -1"
+    );
+    let Node::ActorStep(spec) = node("ActorStep(adaptive_entropy: (target: 0.05))") else {
+        panic!("an ActorStep");
+    };
+    let adaptive = spec.adaptive_entropy.expect("set");
+    assert_eq!((adaptive.delta, adaptive.max), (0.005, 0.05), "defaults");
 }
 
 #[test]

@@ -22,7 +22,6 @@ use std::sync::Arc;
 use burn::backend::Autodiff;
 use roll_flow_engine::{Pipeline, WorkerInfo};
 
-use crate::algo::AdvantageState;
 use crate::catalog::RollFlow;
 use crate::model::generate::AnswerChoices;
 use crate::model::CpuBackend;
@@ -71,8 +70,10 @@ pub struct Runtime {
     pub models: Rc<RefCell<ModelTable>>,
     /// The answer guide of each env tag, when its rollout or eval constrains replies.
     pub guides: Rc<RefCell<BTreeMap<String, Arc<AnswerChoices>>>>,
-    /// The state of each `adv` node, by node name (saved by the checkpoint node).
-    pub adv_states: Rc<RefCell<BTreeMap<String, Rc<RefCell<AdvantageState>>>>>,
+    /// The state nodes keep between steps (an `adv` node's KL controller, an actor step's
+    /// entropy controller), each as a way to write it as JSON, by (checkpoint folder,
+    /// node name); the checkpoint node saves them all.
+    pub saved_states: Rc<RefCell<SavedStates>>,
     /// Models that a `ModelUpdate` node publishes (the actor step then leaves it alone).
     published_by_update: BTreeSet<String>,
 }
@@ -100,7 +101,7 @@ impl Runtime {
             pipeline: Arc::new(pipeline.clone()),
             models: Rc::default(),
             guides: Rc::default(),
-            adv_states: Rc::default(),
+            saved_states: Rc::default(),
             published_by_update,
         }
     }
@@ -131,17 +132,24 @@ impl Runtime {
         Ok(model)
     }
 
-    /// The state of the `adv` node `node`: restored from the resume checkpoint's
-    /// `adv/<node>.json` when there is one, else fresh.
-    pub fn adv_state(&mut self, node: &str) -> Result<Rc<RefCell<AdvantageState>>, String> {
+    /// The state node `node` keeps between steps, saved by checkpoints as
+    /// `<folder>/<node>.json`: restored from the resume checkpoint when it has that file,
+    /// else fresh (`T::default()`).
+    pub fn saved_state<T>(&mut self, folder: &str, node: &str) -> Result<Rc<RefCell<T>>, String>
+    where
+        T: Default + serde::Serialize + serde::de::DeserializeOwned + 'static,
+    {
         let restored = match self.run.resume_dir() {
-            Some(dir) => load_adv_state(&dir, node)?,
-            None => AdvantageState::default(),
+            Some(dir) => load_state(&dir.join(folder), node)?,
+            None => T::default(),
         };
         let state = Rc::new(RefCell::new(restored));
-        self.adv_states
+        let saved = state.clone();
+        let to_json: StateJson =
+            Rc::new(move || serde_json::to_string(&*saved.borrow()).map_err(|e| e.to_string()));
+        self.saved_states
             .borrow_mut()
-            .insert(node.to_string(), state.clone());
+            .insert((folder.to_string(), node.to_string()), to_json);
         Ok(state)
     }
 
@@ -153,19 +161,28 @@ impl Runtime {
     }
 }
 
-/// Where a checkpoint keeps the `adv` node `node`'s state.
-pub fn adv_state_file(node: &str) -> String {
+/// Writes one node's state as JSON.
+pub type StateJson = Rc<dyn Fn() -> Result<String, String>>;
+
+/// Every node's saved state, by (checkpoint folder, node name).
+pub type SavedStates = BTreeMap<(String, String), StateJson>;
+
+/// The file a checkpoint keeps node `node`'s state in (inside its folder).
+pub fn state_file(node: &str) -> String {
     format!("{node}.json")
 }
 
-/// Reads `checkpoint/adv/<node>.json`; a checkpoint written before adv states were saved
-/// has none, and then the state starts fresh.
-fn load_adv_state(checkpoint: &std::path::Path, node: &str) -> Result<AdvantageState, String> {
-    let (dir, file) = (checkpoint.join("adv"), adv_state_file(node));
-    let path = dir.join(&file);
+/// Reads `folder/<node>.json`; a checkpoint written before the node kept state has none,
+/// and then the state starts fresh.
+fn load_state<T>(folder: &std::path::Path, node: &str) -> Result<T, String>
+where
+    T: Default + serde::de::DeserializeOwned,
+{
+    let file = state_file(node);
+    let path = folder.join(&file);
     if !path.exists() {
-        return Ok(AdvantageState::default());
+        return Ok(T::default());
     }
-    let text = trainable::read_text(&dir, &file)?;
+    let text = trainable::read_text(folder, &file)?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }

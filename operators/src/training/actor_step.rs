@@ -10,6 +10,9 @@
 //! with the rollout's temperature and answer guides, exactly as `LogProb` computed π_old.
 //! The step does nothing while `critic_warmup` steps have not passed. Afterwards the new
 //! weights are published to the inference copy unless a `ModelUpdate` node does that.
+//! With `adaptive_entropy` the bonus coefficient is the controller's
+//! ([`crate::algo::entropy_control`]), updated from the entropy each step measures and
+//! saved by checkpoints (`actor/<node>.json`), so a resumed run continues it.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -20,7 +23,10 @@ use burn::tensor::Tensor;
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
 use super::{loss_divisor, single_worker, train_epochs, EpochSchedule, StatMeans};
-use crate::algo::{actor_objective, ActorBatch, ActorExtras, AlgoStats, KlEstimator, PolicyInputs};
+use crate::algo::{
+    actor_objective, ActorBatch, ActorExtras, AlgoStats, EntropyController, KlEstimator,
+    PolicyInputs,
+};
 use crate::model::generate::AnswerChoices;
 use crate::model::Qwen2CausalLm;
 use crate::nodes::ActorStepSpec;
@@ -32,10 +38,11 @@ pub struct ActorStepNode {
     policy: Rc<RefCell<PolicyModel>>,
     guides: Rc<RefCell<BTreeMap<String, Arc<AnswerChoices>>>>,
     temperature: f32,
+    entropy_control: Rc<RefCell<EntropyController>>,
 }
 
 impl ActorStepNode {
-    pub fn build(spec: &ActorStepSpec, runtime: &mut Runtime) -> Result<Self, String> {
+    pub fn build(spec: &ActorStepSpec, name: &str, runtime: &mut Runtime) -> Result<Self, String> {
         single_worker("ActorStep", runtime.worker.peers)?;
         if spec
             .kl
@@ -51,7 +58,31 @@ impl ActorStepNode {
             policy: runtime.policy(&spec.model)?,
             guides: runtime.guides.clone(),
             temperature: rollout_temperature(&runtime.pipeline, &spec.model),
+            entropy_control: runtime.saved_state("actor", name)?,
         })
+    }
+
+    /// This step's entropy bonus coefficient: fixed, or the controller's.
+    fn entropy_coef(&self) -> f32 {
+        match &self.spec.adaptive_entropy {
+            None => self.spec.entropy,
+            Some(settings) => {
+                let initial = self.spec.entropy as f64;
+                self.entropy_control.borrow().bonus(settings, initial) as f32
+            }
+        }
+    }
+
+    /// Feeds the entropy measured in this step to the controller; reports its coefficient.
+    fn control_entropy(&self, metrics: &mut BTreeMap<String, f64>) {
+        let Some(settings) = &self.spec.adaptive_entropy else {
+            return;
+        };
+        let mut control = self.entropy_control.borrow_mut();
+        if let Some(&entropy) = metrics.get("entropy") {
+            control.update(settings, self.spec.entropy as f64, entropy);
+        }
+        metrics.insert("entropy/coef".into(), control.coef.unwrap_or(0.0));
     }
 }
 
@@ -61,6 +92,7 @@ struct ActorObjective<'a> {
     spec: &'a ActorStepSpec,
     guides: &'a BTreeMap<String, Arc<AnswerChoices>>,
     temperature: f32,
+    entropy_coef: f32,
 }
 
 impl ActorObjective<'_> {
@@ -94,7 +126,7 @@ impl ActorObjective<'_> {
             &self.spec.loss,
             &policy_inputs,
             extras,
-            self.spec.entropy,
+            self.entropy_coef,
             self.spec.kl.as_ref(),
         )
         .map_err(|e| e.to_string())?;
@@ -114,7 +146,10 @@ impl Operator for ActorStepNode {
             spec: &self.spec,
             guides: &guides,
             temperature: self.temperature,
+            entropy_coef: self.entropy_coef(),
         };
+        ctx.metrics
+            .insert("entropy/bonus".into(), objective.entropy_coef as f64);
         let (agg, norm_length) = self.spec.loss.agg();
         let mut stats = StatMeans::default();
         let step = ctx.step;
@@ -142,6 +177,7 @@ impl Operator for ActorStepNode {
             policy.publish();
         }
         stats.into_metrics(&mut ctx.metrics);
+        self.control_entropy(&mut ctx.metrics);
         ctx.metrics
             .insert("policy_version".into(), policy.version as f64);
         Ok(batch)
