@@ -138,6 +138,11 @@ pub fn actor_objective<B: roll_flow_kernels::KernelBackend>(
     let mut stats = out.stats;
     stats.insert("pg_loss".into(), scalar(&out.loss));
     let mut loss = out.loss;
+    // The `entropy` stat is always the mean over tokens, whatever the loss aggregation, so
+    // it means the same with the bonus on or off (adaptive entropy control reads it).
+    if let Some(h) = &extras.entropy {
+        stats.insert("entropy".into(), masked_mean(h.clone(), inputs.layout));
+    }
     if entropy_coef != 0.0 {
         let h = aggregate(
             extras.entropy.clone().ok_or_else(|| missing("entropy"))?,
@@ -145,10 +150,7 @@ pub fn actor_objective<B: roll_flow_kernels::KernelBackend>(
             agg,
             norm,
         );
-        stats.insert("entropy".into(), scalar(&h));
         loss = loss - h.mul_scalar(entropy_coef);
-    } else if let Some(h) = &extras.entropy {
-        stats.insert("entropy".into(), masked_mean(h.clone(), inputs.layout));
     }
     if let Some(kl) = kl_loss {
         let per_token = match kl.estimator {
@@ -242,6 +244,31 @@ mod tests {
             (g[0] - (-0.5 + 0.125)).abs() < 1e-5 && (g[1] + 0.5).abs() < 1e-5,
             "{g:?}"
         );
+    }
+
+    #[test]
+    fn the_entropy_stat_is_the_token_mean_with_the_bonus_on_or_off() {
+        // Two samples of 1 and 3 tokens, entropy [3 | 1, 1, 1], zero advantages (L_policy =
+        // 0). Token mean 6/4 = 1.5; the loss's SeqMeanTokenMean (3 + 1)/2 = 2.
+        let mask = [true; 4];
+        let l = PackedLayout::<Flex>::new(&[0, 1, 4], &mask, None, &Default::default());
+        let inputs = PolicyInputs {
+            logprob: l.constant(vec![-1.0; 4]),
+            old_logprob: l.constant(vec![-1.0; 4]),
+            advantages: l.constant(vec![0.0; 4]),
+            layout: &l,
+        };
+        for coef in [0.0, 0.1] {
+            let extras = ActorExtras {
+                entropy: Some(l.constant(vec![3.0, 1.0, 1.0, 1.0])),
+                ..Default::default()
+            };
+            let policy = PolicyLoss::PpoClip(PpoClip::default());
+            let out = actor_objective(&policy, &inputs, extras, coef, None).unwrap();
+            assert!((out.stats["entropy"] - 1.5).abs() < 1e-6, "{:?}", out.stats);
+            let want_loss = -(coef as f64) * 2.0;
+            assert!((out.stats["actor_loss"] - want_loss).abs() < 1e-6, "{coef}");
+        }
     }
 
     #[test]

@@ -39,7 +39,7 @@ fn default_max() -> f64 {
 #[serde(deny_unknown_fields)]
 pub struct AdaptiveEntropy {
     /// H*, the entropy per response token to hold (mean over the batch's tokens, as the
-    /// `entropy` metric reports it).
+    /// `actor_step/entropy` metric reports it, whatever the loss aggregation).
     pub target: f64,
     /// Δ, the coefficient's change per step.
     #[serde(default = "default_delta")]
