@@ -1,7 +1,19 @@
-//! The actor's full objective: policy loss − entropy bonus + KL loss term.
+//! The actor's full objective: policy loss − entropy bonus + uniform-prior KL + KL loss term.
 //!
-//! L = L_policy − entropy_coef·agg(H) + kl_coef·agg(KL(π_θ‖π_ref)) (verl/ROLL actor
-//! update). The entropy and KL terms use the policy loss's aggregation mode. The KL term
+//! L = L_policy − entropy_coef·agg(H) + uniform_kl_coef·agg(KL(U_A‖π_θ))
+//!     + kl_coef·agg(KL(π_θ‖π_ref)) (verl/ROLL actor update, plus the uniform prior). The
+//! three regularisers use the policy loss's aggregation mode.
+//!
+//! The uniform-prior term, KL(U_A‖π) = −ln|A| − (1/|A|)·Σ_{a∈A} ln π(a) over the tokens `A`
+//! the answer guide allows at a position (the vocabulary without a guide), is label
+//! smoothing's regulariser (Pereyra et al. 2017, "Regularizing neural networks by
+//! penalizing confident output distributions", §3.1: label smoothing adds KL(u‖p)). Its
+//! gradient on a logit is (π(a) − 1/|A|)/T: it pulls hardest where the policy is surest,
+//! so every state keeps some probability on every action. The entropy bonus does the
+//! opposite (its gradient −π(a)(ln π(a) + H) vanishes as π saturates): a policy can meet
+//! an entropy target on the states where actions tie and stay deterministic where one
+//! action looks best, and those are the states where a wrong belief needs exploration to
+//! be corrected. Default 0 (off); `ActorStep(uniform_kl: …)`. The KL term
 //! uses an estimator of d = logp − ref_logp, default `K3` (REFERENCE.md: "+ kl_loss_coef ·
 //! k3"); `Full` takes per-token full-vocabulary KL computed by [`super::kl::full_kl`].
 //! Defaults: `kl_loss` coef 0.001 (verl/ROLL `kl_loss_coef`). The entropy coefficient is
@@ -62,6 +74,19 @@ pub struct ActorExtras<B: Backend> {
     pub full_kl: Option<Tensor<B, 1>>,
     /// Per-token entropy of the policy (entropy bonus).
     pub entropy: Option<Tensor<B, 1>>,
+    /// Per-token KL(U_A‖π) (uniform-prior term).
+    pub uniform_kl: Option<Tensor<B, 1>>,
+}
+
+/// The coefficients of the objective's regularisers (all off by default).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Regularisers<'a> {
+    /// Entropy bonus coefficient.
+    pub entropy: f32,
+    /// Uniform-prior KL coefficient.
+    pub uniform_kl: f32,
+    /// KL to the reference model.
+    pub kl_loss: Option<&'a KlLoss>,
 }
 
 /// The actor's scalar loss (shape `[1]`) and its statistics.
@@ -116,14 +141,14 @@ impl PolicyLoss {
     }
 }
 
-/// L_policy − entropy_coef·agg(H) + kl.coef·agg(KL).
+/// L_policy − entropy_coef·agg(H) + uniform_kl_coef·agg(KL(U‖π)) + kl.coef·agg(KL).
 pub fn actor_objective<B: roll_flow_kernels::KernelBackend>(
     policy: &PolicyLoss,
     inputs: &PolicyInputs<'_, B>,
     extras: ActorExtras<B>,
-    entropy_coef: f32,
-    kl_loss: Option<&KlLoss>,
+    regularisers: Regularisers<'_>,
 ) -> Result<ActorLossOutput<B>, AlgoError> {
+    let (entropy_coef, kl_loss) = (regularisers.entropy, regularisers.kl_loss);
     let out = match policy {
         PolicyLoss::PpoClip(p) => p.loss(inputs)?,
         PolicyLoss::DecoupledPpo(p) => {
@@ -151,6 +176,14 @@ pub fn actor_objective<B: roll_flow_kernels::KernelBackend>(
             norm,
         );
         loss = loss - h.mul_scalar(entropy_coef);
+    }
+    if let Some(u) = &extras.uniform_kl {
+        stats.insert("uniform_kl".into(), masked_mean(u.clone(), inputs.layout));
+    }
+    if regularisers.uniform_kl != 0.0 {
+        let u = extras.uniform_kl.ok_or_else(|| missing("uniform_kl"))?;
+        let term = aggregate(u, inputs.layout, agg, norm);
+        loss = loss + term.mul_scalar(regularisers.uniform_kl);
     }
     if let Some(kl) = kl_loss {
         let per_token = match kl.estimator {
@@ -218,14 +251,13 @@ mod tests {
             coef: 0.5,
             estimator: KlEstimator::K3,
         };
-        let out = actor_objective(
-            &PolicyLoss::PpoClip(PpoClip::default()),
-            &inputs,
-            extras,
-            0.1,
-            Some(&kl),
-        )
-        .unwrap();
+        let regularisers = Regularisers {
+            entropy: 0.1,
+            kl_loss: Some(&kl),
+            ..Default::default()
+        };
+        let policy = PolicyLoss::PpoClip(PpoClip::default());
+        let out = actor_objective(&policy, &inputs, extras, regularisers).unwrap();
         let k3 = (-0.5 + 2f64.ln()) / 2.0;
         let want = -1.0 - 0.1 + 0.5 * k3;
         assert!(
@@ -264,11 +296,56 @@ mod tests {
                 ..Default::default()
             };
             let policy = PolicyLoss::PpoClip(PpoClip::default());
-            let out = actor_objective(&policy, &inputs, extras, coef, None).unwrap();
+            let regularisers = Regularisers {
+                entropy: coef,
+                ..Default::default()
+            };
+            let out = actor_objective(&policy, &inputs, extras, regularisers).unwrap();
             assert!((out.stats["entropy"] - 1.5).abs() < 1e-6, "{:?}", out.stats);
             let want_loss = -(coef as f64) * 2.0;
             assert!((out.stats["actor_loss"] - want_loss).abs() < 1e-6, "{coef}");
         }
+    }
+
+    #[test]
+    fn the_uniform_prior_term_is_added_with_the_loss_aggregation() {
+        // One sample, two tokens, zero advantages: L = 0.5 · mean([0.2, 0.6]) = 0.2, and
+        // its gradient on each token's KL is 0.5 / 2.
+        let l = PackedLayout::<AD>::new(&[0, 2], &[true, true], None, &Default::default());
+        let zeros = || l.constant(vec![0.0, 0.0]);
+        let inputs = PolicyInputs {
+            logprob: zeros(),
+            old_logprob: zeros(),
+            advantages: zeros(),
+            layout: &l,
+        };
+        let kl = l.constant(vec![0.2, 0.6]).require_grad();
+        let extras = || ActorExtras {
+            uniform_kl: Some(kl.clone()),
+            ..Default::default()
+        };
+        let policy = PolicyLoss::PpoClip(PpoClip::default());
+        let with = |coef| Regularisers {
+            uniform_kl: coef,
+            ..Default::default()
+        };
+        let off = actor_objective(&policy, &inputs, extras(), with(0.0)).unwrap();
+        assert!(
+            (off.stats["uniform_kl"] - 0.4).abs() < 1e-6,
+            "reported when off"
+        );
+        assert!(off.stats["actor_loss"].abs() < 1e-7);
+        let on = actor_objective(&policy, &inputs, extras(), with(0.5)).unwrap();
+        assert!(
+            (on.stats["actor_loss"] - 0.2).abs() < 1e-6,
+            "{:?}",
+            on.stats
+        );
+        let g = kl.grad(&on.loss.backward()).unwrap().into_data();
+        let g = g.to_vec::<f32>().unwrap();
+        assert!(g.iter().all(|g| (g - 0.25).abs() < 1e-6), "{g:?}");
+        let err = actor_objective(&policy, &inputs, ActorExtras::default(), with(0.5));
+        assert!(err.unwrap_err().to_string().contains("uniform_kl"));
     }
 
     #[test]
@@ -284,8 +361,7 @@ mod tests {
             &PolicyLoss::DecoupledPpo(DecoupledPpo::default()),
             &inputs,
             ActorExtras::default(),
-            0.0,
-            None,
+            Regularisers::default(),
         )
         .unwrap_err();
         assert!(err.to_string().contains("behaviour_logprob"), "{err}");

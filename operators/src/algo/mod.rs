@@ -55,7 +55,9 @@ pub mod zero_advantage_filter;
 #[cfg(test)]
 pub(crate) mod test_batches;
 
-pub use actor_loss::{actor_objective, ActorExtras, ActorLossOutput, KlLoss, PolicyLoss};
+pub use actor_loss::{
+    actor_objective, ActorExtras, ActorLossOutput, KlLoss, PolicyLoss, Regularisers,
+};
 pub use adv_node::AdvantageNode;
 pub use adv_spec::AdvantageSpec;
 pub use agentic_reinforce::AgenticReinforce;

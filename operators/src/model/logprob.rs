@@ -20,6 +20,12 @@
 //! no gradient. A forced token (the only one allowed) gets log-prob 0, entropy 0 and no
 //! gradient exactly: it skips the vocabulary projection and the kernel altogether (in the
 //! shipped answer guides three of a reply's four tokens are forced).
+//!
+//! On request ([`Scoring::uniform_kl`]) each token also gets `KL(U_A ‖ π)`, the divergence of
+//! the uniform distribution over its allowed tokens `A` (the whole vocabulary without a
+//! guide) from the policy: `−ln|A| − (1/|A|)·Σ_{a∈A} ln π(a)`, the actor's uniform-prior
+//! regulariser ([`crate::algo::actor_loss`]). It is plain burn ops on the decision tokens'
+//! logits (a `[decisions, vocab]` log-softmax), which only that regulariser pays for.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
@@ -38,6 +44,21 @@ pub struct ResponseLogProbs<B: Backend> {
     pub entropy: Tensor<B, 1>,
     /// Packed index of each response token (where its values go in a token column).
     pub token_index: Vec<usize>,
+    /// `KL(U_A ‖ π)` of each response token, `[responses]`, when [`Scoring::uniform_kl`]
+    /// asked for it (0 at forced tokens).
+    pub uniform_kl: Option<Tensor<B, 1>>,
+}
+
+/// How to score response tokens.
+#[derive(Clone, Copy, Debug)]
+pub struct Scoring<'a> {
+    /// The rollout temperature `T` (logits are divided by it).
+    pub temperature: f32,
+    /// Per response token, the tokens its guide allowed (`None` inside: unconstrained);
+    /// `None`: no guide at all.
+    pub allowed: Option<&'a [Option<&'a [u32]>]>,
+    /// Also compute `KL(U_A ‖ π)` per token.
+    pub uniform_kl: bool,
 }
 
 impl<B: Backend> ResponseLogProbs<B> {
@@ -59,7 +80,12 @@ pub fn response_logprobs<B: KernelBackend>(
     response_mask: &[bool],
     temperature: f32,
 ) -> Result<ResponseLogProbs<B>, ModelError> {
-    logprobs(model, packed, response_mask, temperature, None)
+    let scoring = Scoring {
+        temperature,
+        allowed: None,
+        uniform_kl: false,
+    };
+    response_scores(model, packed, response_mask, &scoring)
 }
 
 /// [`response_logprobs`] under guided decoding: `allowed` holds, for each marked token in
@@ -73,16 +99,23 @@ pub fn response_logprobs_guided<B: KernelBackend>(
     temperature: f32,
     allowed: &[Option<&[u32]>],
 ) -> Result<ResponseLogProbs<B>, ModelError> {
-    logprobs(model, packed, response_mask, temperature, Some(allowed))
+    let scoring = Scoring {
+        temperature,
+        allowed: Some(allowed),
+        uniform_kl: false,
+    };
+    response_scores(model, packed, response_mask, &scoring)
 }
 
-fn logprobs<B: KernelBackend>(
+/// Log-probs, entropies and (on request) uniform-prior KLs of the tokens marked in
+/// `response_mask`, as [`Scoring`] says.
+pub fn response_scores<B: KernelBackend>(
     model: &Qwen2CausalLm<B>,
     packed: &PackedSequences,
     response_mask: &[bool],
-    temperature: f32,
-    allowed: Option<&[Option<&[u32]>]>,
+    scoring: &Scoring<'_>,
 ) -> Result<ResponseLogProbs<B>, ModelError> {
+    let (temperature, allowed) = (scoring.temperature, scoring.allowed);
     packed.validate()?;
     check_inputs(packed, response_mask, temperature, model.config.vocab_size)?;
     let device = model.model.embed_tokens.weight.device();
@@ -130,8 +163,9 @@ fn logprobs<B: KernelBackend>(
         let empty = Tensor::<B, 1>::zeros([0], &device);
         return Ok(ResponseLogProbs {
             logprobs: empty.clone(),
-            entropy: empty,
+            entropy: empty.clone(),
             token_index,
+            uniform_kl: scoring.uniform_kl.then_some(empty),
         });
     }
     let hidden = model.hidden(
@@ -145,11 +179,15 @@ fn logprobs<B: KernelBackend>(
         .reshape([rows * width, hidden_dim])
         .select(0, rows_index);
     let mut logits = model.logits(selected);
-    if let Some(ruled_out) = ruled_out {
-        let ruled_out =
-            Tensor::<B, 2, Bool>::from_data(TensorData::new(ruled_out, [m, vocab]), &device);
-        logits = logits.mask_fill(ruled_out, f32::NEG_INFINITY);
+    let ruled_out =
+        ruled_out.map(|r| Tensor::<B, 2, Bool>::from_data(TensorData::new(r, [m, vocab]), &device));
+    if let Some(ruled_out) = &ruled_out {
+        logits = logits.mask_fill(ruled_out.clone(), f32::NEG_INFINITY);
     }
+    let spread = Spread::new(&decisions, n, &device);
+    let uniform_kl = scoring
+        .uniform_kl
+        .then(|| spread.apply(uniform_prior_kl(logits.clone(), ruled_out, temperature)));
     let targets = Tensor::<B, 1, Int>::from_data(TensorData::new(targets, [m]), &device);
     let fused =
         roll_flow_kernels::token_logprob_entropy(logits, targets, temperature).map_err(|e| {
@@ -157,13 +195,37 @@ fn logprobs<B: KernelBackend>(
                 message: e.to_string(),
             }
         })?;
-    let spread = Spread::new(&decisions, n, &device);
     let (logprobs, entropy) = (spread.apply(fused.logprob), spread.apply(fused.entropy));
     Ok(ResponseLogProbs {
         logprobs,
         entropy,
         token_index,
+        uniform_kl,
     })
+}
+
+/// `KL(U_A ‖ π) = −ln|A| − (1/|A|)·Σ_{a∈A} ln π(a)` per row of `logits` (ruled-out entries
+/// already −∞), `π = softmax(logits / T)`; its gradient is `(π − 1/|A|) / T` on `A`.
+fn uniform_prior_kl<B: Backend>(
+    logits: Tensor<B, 2>,
+    ruled_out: Option<Tensor<B, 2, Bool>>,
+    temperature: f32,
+) -> Tensor<B, 1> {
+    let [m, vocab] = logits.dims();
+    let device = logits.device();
+    let log_pi = burn::tensor::activation::log_softmax(logits.div_scalar(temperature), 1);
+    let (sum, count) = match ruled_out {
+        // −∞ log-probs of ruled-out tokens become 0 (and get no gradient) before the sum.
+        Some(ruled_out) => (
+            log_pi.mask_fill(ruled_out.clone(), 0.0).sum_dim(1),
+            ruled_out.bool_not().float().sum_dim(1),
+        ),
+        None => (
+            log_pi.sum_dim(1),
+            Tensor::full([m, 1], vocab as f32, &device),
+        ),
+    };
+    (count.clone().log().neg() - sum / count).reshape([m])
 }
 
 /// Whether a guide allows exactly one token here (a forced token, log-prob 0).
@@ -278,4 +340,72 @@ fn check_inputs(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::{Autodiff, Flex};
+
+    type A = Autodiff<Flex>;
+
+    /// KL(U_A‖π) and its gradient in float64, straight from the definition.
+    fn reference(logits: &[f64], allowed: &[bool], t: f64) -> (f64, Vec<f64>) {
+        let on: Vec<usize> = (0..logits.len()).filter(|&v| allowed[v]).collect();
+        let lse = on.iter().map(|&v| (logits[v] / t).exp()).sum::<f64>().ln();
+        let k = on.len() as f64;
+        let kl = -k.ln() - on.iter().map(|&v| logits[v] / t - lse).sum::<f64>() / k;
+        let grad = (0..logits.len())
+            .map(|v| match allowed[v] {
+                true => ((logits[v] / t - lse).exp() - 1.0 / k) / t,
+                false => 0.0,
+            })
+            .collect();
+        (kl, grad)
+    }
+
+    #[test]
+    fn uniform_prior_kl_and_its_gradient_match_a_float64_reference() {
+        let rows = [[2.0f32, -1.0, 0.5, 3.0, 0.0], [0.1, 0.1, 0.1, 0.1, 0.1]];
+        let allowed = [[true, false, true, true, false], [true; 5]];
+        let device = Default::default();
+        for temperature in [1.0f32, 0.7] {
+            for guided in [true, false] {
+                let flat: Vec<f32> = rows.iter().flatten().copied().collect();
+                let logits = Tensor::<A, 2>::from_data(TensorData::new(flat, [2, 5]), &device)
+                    .require_grad();
+                let ruled: Vec<bool> = allowed.iter().flatten().map(|a| !a).collect();
+                let ruled =
+                    Tensor::<A, 2, Bool>::from_data(TensorData::new(ruled, [2, 5]), &device);
+                let (masked, ruled) = match guided {
+                    true => (
+                        logits.clone().mask_fill(ruled.clone(), f32::NEG_INFINITY),
+                        Some(ruled),
+                    ),
+                    false => (logits.clone(), None),
+                };
+                let kl = uniform_prior_kl(masked, ruled, temperature);
+                let grad = logits.grad(&kl.clone().sum().backward()).unwrap();
+                let (kl, grad) = (kl.into_data().to_vec::<f32>().unwrap(), grad.into_data());
+                let grad = grad.to_vec::<f32>().unwrap();
+                for (r, row) in rows.iter().enumerate() {
+                    let on = if guided { allowed[r] } else { [true; 5] };
+                    let row: Vec<f64> = row.iter().map(|&x| x as f64).collect();
+                    let (want, want_grad) = reference(&row, &on, temperature as f64);
+                    assert!(
+                        (kl[r] as f64 - want).abs() < 1e-5,
+                        "row {r}: {} vs {want}",
+                        kl[r]
+                    );
+                    for (g, w) in grad[r * 5..(r + 1) * 5].iter().zip(&want_grad) {
+                        assert!(
+                            (*g as f64 - w).abs() < 1e-5,
+                            "row {r}: {grad:?} vs {want_grad:?}"
+                        );
+                    }
+                }
+                assert!(kl[1].abs() < 1e-6, "a uniform policy is at zero");
+            }
+        }
+    }
 }

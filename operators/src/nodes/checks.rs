@@ -56,6 +56,12 @@ impl SpecCheck for ActorStepSpec {
         if !(self.entropy.is_finite() && self.entropy >= 0.0) {
             return Err(format!("`entropy` must be >= 0, got {}", self.entropy));
         }
+        if !(self.uniform_kl.is_finite() && self.uniform_kl >= 0.0) {
+            return Err(format!(
+                "`uniform_kl` must be >= 0, got {}",
+                self.uniform_kl
+            ));
+        }
         if let Some(adaptive) = &self.adaptive_entropy {
             adaptive.validate()?;
         }

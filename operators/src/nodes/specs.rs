@@ -227,6 +227,11 @@ pub struct ActorStepSpec {
     /// adaptive entropy control, [`crate::algo::entropy_control`]; default off).
     #[serde(default)]
     pub adaptive_entropy: Option<crate::algo::AdaptiveEntropy>,
+    /// Coefficient of KL(U_A‖π), the divergence of the uniform distribution over each
+    /// decision's allowed tokens from the policy (label smoothing's regulariser; keeps every
+    /// state's actions from saturating, [`crate::algo::actor_loss`]; default 0, off).
+    #[serde(default)]
+    pub uniform_kl: f32,
     /// KL to the reference model as a loss term (default off).
     #[serde(default)]
     pub kl: Option<KlLoss>,

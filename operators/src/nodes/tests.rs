@@ -102,6 +102,11 @@ fn settings_are_range_checked() {
         .check()
         .is_ok());
     assert_eq!(
+        err("ActorStep(uniform_kl: -0.1)"),
+        "`uniform_kl` must be >= 0, got -0.1"
+    );
+    assert!(node("ActorStep(uniform_kl: 0.05)").check().is_ok());
+    assert_eq!(
         err("ActorStep(adaptive_entropy: (target: 0.05, max: -1.0))"),
         "`adaptive_entropy.max` must be > 0, got -1"
     );

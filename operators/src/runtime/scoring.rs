@@ -16,7 +16,7 @@ use roll_flow_engine::batch::column::{ENV_TAG, RESPONSE_MASK};
 use roll_flow_engine::Batch;
 
 use crate::model::generate::AnswerChoices;
-use crate::model::logprob::{response_logprobs, response_logprobs_guided, ResponseLogProbs};
+use crate::model::logprob::{response_scores, ResponseLogProbs, Scoring};
 use crate::model::packed::PackedSequences;
 use crate::model::qwen2::AttentionLayout;
 use crate::model::{Qwen2CausalLm, Qwen2ValueModel};
@@ -59,22 +59,27 @@ pub fn allowed_tokens<'g>(
     Ok(allowed)
 }
 
-/// Log-probs and entropies of the batch's response tokens under `model`.
+/// Log-probs and entropies of the batch's response tokens under `model`, and their
+/// uniform-prior KLs when `uniform_kl` asks for them.
 pub fn score_responses<B: roll_flow_kernels::KernelBackend>(
     model: &Qwen2CausalLm<B>,
     batch: &Batch,
     temperature: f32,
     guides: &BTreeMap<String, Arc<AnswerChoices>>,
+    uniform_kl: bool,
 ) -> Result<ResponseLogProbs<B>, String> {
     let mask = batch.bools(&RESPONSE_MASK).map_err(|e| e.to_string())?;
     let packed = packed(batch);
-    let scored = if guides.is_empty() {
-        response_logprobs(model, &packed, mask, temperature)
-    } else {
-        let allowed = allowed_tokens(batch, guides)?;
-        response_logprobs_guided(model, &packed, mask, temperature, &allowed)
+    let allowed = match guides.is_empty() {
+        true => None,
+        false => Some(allowed_tokens(batch, guides)?),
     };
-    scored.map_err(|e| e.to_string())
+    let scoring = Scoring {
+        temperature,
+        allowed: allowed.as_deref(),
+        uniform_kl,
+    };
+    response_scores(model, &packed, mask, &scoring).map_err(|e| e.to_string())
 }
 
 /// The critic's value of every response token (0 elsewhere), as a packed token tensor

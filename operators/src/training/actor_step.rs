@@ -3,7 +3,7 @@
 //! For each of `ppo_epochs` passes over the batch, the batch is shuffled and cut into
 //! mini-batches of `mini_batch` samples, one optimizer step each, and every mini-batch into
 //! micro-batches of `micro_batch` samples; each micro-batch's objective (policy loss −
-//! entropy bonus + KL term, [`actor_objective`]) is scaled by its share of the
+//! entropy bonus + uniform-prior KL + KL term, [`actor_objective`]) is scaled by its share of the
 //! mini-batch's loss divisor ([`super::train_epochs`]) and back-propagated, micro-batches
 //! concurrently ([`super::concurrent`]); the gradients are accumulated, and one AdamW
 //! step with global-norm clipping and the scheduled learning rate applies them. Log-probs are recomputed under the current weights
@@ -25,7 +25,7 @@ use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 use super::{loss_divisor, single_worker, train_epochs, EpochSchedule, StatMeans};
 use crate::algo::{
     actor_objective, ActorBatch, ActorExtras, AlgoStats, EntropyController, KlEstimator,
-    PolicyInputs,
+    PolicyInputs, Regularisers,
 };
 use crate::model::generate::AnswerChoices;
 use crate::model::Qwen2CausalLm;
@@ -106,10 +106,14 @@ impl ActorObjective<'_> {
         let device = Default::default();
         let inputs = ActorBatch::from_batch(batch, &self.spec.loss, self.spec.kl.as_ref(), &device)
             .map_err(|e| e.to_string())?;
-        let scored = score_responses(policy, batch, self.temperature, self.guides)?;
+        let uniform_kl = self.spec.uniform_kl != 0.0;
+        let scored = score_responses(policy, batch, self.temperature, self.guides, uniform_kl)?;
         let n = batch.num_tokens();
         let logprob = token_column(scored.logprobs, &scored.token_index, n);
         let entropy = token_column(scored.entropy, &scored.token_index, n);
+        let uniform_kl = scored
+            .uniform_kl
+            .map(|u| token_column(u, &scored.token_index, n));
         let policy_inputs = PolicyInputs {
             logprob,
             old_logprob: inputs.old_logprob.clone(),
@@ -121,15 +125,15 @@ impl ActorObjective<'_> {
             ref_logprob: inputs.ref_logprob.clone(),
             full_kl: None,
             entropy: Some(entropy),
+            uniform_kl,
         };
-        let out = actor_objective(
-            &self.spec.loss,
-            &policy_inputs,
-            extras,
-            self.entropy_coef,
-            self.spec.kl.as_ref(),
-        )
-        .map_err(|e| e.to_string())?;
+        let regularisers = Regularisers {
+            entropy: self.entropy_coef,
+            uniform_kl: self.spec.uniform_kl,
+            kl_loss: self.spec.kl.as_ref(),
+        };
+        let out = actor_objective(&self.spec.loss, &policy_inputs, extras, regularisers)
+            .map_err(|e| e.to_string())?;
         Ok((out.loss, out.stats))
     }
 }

@@ -55,7 +55,7 @@ fn loss(
     norm: Option<u32>,
 ) -> impl Fn(&Model, &Batch) -> Result<(Tensor<TrainBackend, 1>, ()), String> + Sync {
     move |m, b| {
-        let scored = score_responses(m, b, 1.0, &BTreeMap::new())?;
+        let scored = score_responses(m, b, 1.0, &BTreeMap::new(), false)?;
         let logp = token_column(scored.logprobs, &scored.token_index, b.num_tokens());
         let layout = PackedLayout::from_batch(b, "test", false, &Default::default())
             .map_err(|e| e.to_string())?;

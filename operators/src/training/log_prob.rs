@@ -52,7 +52,7 @@ impl Operator for LogProbNode {
         let mut count = 0usize;
         let (temperature, guides) = (self.temperature, &*guides);
         let chunks = score_chunks(&batch, SCORING_CHUNK_TOKENS, |part| {
-            let scored = score_responses(&weights, part, temperature, guides)?;
+            let scored = score_responses(&weights, part, temperature, guides, false)?;
             let (values, entropy) = (to_f32_vec(&scored.logprobs), to_f32_vec(&scored.entropy));
             Ok((scored.token_index, values, entropy))
         })

@@ -9,7 +9,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 
 use super::AnswerChoices;
 use crate::model::generate::{ContinuousBatcher, FinishReason, GenerationRequest, SamplingParams};
-use crate::model::logprob::response_logprobs_guided;
+use crate::model::logprob::{response_logprobs_guided, response_scores, Scoring};
 use crate::model::packed::PackedSequences;
 use crate::model::weights::to_f32_vec;
 use crate::model::{ChatMessage, Qwen2CausalLm, Qwen2Config, TextTokenizer, TinyArch};
@@ -327,6 +327,17 @@ fn guided_logprobs_of_a_choice_point_are_a_distribution_over_the_allowed_tokens(
             assert!((h as f64 - entropy).abs() < 1e-5, "{h} vs {entropy}");
         }
         assert!(entropy < (4.0f64).ln() + 1e-6);
+        // KL(U‖π) over the four choices: −ln 4 − the mean of their log-probs.
+        let scoring = Scoring {
+            temperature,
+            allowed: Some(&allowed),
+            uniform_kl: true,
+        };
+        let scored = response_scores(&model, &packed, &mask, &scoring).unwrap();
+        let want = -(4.0f64).ln() - logprobs.iter().map(|&l| l as f64).sum::<f64>() / 4.0;
+        for kl in to_f32_vec(&scored.uniform_kl.unwrap()) {
+            assert!((kl as f64 - want).abs() < 1e-5, "{kl} vs {want}");
+        }
     }
 }
 
