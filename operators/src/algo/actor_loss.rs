@@ -13,11 +13,12 @@
 //! opposite (its gradient −π(a)(ln π(a) + H) vanishes as π saturates): a policy can meet
 //! an entropy target on the states where actions tie and stay deterministic where one
 //! action looks best, and those are the states where a wrong belief needs exploration to
-//! be corrected. Default 0 (off); `ActorStep(uniform_kl: …)`. The KL term
-//! uses an estimator of d = logp − ref_logp, default `K3` (REFERENCE.md: "+ kl_loss_coef ·
-//! k3"); `Full` takes per-token full-vocabulary KL computed by [`super::kl::full_kl`].
-//! Defaults: `kl_loss` coef 0.001 (verl/ROLL `kl_loss_coef`). The entropy coefficient is
-//! the `ActorStep(entropy: …)` field.
+//! be corrected. Default 0 (off); `ActorStep(uniform_kl: …)`.
+//!
+//! The KL term uses an estimator of d = logp − ref_logp, default `K3` (REFERENCE.md: "+
+//! kl_loss_coef · k3"); `Full` takes per-token full-vocabulary KL computed by
+//! [`super::kl::full_kl`]. Defaults: `kl_loss` coef 0.001 (verl/ROLL `kl_loss_coef`). The
+//! entropy coefficient is the `ActorStep(entropy: …)` field.
 //!
 //! RON: `ActorStep(loss: PpoClip(...), entropy: 0.001, kl_loss: Some((coef: 0.001)))`.
 

@@ -3,13 +3,14 @@
 //! For each of `ppo_epochs` passes over the batch, the batch is shuffled and cut into
 //! mini-batches of `mini_batch` samples, one optimizer step each, and every mini-batch into
 //! micro-batches of `micro_batch` samples; each micro-batch's objective (policy loss −
-//! entropy bonus + uniform-prior KL + KL term, [`actor_objective`]) is scaled by its share of the
-//! mini-batch's loss divisor ([`super::train_epochs`]) and back-propagated, micro-batches
-//! concurrently ([`super::concurrent`]); the gradients are accumulated, and one AdamW
-//! step with global-norm clipping and the scheduled learning rate applies them. Log-probs are recomputed under the current weights
-//! with the rollout's temperature and answer guides, exactly as `LogProb` computed π_old.
-//! The step does nothing while `critic_warmup` steps have not passed. Afterwards the new
-//! weights are published to the inference copy unless a `ModelUpdate` node does that.
+//! entropy bonus + uniform-prior KL + KL term, [`actor_objective`]) is scaled by its share
+//! of the mini-batch's loss divisor ([`super::train_epochs`]) and back-propagated,
+//! micro-batches concurrently ([`super::concurrent`]); the gradients are accumulated, and
+//! one AdamW step with global-norm clipping and the scheduled learning rate applies them.
+//! Log-probs are recomputed under the current weights with the rollout's temperature and
+//! answer guides, exactly as `LogProb` computed π_old. The step does nothing while
+//! `critic_warmup` steps have not passed. Afterwards the new weights are published to the
+//! inference copy unless a `ModelUpdate` node does that.
 //! With `adaptive_entropy` the bonus coefficient is the controller's
 //! ([`crate::algo::entropy_control`]), updated from the entropy each step measures and
 //! saved by checkpoints (`actor/<node>.json`), so a resumed run continues it.
