@@ -3,8 +3,8 @@
 //!
 //! For one trajectory with turns k = 0..K−1, e_k the last response token of turn k
 //! (from `token_turn`), r the token rewards and V the critic values:
-//! 1. Turn level (γ_turn): δ_k = r(e_k) + γ_turn·V(e_{k+1}) − V(e_k), V(e_K) = 0;
-//!    Â_k = δ_k + γ_turn·λ·Â_{k+1}; the turn's return is G_k = Â_k + V(e_k).
+//! 1. Turn level (γ_turn, λ_turn): δ_k = r(e_k) + γ_turn·V(e_{k+1}) − V(e_k), V(e_K) = 0;
+//!    Â_k = δ_k + γ_turn·λ_turn·Â_{k+1}; the turn's return is G_k = Â_k + V(e_k).
 //! 2. Token level (γ) inside turn k, backward from e_k: at e_k, A = G_k − V(e_k) (= Â_k);
 //!    before it, δ_t = r_t + γ·V_{t+1} − V_t and A_t = δ_t + γλ·A_{t+1}.
 //! 3. returns = A + V.
@@ -17,8 +17,15 @@
 //! Difference from RAGEN's code: RAGEN finds turn ends as the tokens with a nonzero reward,
 //! which silently merges a zero-reward turn into the next; here turn ends come from
 //! `token_turn`. RAGEN always whitens afterwards; here that is `shaping.whiten` (set it to
-//! match). Defaults (RAGEN): γ = 1, λ = 1, γ_turn = 0.95.
+//! match). Defaults (RAGEN): γ = 1, λ = 1, γ_turn = 0.95, λ_turn = λ.
 //!
+//! `turn_lambda` (λ_turn) is this engine's addition; RAGEN uses λ at both levels. With
+//! λ = 1 inside the reply and λ_turn = 0 across turns, the decision token's advantage is
+//! the one-step TD error r_k + γ_turn·V(e_{k+1}) − V(s_k): a move is judged by the value of
+//! the state it leads to, not by what the later moves of the same episode did. With λ_turn
+//! near 1 a good first move of a detour that a later move spoils is scored as the failure.
+//! The price is the critic's bias: from scratch, with a critic that knows nothing yet,
+//! λ_turn = 0 left FrozenLake PPO at its random level for 340 steps (bench/README.md).//!
 //! RON: `"adv": BiLevelGae(turn_gamma: 0.95, shaping: (whiten: true))`.
 
 use roll_flow_engine::batch::column::{
@@ -53,9 +60,13 @@ pub struct BiLevelGae {
     /// Token-level discount γ (default 1.0).
     #[serde(default = "one")]
     pub gamma: f32,
-    /// GAE λ, used at both levels (default 1.0, RAGEN).
+    /// GAE λ inside each reply, and across turns unless `turn_lambda` is set (default 1.0,
+    /// RAGEN).
     #[serde(default = "one")]
     pub lambda: f32,
+    /// GAE λ across turns (default: `lambda`, as in RAGEN).
+    #[serde(default)]
+    pub turn_lambda: Option<f32>,
     /// Turn-level discount γ_turn (RAGEN `high_level_gamma`, default 0.95).
     #[serde(default = "default_turn_gamma")]
     pub turn_gamma: f32,
@@ -72,6 +83,7 @@ impl Default for BiLevelGae {
         BiLevelGae {
             gamma: 1.0,
             lambda: 1.0,
+            turn_lambda: None,
             turn_gamma: 0.95,
             shaping: Shaping::default(),
             kl_penalty: None,
@@ -80,9 +92,14 @@ impl Default for BiLevelGae {
 }
 
 impl BiLevelGae {
+    /// λ_turn: `turn_lambda`, or `lambda` when it is not set.
+    pub fn turn_level_lambda(&self) -> f32 {
+        self.turn_lambda.unwrap_or(self.lambda)
+    }
+
     /// The whole batch with two scans of the fused GAE kernel: (advantages, returns).
     ///
-    /// 1. Turn level: GAE (γ_turn, λ) over each trajectory's turn ends e_0, e_1, … gathered
+    /// 1. Turn level: GAE (γ_turn, λ_turn) over each trajectory's turn ends e_0, e_1, … gathered
     ///    into one short sequence, so the "next value" of e_k is V(e_{k+1}): Â_k at e_k. A
     ///    trajectory is one sample (trajectory-wise) or, given `steps` (trajectory id and
     ///    step index per sample), the chain of its step samples in step order.
@@ -121,7 +138,8 @@ impl BiLevelGae {
             mask: &vec![1.0; ends.len()],
             offsets: &chain_offsets,
         };
-        let (turn_adv, _) = fused_gae(NODE, &turn_level, self.turn_gamma, self.lambda)?;
+        let (turn_adv, _) =
+            fused_gae(NODE, &turn_level, self.turn_gamma, self.turn_level_lambda())?;
         let mut rewards = x.rewards.to_vec();
         for (&t, a) in ends.iter().zip(turn_adv) {
             rewards[t] = a + x.values[t];
@@ -142,17 +160,18 @@ impl BiLevelGae {
         let ends: Vec<usize> = (0..n)
             .filter(|&k| k + 1 == n || turns[k + 1] != turns[k])
             .collect();
-        let (gt, g, lam) = (
+        let (gt, g, lam, turn_lam) = (
             self.turn_gamma as f64,
             self.gamma as f64,
             self.lambda as f64,
+            self.turn_level_lambda() as f64,
         );
         let mut turn_adv = vec![0.0; ends.len()];
         let mut next_adv = 0.0;
         for j in (0..ends.len()).rev() {
             let next_value = ends.get(j + 1).map_or(0.0, |&e| values[e]);
             let delta = rewards[ends[j]] + gt * next_value - values[ends[j]];
-            next_adv = delta + gt * lam * next_adv;
+            next_adv = delta + gt * turn_lam * next_adv;
             turn_adv[j] = next_adv;
         }
         let mut adv = vec![0.0; n];
@@ -207,6 +226,7 @@ impl AdvantageEstimator for BiLevelGae {
     fn validate(&self) -> Result<(), AlgoError> {
         unit_interval(NODE, "gamma", self.gamma)?;
         unit_interval(NODE, "lambda", self.lambda)?;
+        unit_interval(NODE, "turn_lambda", self.turn_level_lambda())?;
         unit_interval(NODE, "turn_gamma", self.turn_gamma)?;
         if let Some(kl) = &self.kl_penalty {
             kl.validate(NODE)?;

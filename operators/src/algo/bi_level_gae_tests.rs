@@ -6,12 +6,14 @@ use crate::algo::gae::gae;
 use crate::algo::test_batches::{assert_close, f32s, get, u64s, with_masks};
 use roll_flow_engine::batch::column::TRAJECTORY_ID;
 
-/// γ 0.9, λ 0.8, γ_turn 0.95: no discount is 1, so a mix-up between them shows.
+/// γ 0.9, λ 0.8, γ_turn 0.95, λ_turn 0.6: no discount is 1 and no two are equal, so a
+/// mix-up between them shows.
 fn discounted_config() -> BiLevelGae {
     BiLevelGae {
         gamma: 0.9,
         lambda: 0.8,
         turn_gamma: 0.95,
+        turn_lambda: Some(0.6),
         ..Default::default()
     }
 }
@@ -66,6 +68,43 @@ fn ragen_example_by_hand() {
     let values = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
     let ret: Vec<f64> = want.iter().zip(values).map(|(a, v)| a + v).collect();
     assert_close(&get(&b, &RETURNS), &ret, 1e-5);
+}
+
+#[test]
+fn turn_lambda_zero_scores_a_move_by_the_next_state_value() {
+    // Two turns of two tokens; γ = λ = 1 inside a reply, γ_turn = 0.9. Turn ends e_0 = 1,
+    // e_1 = 3: Â_1 = 1 − 0.5 = 0.5; δ_0 = 0.9·0.5 − 0.6 = −0.15.
+    // λ_turn = 0: Â_0 = −0.15, so the first token gets 0.6 − 0.2 − 0.15 = 0.25, which is
+    // the one-step TD error γ_turn·V(e_1) − V_0 = 0.45 − 0.2.
+    // λ_turn = λ = 1 (default): Â_0 = −0.15 + 0.9·0.5 = 0.3, the first token 0.7, which is
+    // the Monte Carlo γ_turn·1 − V_0.
+    let (rewards, values) = ([0.0, 0.0, 0.0, 1.0], [0.2, 0.6, 0.3, 0.5]);
+    let run = |turn_lambda| {
+        let mut b = with_masks(&[&[1; 4]]);
+        f32s(&mut b, &TOKEN_REWARD, &rewards);
+        f32s(&mut b, &VALUES, &values);
+        b.set(&TOKEN_TURN, vec![0i64, 0, 1, 1]).unwrap();
+        let cfg = BiLevelGae {
+            turn_gamma: 0.9,
+            turn_lambda,
+            ..Default::default()
+        };
+        cfg.apply(&mut b, &mut AdvantageState::default()).unwrap();
+        get(&b, &ADVANTAGES)
+    };
+    assert_close(&run(Some(0.0)), &[0.25, -0.15, 0.7, 0.5], 1e-6);
+    assert_close(&run(None), &[0.7, 0.3, 0.7, 0.5], 1e-6);
+    assert_close(&run(Some(1.0)), &[0.7, 0.3, 0.7, 0.5], 1e-6);
+}
+
+#[test]
+fn turn_lambda_out_of_range_is_refused() {
+    let cfg = BiLevelGae {
+        turn_lambda: Some(1.5),
+        ..Default::default()
+    };
+    let err = cfg.validate().unwrap_err().to_string();
+    assert!(err.contains("turn_lambda"), "{err}");
 }
 
 #[test]
