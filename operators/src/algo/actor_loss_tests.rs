@@ -44,12 +44,7 @@ fn entropy_and_kl_terms_by_hand() {
         out.stats
     );
     // d/dlogp_0: policy −A·r/2 = −0.5; KL: 0.5·(1 − exp(−d))/2 = 0.5·0.5/2 = 0.125.
-    let g = logp
-        .grad(&out.loss.backward())
-        .unwrap()
-        .into_data()
-        .to_vec::<f32>()
-        .unwrap();
+    let g = crate::algo::test_batches::gradient(&logp, &out.loss);
     assert!(
         (g[0] - (-0.5 + 0.125)).abs() < 1e-5 && (g[1] + 0.5).abs() < 1e-5,
         "{g:?}"

@@ -172,12 +172,7 @@ mod tests {
             layout: &l,
         };
         let out = cfg.loss(&inputs, l.constant(behaviour.to_vec())).unwrap();
-        let g = logp
-            .grad(&out.loss.backward())
-            .unwrap()
-            .into_data()
-            .to_vec::<f32>()
-            .unwrap();
+        let g = crate::algo::test_batches::gradient(&logp, &out.loss);
         (out.loss.into_scalar(), g)
     }
 

@@ -1,7 +1,18 @@
-//! Small batch builders for the algorithm tests.
+//! Small batch builders and gradient readers for the algorithm tests.
 
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::Tensor;
 use roll_flow_engine::batch::column::RESPONSE_MASK;
 use roll_flow_engine::{Batch, Column};
+
+/// The gradient of `loss` with respect to the leaf tensor `x`, as f32s.
+pub fn gradient(x: &Tensor<Autodiff<Flex>, 1>, loss: &Tensor<Autodiff<Flex>, 1>) -> Vec<f32> {
+    x.grad(&loss.backward())
+        .expect("x is a leaf that requires grad")
+        .into_data()
+        .to_vec::<f32>()
+        .unwrap()
+}
 
 /// A batch whose samples have the given response masks (1 = response token); token ids
 /// are 0..n.

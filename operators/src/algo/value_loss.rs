@@ -127,12 +127,7 @@ mod tests {
                 &l,
             )
             .unwrap();
-        let g = vt
-            .grad(&out.loss.backward())
-            .unwrap()
-            .into_data()
-            .to_vec::<f32>()
-            .unwrap();
+        let g = crate::algo::test_batches::gradient(&vt, &out.loss);
         (out.loss.into_scalar(), g)
     }
 
@@ -184,12 +179,7 @@ mod tests {
                 &l,
             )
             .unwrap();
-        let g = v
-            .grad(&out.loss.backward())
-            .unwrap()
-            .into_data()
-            .to_vec::<f32>()
-            .unwrap();
+        let g = crate::algo::test_batches::gradient(&v, &out.loss);
         assert!((out.loss.into_scalar() - 0.5).abs() < 1e-6);
         assert_eq!(g, vec![0.0, -1.0]);
         assert_eq!(out.stats["vf_clipfrac"], 0.0);
