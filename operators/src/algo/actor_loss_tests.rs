@@ -114,8 +114,7 @@ fn the_uniform_prior_term_is_added_with_the_loss_aggregation() {
         "{:?}",
         on.stats
     );
-    let g = kl.grad(&on.loss.backward()).unwrap().into_data();
-    let g = g.to_vec::<f32>().unwrap();
+    let g = crate::algo::test_batches::gradient(&kl, &on.loss);
     assert!(g.iter().all(|g| (g - 0.25).abs() < 1e-6), "{g:?}");
     let err = actor_objective(&policy, &inputs, ActorExtras::default(), with(0.5));
     assert!(err.unwrap_err().to_string().contains("uniform_kl"));

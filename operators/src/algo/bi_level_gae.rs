@@ -25,7 +25,8 @@
 //! the state it leads to, not by what the later moves of the same episode did. With λ_turn
 //! near 1 a good first move of a detour that a later move spoils is scored as the failure.
 //! The price is the critic's bias: from scratch, with a critic that knows nothing yet,
-//! λ_turn = 0 left FrozenLake PPO at its random level for 340 steps (bench/README.md).//!
+//! λ_turn = 0 left FrozenLake PPO at its random level for 340 steps (bench/README.md).
+//!
 //! RON: `"adv": BiLevelGae(turn_gamma: 0.95, shaping: (whiten: true))`.
 
 use roll_flow_engine::batch::column::{
@@ -99,10 +100,11 @@ impl BiLevelGae {
 
     /// The whole batch with two scans of the fused GAE kernel: (advantages, returns).
     ///
-    /// 1. Turn level: GAE (γ_turn, λ_turn) over each trajectory's turn ends e_0, e_1, … gathered
-    ///    into one short sequence, so the "next value" of e_k is V(e_{k+1}): Â_k at e_k. A
-    ///    trajectory is one sample (trajectory-wise) or, given `steps` (trajectory id and
-    ///    step index per sample), the chain of its step samples in step order.
+    /// 1. Turn level: GAE (γ_turn, λ_turn) over each trajectory's turn ends e_0, e_1, …
+    ///    gathered into one short sequence, so the "next value" of e_k is V(e_{k+1}): Â_k
+    ///    at e_k. A trajectory is one sample (trajectory-wise) or, given `steps`
+    ///    (trajectory id and step index per sample), the chain of its step samples in step
+    ///    order.
     /// 2. Token level: GAE (γ, λ) with each turn as a sequence of its own (boundaries after
     ///    every e_k) and the reward at e_k replaced by Â_k + V(e_k), so that at e_k
     ///    A = (Â_k + V(e_k)) − V(e_k) = Â_k and the scan continues backward from it.
