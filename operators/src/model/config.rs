@@ -174,6 +174,12 @@ impl Qwen2Config {
                 self.kv_heads()
             ));
         }
+        if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
+            return Err(format!(
+                "rope_theta {} must be a positive number (Qwen2.5 uses 1000000.0)",
+                self.rope_theta
+            ));
+        }
         if self.hidden_act != "silu" {
             return Err(format!(
                 "hidden_act \"{}\" is not supported; Qwen2 uses \"silu\"",

@@ -56,6 +56,12 @@ pub enum ArchSpec {
         /// Longest sequence (prompt + response) the model handles.
         #[serde(default = "tiny_max_positions")]
         max_positions: usize,
+        /// Base of the rotary position embedding (`rope_theta` in config.json); default
+        /// 10000. A small model reading a grid from scratch learns faster with a small base
+        /// (e.g. 10), whose rotations tell apart the short offsets between neighbouring
+        /// cells; Qwen2.5's 1e6 is for long contexts.
+        #[serde(default = "tiny_rope_theta")]
+        rope_theta: f64,
     },
     /// A Hugging Face Qwen2/Qwen2.5 directory (config.json, *.safetensors, tokenizer.json).
     HfDir(String),
@@ -73,6 +79,9 @@ fn tiny_heads() -> usize {
 fn tiny_max_positions() -> usize {
     TinyArch::default().max_positions
 }
+fn tiny_rope_theta() -> f64 {
+    TinyArch::default().rope_theta
+}
 
 impl ArchSpec {
     /// The Tiny preset's parameters, if this is `Tiny`.
@@ -85,6 +94,7 @@ impl ArchSpec {
                 kv_heads,
                 ffn_dim,
                 max_positions,
+                rope_theta,
             } => Some(TinyArch {
                 layers: *layers,
                 dim: *dim,
@@ -92,6 +102,7 @@ impl ArchSpec {
                 kv_heads: *kv_heads,
                 ffn_dim: *ffn_dim,
                 max_positions: *max_positions,
+                rope_theta: *rope_theta,
                 ..TinyArch::default()
             }),
             ArchSpec::HfDir(_) => None,
@@ -204,7 +215,7 @@ pub(crate) mod tests {
             (tiny.layers, tiny.dim, tiny.heads, tiny.kv_heads),
             (2, 128, 4, None)
         );
-        assert_eq!(tiny.max_positions, 4096);
+        assert_eq!((tiny.max_positions, tiny.rope_theta), (4096, 10000.0));
         assert_eq!(spec.tokenizer, TokenizerSpec::Builtin);
         let OptimSpec::AdamW {
             lr,
@@ -236,6 +247,21 @@ pub(crate) mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn tiny_rope_theta_reaches_the_model_config() {
+        let spec = parse("(arch: Tiny(dim: 64, heads: 8, rope_theta: 10.0))").unwrap();
+        let config = crate::model::Qwen2Config::tiny(&spec.arch.tiny().unwrap(), 600);
+        assert_eq!(config.rope_theta, 10.0);
+        assert_eq!(config.validate(), Ok(()));
+        let spec = parse("(arch: Tiny(rope_theta: 0.0))").unwrap();
+        let config = crate::model::Qwen2Config::tiny(&spec.arch.tiny().unwrap(), 600);
+        let err = config.validate().unwrap_err();
+        assert!(
+            err.contains("rope_theta 0 must be a positive number"),
+            "{err}"
+        );
     }
 
     #[test]
