@@ -130,6 +130,14 @@ impl Batch {
         self.offsets.windows(2).map(|w| w[1] - w[0])
     }
 
+    /// Sample indices ordered by sample length, shortest first (ties in batch order): the
+    /// order to cut a batch in when each part is padded to its longest sample.
+    pub fn indices_by_length(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.num_samples()).collect();
+        order.sort_by_key(|&i| self.offsets[i + 1] - self.offsets[i]);
+        order
+    }
+
     fn expected_len(&self, level: Level) -> usize {
         match level {
             Level::Token => self.num_tokens(),

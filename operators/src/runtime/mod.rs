@@ -11,6 +11,8 @@
 pub mod lr_schedule;
 pub mod models;
 pub mod scoring;
+#[cfg(test)]
+mod scoring_tests;
 pub mod trainable;
 
 use std::cell::RefCell;

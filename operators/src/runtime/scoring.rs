@@ -137,24 +137,33 @@ pub fn token_column<B: Backend>(
     )
 }
 
-/// Consecutive sample ranges of `batch` holding at most `max_tokens` tokens each (a longer
-/// sample gets a chunk of its own), to bound the memory of one forward pass.
+/// The samples of `batch` in chunks of at most `max_tokens` tokens each (a longer sample
+/// gets a chunk of its own), to bound the memory of one forward pass. Samples are taken
+/// shortest first ([`Batch::indices_by_length`]), so each chunk, padded to its longest
+/// sample, wastes little.
 pub fn sample_chunks(batch: &Batch, max_tokens: usize) -> Vec<Vec<usize>> {
+    let lengths: Vec<usize> = batch.lengths().collect();
     let mut chunks = Vec::new();
     let mut current = Vec::new();
     let mut tokens = 0;
-    for (i, len) in batch.lengths().enumerate() {
-        if !current.is_empty() && tokens + len > max_tokens {
+    for i in batch.indices_by_length() {
+        if !current.is_empty() && tokens + lengths[i] > max_tokens {
             chunks.push(std::mem::take(&mut current));
             tokens = 0;
         }
         current.push(i);
-        tokens += len;
+        tokens += lengths[i];
     }
     if !current.is_empty() {
         chunks.push(current);
     }
     chunks
+}
+
+/// Where each token of `batch.select(chunk)` sits in `batch`: the samples' token ranges
+/// back to back, to write a chunk's per-token scores into a column of the whole batch.
+pub fn token_positions(batch: &Batch, chunk: &[usize]) -> Vec<usize> {
+    chunk.iter().flat_map(|&i| batch.sample_range(i)).collect()
 }
 
 /// `score` of every chunk of [`sample_chunks`], the chunks scored concurrently (one per

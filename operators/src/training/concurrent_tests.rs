@@ -1,6 +1,6 @@
-//! Micro-batches: the scaled gradients of a split mini-batch sum to the whole mini-batch's
-//! gradient in every aggregation mode, and concurrent parts give bit-identical gradients
-//! to parts computed on one thread.
+//! Micro-batches: the scaled gradients of a split mini-batch (cut in batch order or by
+//! length) sum to the whole mini-batch's gradient in every aggregation mode, and
+//! concurrent parts give bit-identical gradients to parts computed on one thread.
 //!
 //! The loss is the aggregated response-token log-prob of a tiny random Qwen2 (the terms
 //! of the actor objective are aggregated this way). Tolerance: |split − whole| ≤ 1e-6 +
@@ -15,7 +15,7 @@ use burn::tensor::Tensor;
 use roll_flow_engine::Batch;
 
 use super::concurrent::part_gradients;
-use super::{loss_divisor, parts_of};
+use super::{loss_divisor, micro_batches, parts_of};
 use crate::algo::aggregation::aggregate;
 use crate::algo::packed_layout::PackedLayout;
 use crate::algo::test_batches::with_masks;
@@ -107,8 +107,13 @@ fn split_micro_batches_give_the_whole_batch_gradient() {
             &m,
             part_gradients(&m, std::slice::from_ref(&b), &[1.0], loss(agg, norm)).unwrap(),
         );
-        for size in [1, 3] {
-            let parts = parts_of(&b, Some(size));
+        let cuts = [1, 3].into_iter().flat_map(|size| {
+            [
+                (size, "in batch order", parts_of(&b, Some(size))),
+                (size, "by length", micro_batches(&b, Some(size))),
+            ]
+        });
+        for (size, how, parts) in cuts {
             let total = loss_divisor(&b, agg, norm).unwrap();
             let scales: Vec<f32> = parts
                 .iter()
@@ -124,7 +129,7 @@ fn split_micro_batches_give_the_whole_batch_gradient() {
                 for (g, w) in got.iter().zip(&want) {
                     assert!(
                         (g - w).abs() <= 1e-6 + 1e-4 * scale,
-                        "{agg:?} norm {norm:?}, parts of {size}: {g} vs whole batch {w}"
+                        "{agg:?} norm {norm:?}, parts of {size} {how}: {g} vs whole batch {w}"
                     );
                 }
             }

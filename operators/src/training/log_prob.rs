@@ -20,7 +20,9 @@ use roll_flow_engine::{Batch, Column, Operator, OperatorError, StepContext};
 use super::SCORING_CHUNK_TOKENS;
 use crate::model::generate::AnswerChoices;
 use crate::model::weights::to_f32_vec;
-use crate::runtime::scoring::{rollout_temperature, score_chunks, score_responses};
+use crate::runtime::scoring::{
+    rollout_temperature, score_chunks, score_responses, token_positions,
+};
 use crate::runtime::{PolicyModel, Runtime};
 
 /// Scores response tokens into one column.
@@ -60,9 +62,9 @@ impl Operator for LogProbNode {
         for (chunk, (token_index, values, entropy)) in chunks {
             entropy_sum += entropy.iter().map(|&h| h as f64).sum::<f64>();
             count += entropy.len();
-            let base = batch.sample_range(chunk[0]).start;
+            let positions = token_positions(&batch, &chunk);
             for (&t, &v) in token_index.iter().zip(&values) {
-                column[base + t] = v;
+                column[positions[t]] = v;
             }
         }
         if self.column == OLD_LOGPROB {

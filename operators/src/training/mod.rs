@@ -23,11 +23,27 @@ use roll_flow_engine::Batch;
 /// score them concurrently on every core ([`crate::runtime::scoring::score_chunks`]).
 pub const SCORING_CHUNK_TOKENS: usize = 8_192;
 
-/// The batch in parts of `size` samples each, or whole.
+/// The batch in parts of `size` samples each, or whole, in batch order.
 pub fn parts_of(batch: &Batch, size: Option<usize>) -> Vec<Batch> {
     let n = batch.num_samples();
     match size {
         Some(size) if size > 0 && size < n => batch.split(n.div_ceil(size)),
+        _ => vec![batch.clone()],
+    }
+}
+
+/// The micro-batches of a mini-batch: parts of `size` samples, or whole, cut from the
+/// samples sorted by length (stable), so each part pads to a length close to its own
+/// samples'. The model runs right-padded rows (`model::packed`); cut in batch order, a
+/// FrozenLake StarPO batch of whole chats (39 to 319 tokens) computed 1.6x its real tokens
+/// in micro-batches of 64, and 1.23x sorted. The accumulated gradient is the same whatever
+/// the parts are ([`train_epochs`] scales each by its share of the loss divisor).
+pub fn micro_batches(batch: &Batch, size: Option<usize>) -> Vec<Batch> {
+    let n = batch.num_samples();
+    match size {
+        Some(size) if size > 0 && size < n => batch
+            .select(&batch.indices_by_length())
+            .split(n.div_ceil(size)),
         _ => vec![batch.clone()],
     }
 }
@@ -47,7 +63,7 @@ pub fn mini_batches(batch: &Batch, mini_batch: Option<usize>, seed: u64) -> Vec<
 }
 
 /// How [`train_epochs`] walks a batch: `epochs` shuffled passes (shuffled with `seed`), in
-/// mini-batches and micro-batches of the given sizes (`None`: whole).
+/// mini-batches and micro-batches ([`micro_batches`]) of the given sizes (`None`: whole).
 #[derive(Clone, Copy, Debug)]
 pub struct EpochSchedule {
     pub epochs: usize,
@@ -84,7 +100,7 @@ pub fn train_epochs(
         let epoch_seed = seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         for mini_batch in mini_batches(batch, mini, epoch_seed) {
             let whole = normalizer(&mini_batch)?;
-            let parts: Vec<Batch> = parts_of(&mini_batch, micro_size)
+            let parts: Vec<Batch> = micro_batches(&mini_batch, micro_size)
                 .into_iter()
                 .filter(|p| p.num_samples() > 0)
                 .collect();

@@ -10,7 +10,7 @@ use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
 use super::SCORING_CHUNK_TOKENS;
 use crate::model::weights::to_f32_vec;
-use crate::runtime::scoring::{score_chunks, token_values};
+use crate::runtime::scoring::{score_chunks, token_positions, token_values};
 use crate::runtime::{CriticModel, Runtime};
 
 pub struct ValuesNode {
@@ -28,13 +28,15 @@ impl ValuesNode {
 impl Operator for ValuesNode {
     fn process(&mut self, ctx: &mut StepContext, mut batch: Batch) -> Result<Batch, OperatorError> {
         let weights = self.critic.borrow().train.module().valid();
-        let mut column = Vec::with_capacity(batch.num_tokens());
+        let mut column = vec![0.0f32; batch.num_tokens()];
         let chunks = score_chunks(&batch, SCORING_CHUNK_TOKENS, |part| {
             Ok(to_f32_vec(&token_values(&weights, part)?))
         })
         .map_err(OperatorError)?;
-        for (_, values) in chunks {
-            column.extend(values);
+        for (chunk, values) in chunks {
+            for (position, value) in token_positions(&batch, &chunk).into_iter().zip(values) {
+                column[position] = value;
+            }
         }
         let mask = batch.bools(&roll_flow_engine::batch::column::RESPONSE_MASK)?;
         let (sum, n) = column
