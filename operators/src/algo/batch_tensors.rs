@@ -35,18 +35,21 @@ pub fn token_tensor<B: Backend>(
 #[derive(Clone, Debug)]
 pub struct ActorBatch<B: Backend> {
     pub layout: PackedLayout<B>,
-    pub old_logprob: Tensor<B, 1>,
+    /// π_old, when read from the batch (`None` when the step's own log-probs stand in).
+    pub old_logprob: Option<Tensor<B, 1>>,
     pub advantages: Tensor<B, 1>,
     pub behaviour_logprob: Option<Tensor<B, 1>>,
     pub ref_logprob: Option<Tensor<B, 1>>,
 }
 
 impl<B: Backend> ActorBatch<B> {
-    /// Reads the columns `loss` (and the KL term, if any) need.
+    /// Reads the columns `loss` (and the KL term, if any) need; `old_logprobs` only when
+    /// `read_old`.
     pub fn from_batch(
         batch: &Batch,
         loss: &PolicyLoss,
         kl: Option<&KlLoss>,
+        read_old: bool,
         device: &B::Device,
     ) -> Result<Self, AlgoError> {
         const NODE: &str = "ActorStep";
@@ -80,7 +83,9 @@ impl<B: Backend> ActorBatch<B> {
             })
             .transpose()?;
         Ok(ActorBatch {
-            old_logprob: token_tensor(batch, NODE, &OLD_LOGPROB, old_hint, device)?,
+            old_logprob: read_old
+                .then(|| token_tensor(batch, NODE, &OLD_LOGPROB, old_hint, device))
+                .transpose()?,
             advantages: token_tensor(
                 batch,
                 NODE,
@@ -135,15 +140,17 @@ mod tests {
         f32s(&mut b, &ADVANTAGES, &[0.0, 1.0, -1.0]);
         let dev = Default::default();
         let ppo = PolicyLoss::PpoClip(PpoClip::default());
-        let a = ActorBatch::<Flex>::from_batch(&b, &ppo, None, &dev).unwrap();
+        let a = ActorBatch::<Flex>::from_batch(&b, &ppo, None, true, &dev).unwrap();
         assert_eq!(
-            a.old_logprob.into_data().to_vec::<f32>().unwrap(),
+            a.old_logprob.unwrap().into_data().to_vec::<f32>().unwrap(),
             vec![-1.0, -2.0, -3.0]
         );
+        let unread = ActorBatch::<Flex>::from_batch(&b, &ppo, None, false, &dev).unwrap();
+        assert!(unread.old_logprob.is_none());
         assert_eq!(a.layout.sample_counts, vec![1, 1]);
         assert!(a.behaviour_logprob.is_none() && a.ref_logprob.is_none());
         let dec = PolicyLoss::DecoupledPpo(DecoupledPpo::default());
-        let err = ActorBatch::<Flex>::from_batch(&b, &dec, None, &dev).unwrap_err();
+        let err = ActorBatch::<Flex>::from_batch(&b, &dec, None, true, &dev).unwrap_err();
         assert!(err.to_string().contains("`behaviour_logprob`"), "{err}");
         let err = CriticBatch::<Flex>::from_batch(&b, &dev).unwrap_err();
         assert_eq!(

@@ -65,6 +65,16 @@ impl SpecCheck for ActorStepSpec {
         if let Some(adaptive) = &self.adaptive_entropy {
             adaptive.validate()?;
         }
+        if self.old_logprob == OldLogProb::ThisStep
+            && (self.ppo_epochs > 1 || self.mini_batch.is_some())
+        {
+            return Err(
+                "`old_logprob: ThisStep` needs one optimizer step per batch (`ppo_epochs: 1`, \
+                        no `mini_batch`): after the first step the weights are no longer π_old; \
+                        remove it and add a LogProb node upstream"
+                    .into(),
+            );
+        }
         let loss = match &self.loss {
             PolicyLoss::PpoClip(l) => l.validate(),
             PolicyLoss::DecoupledPpo(l) => l.validate(),

@@ -249,6 +249,22 @@ pub struct ActorStepSpec {
     /// Steps to wait while the critic warms up (default 0).
     #[serde(default)]
     pub critic_warmup: u64,
+    /// Where π_old comes from: `Column` (default), the `old_logprobs` of a `LogProb` node
+    /// upstream; `ThisStep`, the step's own log-probs, detached. With one optimizer step
+    /// per batch (`ppo_epochs: 1`, no `mini_batch`) the two are the same weights, so
+    /// `ThisStep` gives the same update and saves the `LogProb` pass.
+    #[serde(default)]
+    pub old_logprob: OldLogProb,
+}
+
+/// The source of π_old in the PPO ratio, [`ActorStepSpec::old_logprob`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum OldLogProb {
+    /// The `old_logprobs` column, from a `LogProb` node upstream.
+    #[default]
+    Column,
+    /// The step's own log-probs, detached (ratio 1 at the one optimizer step).
+    ThisStep,
 }
 
 fn default_policy_loss() -> PolicyLoss {
@@ -257,11 +273,10 @@ fn default_policy_loss() -> PolicyLoss {
 
 impl ActorStepSpec {
     pub fn contract(&self) -> Contract {
-        let mut needs = vec![
-            Need::column(RESPONSE_MASK),
-            Need::column(OLD_LOGPROB),
-            Need::column(ADVANTAGES),
-        ];
+        let mut needs = vec![Need::column(RESPONSE_MASK), Need::column(ADVANTAGES)];
+        if self.old_logprob == OldLogProb::Column {
+            needs.push(Need::column(OLD_LOGPROB));
+        }
         if self.kl.is_some() {
             needs.push(Need::with_hint(
                 REF_LOGPROB,

@@ -78,6 +78,16 @@ fn roles_and_contracts_follow_the_config() {
         .needs
         .iter()
         .any(|n| n.column.name() == "ref_logprob"));
+    let needs = |n: &Node| {
+        n.contract()
+            .needs
+            .iter()
+            .map(|c| c.column.name().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert!(needs(&node("ActorStep()")).contains(&"old_logprob".to_string()));
+    let this_step = node("ActorStep(old_logprob: ThisStep)");
+    assert_eq!(needs(&this_step), vec!["response_mask", "advantages"]);
     assert_eq!(node("StarPO(keep_top_std: 0.5)").kind(), "StarPO");
     assert!(node("Grpo()").contract().group_normalised);
 }
@@ -106,6 +116,15 @@ fn settings_are_range_checked() {
         "`uniform_kl` must be >= 0, got -0.1"
     );
     assert!(node("ActorStep(uniform_kl: 0.05)").check().is_ok());
+    assert!(node("ActorStep(old_logprob: ThisStep)").check().is_ok());
+    for off_policy in ["ppo_epochs: 2", "mini_batch: 64"] {
+        let e = err(&format!("ActorStep(old_logprob: ThisStep, {off_policy})"));
+        assert!(
+            e.starts_with("`old_logprob: ThisStep` needs one optimizer step per batch")
+                && e.ends_with("remove it and add a LogProb node upstream"),
+            "{e}"
+        );
+    }
     assert_eq!(
         err("ActorStep(adaptive_entropy: (target: 0.05, max: -1.0))"),
         "`adaptive_entropy.max` must be > 0, got -1"

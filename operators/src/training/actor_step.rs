@@ -8,7 +8,11 @@
 //! micro-batches concurrently ([`super::concurrent`]); the gradients are accumulated, and
 //! one AdamW step with global-norm clipping and the scheduled learning rate applies them.
 //! Log-probs are recomputed under the current weights with the rollout's temperature and
-//! answer guides, exactly as `LogProb` computed π_old. The step does nothing while
+//! answer guides, exactly as `LogProb` computed π_old. With `old_logprob: ThisStep` (one
+//! optimizer step per batch, checked at validation) π_old is those log-probs detached: the
+//! weights `LogProb` would have scored with are the ones about to be updated, so the ratio
+//! is 1 and its gradient ∇log π, as with the column, and the `LogProb` pass is saved.
+//! The step does nothing while
 //! `critic_warmup` steps have not passed. Afterwards the new weights are published to the
 //! inference copy unless a `ModelUpdate` node does that.
 //! With `adaptive_entropy` the bonus coefficient is the controller's
@@ -30,7 +34,7 @@ use crate::algo::{
 };
 use crate::model::generate::AnswerChoices;
 use crate::model::Qwen2CausalLm;
-use crate::nodes::ActorStepSpec;
+use crate::nodes::{ActorStepSpec, OldLogProb};
 use crate::runtime::scoring::{rollout_temperature, score_responses, token_column};
 use crate::runtime::{PolicyModel, Runtime, TrainBackend};
 
@@ -105,8 +109,15 @@ impl ActorObjective<'_> {
         batch: &Batch,
     ) -> Result<(Tensor<TrainBackend, 1>, AlgoStats), String> {
         let device = Default::default();
-        let inputs = ActorBatch::from_batch(batch, &self.spec.loss, self.spec.kl.as_ref(), &device)
-            .map_err(|e| e.to_string())?;
+        let read_old = self.spec.old_logprob == OldLogProb::Column;
+        let inputs = ActorBatch::from_batch(
+            batch,
+            &self.spec.loss,
+            self.spec.kl.as_ref(),
+            read_old,
+            &device,
+        )
+        .map_err(|e| e.to_string())?;
         let uniform_kl = self.spec.uniform_kl != 0.0;
         let scored = score_responses(policy, batch, self.temperature, self.guides, uniform_kl)?;
         let n = batch.num_tokens();
@@ -115,9 +126,13 @@ impl ActorObjective<'_> {
         let uniform_kl = scored
             .uniform_kl
             .map(|u| token_column(u, &scored.token_index, n));
+        let old_logprob = match &inputs.old_logprob {
+            Some(old) => old.clone(),
+            None => logprob.clone().detach(),
+        };
         let policy_inputs = PolicyInputs {
             logprob,
-            old_logprob: inputs.old_logprob.clone(),
+            old_logprob,
             advantages: inputs.advantages.clone(),
             layout: &inputs.layout,
         };
