@@ -28,6 +28,10 @@ fn every_cpu_pipeline_runs_two_steps_and_leaves_metrics_checkpoints_and_dumps() 
         assert_ok(&out);
         let records = metrics(&out_dir);
         assert_eq!(records.len(), 2, "{file}: one record per step");
+        // π_old comes from a LogProb node, or from the actor's own pass (`ThisStep`).
+        let this_step = std::fs::read_to_string(file)
+            .unwrap()
+            .contains("old_logprob: ThisStep");
         for (step, r) in records.iter().enumerate() {
             assert_eq!(r["step"], step as u64, "{file}");
             for key in [
@@ -36,7 +40,12 @@ fn every_cpu_pipeline_runs_two_steps_and_leaves_metrics_checkpoints_and_dumps() 
                 "rollout/effective_action_rate",
                 "actor_step/lr",
                 "actor_step/grad_norm",
-                "old_logprob/entropy",
+                "actor_step/entropy",
+                if this_step {
+                    "actor_step/ppo_kl"
+                } else {
+                    "old_logprob/entropy"
+                },
             ] {
                 let v = r.get(key).and_then(Value::as_f64);
                 assert!(
@@ -63,14 +72,14 @@ fn every_cpu_pipeline_runs_two_steps_and_leaves_metrics_checkpoints_and_dumps() 
         let dump = dumps.join("step_000001/actor_step.json");
         let batch: Value = serde_json::from_slice(&std::fs::read(&dump).unwrap()).unwrap();
         let columns = batch["token_columns"].as_object().unwrap();
-        for c in [
-            "response_mask",
-            "old_logprob",
-            "advantages",
-            "behaviour_logprob",
-        ] {
+        for c in ["response_mask", "advantages", "behaviour_logprob"] {
             assert!(columns.contains_key(c), "{file}: dump lacks `{c}`");
         }
+        assert_eq!(
+            columns.contains_key("old_logprob"),
+            !this_step,
+            "{file}: the dump has `old_logprob` exactly when a LogProb node gives it"
+        );
         let renders = out_dir.join("renders/step_0");
         assert!(
             renders.join("val_0_chat.txt").is_file(),
