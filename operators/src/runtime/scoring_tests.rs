@@ -7,11 +7,8 @@ use std::collections::BTreeMap;
 
 use roll_flow_engine::Batch;
 
-use super::scoring::token_positions;
-use super::scoring::{sample_chunks, score_chunks, score_responses, token_column};
+use super::scoring::{sample_chunks, score_chunks, score_responses, token_column, token_positions};
 use crate::algo::test_batches::with_masks;
-use crate::model::config::{Qwen2Config, TinyArch};
-use crate::model::{CpuBackend, Qwen2CausalLm};
 
 /// Five samples of lengths 6, 2, 5, 3 and 6, with responses of different lengths.
 fn batch() -> Batch {
@@ -51,16 +48,7 @@ fn token_positions_are_the_chunk_samples_ranges_in_chunk_order() {
 
 #[test]
 fn chunked_scores_equal_the_whole_batch_scores_on_every_token() {
-    let arch = TinyArch {
-        layers: 1,
-        dim: 16,
-        heads: 2,
-        max_positions: 64,
-        ..Default::default()
-    };
-    let mut config = Qwen2Config::tiny(&arch, 64);
-    config.initializer_range = 0.2;
-    let model = Qwen2CausalLm::<CpuBackend>::random(&config, 5, &Default::default());
+    let model = crate::training::concurrent_tests::model();
     let (b, guides) = (batch(), BTreeMap::new());
     let n = b.num_tokens();
     let whole = score_responses(&model, &b, 0.7, &guides, false).unwrap();

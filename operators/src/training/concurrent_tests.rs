@@ -27,7 +27,9 @@ use crate::runtime::TrainBackend;
 
 type Model = Qwen2CausalLm<TrainBackend>;
 
-fn model() -> Model {
+/// A one-layer 16-wide Qwen2 with large random weights (init std 0.2), so log-probs and
+/// their gradients are far from uniform.
+pub(crate) fn model() -> Model {
     let arch = TinyArch {
         layers: 1,
         dim: 16,

@@ -10,7 +10,7 @@
 pub mod actor_step;
 pub mod concurrent;
 #[cfg(test)]
-mod concurrent_tests;
+pub(crate) mod concurrent_tests;
 pub mod critic_step;
 pub mod log_prob;
 pub mod model_update;
