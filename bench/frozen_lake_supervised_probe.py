@@ -11,6 +11,7 @@ validation on the 64 fixed maps every 50 steps. RL sees fewer useful labels per 
 Run by hand (not in CI), e.g. the settings quoted in bench/README.md:
     python3 bench/frozen_lake_supervised_probe.py --steps 400
     python3 bench/frozen_lake_supervised_probe.py --steps 300 --layers 4
+    python3 bench/frozen_lake_supervised_probe.py --steps 1000 --heads 8 --theta 3 --val-maps 256
 """
 import argparse
 import random
@@ -62,13 +63,15 @@ def main():
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--theta", type=float, default=10000.0, help="rope_theta")
+    ap.add_argument("--val-maps", type=int, default=64)
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = ref.tiny_model(args.layers, args.dim, args.heads)
+    model = ref.tiny_model(args.layers, args.dim, args.heads, args.theta)
     optim = torch.optim.AdamW(model.parameters(), lr=args.lr)
     rng, val_rng = random.Random(0), random.Random(10000)
-    val_maps = [ref.random_map(val_rng) for _ in range(64)]
+    val_maps = [ref.random_map(val_rng) for _ in range(args.val_maps)]
     start = time.time()
     for it in range(1, args.steps + 1):
         prompts, labels = labelled_batch(rng, args.batch)
@@ -79,7 +82,7 @@ def main():
         if it % 50 == 0:
             _, val_returns = ref.play(model, val_maps, greedy=True)
             print(f"step {it} labelled_states {it * args.batch} loss {loss.item():.3f} "
-                  f"val_success {sum(val_returns) / 64:.3f} wall {time.time() - start:.0f}s", flush=True)
+                  f"val_success {sum(val_returns) / len(val_maps):.3f} wall {time.time() - start:.0f}s", flush=True)
 
 
 if __name__ == "__main__":

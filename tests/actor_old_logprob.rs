@@ -1,8 +1,9 @@
-//! `ActorStep(old_logprob: ThisStep)` through the binary: a pipeline without a `LogProb`
-//! node trains as the same pipeline with one. With one optimizer step per batch, π_old is
-//! the weights the step starts from either way, so the ratio is 1 and the update is the
-//! same; only f32 rounding may differ (the `LogProb` pass scores the batch in other
-//! chunks), hence the tolerance of 1e-5 relative on losses and gradient norms.
+//! `ActorStep(old_logprob: ThisStep | Behaviour)` through the binary: a pipeline without a
+//! `LogProb` node trains as the same pipeline with one. π_old is the weights the step
+//! starts from either way: `ThisStep` with one optimizer step per batch (ratio 1), and
+//! `Behaviour` with mini-batches (the rollout sampled with those weights). Only f32
+//! rounding may differ (the `LogProb` pass scores the batch in other chunks, the rollout
+//! with a KV cache), hence the tolerance of 1e-5 relative on losses and gradient norms.
 
 mod common;
 
@@ -11,8 +12,12 @@ use serde_json::{Map, Value};
 
 const STARPO: &str = "pipelines/frozen_lake_starpo.ron";
 
-/// `file` run for three tiny steps into `out`.
-fn run_file(file: &std::path::Path, out: &std::path::Path) -> Vec<Map<String, Value>> {
+/// `file` run for three tiny steps into `out`, with `extra` arguments.
+fn run_file(
+    file: &std::path::Path,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> Vec<Map<String, Value>> {
     let mut args: Vec<String> = vec![
         "run".into(),
         file.display().to_string(),
@@ -22,38 +27,32 @@ fn run_file(file: &std::path::Path, out: &std::path::Path) -> Vec<Map<String, Va
         out.display().to_string(),
     ];
     args.extend(tiny(STARPO));
+    args.extend(extra.iter().map(|a| a.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = roll_flow(&refs);
     assert_ok(&result);
     metrics(out)
 }
 
-/// The shipped StarPO file with π_old from a `LogProb` node, or from the actor's own pass.
-fn variant(with_log_prob_node: bool) -> String {
+/// The shipped StarPO file with π_old from a `LogProb` node (`source: None`) or from the
+/// actor's `old_logprob: source`.
+fn variant(source: Option<&str>) -> String {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(root.join(STARPO)).unwrap();
-    let has_node = text.contains("\"old_logprob\": LogProb(model: \"policy\"),");
-    let this_step = text.contains("old_logprob: ThisStep");
+    let node = "        \"old_logprob\": LogProb(model: \"policy\"),\n";
     assert!(
-        has_node != this_step,
-        "{STARPO} uses exactly one of the two"
+        text.contains(node) && !text.contains("old_logprob:"),
+        "{STARPO} takes π_old from a LogProb node"
     );
-    if has_node == with_log_prob_node {
-        return text;
-    }
-    let edges_with = "(\"adv\", \"old_logprob\"),\n        (\"old_logprob\", \"actor_step\"),";
-    let edges_without = "(\"adv\", \"actor_step\"),";
-    if with_log_prob_node {
-        text.replace("old_logprob: ThisStep, ", "")
+    match source {
+        None => text,
+        Some(source) => text
+            .replace(node, "")
+            .replace("ActorStep(", &format!("ActorStep(old_logprob: {source}, "))
             .replace(
-                "\"actor_step\":",
-                "\"old_logprob\": LogProb(model: \"policy\"),\n        \"actor_step\":",
-            )
-            .replace(edges_without, edges_with)
-    } else {
-        text.replace("        \"old_logprob\": LogProb(model: \"policy\"),\n", "")
-            .replace("ActorStep(", "ActorStep(old_logprob: ThisStep, ")
-            .replace(edges_with, edges_without)
+                "(\"adv\", \"old_logprob\"),\n        (\"old_logprob\", \"actor_step\"),",
+                "(\"adv\", \"actor_step\"),",
+            ),
     }
 }
 
@@ -62,16 +61,19 @@ fn close(a: &Value, b: &Value) -> bool {
     (a - b).abs() <= 1e-5 * a.abs().max(b.abs()).max(1e-3)
 }
 
-#[test]
-fn this_step_trains_as_a_log_prob_node_does() {
+/// Runs the StarPO file with a `LogProb` node and with `old_logprob: source` (both with
+/// `extra`) and checks they train alike.
+fn trains_alike(source: &str, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
-    let files = [true, false].map(|with| {
-        let file = dir.path().join(format!("starpo_{with}.ron"));
-        std::fs::write(&file, variant(with)).unwrap();
+    let files = [None, Some(source)].map(|s| {
+        let file = dir
+            .path()
+            .join(format!("starpo_{}.ron", s.unwrap_or("node")));
+        std::fs::write(&file, variant(s)).unwrap();
         file
     });
-    let with_node = run_file(&files[0], &dir.path().join("with"));
-    let without = run_file(&files[1], &dir.path().join("without"));
+    let with_node = run_file(&files[0], &dir.path().join("with"), extra);
+    let without = run_file(&files[1], &dir.path().join("without"), extra);
     assert_eq!(with_node.len(), 3);
     assert!(with_node[0].contains_key("old_logprob/seconds"));
     assert!(
@@ -80,22 +82,40 @@ fn this_step_trains_as_a_log_prob_node_does() {
     );
     for (step, (a, b)) in with_node.iter().zip(&without).enumerate() {
         // The same weights sample the same episodes at every step.
-        for key in ["rollout/score/mean", "rollout/tokens", "actor_step/tokens"] {
-            assert_eq!(a[key], b[key], "step {step}: {key}");
+        for key in [
+            "rollout/score/mean",
+            "rollout/tokens",
+            "actor_step/tokens",
+            "actor_step/optimizer_steps",
+        ] {
+            assert_eq!(a[key], b[key], "{source}, step {step}: {key}");
         }
         for key in [
             "actor_step/pg_loss",
             "actor_step/grad_norm",
             "actor_step/entropy",
+            "actor_step/pg_clipfrac",
             "actor_step/ppo_kl",
         ] {
-            assert!(
-                close(&a[key], &b[key]),
-                "step {step}: {key} {} vs {}",
-                a[key],
-                b[key]
-            );
+            let (x, y) = (&a[key], &b[key]);
+            assert!(close(x, y), "{source}, step {step}: {key} {x} vs {y}");
         }
-        assert_eq!(b["actor_step/pg_clipfrac"], 0.0, "ratio 1: nothing clipped");
     }
+}
+
+#[test]
+fn this_step_trains_as_a_log_prob_node_does() {
+    trains_alike("ThisStep", &[]);
+}
+
+#[test]
+fn behaviour_trains_as_a_log_prob_node_does_with_mini_batches() {
+    // 24 episodes, mini-batches of 4: several optimizer steps a step, so π_θ moves away
+    // from π_old within the step (non-zero `ppo_kl` and clipping after the first).
+    let sets = [
+        "envs.train.groups=6",
+        "envs.train.group_size=4",
+        "nodes.actor_step.mini_batch=4",
+    ];
+    trains_alike("Behaviour", &sets.map(|s| ["--set", s]).concat());
 }

@@ -7,7 +7,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use roll_flow_engine::batch::column::{
-    ADVANTAGES, BEHAVIOUR_LOGPROB, OLD_LOGPROB, REF_LOGPROB, RETURNS, VALUES,
+    ADVANTAGES, BEHAVIOUR_LOGPROB, REF_LOGPROB, RETURNS, VALUES,
 };
 use roll_flow_engine::{Batch, Column};
 
@@ -43,13 +43,13 @@ pub struct ActorBatch<B: Backend> {
 }
 
 impl<B: Backend> ActorBatch<B> {
-    /// Reads the columns `loss` (and the KL term, if any) need; `old_logprobs` only when
-    /// `read_old`.
+    /// Reads the columns `loss` (and the KL term, if any) need, and π_old from the column
+    /// `old` (`None`: the step's own log-probs stand in, nothing is read).
     pub fn from_batch(
         batch: &Batch,
         loss: &PolicyLoss,
         kl: Option<&KlLoss>,
-        read_old: bool,
+        old: Option<&Column>,
         device: &B::Device,
     ) -> Result<Self, AlgoError> {
         const NODE: &str = "ActorStep";
@@ -58,7 +58,10 @@ impl<B: Backend> ActorBatch<B> {
             PolicyLoss::DecoupledPpo(p) => (p.ratio, true),
         };
         let layout = PackedLayout::from_batch(batch, NODE, ratio == RatioLevel::Segment, device)?;
-        let old_hint = "add a LogProb(model: \"policy\") node upstream";
+        let old_hint = match old {
+            Some(c) if *c == BEHAVIOUR_LOGPROB => "the Rollout node gives it",
+            _ => "add a LogProb(model: \"policy\") node upstream",
+        };
         let behaviour = decoupled
             .then(|| {
                 token_tensor(
@@ -83,8 +86,8 @@ impl<B: Backend> ActorBatch<B> {
             })
             .transpose()?;
         Ok(ActorBatch {
-            old_logprob: read_old
-                .then(|| token_tensor(batch, NODE, &OLD_LOGPROB, old_hint, device))
+            old_logprob: old
+                .map(|column| token_tensor(batch, NODE, column, old_hint, device))
                 .transpose()?,
             advantages: token_tensor(
                 batch,
@@ -132,6 +135,7 @@ mod tests {
     use crate::algo::test_batches::{f32s, with_masks};
     use crate::algo::{DecoupledPpo, PpoClip};
     use burn::backend::Flex;
+    use roll_flow_engine::batch::column::OLD_LOGPROB;
 
     #[test]
     fn reads_what_the_loss_needs() {
@@ -140,17 +144,24 @@ mod tests {
         f32s(&mut b, &ADVANTAGES, &[0.0, 1.0, -1.0]);
         let dev = Default::default();
         let ppo = PolicyLoss::PpoClip(PpoClip::default());
-        let a = ActorBatch::<Flex>::from_batch(&b, &ppo, None, true, &dev).unwrap();
+        let a = ActorBatch::<Flex>::from_batch(&b, &ppo, None, Some(&OLD_LOGPROB), &dev).unwrap();
         assert_eq!(
             a.old_logprob.unwrap().into_data().to_vec::<f32>().unwrap(),
             vec![-1.0, -2.0, -3.0]
         );
-        let unread = ActorBatch::<Flex>::from_batch(&b, &ppo, None, false, &dev).unwrap();
+        let unread = ActorBatch::<Flex>::from_batch(&b, &ppo, None, None, &dev).unwrap();
         assert!(unread.old_logprob.is_none());
+        let err = ActorBatch::<Flex>::from_batch(&b, &ppo, None, Some(&BEHAVIOUR_LOGPROB), &dev)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("the Rollout node gives it"),
+            "{err}"
+        );
         assert_eq!(a.layout.sample_counts, vec![1, 1]);
         assert!(a.behaviour_logprob.is_none() && a.ref_logprob.is_none());
         let dec = PolicyLoss::DecoupledPpo(DecoupledPpo::default());
-        let err = ActorBatch::<Flex>::from_batch(&b, &dec, None, true, &dev).unwrap_err();
+        let err =
+            ActorBatch::<Flex>::from_batch(&b, &dec, None, Some(&OLD_LOGPROB), &dev).unwrap_err();
         assert!(err.to_string().contains("`behaviour_logprob`"), "{err}");
         let err = CriticBatch::<Flex>::from_batch(&b, &dev).unwrap_err();
         assert_eq!(

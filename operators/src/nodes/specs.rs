@@ -250,9 +250,13 @@ pub struct ActorStepSpec {
     #[serde(default)]
     pub critic_warmup: u64,
     /// Where π_old comes from: `Column` (default), the `old_logprobs` of a `LogProb` node
-    /// upstream; `ThisStep`, the step's own log-probs, detached. With one optimizer step
-    /// per batch (`ppo_epochs: 1`, no `mini_batch`) the two are the same weights, so
-    /// `ThisStep` gives the same update and saves the `LogProb` pass.
+    /// upstream; `ThisStep`, the step's own log-probs, detached; `Behaviour`, the rollout's
+    /// log-probs. All three are the weights the step starts from: `ThisStep` only with one
+    /// optimizer step per batch (`ppo_epochs: 1`, no `mini_batch`), where it gives the same
+    /// update bit for bit; `Behaviour` because rollout is synchronous (its recomputation
+    /// differs by float rounding, ≤ 5e-6 in a FrozenLake run, `old_logprob/behaviour_gap_max`),
+    /// with any mini-batches or epochs (AReaL's `recompute_logprob: false`). Both save the
+    /// `LogProb` pass.
     #[serde(default)]
     pub old_logprob: OldLogProb,
 }
@@ -265,6 +269,19 @@ pub enum OldLogProb {
     Column,
     /// The step's own log-probs, detached (ratio 1 at the one optimizer step).
     ThisStep,
+    /// The rollout's `behaviour_logprob` column.
+    Behaviour,
+}
+
+impl OldLogProb {
+    /// The batch column π_old is read from (`None` for `ThisStep`).
+    pub fn column(self) -> Option<Column> {
+        match self {
+            OldLogProb::Column => Some(OLD_LOGPROB),
+            OldLogProb::ThisStep => None,
+            OldLogProb::Behaviour => Some(BEHAVIOUR_LOGPROB),
+        }
+    }
 }
 
 fn default_policy_loss() -> PolicyLoss {
@@ -274,16 +291,15 @@ fn default_policy_loss() -> PolicyLoss {
 impl ActorStepSpec {
     pub fn contract(&self) -> Contract {
         let mut needs = vec![Need::column(RESPONSE_MASK), Need::column(ADVANTAGES)];
-        if self.old_logprob == OldLogProb::Column {
-            needs.push(Need::column(OLD_LOGPROB));
-        }
+        needs.extend(self.old_logprob.column().map(Need::column));
         if self.kl.is_some() {
             needs.push(Need::with_hint(
                 REF_LOGPROB,
                 "the `kl` loss term needs a reference model; add a RefLogProb node upstream",
             ));
         }
-        if matches!(self.loss, PolicyLoss::DecoupledPpo(_)) {
+        let behaviour_read = self.old_logprob == OldLogProb::Behaviour;
+        if matches!(self.loss, PolicyLoss::DecoupledPpo(_)) && !behaviour_read {
             needs.push(Need::column(BEHAVIOUR_LOGPROB));
         }
         Contract {

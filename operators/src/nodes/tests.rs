@@ -88,6 +88,11 @@ fn roles_and_contracts_follow_the_config() {
     assert!(needs(&node("ActorStep()")).contains(&"old_logprob".to_string()));
     let this_step = node("ActorStep(old_logprob: ThisStep)");
     assert_eq!(needs(&this_step), vec!["response_mask", "advantages"]);
+    let behaviour = node("ActorStep(old_logprob: Behaviour, loss: DecoupledPpo())");
+    assert_eq!(
+        needs(&behaviour),
+        vec!["response_mask", "advantages", "behaviour_logprob"]
+    );
     assert_eq!(node("StarPO(keep_top_std: 0.5)").kind(), "StarPO");
     assert!(node("Grpo()").contract().group_normalised);
 }
@@ -117,6 +122,11 @@ fn settings_are_range_checked() {
     );
     assert!(node("ActorStep(uniform_kl: 0.05)").check().is_ok());
     assert!(node("ActorStep(old_logprob: ThisStep)").check().is_ok());
+    assert!(
+        node("ActorStep(old_logprob: Behaviour, ppo_epochs: 2, mini_batch: 64)")
+            .check()
+            .is_ok()
+    );
     for off_policy in ["ppo_epochs: 2", "mini_batch: 64"] {
         let e = err(&format!("ActorStep(old_logprob: ThisStep, {off_policy})"));
         assert!(

@@ -12,6 +12,9 @@
 //! optimizer step per batch, checked at validation) π_old is those log-probs detached: the
 //! weights `LogProb` would have scored with are the ones about to be updated, so the ratio
 //! is 1 and its gradient ∇log π, as with the column, and the `LogProb` pass is saved.
+//! With `old_logprob: Behaviour` π_old is the rollout's log-probs: the weights of this
+//! step too, since the rollout is synchronous (it samples with the version the step
+//! starts from), so mini-batches and several epochs can skip the `LogProb` pass as well.
 //! The step does nothing while
 //! `critic_warmup` steps have not passed. Afterwards the new weights are published to the
 //! inference copy unless a `ModelUpdate` node does that.
@@ -34,7 +37,7 @@ use crate::algo::{
 };
 use crate::model::generate::AnswerChoices;
 use crate::model::Qwen2CausalLm;
-use crate::nodes::{ActorStepSpec, OldLogProb};
+use crate::nodes::ActorStepSpec;
 use crate::runtime::scoring::{rollout_temperature, score_responses, token_column};
 use crate::runtime::{PolicyModel, Runtime, TrainBackend};
 
@@ -109,12 +112,12 @@ impl ActorObjective<'_> {
         batch: &Batch,
     ) -> Result<(Tensor<TrainBackend, 1>, AlgoStats), String> {
         let device = Default::default();
-        let read_old = self.spec.old_logprob == OldLogProb::Column;
+        let old = self.spec.old_logprob.column();
         let inputs = ActorBatch::from_batch(
             batch,
             &self.spec.loss,
             self.spec.kl.as_ref(),
-            read_old,
+            old.as_ref(),
             &device,
         )
         .map_err(|e| e.to_string())?;
