@@ -208,7 +208,7 @@ fn draw_panel<DB: DrawingBackend>(
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(x_range, y_range)
+        .build_cartesian_2d(x_range.clone(), y_range.clone())
         .map_err(err)?;
     chart
         .configure_mesh()
@@ -231,15 +231,55 @@ fn draw_panel<DB: DrawingBackend>(
             .draw_series(xy.into_iter().map(|p| Circle::new(p, 2, colour.filled())))
             .map_err(err)?;
     }
+    let corner = legend_corner(
+        lines
+            .iter()
+            .flat_map(|l| l.points.iter())
+            .map(|p| (x_of(p), p.value)),
+        &x_range,
+        &y_range,
+    );
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(corner)
         .label_font((FONT, 13))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
         .map_err(err)?;
     Ok(())
+}
+
+/// The legend goes in the corner with the fewest points under it (a third of the width,
+/// a quarter of the height), upper right on a tie: a rising success curve ends in the
+/// upper right, where a fixed legend hid its last evaluations.
+fn legend_corner(
+    points: impl Iterator<Item = (f64, f64)>,
+    x: &std::ops::Range<f64>,
+    y: &std::ops::Range<f64>,
+) -> SeriesLabelPosition {
+    let corners = [
+        (SeriesLabelPosition::UpperRight, true, true),
+        (SeriesLabelPosition::LowerRight, true, false),
+        (SeriesLabelPosition::UpperLeft, false, true),
+        (SeriesLabelPosition::LowerLeft, false, false),
+    ];
+    let (x_span, y_span) = (x.end - x.start, y.end - y.start);
+    let mut under = [0usize; 4];
+    for (px, py) in points {
+        let (fx, fy) = ((px - x.start) / x_span, (py - y.start) / y_span);
+        for (count, (_, right, upper)) in under.iter_mut().zip(&corners) {
+            let in_x = if *right {
+                fx > 2.0 / 3.0
+            } else {
+                fx < 1.0 / 3.0
+            };
+            let in_y = if *upper { fy > 0.75 } else { fy < 0.25 };
+            *count += usize::from(in_x && in_y);
+        }
+    }
+    let best = (0..4).min_by_key(|&i| (under[i], i)).unwrap_or(0);
+    corners[best].0.clone()
 }
 
 /// Axis ranges covering every point, padded so lines do not sit on the frame; a flat or

@@ -129,3 +129,27 @@ fn a_single_point_still_draws() {
     let RGBColor(r, g, b) = line_colour(0);
     assert!(colours(&rgb).contains(&[r, g, b]));
 }
+
+#[test]
+fn the_legend_avoids_the_corner_where_the_curve_ends() {
+    let (x, y) = (0.0..100.0, 0.0..1.0);
+    let rising = (0..100).map(|i| (i as f64, i as f64 / 100.0));
+    assert_eq!(
+        legend_corner(rising, &x, &y),
+        SeriesLabelPosition::LowerRight
+    );
+    let falling = (0..100).map(|i| (i as f64, 1.0 - i as f64 / 100.0));
+    assert_eq!(
+        legend_corner(falling, &x, &y),
+        SeriesLabelPosition::UpperRight
+    );
+    // A flat curve in the upper quarter with a late rise: the lower corners are empty,
+    // and the right one comes first.
+    let high = (0..100).map(|i| (i as f64, 0.8 + 0.001 * i as f64));
+    assert_eq!(legend_corner(high, &x, &y), SeriesLabelPosition::LowerRight);
+    // No points: every corner ties, and the legend stays upper right.
+    assert_eq!(
+        legend_corner(std::iter::empty(), &x, &y),
+        SeriesLabelPosition::UpperRight
+    );
+}
