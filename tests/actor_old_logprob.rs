@@ -3,7 +3,9 @@
 //! starts from either way: `ThisStep` with one optimizer step per batch (ratio 1), and
 //! `Behaviour` with mini-batches (the rollout sampled with those weights). Only f32
 //! rounding may differ (the `LogProb` pass scores the batch in other chunks, the rollout
-//! with a KV cache), hence the tolerance of 1e-5 relative on losses and gradient norms.
+//! with a KV cache), hence the tolerance of 1e-5 relative on losses and gradient norms,
+//! and 1e-6 absolute near zero: a policy loss is a mean of ±advantage × ratio terms of
+//! order 1 and can cancel to ~1e-8, where only rounding is left to compare.
 
 mod common;
 
@@ -35,30 +37,42 @@ fn run_file(
 }
 
 /// The shipped StarPO file with π_old from a `LogProb` node (`source: None`) or from the
-/// actor's `old_logprob: source`.
+/// actor's `old_logprob: source`, whichever way the file itself takes it.
 fn variant(source: Option<&str>) -> String {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(root.join(STARPO)).unwrap();
     let node = "        \"old_logprob\": LogProb(model: \"policy\"),\n";
+    let node_edges = "(\"adv\", \"old_logprob\"),\n        (\"old_logprob\", \"actor_step\"),";
+    let direct_edge = "(\"adv\", \"actor_step\"),";
+    // The file in its LogProb-node form.
+    let mut with_node = text.clone();
+    for shipped in ["ThisStep", "Behaviour"] {
+        with_node = with_node.replace(&format!("old_logprob: {shipped}, "), "");
+    }
+    if !with_node.contains(node) {
+        with_node = with_node
+            .replace(
+                "        \"actor_step\":",
+                &format!("{node}        \"actor_step\":"),
+            )
+            .replace(direct_edge, node_edges);
+    }
     assert!(
-        text.contains(node) && !text.contains("old_logprob:"),
-        "{STARPO} takes π_old from a LogProb node"
+        with_node.contains(node) && with_node.contains(node_edges),
+        "{STARPO}: a LogProb node could not be put in front of its actor step"
     );
     match source {
-        None => text,
-        Some(source) => text
+        None => with_node,
+        Some(source) => with_node
             .replace(node, "")
             .replace("ActorStep(", &format!("ActorStep(old_logprob: {source}, "))
-            .replace(
-                "(\"adv\", \"old_logprob\"),\n        (\"old_logprob\", \"actor_step\"),",
-                "(\"adv\", \"actor_step\"),",
-            ),
+            .replace(node_edges, direct_edge),
     }
 }
 
 fn close(a: &Value, b: &Value) -> bool {
     let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
-    (a - b).abs() <= 1e-5 * a.abs().max(b.abs()).max(1e-3)
+    (a - b).abs() <= 1e-5 * a.abs().max(b.abs()).max(0.1)
 }
 
 /// Runs the StarPO file with a `LogProb` node and with `old_logprob: source` (both with
@@ -105,7 +119,8 @@ fn trains_alike(source: &str, extra: &[&str]) {
 
 #[test]
 fn this_step_trains_as_a_log_prob_node_does() {
-    trains_alike("ThisStep", &[]);
+    // `ThisStep` takes one optimizer step per batch: no mini-batches.
+    trains_alike("ThisStep", &["--set", "nodes.actor_step.mini_batch=None"]);
 }
 
 #[test]

@@ -261,7 +261,7 @@ fn shipped_pipelines_validate_and_a_bad_one_fails_the_batch() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("ok: pipelines/frozen_lake_starpo.ron (6 nodes, 4 edges)"),
+        stdout.contains("ok: pipelines/frozen_lake_starpo.ron (5 nodes, 3 edges)"),
         "{stdout}"
     );
     let mixed = roll_flow(&[

@@ -28,10 +28,12 @@ fn every_cpu_pipeline_runs_two_steps_and_leaves_metrics_checkpoints_and_dumps() 
         assert_ok(&out);
         let records = metrics(&out_dir);
         assert_eq!(records.len(), 2, "{file}: one record per step");
-        // π_old comes from a LogProb node, or from the actor's own pass (`ThisStep`).
-        let this_step = std::fs::read_to_string(file)
-            .unwrap()
-            .contains("old_logprob: ThisStep");
+        // π_old comes from a LogProb node, or the actor takes it itself
+        // (`old_logprob: ThisStep | Behaviour`).
+        let text = std::fs::read_to_string(file).unwrap();
+        let actor_old = ["old_logprob: ThisStep", "old_logprob: Behaviour"]
+            .iter()
+            .any(|source| text.contains(source));
         for (step, r) in records.iter().enumerate() {
             assert_eq!(r["step"], step as u64, "{file}");
             for key in [
@@ -41,7 +43,7 @@ fn every_cpu_pipeline_runs_two_steps_and_leaves_metrics_checkpoints_and_dumps() 
                 "actor_step/lr",
                 "actor_step/grad_norm",
                 "actor_step/entropy",
-                if this_step {
+                if actor_old {
                     "actor_step/ppo_kl"
                 } else {
                     "old_logprob/entropy"
@@ -77,7 +79,7 @@ fn every_cpu_pipeline_runs_two_steps_and_leaves_metrics_checkpoints_and_dumps() 
         }
         assert_eq!(
             columns.contains_key("old_logprob"),
-            !this_step,
+            !actor_old,
             "{file}: the dump has `old_logprob` exactly when a LogProb node gives it"
         );
         let renders = out_dir.join("renders/step_0");
