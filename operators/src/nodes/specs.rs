@@ -254,9 +254,9 @@ pub struct ActorStepSpec {
     /// log-probs. All three are the weights the step starts from: `ThisStep` only with one
     /// optimizer step per batch (`ppo_epochs: 1`, no `mini_batch`), where it gives the same
     /// update bit for bit; `Behaviour` because rollout is synchronous (its recomputation
-    /// differs by float rounding, ≤ 5e-6 in a FrozenLake run, `old_logprob/behaviour_gap_max`),
-    /// with any mini-batches or epochs (AReaL's `recompute_logprob: false`). Both save the
-    /// `LogProb` pass.
+    /// differs by float rounding, about 5e-6 in a FrozenLake run,
+    /// `old_logprob/behaviour_gap_max`), with any mini-batches or epochs (AReaL's
+    /// `recompute_logprob: false`). Both save the `LogProb` pass.
     #[serde(default)]
     pub old_logprob: OldLogProb,
 }

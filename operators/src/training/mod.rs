@@ -39,13 +39,10 @@ pub fn parts_of(batch: &Batch, size: Option<usize>) -> Vec<Batch> {
 /// in micro-batches of 64, and 1.23x sorted. The accumulated gradient is the same whatever
 /// the parts are ([`train_epochs`] scales each by its share of the loss divisor).
 pub fn micro_batches(batch: &Batch, size: Option<usize>) -> Vec<Batch> {
-    let n = batch.num_samples();
-    match size {
-        Some(size) if size > 0 && size < n => batch
-            .select(&batch.indices_by_length())
-            .split(n.div_ceil(size)),
-        _ => vec![batch.clone()],
+    if size.is_none_or(|s| s == 0 || s >= batch.num_samples()) {
+        return vec![batch.clone()];
     }
+    parts_of(&batch.select(&batch.indices_by_length()), size)
 }
 
 /// The mini-batches of one epoch: the samples shuffled with `seed` (kept in order when the
