@@ -198,7 +198,8 @@ fn print_parts(logits: &Tensor<B, 2>, reps: usize) {
 }
 
 fn main() {
-    // As the roll-flow binary does (ROLL_FLOW_DEFAULT_MALLOC=1 keeps glibc's defaults).
+    // glibc with raised mmap/trim thresholds (ROLL_FLOW_DEFAULT_MALLOC=1 keeps its defaults);
+    // the roll-flow binary itself uses mimalloc (src/allocator.rs).
     roll_flow_kernels::cpu::keep_freed_buffers_for_reuse();
     let quick = std::env::args().any(|a| a == "--quick");
     let parts = std::env::args().any(|a| a == "--parts");

@@ -154,7 +154,8 @@ fn generation_throughput<B: roll_flow_kernels::KernelBackend>() -> Rate {
 }
 
 fn main() {
-    // As the roll-flow binary does (ROLL_FLOW_DEFAULT_MALLOC=1 keeps glibc's defaults).
+    // glibc with raised mmap/trim thresholds (ROLL_FLOW_DEFAULT_MALLOC=1 keeps its defaults);
+    // the roll-flow binary itself uses mimalloc (src/allocator.rs).
     roll_flow_kernels::cpu::keep_freed_buffers_for_reuse();
     let threads = std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "all cores".into());
     println!("Tiny Qwen2 (layers 2, dim 128, heads 4, ffn 512, vocab {VOCAB}), threads: {threads}");

@@ -1,0 +1,96 @@
+//! The binary's memory allocator: mimalloc, with glibc's malloc one environment variable
+//! away for A/B measurements.
+//!
+//! Why: a training step makes and drops thousands of tensors of a few KB to a few MB on
+//! several threads. glibc hands big blocks back to the OS and gives each thread's arena
+//! fresh pages, so about a fifth of a CPU step went to page faults and zeroing pages in the
+//! kernel (`perf` on the default pipeline), even with its mmap and trim thresholds raised
+//! (`roll_flow_kernels::cpu::keep_freed_buffers_for_reuse`, what this binary did before).
+//! mimalloc keeps freed pages per thread for reuse, and the default pipeline runs about
+//! 1.3x faster with the same metrics (`cargo bench --bench pipeline_allocator`,
+//! bench/README.md). ripgrep makes the same kind of choice in its binary (jemalloc on musl).
+//!
+//! `ROLL_FLOW_SYSTEM_MALLOC=1` (any value) selects glibc's malloc, with the raised
+//! thresholds; add `ROLL_FLOW_DEFAULT_MALLOC=1` for glibc's own defaults. These are the
+//! baselines of that benchmark. The choice is made once, at the first allocation, by
+//! reading the variable with `getenv` (which allocates nothing), and never changes
+//! afterwards, so every block is freed by the allocator that made it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// The environment variable that selects the system allocator (NUL-terminated for
+/// `getenv`).
+const SYSTEM_SWITCH: &[u8] = b"ROLL_FLOW_SYSTEM_MALLOC\0";
+
+const UNDECIDED: u8 = 0;
+const MIMALLOC: u8 = 1;
+const SYSTEM: u8 = 2;
+
+/// mimalloc unless `ROLL_FLOW_SYSTEM_MALLOC` is set when the process starts.
+pub struct BinaryAllocator {
+    choice: AtomicU8,
+}
+
+impl BinaryAllocator {
+    pub const fn new() -> Self {
+        BinaryAllocator {
+            choice: AtomicU8::new(UNDECIDED),
+        }
+    }
+
+    /// Whether this process allocates with the system allocator (glibc's malloc).
+    pub fn uses_system(&self) -> bool {
+        let mut choice = self.choice.load(Ordering::Relaxed);
+        if choice == UNDECIDED {
+            // SAFETY: a NUL-terminated name; getenv only reads the environment. Threads
+            // racing here read the same variable and store the same answer.
+            let set = unsafe { !libc::getenv(SYSTEM_SWITCH.as_ptr().cast()).is_null() };
+            choice = if set { SYSTEM } else { MIMALLOC };
+            self.choice.store(choice, Ordering::Relaxed);
+        }
+        choice == SYSTEM
+    }
+}
+
+impl Default for BinaryAllocator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// SAFETY: every call goes to one of two sound allocators, the same one for the life of the
+// process (the choice is fixed before the first block is handed out).
+unsafe impl GlobalAlloc for BinaryAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if self.uses_system() {
+            System.alloc(layout)
+        } else {
+            mimalloc::MiMalloc.alloc(layout)
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if self.uses_system() {
+            System.alloc_zeroed(layout)
+        } else {
+            mimalloc::MiMalloc.alloc_zeroed(layout)
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if self.uses_system() {
+            System.dealloc(ptr, layout)
+        } else {
+            mimalloc::MiMalloc.dealloc(ptr, layout)
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if self.uses_system() {
+            System.realloc(ptr, layout, new_size)
+        } else {
+            mimalloc::MiMalloc.realloc(ptr, layout, new_size)
+        }
+    }
+}
