@@ -9,7 +9,7 @@
 //! the run.
 //!
 //! `cargo bench --bench pipeline_allocator [-- STEPS ROUNDS]` (defaults 30 and 2). Run it
-//! alone on the machine: the two arms share the cores.
+//! alone on the machine: any other job shares the cores with whichever arm is running.
 
 use std::path::Path;
 use std::process::Command;

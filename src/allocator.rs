@@ -6,9 +6,10 @@
 //! fresh pages, so about a fifth of a CPU step went to page faults and zeroing pages in the
 //! kernel (`perf` on the default pipeline), even with its mmap and trim thresholds raised
 //! (`roll_flow_kernels::cpu::keep_freed_buffers_for_reuse`, what this binary did before).
-//! mimalloc keeps freed pages per thread for reuse, and the default pipeline runs about
-//! 1.3x faster with the same metrics (`cargo bench --bench pipeline_allocator`,
-//! bench/README.md). ripgrep makes the same kind of choice in its binary (jemalloc on musl).
+//! mimalloc keeps freed pages per thread for reuse: the default pipeline's first 30 steps
+//! ran 1.22x faster than with glibc as tuned before (`cargo bench --bench
+//! pipeline_allocator`), its whole 500-step run 1.11x, with the same metrics
+//! (bench/README.md). ripgrep makes the same kind of choice in its binary (jemalloc on musl).
 //!
 //! `ROLL_FLOW_SYSTEM_MALLOC=1` (any value) selects glibc's malloc, with the raised
 //! thresholds; add `ROLL_FLOW_DEFAULT_MALLOC=1` for glibc's own defaults. These are the
@@ -51,6 +52,15 @@ impl BinaryAllocator {
         }
         choice == SYSTEM
     }
+
+    /// The allocator every call goes to.
+    fn chosen(&self) -> &'static dyn GlobalAlloc {
+        if self.uses_system() {
+            &System
+        } else {
+            &mimalloc::MiMalloc
+        }
+    }
 }
 
 impl Default for BinaryAllocator {
@@ -63,34 +73,18 @@ impl Default for BinaryAllocator {
 // process (the choice is fixed before the first block is handed out).
 unsafe impl GlobalAlloc for BinaryAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if self.uses_system() {
-            System.alloc(layout)
-        } else {
-            mimalloc::MiMalloc.alloc(layout)
-        }
+        self.chosen().alloc(layout)
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if self.uses_system() {
-            System.alloc_zeroed(layout)
-        } else {
-            mimalloc::MiMalloc.alloc_zeroed(layout)
-        }
+        self.chosen().alloc_zeroed(layout)
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if self.uses_system() {
-            System.dealloc(ptr, layout)
-        } else {
-            mimalloc::MiMalloc.dealloc(ptr, layout)
-        }
+        self.chosen().dealloc(ptr, layout)
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if self.uses_system() {
-            System.realloc(ptr, layout, new_size)
-        } else {
-            mimalloc::MiMalloc.realloc(ptr, layout, new_size)
-        }
+        self.chosen().realloc(ptr, layout, new_size)
     }
 }
