@@ -21,11 +21,6 @@ const PIPELINE: &str = concat!(
     "/pipelines/frozen_lake_starpo.ron"
 );
 
-/// Metrics that depend on the machine's speed, left out of the comparison.
-fn is_timing(key: &str) -> bool {
-    key.ends_with("seconds") || key == "wall_s" || key.ends_with("tokens_per_s")
-}
-
 /// The run's metrics.jsonl without its timing fields, one map per step.
 fn deterministic_metrics(out_dir: &Path) -> Vec<serde_json::Map<String, serde_json::Value>> {
     let text = std::fs::read_to_string(out_dir.join("metrics.jsonl")).expect("metrics.jsonl");
@@ -33,7 +28,7 @@ fn deterministic_metrics(out_dir: &Path) -> Vec<serde_json::Map<String, serde_js
         .map(|line| {
             let mut row: serde_json::Map<String, serde_json::Value> =
                 serde_json::from_str(line).expect("a JSON row");
-            row.retain(|key, _| !is_timing(key));
+            row.retain(|key, _| !roll_flow_engine::metrics::is_timing_key(key));
             row
         })
         .collect()

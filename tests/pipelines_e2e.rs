@@ -104,9 +104,7 @@ fn without_timings(
         .into_iter()
         .map(|r| {
             r.into_iter()
-                .filter(|(k, _)| {
-                    !(k == "wall_s" || k.ends_with("seconds") || k.ends_with("_per_s"))
-                })
+                .filter(|(k, _)| !roll_flow_engine::metrics::is_timing_key(k))
                 .collect()
         })
         .collect()

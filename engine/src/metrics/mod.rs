@@ -42,6 +42,14 @@ pub fn step_record(report: &StepReport, wall_seconds: f64) -> Map<String, Value>
     record
 }
 
+/// Whether `key` is a wall-clock metric: `wall_s`, a node's `seconds`, or a rate such as
+/// `rollout/gen_tokens_per_s`. These are the only fields in which two runs with the same
+/// seed and worker count may differ (the determinism test and the allocator benchmark
+/// compare everything else).
+pub fn is_timing_key(key: &str) -> bool {
+    key == "wall_s" || key.ends_with("seconds") || key.ends_with("_per_s")
+}
+
 /// An append-only `metrics.jsonl` and the TensorBoard event file written alongside.
 pub struct MetricsLog {
     path: PathBuf,
@@ -89,5 +97,26 @@ impl MetricsLog {
             .collect();
         self.events
             .write_scalars(step, tensorboard::unix_seconds(), &scalars)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_timing_key;
+
+    #[test]
+    fn timing_keys_are_wall_clock_fields_only() {
+        for key in ["wall_s", "rollout/seconds", "rollout/gen_tokens_per_s"] {
+            assert!(is_timing_key(key), "{key}");
+        }
+        for key in [
+            "step",
+            "policy_version",
+            "adv/samples",
+            "actor_step/lr",
+            "eval/val/success",
+        ] {
+            assert!(!is_timing_key(key), "{key}");
+        }
     }
 }
