@@ -7,8 +7,9 @@ For every turn on the way, the policy's move is compared with the cells around t
   audit counts how often the policy then entered the hole and how often it avoided it;
 - where it entered the hole, the policy's probability of that move (the log-prob that
   `play` prints), which shows learning that greedy play does not show yet;
-- at those decisions, whether the move is the hole-blind "vertical-first" rule's (a row step
-  toward the goal before a column step; bench/frozen_lake_heuristics.py);
+- at those decisions, whether the hole is on the row step (Up/Down) or the column step
+  toward the goal, and whether the move is the hole-blind "vertical-first" rule's (a row
+  step toward the goal before a column step; bench/frozen_lake_heuristics.py);
 - every fall into a hole is counted with whether a toward move without a hole existed.
 Turn 1 holds only the first grid, later turns the whole chat so far, so both are reported.
 A policy that never looks at holes avoids them only when its fixed preference happens to
@@ -56,6 +57,10 @@ def audit_turn(grid, action, logprob, counts, label):
         counts[(label, "hole on a toward move", kind)] += 1
         if cell(action) == "O":
             counts[(label, "entered_prob")] += math.exp(logprob)
+        holes = {"row step" if m in ("Up", "Down") else "column step"
+                 for m in toward if cell(m) == "O"}
+        where = " and ".join(sorted(holes))
+        counts[(label, "hole on a toward move", f"hole on the {where}: {kind}")] += 1
         rule = "same" if action == vertical_first(toward) else "differs"
         counts[(label, "hole on a toward move", f"move vs the vertical-first rule: {rule}")] += 1
     if cell(action) == "O":
