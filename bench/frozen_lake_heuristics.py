@@ -20,8 +20,6 @@ import random
 import subprocess
 from collections import deque
 
-import frozen_lake_pg_reference as ref
-
 MOVES = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
 
 
@@ -36,6 +34,10 @@ def val_maps(binary, pipeline, count):
 
 
 def fresh_maps(count, seed=1):
+    # Imported here, not at the top: the reference needs torch, and the rules below are
+    # also used without it (bench/frozen_lake_policy_audit.py).
+    import frozen_lake_pg_reference as ref
+
     rng, n = random.Random(seed), ref.N
     maps = []
     for _ in range(count):
@@ -43,6 +45,11 @@ def fresh_maps(count, seed=1):
         maps.append(["".join("P" if r * n + c == player else tiles[r * n + c] for c in range(n))
                      for r in range(n)])
     return maps
+
+
+def find(rows, symbol):
+    """The (row, column) of `symbol` in a grid given as rows of text."""
+    return next((r, row.index(symbol)) for r, row in enumerate(rows) if symbol in row)
 
 
 def inside(cell, n):
@@ -89,8 +96,7 @@ def step_to(p, action):
 def play(rows, rule, max_turns=8):
     """1 if `rule` reaches the goal within `max_turns` moves, else 0."""
     n = len(rows)
-    find = lambda ch: next((r, row.index(ch)) for r, row in enumerate(rows) if ch in row)
-    p, goal = find("P"), find("G")
+    p, goal = find(rows, "P"), find(rows, "G")
     tiles = [row.replace("P", "_") for row in rows]
     for _ in range(max_turns):
         nxt = step_to(p, rule(tiles, p, goal))

@@ -26,45 +26,36 @@ import re
 import subprocess
 from collections import Counter
 
-MOVES = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
+import frozen_lake_heuristics as rules
+
 TURN = re.compile(r"--- turn (\d+) ---\nobservation \(user message\):\n(.*?)\nreply:.*?"
                   r"\naction: \"(\w+)\".*?\(sum\)\s+(-?[0-9.]+)", re.S)
-
-
-def find(grid, symbol):
-    return next((r, c) for r, row in enumerate(grid) for c, s in enumerate(row) if s == symbol)
-
-
-def vertical_first(toward):
-    """The hole-blind rule's move: a row step toward the goal if there is one."""
-    return next((m for m in ("Up", "Down") if m in toward), toward[0] if toward else None)
 
 
 def audit_turn(grid, action, logprob, counts, label):
     """Adds one decision's kind to `counts`; `label` is "turn 1" or "later turns". Also
     sums the probability of the chosen move where it entered a hole (`entered_prob`)."""
-    (pr, pc), (gr, gc) = find(grid, "P"), find(grid, "G")
-    size = len(grid)
+    p, goal = rules.find(grid, "P"), rules.find(grid, "G")
 
     def cell(move):
-        r, c = pr + MOVES[move][0], pc + MOVES[move][1]
-        return grid[r][c] if 0 <= r < size and 0 <= c < size else "#"
+        r, c = rules.step_to(p, move)
+        return grid[r][c] if rules.inside((r, c), len(grid)) else "#"
 
-    toward = [m for m, (dr, dc) in MOVES.items()
-              if (dr and (gr - pr) * dr > 0) or (dc and (gc - pc) * dc > 0)]
-    if any(cell(m) == "O" for m in toward):
-        kind = "entered the hole" if cell(action) == "O" else "avoided it"
+    toward = rules.toward(p, goal, list(rules.MOVES))
+    hole_moves = [m for m in toward if cell(m) == "O"]
+    entered = cell(action) == "O"
+    if hole_moves:
+        kind = "entered the hole" if entered else "avoided it"
         counts[(label, "hole on a toward move", kind)] += 1
-        if cell(action) == "O":
+        if entered:
             counts[(label, "entered_prob")] += math.exp(logprob)
-        holes = {"row step" if m in ("Up", "Down") else "column step"
-                 for m in toward if cell(m) == "O"}
-        where = " and ".join(sorted(holes))
+        where = " and ".join(sorted({"row step" if m in ("Up", "Down") else "column step"
+                                     for m in hole_moves}))
         counts[(label, "hole on a toward move", f"hole on the {where}: {kind}")] += 1
-        rule = "same" if action == vertical_first(toward) else "differs"
+        rule = "same" if action == rules.vertical_first(grid, p, goal) else "differs"
         counts[(label, "hole on a toward move", f"move vs the vertical-first rule: {rule}")] += 1
-    if cell(action) == "O":
-        safe = any(cell(m) != "O" for m in toward)
+    if entered:
+        safe = len(hole_moves) < len(toward)
         counts[(label, "fell", "a safe toward move existed" if safe else "no safe toward move")] += 1
 
 
