@@ -53,6 +53,35 @@ fn saved_checkpoint_loads_back_bit_identically() {
     }
 }
 
+/// Qwen2's optional `head_dim` (heads wider than `hidden_size / num_attention_heads`) shapes
+/// the attention projections and survives the round trip through config.json.
+#[test]
+fn explicit_head_dim_shapes_the_projections_and_loads_back() {
+    let tiny = TinyArch {
+        layers: 1,
+        dim: 32,
+        heads: 4,
+        kv_heads: Some(2),
+        head_dim: Some(16),
+        ..TinyArch::default()
+    };
+    let model = Qwen2CausalLm::<B>::random(&Qwen2Config::tiny(&tiny, 50), 7, &device());
+    let dir = tempfile::tempdir().unwrap();
+    save_causal_lm(&model, dir.path()).unwrap();
+    let loaded = load_causal_lm::<B>(dir.path(), &device()).unwrap();
+    assert_eq!(loaded.config.head_dim, Some(16));
+    let tensors = tensors_of(&loaded);
+    let shape = |suffix: &str| {
+        let found = tensors.iter().find(|(name, ..)| name.ends_with(suffix));
+        found.unwrap_or_else(|| panic!("no {suffix}")).1.clone()
+    };
+    // PyTorch layout [out, in]: 4 query heads and 2 key/value heads of width 16.
+    assert_eq!(shape("self_attn.q_proj.weight"), vec![64, 32]);
+    assert_eq!(shape("self_attn.k_proj.weight"), vec![32, 32]);
+    assert_eq!(shape("self_attn.o_proj.weight"), vec![32, 64]);
+    assert_eq!(tensors, tensors_of(&model));
+}
+
 #[test]
 fn bf16_checkpoint_resaved_as_f32_loads_back_bit_identically() {
     let model = load_causal_lm::<B>(&fixture("tiny_qwen2_sharded_bf16"), &device()).unwrap();

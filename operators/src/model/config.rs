@@ -242,7 +242,7 @@ impl Qwen2Config {
             num_hidden_layers: preset.layers,
             num_attention_heads: preset.heads,
             num_key_value_heads: Some(preset.kv_heads.unwrap_or(preset.heads)),
-            head_dim: None,
+            head_dim: preset.head_dim,
             max_position_embeddings: preset.max_positions,
             rms_norm_eps: default_rms_norm_eps(),
             rope_theta: preset.rope_theta,
@@ -275,6 +275,9 @@ pub struct TinyArch {
     /// Number of key/value heads (grouped-query attention); default: `heads`.
     #[serde(default)]
     pub kv_heads: Option<usize>,
+    /// Width of one head; default: `dim / heads`.
+    #[serde(default)]
+    pub head_dim: Option<usize>,
     /// MLP hidden width; default: `4 * dim`.
     #[serde(default)]
     pub ffn_dim: Option<usize>,
@@ -312,6 +315,7 @@ impl Default for TinyArch {
             dim: default_tiny_dim(),
             heads: default_tiny_heads(),
             kv_heads: None,
+            head_dim: None,
             ffn_dim: None,
             max_positions: default_tiny_max_positions(),
             rope_theta: default_rope_theta(),

@@ -44,12 +44,17 @@ pub enum ArchSpec {
         /// Width of the residual stream.
         #[serde(default = "tiny_dim")]
         dim: usize,
-        /// Number of query heads (`dim` must be divisible by it).
+        /// Number of query heads (`dim` must be divisible by it unless `head_dim` is set).
         #[serde(default = "tiny_heads")]
         heads: usize,
         /// Number of key/value heads (grouped-query attention); default `heads`.
         #[serde(default)]
         kv_heads: Option<usize>,
+        /// Width of one head (`head_dim` in config.json); default `dim / heads`. Wider heads
+        /// give the rotary embedding more frequency pairs, so a head can pick out one exact
+        /// offset (such as a grid's row step) rather than a blur around it.
+        #[serde(default)]
+        head_dim: Option<usize>,
         /// MLP hidden width; default `4 * dim`.
         #[serde(default)]
         ffn_dim: Option<usize>,
@@ -92,6 +97,7 @@ impl ArchSpec {
                 dim,
                 heads,
                 kv_heads,
+                head_dim,
                 ffn_dim,
                 max_positions,
                 rope_theta,
@@ -100,6 +106,7 @@ impl ArchSpec {
                 dim: *dim,
                 heads: *heads,
                 kv_heads: *kv_heads,
+                head_dim: *head_dim,
                 ffn_dim: *ffn_dim,
                 max_positions: *max_positions,
                 rope_theta: *rope_theta,
@@ -262,6 +269,21 @@ pub(crate) mod tests {
             err.contains("rope_theta 0 must be a positive number"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn tiny_head_dim_reaches_the_model_config() {
+        let spec = parse("(arch: Tiny(dim: 64, heads: 8, head_dim: 16))").unwrap();
+        let config = crate::model::Qwen2Config::tiny(&spec.arch.tiny().unwrap(), 600);
+        assert_eq!((config.head_dim, config.head_dim()), (Some(16), 16));
+        assert_eq!(config.validate(), Ok(()));
+        let default = parse("(arch: Tiny(dim: 64, heads: 8))").unwrap();
+        let config = crate::model::Qwen2Config::tiny(&default.arch.tiny().unwrap(), 600);
+        assert_eq!((config.head_dim, config.head_dim()), (None, 8));
+        let odd = parse("(arch: Tiny(dim: 64, heads: 8, head_dim: 15))").unwrap();
+        let config = crate::model::Qwen2Config::tiny(&odd.arch.tiny().unwrap(), 600);
+        let err = config.validate().unwrap_err();
+        assert!(err.contains("head dimension 15 must be even"), "{err}");
     }
 
     #[test]
