@@ -70,13 +70,16 @@ def step(tiles, player, action):
     return n, float(tiles[n] == "G"), tiles[n] in "OG"
 
 
-def tiny_model(layers, dim=64, heads=4, theta=10000.0):
-    """The Tiny Qwen2 of the pipelines (width 64, 4 heads by default), from random weights."""
+def tiny_model(layers, dim=64, heads=4, theta=10000.0, head_dim=None):
+    """The Tiny Qwen2 of the pipelines (width 64, 4 heads by default), from random weights.
+    `head_dim` (None: dim / heads) is Qwen2's config field of that name."""
     config = Qwen2Config(vocab_size=16, hidden_size=dim, num_hidden_layers=layers, num_attention_heads=heads,
                          num_key_value_heads=heads, intermediate_size=4 * dim, max_position_embeddings=256,
                          tie_word_embeddings=True, rope_theta=theta)
     # transformers >= 5 reads the rotary base from rope_parameters.
     config.rope_parameters = {"rope_type": "default", "rope_theta": theta}
+    if head_dim is not None:
+        config.head_dim = head_dim
     return Qwen2ForCausalLM(config)
 
 

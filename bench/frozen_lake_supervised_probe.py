@@ -12,6 +12,7 @@ Run by hand (not in CI), e.g. the settings quoted in bench/README.md:
     python3 bench/frozen_lake_supervised_probe.py --steps 400
     python3 bench/frozen_lake_supervised_probe.py --steps 300 --layers 4
     python3 bench/frozen_lake_supervised_probe.py --steps 1000 --heads 8 --theta 3 --val-maps 256
+    python3 bench/frozen_lake_supervised_probe.py --steps 300 --heads 8 --theta 10 --head-dim 16 --val-maps 256
 """
 import argparse
 import random
@@ -64,11 +65,13 @@ def main():
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--theta", type=float, default=10000.0, help="rope_theta")
+    ap.add_argument("--head-dim", type=int, default=None, help="Qwen2 head_dim (default dim / heads)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the initial weights")
     ap.add_argument("--val-maps", type=int, default=64)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = ref.tiny_model(args.layers, args.dim, args.heads, args.theta)
+    torch.manual_seed(args.seed)
+    model = ref.tiny_model(args.layers, args.dim, args.heads, args.theta, args.head_dim)
     optim = torch.optim.AdamW(model.parameters(), lr=args.lr)
     rng, val_rng = random.Random(0), random.Random(10000)
     val_maps = [ref.random_map(val_rng) for _ in range(args.val_maps)]
