@@ -269,7 +269,7 @@ pub struct TinyArch {
     /// Width of the residual stream (hidden_size).
     #[serde(default = "default_tiny_dim")]
     pub dim: usize,
-    /// Number of query heads; `dim` must be divisible by it.
+    /// Number of query heads; `dim` must be divisible by it unless `head_dim` is set.
     #[serde(default = "default_tiny_heads")]
     pub heads: usize,
     /// Number of key/value heads (grouped-query attention); default: `heads`.
