@@ -74,7 +74,7 @@ def tiny_model(layers, dim=64, heads=4, theta=10000.0, head_dim=None):
     """The Tiny Qwen2 of the pipelines (width 64, 4 heads by default), from random weights.
     `head_dim` (None: dim / heads) is Qwen2's config field of that name."""
     config = Qwen2Config(vocab_size=16, hidden_size=dim, num_hidden_layers=layers, num_attention_heads=heads,
-                         num_key_value_heads=heads, intermediate_size=4 * dim, max_position_embeddings=256,
+                         num_key_value_heads=heads, intermediate_size=4 * dim, max_position_embeddings=1024,
                          tie_word_embeddings=True, rope_theta=theta)
     # transformers >= 5 reads the rotary base from rope_parameters.
     config.rope_parameters = {"rope_type": "default", "rope_theta": theta}

@@ -8,11 +8,17 @@ cross-entropy over the four action tokens, AdamW, batches of 256 fresh samples. 
 validation on the 64 fixed maps every 50 steps. RL sees fewer useful labels per episode
 (a sampled action and a noisy advantage), so it cannot need fewer samples than this.
 
+`--history K` puts up to K earlier turns (a random walk that ends at the labelled cell)
+before the grid, each as the engine's trajectory-wise chats have it (the grid, then the
+answer), and validation plays whole chats: what a StarPO policy reads, where the step-wise
+prompts (no history) are what GiGPO's `Step(history: 0)` reads.
+
 Run by hand (not in CI), e.g. the settings quoted in bench/README.md:
     python3 bench/frozen_lake_supervised_probe.py --steps 400
     python3 bench/frozen_lake_supervised_probe.py --steps 300 --layers 4
     python3 bench/frozen_lake_supervised_probe.py --steps 1000 --heads 8 --theta 3 --val-maps 256
     python3 bench/frozen_lake_supervised_probe.py --steps 300 --heads 8 --theta 10 --head-dim 16 --val-maps 256
+    python3 bench/frozen_lake_supervised_probe.py --steps 150 --heads 8 --theta 10 --val-maps 256 --history 7
 """
 import argparse
 import random
@@ -44,16 +50,75 @@ def shortest_path_action(tiles, player):
     return min(moves)[1] if moves else None
 
 
-def labelled_batch(rng, size):
+ANSWER_END = 14
+
+
+def chat(tiles, turns, player):
+    """The multi-turn chat of a trajectory-wise sample: each earlier turn's grid and
+    answer, then the current grid (`turns` is a list of (position, action))."""
+    tokens = []
+    for pos, a in turns:
+        tokens += ref.prompt(tiles, pos) + [ref.ACTION_TOKEN + a, ANSWER_END, ref.IM_END, ref.NEWLINE]
+    return tokens + ref.prompt(tiles, player)
+
+
+def random_history(rng, tiles, player, k):
+    """k earlier moves that ended at `player` (a random walk backwards over safe cells)."""
+    turns, pos = [], player
+    for _ in range(k):
+        options = []
+        for a, (dr, dc) in enumerate(ref.ACTIONS):
+            r, c = divmod(pos, N)
+            pr, pc = r - dr, c - dc
+            if 0 <= pr < N and 0 <= pc < N and tiles[pr * N + pc] == "_":
+                options.append((pr * N + pc, a))
+        if not options:
+            break
+        pos, a = rng.choice(options)
+        turns.append((pos, a))
+    return list(reversed(turns))
+
+
+def labelled_batch(rng, size, history=0):
     prompts, labels = [], []
     while len(prompts) < size:
         tiles, _ = ref.random_map(rng)
         player = rng.choice([i for i in range(N * N) if tiles[i] == "_"])
         action = shortest_path_action(tiles, player)
         if action is not None:
-            prompts.append(ref.prompt(tiles, player))
+            turns = random_history(rng, tiles, player, rng.randint(0, history)) if history else []
+            prompts.append(chat(tiles, turns, player))
             labels.append(action)
     return prompts, torch.tensor(labels)
+
+
+def padded_logits(model, prompts):
+    """Action logits at each prompt's last token; prompts left-padded to one length."""
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    pos = (mask.cumsum(1) - 1).clamp(min=0)
+    out = model(ids, attention_mask=mask, position_ids=pos).logits
+    return out[:, -1, ref.ACTION_TOKEN:ref.ACTION_TOKEN + 4]
+
+
+def play_with_history(model, maps, max_turns=8):
+    """Greedy play where each prompt is the whole chat so far (trajectory-wise)."""
+    position = [start for _, start in maps]
+    turns = [[] for _ in maps]
+    done, returns = [False] * len(maps), [0.0] * len(maps)
+    for _ in range(max_turns):
+        live = [i for i in range(len(maps)) if not done[i]]
+        if not live:
+            break
+        with torch.no_grad():
+            logits = padded_logits(model, [chat(maps[i][0], turns[i], position[i]) for i in live])
+        for j, i in enumerate(live):
+            a = logits[j].argmax().item()
+            turns[i].append((position[i], a))
+            position[i], reward, done[i] = ref.step(maps[i][0], position[i], a)
+            returns[i] += reward
+    return returns
 
 
 def main():
@@ -68,6 +133,8 @@ def main():
     ap.add_argument("--head-dim", type=int, default=None, help="Qwen2 head_dim (default dim / heads)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the initial weights")
     ap.add_argument("--val-maps", type=int, default=64)
+    ap.add_argument("--history", type=int, default=0,
+                    help="up to this many earlier turns in each prompt (trajectory-wise chats)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
@@ -77,13 +144,13 @@ def main():
     val_maps = [ref.random_map(val_rng) for _ in range(args.val_maps)]
     start = time.time()
     for it in range(1, args.steps + 1):
-        prompts, labels = labelled_batch(rng, args.batch)
-        loss = torch.nn.functional.cross_entropy(ref.action_logits(model, prompts), labels)
+        prompts, labels = labelled_batch(rng, args.batch, args.history)
+        loss = torch.nn.functional.cross_entropy(padded_logits(model, prompts), labels)
         optim.zero_grad()
         loss.backward()
         optim.step()
         if it % 50 == 0:
-            _, val_returns = ref.play(model, val_maps, greedy=True)
+            val_returns = play_with_history(model, val_maps) if args.history else ref.play(model, val_maps, greedy=True)[1]
             print(f"step {it} labelled_states {it * args.batch} loss {loss.item():.3f} "
                   f"val_success {sum(val_returns) / len(val_maps):.3f} wall {time.time() - start:.0f}s", flush=True)
 
