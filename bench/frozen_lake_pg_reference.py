@@ -84,25 +84,39 @@ def tiny_model(layers, dim=64, heads=4, theta=10000.0, head_dim=None):
 
 
 def action_logits(model, prompts):
-    return model(torch.tensor(prompts)).logits[:, -1, ACTION_TOKEN:ACTION_TOKEN + 4]
+    """Action logits at each prompt's last token. Prompts of unequal length (whole chats)
+    are left-padded, masked and numbered from their first real token."""
+    width = max(len(p) for p in prompts)
+    if all(len(p) == width for p in prompts):
+        return model(torch.tensor(prompts)).logits[:, -1, ACTION_TOKEN:ACTION_TOKEN + 4]
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    positions = (mask.cumsum(1) - 1).clamp(min=0)
+    logits = model(ids, attention_mask=mask, position_ids=positions).logits
+    return logits[:, -1, ACTION_TOKEN:ACTION_TOKEN + 4]
 
 
-def play(model, maps, greedy, max_turns=8):
-    """Plays every map once; returns each episode's (prompt, action) steps and return."""
+def play(model, maps, greedy, max_turns=8, prompt_of=None):
+    """Plays every map once; returns each episode's (prompt, action) steps and return.
+    `prompt_of(tiles, turns, position)` builds a prompt from the episode's earlier
+    (position, action) turns; default: the current grid alone."""
+    prompt_of = prompt_of or (lambda tiles, _turns, player: prompt(tiles, player))
     position = [start for _, start in maps]
     done = [False] * len(maps)
     steps, returns = [[] for _ in maps], [0.0] * len(maps)
+    turns = [[] for _ in maps]
     for _ in range(max_turns):
         live = [i for i in range(len(maps)) if not done[i]]
         if not live:
             break
-        prompts = [prompt(maps[i][0], position[i]) for i in live]
+        prompts = [prompt_of(maps[i][0], turns[i], position[i]) for i in live]
         with torch.no_grad():
             logits = action_logits(model, prompts)
         actions = logits.argmax(-1) if greedy else torch.distributions.Categorical(logits=logits).sample()
         for j, i in enumerate(live):
             a = actions[j].item()
             steps[i].append((prompts[j], a))
+            turns[i].append((position[i], a))
             position[i], reward, done[i] = step(maps[i][0], position[i], a)
             returns[i] += reward
     return steps, returns

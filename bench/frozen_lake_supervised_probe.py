@@ -92,35 +92,6 @@ def labelled_batch(rng, size, history=0):
     return prompts, torch.tensor(labels)
 
 
-def padded_logits(model, prompts):
-    """Action logits at each prompt's last token; prompts left-padded to one length."""
-    width = max(len(p) for p in prompts)
-    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    pos = (mask.cumsum(1) - 1).clamp(min=0)
-    out = model(ids, attention_mask=mask, position_ids=pos).logits
-    return out[:, -1, ref.ACTION_TOKEN:ref.ACTION_TOKEN + 4]
-
-
-def play_with_history(model, maps, max_turns=8):
-    """Greedy play where each prompt is the whole chat so far (trajectory-wise)."""
-    position = [start for _, start in maps]
-    turns = [[] for _ in maps]
-    done, returns = [False] * len(maps), [0.0] * len(maps)
-    for _ in range(max_turns):
-        live = [i for i in range(len(maps)) if not done[i]]
-        if not live:
-            break
-        with torch.no_grad():
-            logits = padded_logits(model, [chat(maps[i][0], turns[i], position[i]) for i in live])
-        for j, i in enumerate(live):
-            a = logits[j].argmax().item()
-            turns[i].append((position[i], a))
-            position[i], reward, done[i] = ref.step(maps[i][0], position[i], a)
-            returns[i] += reward
-    return returns
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -145,12 +116,12 @@ def main():
     start = time.time()
     for it in range(1, args.steps + 1):
         prompts, labels = labelled_batch(rng, args.batch, args.history)
-        loss = torch.nn.functional.cross_entropy(padded_logits(model, prompts), labels)
+        loss = torch.nn.functional.cross_entropy(ref.action_logits(model, prompts), labels)
         optim.zero_grad()
         loss.backward()
         optim.step()
         if it % 50 == 0:
-            val_returns = play_with_history(model, val_maps) if args.history else ref.play(model, val_maps, greedy=True)[1]
+            _, val_returns = ref.play(model, val_maps, greedy=True, prompt_of=chat if args.history else None)
             print(f"step {it} labelled_states {it * args.batch} loss {loss.item():.3f} "
                   f"val_success {sum(val_returns) / len(val_maps):.3f} wall {time.time() - start:.0f}s", flush=True)
 
