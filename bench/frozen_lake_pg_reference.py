@@ -70,9 +70,10 @@ def step(tiles, player, action):
     return n, float(tiles[n] == "G"), tiles[n] in "OG"
 
 
-def tiny_model(layers, dim=64, heads=4, theta=10000.0, head_dim=None):
+def tiny_model(layers, dim=64, heads=4, theta=10000.0, head_dim=None, window=None):
     """The Tiny Qwen2 of the pipelines (width 64, 4 heads by default), from random weights.
-    `head_dim` (None: dim / heads) is Qwen2's config field of that name."""
+    `head_dim` (None: dim / heads) is Qwen2's config field of that name; `window` turns on
+    Qwen2's sliding-window attention in every layer (each query sees its last `window` keys)."""
     config = Qwen2Config(vocab_size=16, hidden_size=dim, num_hidden_layers=layers, num_attention_heads=heads,
                          num_key_value_heads=heads, intermediate_size=4 * dim, max_position_embeddings=1024,
                          tie_word_embeddings=True, rope_theta=theta)
@@ -80,6 +81,9 @@ def tiny_model(layers, dim=64, heads=4, theta=10000.0, head_dim=None):
     config.rope_parameters = {"rope_type": "default", "rope_theta": theta}
     if head_dim is not None:
         config.head_dim = head_dim
+    if window is not None:
+        config.sliding_window = window
+        config.layer_types = ["sliding_attention"] * layers
     return Qwen2ForCausalLM(config)
 
 

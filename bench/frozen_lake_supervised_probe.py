@@ -104,12 +104,14 @@ def main():
     ap.add_argument("--head-dim", type=int, default=None, help="Qwen2 head_dim (default dim / heads)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the initial weights")
     ap.add_argument("--val-maps", type=int, default=64)
+    ap.add_argument("--window", type=int, default=None,
+                    help="Qwen2 sliding-window attention in every layer, this many keys")
     ap.add_argument("--history", type=int, default=0,
                     help="up to this many earlier turns in each prompt (trajectory-wise chats)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
-    model = ref.tiny_model(args.layers, args.dim, args.heads, args.theta, args.head_dim)
+    model = ref.tiny_model(args.layers, args.dim, args.heads, args.theta, args.head_dim, args.window)
     optim = torch.optim.AdamW(model.parameters(), lr=args.lr)
     rng, val_rng = random.Random(0), random.Random(10000)
     val_maps = [ref.random_map(val_rng) for _ in range(args.val_maps)]

@@ -4,10 +4,13 @@
 
 mod common;
 
-use common::{device, expected, fixture, ids, logits_of, matrix, max_abs_diff, B};
+use common::{
+    device, expected, fixture, ids, logits_of, matrix, max_abs_diff, tiny_qwen2_sliding_window, B,
+};
 use roll_flow_operators::model::chat_template::ChatMessage;
 use roll_flow_operators::model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
 use roll_flow_operators::model::hf::{load_causal_lm, load_model_dir};
+use roll_flow_operators::model::qwen2::Qwen2CausalLm;
 use roll_flow_operators::model::TextTokenizer;
 
 /// f32 logits must agree with transformers' f32 logits to this absolute tolerance.
@@ -38,10 +41,33 @@ fn logits_match_transformers_sharded_bf16_untied() {
     assert!(diff < LOGIT_TOLERANCE, "max |Δlogit| = {diff}");
 }
 
+/// Sliding-window attention in layer 1 (window 6; prompts of 21, 10 and 1 tokens).
+#[test]
+fn logits_match_transformers_with_a_sliding_window() {
+    let (model, expected) = tiny_qwen2_sliding_window();
+    let prompts = expected["prompt_ids"].as_array().unwrap();
+    for (prompt, logits) in prompts.iter().zip(expected["logits"].as_array().unwrap()) {
+        let ours = logits_of(&model, &ids(prompt));
+        let diff = max_abs_diff(&ours, &matrix(logits));
+        eprintln!("max |Δlogit| = {diff}");
+        assert!(diff < LOGIT_TOLERANCE, "max |Δlogit| = {diff}");
+    }
+}
+
 #[test]
 fn greedy_generation_reproduces_transformers_tokens() {
     let model = load_causal_lm::<B>(&fixture("tiny_qwen2"), &device()).unwrap();
-    let expected = expected("tiny_qwen2");
+    greedy_generation_matches(&model, &expected("tiny_qwen2"));
+}
+
+/// 24 new tokens with the window sliding over the cached keys, three prompts batched.
+#[test]
+fn greedy_generation_with_a_sliding_window_reproduces_transformers_tokens() {
+    let (model, expected) = tiny_qwen2_sliding_window();
+    greedy_generation_matches(&model, &expected);
+}
+
+fn greedy_generation_matches(model: &Qwen2CausalLm<B>, expected: &serde_json::Value) {
     let new_tokens = expected["greedy_new_tokens"].as_u64().unwrap() as usize;
     let mut batcher = ContinuousBatcher::<B>::new(8, &device());
     for prompt in expected["prompt_ids"].as_array().unwrap() {
@@ -53,9 +79,9 @@ fn greedy_generation_reproduces_transformers_tokens() {
             seed: 0,
             guide: None,
         };
-        batcher.submit(&model, request).unwrap();
+        batcher.submit(model, request).unwrap();
     }
-    let outputs = batcher.run_to_completion(&model);
+    let outputs = batcher.run_to_completion(model);
     for (output, hf) in outputs.iter().zip(expected["greedy"].as_array().unwrap()) {
         assert_eq!(output.tokens, ids(hf));
     }

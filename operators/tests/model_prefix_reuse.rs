@@ -4,10 +4,11 @@
 
 mod common;
 
-use common::{alone, device, request, tiny_qwen2, B};
+use common::{alone, device, request, tiny_qwen2, tiny_qwen2_sliding_window, B};
 use roll_flow_operators::model::generate::{
     ContinuousBatcher, GenerationOutput, GenerationRequest, SamplingParams,
 };
+use roll_flow_operators::model::qwen2::Qwen2CausalLm;
 
 /// A 5-token sampled reply (temperature 0.9) to `prompt`.
 fn reply_request(prompt: Vec<u32>, seed: u64) -> GenerationRequest {
@@ -30,7 +31,17 @@ fn assert_same(a: &GenerationOutput, b: &GenerationOutput, what: &str) {
 /// prompt, its reply and a new observation of a different length per conversation.
 #[test]
 fn multi_turn_sessions_generate_what_fresh_prefills_generate() {
-    let model = tiny_qwen2();
+    multi_turn_sessions_match_fresh_prefills(&tiny_qwen2());
+}
+
+/// The same with a sliding window (6 keys) in layer 1, shorter than the conversations: the
+/// reused cache keeps every column, the mask hides the old ones.
+#[test]
+fn multi_turn_sessions_with_a_sliding_window_match_fresh_prefills() {
+    multi_turn_sessions_match_fresh_prefills(&tiny_qwen2_sliding_window().0);
+}
+
+fn multi_turn_sessions_match_fresh_prefills(model: &Qwen2CausalLm<B>) {
     let observations: [&[u32]; 3] = [&[11, 12, 13], &[40], &[7, 8, 9, 10, 11, 12, 13]];
     let mut prompts: Vec<Vec<u32>> = vec![vec![1, 337, 262], vec![50, 500, 482, 3, 4], vec![25]];
     let mut batcher = ContinuousBatcher::<B>::new(3, &device());
@@ -42,12 +53,12 @@ fn multi_turn_sessions_generate_what_fresh_prefills_generate() {
             .collect();
         for (s, r) in requests.iter().enumerate() {
             batcher
-                .submit_in_session(&model, r.clone(), s as u64)
+                .submit_in_session(model, r.clone(), s as u64)
                 .unwrap();
         }
-        let outputs = batcher.run_to_completion(&model);
+        let outputs = batcher.run_to_completion(model);
         for (s, (out, r)) in outputs.iter().zip(requests).enumerate() {
-            assert_same(out, &alone(&model, r), &format!("turn {turn}, session {s}"));
+            assert_same(out, &alone(model, r), &format!("turn {turn}, session {s}"));
             prompts[s].extend(&out.tokens);
             prompts[s].extend(observations[s]);
         }

@@ -4,8 +4,8 @@
 //! Field names and meanings are Hugging Face's `Qwen2Config` (transformers
 //! `models/qwen2/configuration_qwen2.py`), so a user's Qwen2/Qwen2.5 directory loads as is and a
 //! checkpoint we save loads in transformers. Features of that config this implementation does
-//! not have (rope scaling, sliding-window attention, activations other than SiLU) are refused
-//! with a clear error instead of being silently ignored.
+//! not have (rope scaling, activations other than SiLU) are refused with a clear error instead
+//! of being silently ignored.
 
 use std::path::Path;
 
@@ -63,9 +63,20 @@ pub struct Qwen2Config {
     /// Must be null: rope scaling variants are not implemented.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rope_scaling: Option<serde_json::Value>,
-    /// Must be false: sliding-window attention is not implemented.
+    /// Sliding-window attention: layers `max_window_layers..` let each query see only its
+    /// last `sliding_window` keys (transformers' `layer_types`, "sliding_attention").
     #[serde(default)]
     pub use_sliding_window: bool,
+    /// Keys a query sees in a sliding-window layer, itself included.
+    #[serde(default)]
+    pub sliding_window: Option<usize>,
+    /// Layers below this index keep full attention (transformers' default 28).
+    #[serde(default = "default_max_window_layers")]
+    pub max_window_layers: usize,
+    /// transformers >= 4.53: each layer's "full_attention" or "sliding_attention"; when
+    /// absent it follows from `use_sliding_window` and `max_window_layers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer_types: Option<Vec<String>>,
     /// Hugging Face's model family tag; "qwen2" when present.
     #[serde(default = "default_model_type")]
     pub model_type: String,
@@ -79,6 +90,9 @@ fn default_rms_norm_eps() -> f64 {
 }
 fn default_rope_theta() -> f64 {
     10000.0
+}
+fn default_max_window_layers() -> usize {
+    28
 }
 fn default_initializer_range() -> f64 {
     0.02
@@ -200,12 +214,39 @@ impl Qwen2Config {
                 rope_type.unwrap_or_default()
             ));
         }
-        if self.use_sliding_window {
+        if let Some(types) = &self.layer_types {
+            let known = ["full_attention", "sliding_attention"];
+            if types.len() != self.num_hidden_layers {
+                return Err(format!(
+                    "layer_types has {} entries for {} layers",
+                    types.len(),
+                    self.num_hidden_layers
+                ));
+            }
+            if let Some(t) = types.iter().find(|t| !known.contains(&t.as_str())) {
+                return Err(format!(
+                    "layer_types entry \"{t}\" is not supported; use \"full_attention\" or \"sliding_attention\""
+                ));
+            }
+        }
+        if self.use_sliding_window && self.sliding_window.is_none_or(|w| w == 0) {
             return Err(
-                "use_sliding_window is true; sliding-window attention is not supported".into(),
+                "use_sliding_window is true but sliding_window is not a positive number of keys"
+                    .into(),
             );
         }
         Ok(())
+    }
+
+    /// The attention window of decoder layer `layer`: `Some(keys)` for a sliding-window
+    /// layer, `None` for full causal attention (transformers' `layer_types` rule).
+    pub fn layer_window(&self, layer: usize) -> Option<usize> {
+        let sliding = match &self.layer_types {
+            Some(types) => types.get(layer).is_some_and(|t| t == "sliding_attention"),
+            None => layer >= self.max_window_layers,
+        };
+        self.sliding_window
+            .filter(|_| sliding && self.use_sliding_window)
     }
 
     /// Number of key/value heads.
@@ -253,7 +294,10 @@ impl Qwen2Config {
             bos_token_id: None,
             rope_parameters: None,
             rope_scaling: None,
-            use_sliding_window: false,
+            use_sliding_window: preset.sliding_window.is_some(),
+            sliding_window: preset.sliding_window,
+            max_window_layers: 0,
+            layer_types: None,
             model_type: default_model_type(),
         }
     }
@@ -290,6 +334,9 @@ pub struct TinyArch {
     /// Reuse the embedding matrix as the output projection (as Qwen2.5-0.5B does).
     #[serde(default = "default_true")]
     pub tie_embeddings: bool,
+    /// Sliding-window attention in every layer: each query sees its last this many keys.
+    #[serde(default)]
+    pub sliding_window: Option<usize>,
 }
 
 fn default_tiny_layers() -> usize {
@@ -320,6 +367,11 @@ impl Default for TinyArch {
             max_positions: default_tiny_max_positions(),
             rope_theta: default_rope_theta(),
             tie_embeddings: true,
+            sliding_window: None,
         }
     }
 }
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

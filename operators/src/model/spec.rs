@@ -67,6 +67,12 @@ pub enum ArchSpec {
         /// cells; Qwen2.5's 1e6 is for long contexts.
         #[serde(default = "tiny_rope_theta")]
         rope_theta: f64,
+        /// Qwen2's sliding-window attention in every layer: each query sees only its last
+        /// this many keys (`use_sliding_window`, `sliding_window`, `max_window_layers: 0` in
+        /// config.json); default off. In a trajectory-wise chat a window of about one turn
+        /// keeps the policy reading the current observation, not the earlier ones.
+        #[serde(default)]
+        sliding_window: Option<usize>,
     },
     /// A Hugging Face Qwen2/Qwen2.5 directory (config.json, *.safetensors, tokenizer.json).
     HfDir(String),
@@ -101,6 +107,7 @@ impl ArchSpec {
                 ffn_dim,
                 max_positions,
                 rope_theta,
+                sliding_window,
             } => Some(TinyArch {
                 layers: *layers,
                 dim: *dim,
@@ -110,6 +117,7 @@ impl ArchSpec {
                 ffn_dim: *ffn_dim,
                 max_positions: *max_positions,
                 rope_theta: *rope_theta,
+                sliding_window: *sliding_window,
                 ..TinyArch::default()
             }),
             ArchSpec::HfDir(_) => None,
@@ -284,6 +292,20 @@ pub(crate) mod tests {
         let config = crate::model::Qwen2Config::tiny(&odd.arch.tiny().unwrap(), 600);
         let err = config.validate().unwrap_err();
         assert!(err.contains("head dimension 15 must be even"), "{err}");
+    }
+
+    #[test]
+    fn tiny_sliding_window_reaches_the_model_config() {
+        let spec = parse("(arch: Tiny(layers: 2, sliding_window: 40))").unwrap();
+        let config = crate::model::Qwen2Config::tiny(&spec.arch.tiny().unwrap(), 600);
+        assert!(config.use_sliding_window);
+        assert_eq!(
+            (config.layer_window(0), config.layer_window(1)),
+            (Some(40), Some(40))
+        );
+        let spec = parse("(arch: Tiny(layers: 2))").unwrap();
+        let config = crate::model::Qwen2Config::tiny(&spec.arch.tiny().unwrap(), 600);
+        assert_eq!(config.layer_window(1), None);
     }
 
     #[test]

@@ -23,6 +23,32 @@ pub fn tiny_qwen2() -> Qwen2CausalLm<B> {
     load_causal_lm::<B>(&fixture("tiny_qwen2"), &device()).unwrap()
 }
 
+/// The `tiny_qwen2` weights with sliding-window attention as
+/// `tests/fixtures/tiny_qwen2/expected_sliding_window.json` configures it, loaded from a copy
+/// of the fixture whose config.json carries those fields (and no `layer_types`, so the layer
+/// rule comes from `max_window_layers`); also returns that file's expectations.
+pub fn tiny_qwen2_sliding_window() -> (Qwen2CausalLm<B>, serde_json::Value) {
+    let source = fixture("tiny_qwen2");
+    let text = std::fs::read_to_string(source.join("expected_sliding_window.json")).unwrap();
+    let expected: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    let config_path = dir.path().join("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    let object = config.as_object_mut().unwrap();
+    object.remove("layer_types");
+    for (key, value) in expected["config"].as_object().unwrap() {
+        object.insert(key.clone(), value.clone());
+    }
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let model = load_causal_lm::<B>(dir.path(), &device()).unwrap();
+    (model, expected)
+}
+
 /// An unguided request with no stop tokens.
 pub fn request(
     prompt: &[u32],

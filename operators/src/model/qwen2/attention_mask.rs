@@ -4,7 +4,9 @@
 //! key axis (columns before that are left padding, or cache slots of a row that joined a
 //! running batch later) and a query at column `i` sees keys up to `i + (keys - queries)`
 //! (causal). Right padding needs no extra rule: padded queries sit after the real ones and
-//! real queries never see them. The mask is additive: 0 where allowed and a large negative
+//! real queries never see them. A sliding-window layer (Qwen2's `sliding_window`) also
+//! hides keys `window` or more columns before the query's own; a row's columns are
+//! consecutive positions, so columns count positions. The mask is additive: 0 where allowed and a large negative
 //! number elsewhere, finite so that a fully masked padding row gives a harmless uniform
 //! softmax instead of NaN.
 
@@ -42,20 +44,30 @@ impl AttentionLayout {
         self.positions.first().map_or(0, Vec::len)
     }
 
-    /// The additive mask `[batch, heads, queries, keys]`, the same for every head.
+    /// The additive mask `[batch, heads, queries, keys]`, the same for every head; with a
+    /// `window`, a query sees only its last `window` keys (itself included), as
+    /// transformers' `sliding_window_overlay`.
     ///
     /// Repeated per head rather than broadcast: burn-flex adds same-shape tensors in a flat
     /// SIMD loop but walks a broadcast over the head axis element by element. Built once
     /// per forward call and shared by all layers.
-    pub fn mask<B: Backend>(&self, keys: usize, heads: usize, device: &B::Device) -> Tensor<B, 4> {
+    pub fn mask<B: Backend>(
+        &self,
+        keys: usize,
+        heads: usize,
+        window: Option<usize>,
+        device: &B::Device,
+    ) -> Tensor<B, 4> {
         let (batch, queries) = (self.batch(), self.queries());
         let offset = keys - queries;
+        let window = window.unwrap_or(usize::MAX);
         let mut values = Vec::with_capacity(batch * heads * queries * keys);
         for &start in &self.key_start {
             let row_start = values.len();
             for i in 0..queries {
                 values.extend((0..keys).map(|j| {
-                    if j >= start && j <= i + offset {
+                    let own = i + offset;
+                    if j >= start && j <= own && own - j < window {
                         0.0
                     } else {
                         MASKED
@@ -88,7 +100,7 @@ mod tests {
             key_start: vec![0, 2],
         };
         let mask = layout
-            .mask::<B>(3, 1, &Default::default())
+            .mask::<B>(3, 1, None, &Default::default())
             .into_data()
             .to_vec::<f32>()
             .unwrap();
@@ -108,12 +120,45 @@ mod tests {
             key_start: vec![0, 3],
         };
         let mask = layout
-            .mask::<B>(6, 1, &Default::default())
+            .mask::<B>(6, 1, None, &Default::default())
             .into_data()
             .to_vec::<f32>()
             .unwrap();
         let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
         assert_eq!(allowed[..6], [true; 6]);
         assert_eq!(allowed[6..], [false, false, false, true, true, true]);
+    }
+
+    #[test]
+    fn sliding_window_hides_keys_window_columns_back() {
+        // One row of 4 tokens, window 2: each query sees itself and the key before it.
+        let full = AttentionLayout::right_padded(1, 4);
+        let mask = full
+            .mask::<B>(4, 1, Some(2), &Default::default())
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
+        let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
+        #[rustfmt::skip]
+        let expected = [
+            true, false, false, false,
+            true, true, false, false,
+            false, true, true, false,
+            false, false, true, true,
+        ];
+        assert_eq!(allowed, expected);
+        // A decode step of a row starting at column 1, over 5 cached + new keys, window 3:
+        // its own key is column 4, so it sees columns 2..=4.
+        let step = AttentionLayout {
+            positions: vec![vec![3]],
+            key_start: vec![1],
+        };
+        let mask = step
+            .mask::<B>(5, 1, Some(3), &Default::default())
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
+        let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
+        assert_eq!(allowed, [false, false, true, true, true]);
     }
 }

@@ -30,6 +30,8 @@ pub struct Qwen2Backbone<B: Backend> {
     pub rope_theta: f64,
     /// Width of one attention head.
     pub head_dim: usize,
+    /// Each layer's sliding attention window (`None`: full causal attention).
+    pub windows: Vec<Option<usize>>,
 }
 
 impl<B: Backend> Qwen2Backbone<B> {
@@ -62,6 +64,9 @@ impl<B: Backend> Qwen2Backbone<B> {
             norm,
             rope_theta: config.rope_theta,
             head_dim: config.head_dim(),
+            windows: (0..config.num_hidden_layers)
+                .map(|i| config.layer_window(i))
+                .collect(),
         })
     }
 
@@ -100,11 +105,18 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             self.rope_theta,
             &device,
         );
-        let mask = layout.mask::<B>(cached + queries, heads.0, &device);
+        // One mask per distinct window, shared by the layers that use it.
+        let mut masks: Vec<(Option<usize>, Tensor<B, 4>)> = Vec::with_capacity(1);
         let mut x = self.embed_tokens.forward(tokens);
         for (i, layer) in self.layers.iter().enumerate() {
+            let window = self.windows.get(i).copied().flatten();
+            if !masks.iter().any(|(w, _)| *w == window) {
+                let mask = layout.mask::<B>(cached + queries, heads.0, window, &device);
+                masks.push((window, mask));
+            }
+            let mask = &masks.iter().find(|(w, _)| *w == window).expect("built").1;
             let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
-            x = layer.forward(x, &rope, &mask, layer_cache);
+            x = layer.forward(x, &rope, mask, layer_cache);
         }
         if let Some(cache) = cache {
             cache.advance(queries);
