@@ -20,10 +20,14 @@ const LOGIT_TOLERANCE: f32 = 1e-4;
 fn logits_match_transformers_tied_f32() {
     let model = load_causal_lm::<B>(&fixture("tiny_qwen2"), &device()).unwrap();
     assert!(model.lm_head.is_none(), "fixture has tied embeddings");
-    let expected = expected("tiny_qwen2");
+    prompt_logits_match(&model, &expected("tiny_qwen2"));
+}
+
+/// The logits of every `prompt_ids` entry against the file's `logits`.
+fn prompt_logits_match(model: &Qwen2CausalLm<B>, expected: &serde_json::Value) {
     let prompts = expected["prompt_ids"].as_array().unwrap();
     for (prompt, logits) in prompts.iter().zip(expected["logits"].as_array().unwrap()) {
-        let ours = logits_of(&model, &ids(prompt));
+        let ours = logits_of(model, &ids(prompt));
         let diff = max_abs_diff(&ours, &matrix(logits));
         eprintln!("max |Δlogit| = {diff}");
         assert!(diff < LOGIT_TOLERANCE, "max |Δlogit| = {diff}");
@@ -45,13 +49,7 @@ fn logits_match_transformers_sharded_bf16_untied() {
 #[test]
 fn logits_match_transformers_with_a_sliding_window() {
     let (model, expected) = tiny_qwen2_sliding_window();
-    let prompts = expected["prompt_ids"].as_array().unwrap();
-    for (prompt, logits) in prompts.iter().zip(expected["logits"].as_array().unwrap()) {
-        let ours = logits_of(&model, &ids(prompt));
-        let diff = max_abs_diff(&ours, &matrix(logits));
-        eprintln!("max |Δlogit| = {diff}");
-        assert!(diff < LOGIT_TOLERANCE, "max |Δlogit| = {diff}");
-    }
+    prompt_logits_match(&model, &expected);
 }
 
 #[test]

@@ -91,6 +91,13 @@ mod tests {
 
     type B = burn::backend::Flex;
 
+    /// Which `[row][query][key]` entries of the mask (one head) are allowed.
+    fn allowed_entries(layout: &AttentionLayout, keys: usize, window: Option<usize>) -> Vec<bool> {
+        let mask = layout.mask::<B>(keys, 1, window, &Default::default());
+        let values = mask.into_data().to_vec::<f32>().unwrap();
+        values.iter().map(|&m| m == 0.0).collect()
+    }
+
     #[test]
     fn left_padded_layout_and_mask() {
         // Prompts of 3 and 1 tokens in a 3-wide block (the prefill's layout, see
@@ -99,12 +106,7 @@ mod tests {
             positions: vec![vec![0, 1, 2], vec![0, 0, 0]],
             key_start: vec![0, 2],
         };
-        let mask = layout
-            .mask::<B>(3, 1, None, &Default::default())
-            .into_data()
-            .to_vec::<f32>()
-            .unwrap();
-        let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
+        let allowed = allowed_entries(&layout, 3, None);
         #[rustfmt::skip]
         let expected = [
             true, false, false,   true, true, false,   true, true, true,
@@ -119,12 +121,7 @@ mod tests {
             positions: vec![vec![5], vec![2]],
             key_start: vec![0, 3],
         };
-        let mask = layout
-            .mask::<B>(6, 1, None, &Default::default())
-            .into_data()
-            .to_vec::<f32>()
-            .unwrap();
-        let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
+        let allowed = allowed_entries(&layout, 6, None);
         assert_eq!(allowed[..6], [true; 6]);
         assert_eq!(allowed[6..], [false, false, false, true, true, true]);
     }
@@ -133,12 +130,7 @@ mod tests {
     fn sliding_window_hides_keys_window_columns_back() {
         // One row of 4 tokens, window 2: each query sees itself and the key before it.
         let full = AttentionLayout::right_padded(1, 4);
-        let mask = full
-            .mask::<B>(4, 1, Some(2), &Default::default())
-            .into_data()
-            .to_vec::<f32>()
-            .unwrap();
-        let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
+        let allowed = allowed_entries(&full, 4, Some(2));
         #[rustfmt::skip]
         let expected = [
             true, false, false, false,
@@ -153,12 +145,7 @@ mod tests {
             positions: vec![vec![3]],
             key_start: vec![1],
         };
-        let mask = step
-            .mask::<B>(5, 1, Some(3), &Default::default())
-            .into_data()
-            .to_vec::<f32>()
-            .unwrap();
-        let allowed: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
+        let allowed = allowed_entries(&step, 5, Some(3));
         assert_eq!(allowed, [false, false, true, true, true]);
     }
 }
