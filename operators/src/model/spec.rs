@@ -72,8 +72,9 @@ pub enum ArchSpec {
         /// config.json); default off. In a trajectory-wise chat a window of about one turn
         /// keeps the policy reading the current observation, not the earlier ones: on
         /// FrozenLake the supervised probe with seven earlier turns reached 0.61 after
-        /// 25,600 labelled states with a window against 0.50 without, though StarPO's
-        /// plateau did not move (bench/README.md, sections 1 and 2).
+        /// 25,600 labelled states with a window against 0.50 without; StarPO with a window
+        /// and GiGPO's settings left its 0.77 plateau, slowly (bench/README.md, sections 1
+        /// and 2).
         #[serde(default)]
         sliding_window: Option<usize>,
     },
