@@ -6,9 +6,9 @@
 //! (causal). Right padding needs no extra rule: padded queries sit after the real ones and
 //! real queries never see them. A sliding-window layer (Qwen2's `sliding_window`) also
 //! hides keys `window` or more columns before the query's own; a row's columns are
-//! consecutive positions, so columns count positions. The mask is additive: 0 where allowed and a large negative
-//! number elsewhere, finite so that a fully masked padding row gives a harmless uniform
-//! softmax instead of NaN.
+//! consecutive positions, so columns count positions. The mask is additive: 0 where allowed
+//! and a large negative number elsewhere, finite so that a fully masked padding row gives a
+//! harmless uniform softmax instead of NaN.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
@@ -50,7 +50,7 @@ impl AttentionLayout {
     ///
     /// Repeated per head rather than broadcast: burn-flex adds same-shape tensors in a flat
     /// SIMD loop but walks a broadcast over the head axis element by element. Built once
-    /// per forward call and shared by all layers.
+    /// per forward call and window, and shared by the layers with that window.
     pub fn mask<B: Backend>(
         &self,
         keys: usize,
@@ -65,8 +65,8 @@ impl AttentionLayout {
         for &start in &self.key_start {
             let row_start = values.len();
             for i in 0..queries {
+                let own = i + offset;
                 values.extend((0..keys).map(|j| {
-                    let own = i + offset;
                     if j >= start && j <= own && own - j < window {
                         0.0
                     } else {

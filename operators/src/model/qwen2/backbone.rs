@@ -110,13 +110,14 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         let mut x = self.embed_tokens.forward(tokens);
         for (i, layer) in self.layers.iter().enumerate() {
             let window = self.windows.get(i).copied().flatten();
-            if !masks.iter().any(|(w, _)| *w == window) {
+            let built = masks.iter().position(|(w, _)| *w == window);
+            let index = built.unwrap_or_else(|| {
                 let mask = layout.mask::<B>(cached + queries, heads.0, window, &device);
                 masks.push((window, mask));
-            }
-            let mask = &masks.iter().find(|(w, _)| *w == window).expect("built").1;
+                masks.len() - 1
+            });
             let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
-            x = layer.forward(x, &rope, mask, layer_cache);
+            x = layer.forward(x, &rope, &masks[index].1, layer_cache);
         }
         if let Some(cache) = cache {
             cache.advance(queries);
