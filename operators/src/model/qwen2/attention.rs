@@ -15,6 +15,8 @@ use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use roll_flow_kernels::KernelBackend;
 
+use super::attention_mask::LayerMask;
+use super::banded_attention::banded_attention;
 use super::dense::project;
 use super::rotary::RotaryAngles;
 use crate::model::config::Qwen2Config;
@@ -100,8 +102,8 @@ impl<B: Backend> Attention<B> {
 }
 
 impl<B: KernelBackend> Attention<B> {
-    /// `x: [batch, queries, hidden]`; `mask: [batch, heads, queries, keys]` where `keys` counts
-    /// cached keys plus these queries. New keys/values are appended to `cache`.
+    /// `x: [batch, queries, hidden]`; `mask` over `keys`, the cached keys plus these queries
+    /// (a banded mask only without a cache). New keys/values are appended to `cache`.
     ///
     /// Layout: the projections stay `[batch, queries, heads, head_dim]` for the rotation and
     /// heads are moved in front by a stride change only (`swap_dims`, no copy: the matmuls
@@ -112,7 +114,7 @@ impl<B: KernelBackend> Attention<B> {
         &self,
         x: Tensor<B, 3>,
         rope: &RotaryAngles<B>,
-        mask: &Tensor<B, 4>,
+        mask: &LayerMask<B>,
         cache: Option<&mut LayerKv<B>>,
     ) -> Tensor<B, 3> {
         let [batch, queries, _] = x.dims();
@@ -126,7 +128,11 @@ impl<B: KernelBackend> Attention<B> {
             Some(cache) => cache.append(k, v),
             None => (k, v),
         };
-        let out = self.attend(q.swap_dims(1, 2), k, v, mask);
+        let q = q.swap_dims(1, 2);
+        let out = match mask {
+            LayerMask::Dense(mask) => self.attend(q, k, v, mask),
+            LayerMask::Banded(band) => banded_attention(q, k, v, band),
+        };
         project(&self.o_proj, out)
     }
 

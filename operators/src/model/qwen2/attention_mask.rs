@@ -9,12 +9,27 @@
 //! consecutive positions, so columns count positions. The mask is additive: 0 where allowed
 //! and a large negative number elsewhere, finite so that a fully masked padding row gives a
 //! harmless uniform softmax instead of NaN.
+//!
+//! Whole sequences without a cache (training, log-probs) under a sliding window skip the
+//! dense mask: [`LayerMask::Banded`] scores each query block against only the key blocks
+//! that can hold its window (`banded_attention`).
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
+use super::banded_attention::BandedWindow;
+
 /// Added to the scores of forbidden keys (transformers uses `finfo(float32).min`).
-const MASKED: f32 = -1.0e30;
+pub(super) const MASKED: f32 = -1.0e30;
+
+/// The keys one layer's queries may read, in the form its attention computes with.
+#[derive(Clone, Debug)]
+pub enum LayerMask<B: Backend> {
+    /// The additive mask `[batch, heads, queries, keys]` over every key.
+    Dense(Tensor<B, 4>),
+    /// A sliding window over whole sequences, scored block by block.
+    Banded(BandedWindow<B>),
+}
 
 /// Positions and visible key range of every row of one forward call.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +57,45 @@ impl AttentionLayout {
     /// Number of query tokens per row.
     pub fn queries(&self) -> usize {
         self.positions.first().map_or(0, Vec::len)
+    }
+
+    /// The mask of a layer with `window` (`None`: full causal attention) over `keys` keys for
+    /// `heads` query heads on `kv_heads` key/value heads: banded when the rows are whole
+    /// sequences from position 0 (no cache) and the band scores fewer keys per query than
+    /// the dense mask, dense otherwise.
+    pub fn layer_mask<B: Backend>(
+        &self,
+        keys: usize,
+        (heads, kv_heads): (usize, usize),
+        window: Option<usize>,
+        device: &B::Device,
+    ) -> LayerMask<B> {
+        match window {
+            Some(w)
+                if self.is_whole_sequences(keys) && BandedWindow::<B>::keys_per_query(w) < keys =>
+            {
+                LayerMask::Banded(BandedWindow::new(
+                    self.batch(),
+                    keys,
+                    (heads, kv_heads),
+                    w,
+                    device,
+                ))
+            }
+            _ => LayerMask::Dense(self.mask(keys, heads, window, device)),
+        }
+    }
+
+    /// Whether every row is a whole sequence: no cached keys, positions `0..queries` from
+    /// key column 0 (the layout of [`AttentionLayout::right_padded`]).
+    fn is_whole_sequences(&self, keys: usize) -> bool {
+        let queries = self.queries();
+        keys == queries
+            && self.key_start.iter().all(|&s| s == 0)
+            && self
+                .positions
+                .iter()
+                .all(|p| p.iter().enumerate().all(|(i, &q)| q == i))
     }
 
     /// The additive mask `[batch, heads, queries, keys]`, the same for every head; with a

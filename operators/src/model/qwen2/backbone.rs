@@ -8,7 +8,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
 use roll_flow_kernels::KernelBackend;
 
-use super::attention_mask::AttentionLayout;
+use super::attention_mask::{AttentionLayout, LayerMask};
 use super::decoder_layer::DecoderLayer;
 use super::rms_norm::RmsNorm;
 use super::rotary::RotaryAngles;
@@ -106,13 +106,13 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             &device,
         );
         // One mask per distinct window, shared by the layers that use it.
-        let mut masks: Vec<(Option<usize>, Tensor<B, 4>)> = Vec::with_capacity(1);
+        let mut masks: Vec<(Option<usize>, LayerMask<B>)> = Vec::with_capacity(1);
         let mut x = self.embed_tokens.forward(tokens);
         for (i, layer) in self.layers.iter().enumerate() {
             let window = self.windows.get(i).copied().flatten();
             let built = masks.iter().position(|(w, _)| *w == window);
             let index = built.unwrap_or_else(|| {
-                let mask = layout.mask::<B>(cached + queries, heads.0, window, &device);
+                let mask = layout.layer_mask::<B>(cached + queries, heads, window, &device);
                 masks.push((window, mask));
                 masks.len() - 1
             });

@@ -7,6 +7,7 @@ use burn::tensor::Tensor;
 use roll_flow_kernels::KernelBackend;
 
 use super::attention::Attention;
+use super::attention_mask::LayerMask;
 use super::mlp::Mlp;
 use super::rms_norm::RmsNorm;
 use super::rotary::RotaryAngles;
@@ -74,7 +75,7 @@ impl<B: KernelBackend> DecoderLayer<B> {
         &self,
         x: Tensor<B, 3>,
         rope: &RotaryAngles<B>,
-        mask: &Tensor<B, 4>,
+        mask: &LayerMask<B>,
         cache: Option<&mut LayerKv<B>>,
     ) -> Tensor<B, 3> {
         let attended =

@@ -4,6 +4,7 @@
 pub mod attention;
 pub mod attention_mask;
 pub mod backbone;
+pub mod banded_attention;
 pub mod causal_lm;
 pub mod decoder_layer;
 pub mod dense;
