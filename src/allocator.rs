@@ -11,6 +11,12 @@
 //! pipeline_allocator`), its whole 500-step run 1.11x, with the same metrics
 //! (bench/README.md). ripgrep makes the same kind of choice in its binary (jemalloc on musl).
 //!
+//! mimalloc still hands pages it has not reused for 10 ms back to the OS (its
+//! `purge_delay`), and a step's big activations come back as fresh pages the kernel must
+//! zero: `clear_page_erms` was 17% of a profile of a StarPO run with long chats. The
+//! binary turns purging off (`purge_delay` -1), so the process keeps its peak working set
+//! and reuses it; `MIMALLOC_PURGE_DELAY`, when set, still decides.
+//!
 //! `ROLL_FLOW_SYSTEM_MALLOC=1` (any value) selects glibc's malloc, with the raised
 //! thresholds; add `ROLL_FLOW_DEFAULT_MALLOC=1` for glibc's own defaults. These are the
 //! baselines of that benchmark. The choice is made once, at the first allocation, by
@@ -23,6 +29,13 @@ use std::sync::atomic::{AtomicU8, Ordering};
 /// The environment variable that selects the system allocator (NUL-terminated for
 /// `getenv`).
 const SYSTEM_SWITCH: &[u8] = b"ROLL_FLOW_SYSTEM_MALLOC\0";
+
+/// mimalloc's own variable for its purge delay (NUL-terminated for `getenv`).
+const PURGE_DELAY_VARIABLE: &[u8] = b"MIMALLOC_PURGE_DELAY\0";
+
+/// `mi_option_purge_delay` in mimalloc's `mi_option_t` (15 in both v2 and v3; the sys
+/// crate names no constant for it).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 const UNDECIDED: u8 = 0;
 const MIMALLOC: u8 = 1;
@@ -48,6 +61,9 @@ impl BinaryAllocator {
             // racing here read the same variable and store the same answer.
             let set = unsafe { !libc::getenv(SYSTEM_SWITCH.as_ptr().cast()).is_null() };
             choice = if set { SYSTEM } else { MIMALLOC };
+            if choice == MIMALLOC {
+                keep_freed_pages();
+            }
             self.choice.store(choice, Ordering::Relaxed);
         }
         choice == SYSTEM
@@ -60,6 +76,17 @@ impl BinaryAllocator {
         } else {
             &mimalloc::MiMalloc
         }
+    }
+}
+
+/// Turns mimalloc's purging off unless `MIMALLOC_PURGE_DELAY` is set. Allocates nothing:
+/// `mi_option_set` only stores the value.
+fn keep_freed_pages() {
+    // SAFETY: a NUL-terminated name; getenv only reads the environment.
+    let user_set = unsafe { !libc::getenv(PURGE_DELAY_VARIABLE.as_ptr().cast()).is_null() };
+    if !user_set {
+        // SAFETY: a valid option id and value; the call writes one option slot.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     }
 }
 
