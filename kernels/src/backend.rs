@@ -291,4 +291,30 @@ pub trait KernelBackend: Backend {
     ) -> FloatTensor<Self> {
         Self::rotary_forward(x, cos, sin)
     }
+
+    /// `tensor` with `value` written at offsets `starts` (one per axis). Default: burn's
+    /// `slice_assign` (tracked under autodiff); `Flex` writes in place when `tensor` owns
+    /// its contiguous storage alone ([`crate::cpu::block_write`]).
+    fn block_write(
+        tensor: FloatTensor<Self>,
+        starts: &[usize],
+        value: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        slice_assign_block::<Self>(tensor, starts, value)
+    }
+}
+
+/// burn's `slice_assign` of `value` at offsets `starts`.
+pub(crate) fn slice_assign_block<B: Backend>(
+    tensor: FloatTensor<B>,
+    starts: &[usize],
+    value: FloatTensor<B>,
+) -> FloatTensor<B> {
+    use burn::tensor::TensorMetadata;
+    let ranges: Vec<burn::tensor::Slice> = starts
+        .iter()
+        .zip(value.shape().iter())
+        .map(|(&s, &n)| burn::tensor::Slice::from(s..s + n))
+        .collect();
+    B::float_slice_assign(tensor, &ranges, value)
 }

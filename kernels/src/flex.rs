@@ -4,11 +4,12 @@
 use std::borrow::Cow;
 
 use burn::backend::Flex;
-use burn::tensor::TensorData;
+use burn::tensor::{DType, TensorData};
 use burn_flex::FlexTensor;
 
 use crate::backend::{
-    DenseGradients, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens,
+    slice_assign_block, DenseGradients, GaeTokens, KernelBackend, LogProbSaved, PpoForward,
+    PpoTokens,
 };
 use crate::cpu::ppo::PpoSlices;
 use crate::{cpu, PpoClipConfig};
@@ -280,6 +281,21 @@ impl KernelBackend for Flex {
             tensor(dw, &[k, m]),
             db.map(|db| tensor(db, &[m])),
         )
+    }
+
+    fn block_write(mut tensor: FlexTensor, starts: &[usize], value: FlexTensor) -> FlexTensor {
+        let f32_pair = tensor.dtype() == DType::F32 && value.dtype() == DType::F32;
+        let (shape, block) = (dims(&tensor), dims(&value));
+        let owned =
+            f32_pair && tensor.as_slice::<f32>().map(<[f32]>::len) == Some(shape.iter().product());
+        match owned.then(|| tensor.try_storage_mut::<f32>()).flatten() {
+            Some(dst) => {
+                let src = host_f32(&value);
+                cpu::block_write::write_block(dst, &shape, starts, &src, &block);
+                tensor
+            }
+            None => slice_assign_block::<Flex>(tensor, starts, value),
+        }
     }
 
     fn masked_softmax_forward(scores: FlexTensor, mask: FlexTensor) -> FlexTensor {

@@ -125,6 +125,27 @@ pub fn rotary<B: KernelBackend, const D: usize>(
     Tensor::from_primitive(TensorPrimitive::Float(out))
 }
 
+/// `tensor` with `value` written at offsets `starts`, like `slice_assign` with the ranges
+/// `starts[d]..starts[d] + value.dims()[d]`; on `Flex`, in place when `tensor` owns its
+/// storage alone (a KV cache's append then copies only the new columns). See
+/// [`cpu::block_write`].
+///
+/// # Panics
+/// If the block does not fit.
+pub fn block_write<B: KernelBackend, const D: usize>(
+    tensor: Tensor<B, D>,
+    starts: [usize; D],
+    value: Tensor<B, D>,
+) -> Tensor<B, D> {
+    let (dims, block) = (tensor.dims(), value.dims());
+    assert!(
+        (0..D).all(|d| starts[d] + block[d] <= dims[d]),
+        "block_write: a {block:?} block at {starts:?} does not fit {dims:?}"
+    );
+    let out = B::block_write(float(tensor), &starts, float(value));
+    Tensor::from_primitive(TensorPrimitive::Float(out))
+}
+
 /// A dense layer `x·weight (+ bias)` on the last axis of `x` (`[…, k]`), with `weight`
 /// `[k, m]` (burn's `Linear` layout) and `bias` `[m]`, computed on the tokens flattened to
 /// `[tokens, k]` (one matrix product, not one per sequence); differentiable w.r.t. all

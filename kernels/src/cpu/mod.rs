@@ -2,6 +2,7 @@
 //! The `Flex` backend implementation calls them on its tensors' storage without copies;
 //! callers holding host vectors can call them directly.
 
+pub mod block_write;
 pub(crate) mod buffer;
 pub use buffer::keep_freed_buffers_for_reuse;
 pub mod gae;

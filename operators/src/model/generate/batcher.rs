@@ -37,7 +37,7 @@ use rand::SeedableRng;
 use roll_flow_kernels::KernelBackend;
 
 use super::kv_cache::KvCache;
-use super::prefix_reuse::{reusable, PrefillPlan, Prefix, PrefixStore};
+use super::prefix_reuse::{plan_prefill, stored_columns, Prefix, PrefixStore};
 use super::request::{FinishReason, GenerationOutput, GenerationRequest, RequestId};
 use super::sampler::{sample, Sampled};
 use crate::model::error::ModelError;
@@ -75,6 +75,8 @@ pub struct ContinuousBatcher<B: Backend> {
     prefixes: PrefixStore<B>,
     /// Prompt tokens served from `prefixes` instead of being prefilled.
     reused_tokens: usize,
+    /// Columns a stored prefix keeps (`None`: all; see `prefix_reuse::stored_columns`).
+    prefix_columns: Option<usize>,
     next_id: u64,
     max_batch: usize,
     device: B::Device,
@@ -90,6 +92,7 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
             cache: None,
             prefixes: PrefixStore::new(2 * max_batch.max(1)),
             reused_tokens: 0,
+            prefix_columns: None,
             next_id: 0,
             max_batch: max_batch.max(1),
             device: device.clone(),
@@ -209,16 +212,13 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
             .iter()
             .map(|r| [r.request.prompt.as_slice(), &r.tokens].concat())
             .collect();
-        let prefixes: Vec<Option<Prefix<B>>> = joining
+        let mut prefixes: Vec<Option<Prefix<B>>> = joining
             .iter()
             .map(|r| r.session.and_then(|s| self.prefixes.take(s)))
             .collect();
-        let covered: Vec<usize> = inputs
-            .iter()
-            .zip(&prefixes)
-            .map(|(input, p)| p.as_ref().map_or(0, |p| reusable(&p.tokens, input)))
-            .collect();
-        let plan = PrefillPlan::new(&inputs, &covered);
+        let reach = model.model.window_reach();
+        self.prefix_columns = stored_columns(reach);
+        let plan = plan_prefill(&inputs, &mut prefixes, reach);
         self.reused_tokens += plan.cached.iter().sum::<usize>();
         let width = plan.queries;
         let tokens = Tensor::<B, 2, Int>::from_data(
@@ -231,10 +231,10 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
             .map(|(p, &n)| p.as_ref().map(|p| (&p.kv, n)))
             .collect();
         let layers = model.model.layers.len();
-        let mut cache = KvCache::from_prefixes(layers, &taken, plan.key_start.clone());
+        let mut cache = KvCache::from_prefixes(layers, &taken, plan.key_start, width);
         let layout = AttentionLayout {
             positions: plan.positions,
-            key_start: plan.key_start,
+            key_start: cache.key_start().to_vec(),
         };
         let hidden = model.hidden(tokens, &layout, Some(&mut cache));
         let logits = model.logits(hidden.narrow(1, width - 1, 1));
@@ -327,7 +327,8 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
                     .session
                     .filter(|_| row.finish != Some(FinishReason::Cancelled));
                 if let Some(session) = session {
-                    self.prefixes.put(session, cached_prefix(cache, *i, row));
+                    let prefix = cached_prefix(cache, *i, row, self.prefix_columns);
+                    self.prefixes.put(session, prefix);
                 }
             }
             cache.retain(&kept_rows);
@@ -372,8 +373,14 @@ fn jump_forward(row: &mut Running) {
 
 /// Row `i`'s keys and values and the tokens they cover: its prompt and the reply tokens
 /// that went through the model (a reply's last tokens, sampled or forced, never do).
-fn cached_prefix<B: Backend>(cache: &KvCache<B>, i: usize, row: &Running) -> Prefix<B> {
-    let kv = cache.row(i);
+/// With `keep`, only the last `keep` columns are stored.
+fn cached_prefix<B: KernelBackend>(
+    cache: &KvCache<B>,
+    i: usize,
+    row: &Running,
+    keep: Option<usize>,
+) -> Prefix<B> {
+    let kv = cache.row(i, keep);
     let mut tokens = [row.request.prompt.as_slice(), &row.tokens].concat();
     tokens.truncate(kv.len());
     Prefix { tokens, kv }

@@ -7,7 +7,8 @@
 //! once, whatever the rows' lengths.
 //!
 //! The buffers are preallocated with spare columns and written in place
-//! (`slice_assign` on a uniquely owned tensor mutates its storage), so a decode step copies
+//! ([`roll_flow_kernels::block_write`]: on `Flex` a uniquely owned tensor's storage is
+//! written directly; burn-flex's own `slice_assign` copies the whole buffer), so a decode step copies
 //! only the new column instead of the whole cache, as a `cat` per layer and step (what
 //! transformers' `DynamicCache` does) would. When the spare columns run out the buffer grows
 //! by doubling, so appends cost amortised O(1) copies per column.
@@ -19,6 +20,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
+use roll_flow_kernels::{block_write, KernelBackend};
 
 /// Spare columns a freshly grown buffer gets at least.
 const MIN_SPARE: usize = 32;
@@ -32,7 +34,7 @@ pub struct LayerKv<B: Backend> {
     len: usize,
 }
 
-impl<B: Backend> LayerKv<B> {
+impl<B: KernelBackend> LayerKv<B> {
     /// Writes new keys/values `[rows, kv_heads, n, head_dim]` after the live columns and
     /// returns views of all live keys and values.
     pub fn append(&mut self, k: Tensor<B, 4>, v: Tensor<B, 4>) -> (Tensor<B, 4>, Tensor<B, 4>) {
@@ -63,7 +65,7 @@ impl<B: Backend> LayerKv<B> {
 /// `new` written into columns `start..` of `buffer`, which grows (doubling, at least
 /// [`MIN_SPARE`] spare columns) when it has too few. The write is in place when `buffer`
 /// is not shared.
-fn write<B: Backend>(
+fn write<B: KernelBackend>(
     buffer: Option<Tensor<B, 4>>,
     new: Tensor<B, 4>,
     start: usize,
@@ -76,31 +78,38 @@ fn write<B: Backend>(
             let capacity = (2 * end).max(end + MIN_SPARE);
             let fresh = Tensor::zeros([rows, heads, capacity, dim], &new.device());
             match old {
-                Some(old) if start > 0 => fresh.slice_assign(
-                    [0..rows, 0..heads, 0..start, 0..dim],
-                    old.narrow(2, 0, start),
-                ),
+                Some(old) if start > 0 => block_write(fresh, [0; 4], old.narrow(2, 0, start)),
                 _ => fresh,
             }
         }
     };
-    buffer.slice_assign([0..rows, 0..heads, start..end, 0..dim], new)
+    block_write(buffer, [0, 0, start, 0], new)
 }
 
 /// Keys and values of one layer.
 pub type KvPair<B> = (Tensor<B, 4>, Tensor<B, 4>);
 
 /// One sequence's cached keys and values, `[1, kv_heads, columns, head_dim]` per layer: what
-/// a finished request leaves for the next turn of its conversation to start from.
+/// a finished request leaves for the next turn of its conversation to start from. The
+/// columns hold positions `first..first + columns`: a model whose every layer has a
+/// sliding window keeps only the last columns a later query can still see (see
+/// [`KvCache::row`]), `first` is 0 otherwise.
 #[derive(Clone, Debug)]
 pub struct RowKv<B: Backend> {
     /// `(keys, values)` of every layer.
     pub layers: Vec<KvPair<B>>,
+    /// Position of the first stored column.
+    pub first: usize,
 }
 
 impl<B: Backend> RowKv<B> {
-    /// Number of cached tokens.
+    /// Number of tokens covered: positions `0..len()` (the first `first` no longer stored).
     pub fn len(&self) -> usize {
+        self.first + self.columns()
+    }
+
+    /// Number of stored columns.
+    pub fn columns(&self) -> usize {
         self.layers.first().map_or(0, |(k, _)| k.dims()[2])
     }
 
@@ -116,11 +125,15 @@ pub struct KvCache<B: Backend> {
     layers: Vec<LayerKv<B>>,
     len: usize,
     key_start: Vec<usize>,
+    /// Rotary position of each row's column `key_start[r]` (not 0 when the row started from
+    /// a prefix that no longer stores its first positions).
+    first_position: Vec<usize>,
 }
 
-impl<B: Backend> KvCache<B> {
+impl<B: KernelBackend> KvCache<B> {
     /// An empty cache for `rows` sequences whose first key will be at `key_start[r]`.
     pub fn new(num_layers: usize, key_start: Vec<usize>) -> Self {
+        let first_position = vec![0; key_start.len()];
         KvCache {
             layers: vec![
                 LayerKv {
@@ -132,6 +145,7 @@ impl<B: Backend> KvCache<B> {
             ],
             len: 0,
             key_start,
+            first_position,
         }
     }
 
@@ -188,6 +202,7 @@ impl<B: Backend> KvCache<B> {
             mine.len = mine.keys.as_ref().map_or(0, |k| k.dims()[2]);
         }
         self.key_start.extend(other.key_start);
+        self.first_position.extend(other.first_position);
     }
 
     /// Keeps only the given rows (in that order) and drops unused leading columns.
@@ -198,6 +213,7 @@ impl<B: Backend> KvCache<B> {
         }
         let Some(device) = self.device() else {
             self.key_start = rows.iter().map(|&r| self.key_start[r]).collect();
+            self.first_position = rows.iter().map(|&r| self.first_position[r]).collect();
             return;
         };
         let index: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
@@ -206,6 +222,7 @@ impl<B: Backend> KvCache<B> {
             layer.map(|t| t.select(0, index.clone()));
         }
         self.key_start = rows.iter().map(|&r| self.key_start[r]).collect();
+        self.first_position = rows.iter().map(|&r| self.first_position[r]).collect();
         let unused = self.key_start.iter().copied().min().unwrap_or(0);
         if unused > 0 {
             let len = self.len;
@@ -217,13 +234,18 @@ impl<B: Backend> KvCache<B> {
         }
     }
 
-    /// A copy of row `r`'s live keys and values (its columns `key_start[r]..len`), owning its
-    /// storage, so the running buffers stay uniquely owned and keep being written in place.
-    pub fn row(&self, r: usize) -> RowKv<B> {
+    /// A copy of row `r`'s live keys and values (its columns `key_start[r]..len`; with
+    /// `keep`, only the last `keep` of them), owning its storage, so the running buffers stay
+    /// uniquely owned and keep being written in place.
+    pub fn row(&self, r: usize, keep: Option<usize>) -> RowKv<B> {
         let (start, len) = (self.key_start[r], self.len);
+        let dropped = keep.map_or(0, |k| (len - start).saturating_sub(k));
         let copy = |t: &Option<Tensor<B, 4>>| {
             let t = t.as_ref().expect("a cache with columns has buffers");
-            let view = t.clone().narrow(0, r, 1).narrow(2, start, len - start);
+            let view = t
+                .clone()
+                .narrow(0, r, 1)
+                .narrow(2, start + dropped, len - start - dropped);
             Tensor::from_data(view.into_data(), &t.device())
         };
         RowKv {
@@ -232,37 +254,60 @@ impl<B: Backend> KvCache<B> {
                 .iter()
                 .map(|l| (copy(&l.keys), copy(&l.values)))
                 .collect(),
+            first: self.first_position[r] + dropped,
         }
     }
 
-    /// A cache whose row `r` holds the first `take` columns of `prefixes[r]`, right-aligned
+    /// A cache whose row `r` holds the first `take` positions of `prefixes[r]`, right-aligned
     /// on a shared key axis as wide as the longest (`None` or `take = 0`: no columns). Rows
     /// keep their keys from `key_start[r]`, which the caller computes with the queries that
-    /// will follow (left padding of short rows included).
+    /// will follow (left padding of short rows included); a prefix that no longer stores its
+    /// first positions (`RowKv::first`, at most `take`) moves its row's start past them, so
+    /// the mask hides the zero columns left in their place.
+    ///
+    /// The buffers have room for `queries` more columns plus [`MIN_SPARE`], so the prefill
+    /// that follows, and the first decode steps, write in place: each prefix is copied
+    /// once, into a zeroed buffer, instead of being stacked and then regrown.
     pub fn from_prefixes(
         num_layers: usize,
         prefixes: &[Option<(&RowKv<B>, usize)>],
-        key_start: Vec<usize>,
+        mut key_start: Vec<usize>,
+        queries: usize,
     ) -> Self {
+        let mut first_position = vec![0; key_start.len()];
+        for ((start, position), prefix) in
+            key_start.iter_mut().zip(&mut first_position).zip(prefixes)
+        {
+            if let Some((kv, take)) = prefix.filter(|p| p.1 > 0) {
+                assert!(
+                    kv.first <= take,
+                    "a prefix cannot serve positions it dropped"
+                );
+                *start += kv.first;
+                *position = kv.first;
+            }
+        }
         let width = prefixes.iter().flatten().map(|p| p.1).max().unwrap_or(0);
         let Some((first, _)) = prefixes.iter().flatten().find(|p| p.1 > 0) else {
             return KvCache::new(num_layers, key_start);
         };
+        let rows = prefixes.len();
+        let capacity = width + queries + MIN_SPARE;
         let layers = (0..num_layers)
             .map(|i| {
                 let stack = |pick: fn(&KvPair<B>) -> &Tensor<B, 4>| {
                     let template = pick(&first.layers[i]);
                     let [_, heads, _, dim] = template.dims();
-                    let device = template.device();
-                    let zeros = |n: usize| Tensor::zeros([1, heads, n, dim], &device);
-                    let rows = prefixes.iter().map(|p| match p {
-                        Some((kv, take)) if *take > 0 => {
-                            let cached = pick(&kv.layers[i]).clone().narrow(2, 0, *take);
-                            Tensor::cat(vec![zeros(width - take), cached], 2)
+                    let mut buffer =
+                        Tensor::zeros([rows, heads, capacity, dim], &template.device());
+                    for (r, prefix) in prefixes.iter().enumerate() {
+                        if let Some((kv, take)) = prefix.filter(|p| p.1 > 0) {
+                            let stored = take - kv.first;
+                            let cached = pick(&kv.layers[i]).clone().narrow(2, 0, stored);
+                            buffer = block_write(buffer, [r, 0, width - stored, 0], cached);
                         }
-                        _ => zeros(width),
-                    });
-                    Tensor::cat(rows.collect(), 0)
+                    }
+                    buffer
                 };
                 LayerKv {
                     keys: Some(stack(|l| &l.0)),
@@ -275,6 +320,7 @@ impl<B: Backend> KvCache<B> {
             layers,
             len: width,
             key_start,
+            first_position,
         }
     }
 

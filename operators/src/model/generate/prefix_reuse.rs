@@ -14,6 +14,13 @@
 //! only (see [`PrefillPlan`]). With no reusable prefix this is exactly the left-padded
 //! prefill. The cache is valid for one set of weights: the rollout's inference loop serves
 //! one policy version, and the store lives and dies with its batcher.
+//!
+//! Under sliding-window attention in every layer, a query sees at most
+//! `reach = max(window) - 1` positions back, so a stored prefix keeps only its last
+//! `reach + REFEED_MARGIN` columns ([`stored_columns`]): the cache copies and the prefill's
+//! keys stop growing with the chat. The margin covers the tokens a row re-feeds when its
+//! new part is shorter than the block; a row that would need a dropped column is prefilled
+//! without its prefix instead ([`plan_prefill`]), which costs time, never correctness.
 
 use std::collections::HashMap;
 
@@ -59,6 +66,46 @@ impl<B: Backend> PrefixStore<B> {
     /// Removes and returns `session`'s prefix.
     pub fn take(&mut self, session: u64) -> Option<Prefix<B>> {
         self.entries.remove(&session).map(|(_, p)| p)
+    }
+}
+
+/// Tokens before the cached ones a row may re-feed and still use a trimmed prefix.
+pub const REFEED_MARGIN: usize = 64;
+
+/// How many columns a stored prefix keeps for a model whose queries see `reach` positions
+/// back (`None`: all of them).
+pub fn stored_columns(reach: Option<usize>) -> Option<usize> {
+    reach.map(|r| r + REFEED_MARGIN)
+}
+
+/// The prefill plan for `inputs` and each row's session prefix. A prefix serves its
+/// common prefix with the input, unless the plan would make the row start at a position
+/// whose earlier keys, still within `reach`, the prefix no longer stores; such prefixes are
+/// dropped (set to `None`) and the plan is made again without them.
+pub fn plan_prefill<B: Backend>(
+    inputs: &[Vec<u32>],
+    prefixes: &mut [Option<Prefix<B>>],
+    reach: Option<usize>,
+) -> PrefillPlan {
+    loop {
+        let covered: Vec<usize> = inputs
+            .iter()
+            .zip(prefixes.iter())
+            .map(|(input, p)| p.as_ref().map_or(0, |p| reusable(&p.tokens, input)))
+            .collect();
+        let plan = PrefillPlan::new(inputs, &covered);
+        let mut dropped = false;
+        for (prefix, &take) in prefixes.iter_mut().zip(&plan.cached) {
+            let first = prefix.as_ref().map_or(0, |p| p.kv.first);
+            let needed = take.saturating_sub(reach.unwrap_or(take));
+            if take > 0 && first > needed {
+                *prefix = None;
+                dropped = true;
+            }
+        }
+        if !dropped {
+            return plan;
+        }
     }
 }
 

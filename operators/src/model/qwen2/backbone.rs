@@ -70,6 +70,16 @@ impl<B: Backend> Qwen2Backbone<B> {
         })
     }
 
+    /// How many positions back any query can see, `max(window) - 1`, when every layer has a
+    /// sliding window; `None` when some layer attends to every earlier key. Keys further
+    /// back than this from every future query can be dropped from a cache.
+    pub fn window_reach(&self) -> Option<usize> {
+        let windows: Option<Vec<usize>> = self.windows.iter().copied().collect();
+        windows
+            .and_then(|w| w.into_iter().max())
+            .map(|w| w.max(1) - 1)
+    }
+
     /// Emits every `model.*` tensor.
     pub fn save(&self, sink: &mut TensorSink) {
         sink.put("model.embed_tokens.weight", &self.embed_tokens.weight.val());
