@@ -72,6 +72,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn block_write_matches_reference() {
+                super::suite::block_write::block_write_matches_reference::<B>(&device());
+            }
+
+            #[test]
             fn bad_input_is_refused() {
                 super::suite::refuses_bad_input::<B>(&device());
             }

@@ -17,6 +17,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use roll_flow_kernels::{reference, KernelBackend, LossAgg, PpoClipConfig, PpoStats};
 
+pub mod block_write;
 pub mod linear;
 pub mod masked_softmax;
 pub mod rms_norm;
