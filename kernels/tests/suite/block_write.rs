@@ -33,11 +33,15 @@ pub fn block_write_matches_reference<B: KernelBackend>(device: &B::Device) {
     let kept = shared.clone();
     let written = roll_flow_kernels::block_write(shared, at, value.clone());
     assert_eq!(host(written), want, "a block written into a shared tensor");
-    assert_eq!(host(kept), base, "the other handle of a shared tensor changed");
+    assert_eq!(
+        host(kept),
+        base,
+        "the other handle of a shared tensor changed"
+    );
 
     // A value read through a transposed view.
-    let transposed = Tensor::<B, 4>::from_data(TensorData::new(values, [1, 2, 3, 2]), device)
-        .swap_dims(2, 3);
+    let transposed =
+        Tensor::<B, 4>::from_data(TensorData::new(values, [1, 2, 3, 2]), device).swap_dims(2, 3);
     let expected = host(transposed.clone());
     let written = roll_flow_kernels::block_write(dst(), at, transposed);
     let got = host(written);
