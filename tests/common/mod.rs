@@ -17,11 +17,18 @@ pub fn roll_flow(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
-/// Shrinks a shipped pipeline: 1-layer 32-wide models, 2 groups of 2, short replies.
+/// Shrinks a shipped pipeline: 1-layer 32-wide models, 2 groups of 2, short replies. A
+/// policy with a sliding window keeps one (8 keys, shorter than a turn), so the banded
+/// attention and the trimmed prefixes run through the binary too.
 pub fn tiny(file: &str) -> Vec<String> {
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
+    let window = if text.contains("sliding_window:") {
+        ", sliding_window: 8"
+    } else {
+        ""
+    };
     let mut sets = vec![
-        "models.policy.arch=Tiny(layers: 1, dim: 32, heads: 2)".to_string(),
+        format!("models.policy.arch=Tiny(layers: 1, dim: 32, heads: 2{window})"),
         "envs.train.groups=2".into(),
         "envs.train.group_size=2".into(),
         "envs.val.groups=2".into(),
