@@ -20,7 +20,20 @@ use burn::tensor::{Tensor, TensorData};
 use super::banded_attention::BandedWindow;
 
 /// Added to the scores of forbidden keys (transformers uses `finfo(float32).min`).
-pub(super) const MASKED: f32 = -1.0e30;
+const MASKED: f32 = -1.0e30;
+
+/// The additive mask value of key column `key` for a query whose own column is `own`, in a
+/// row whose keys start at column `first`: 0 when the key is the row's, not after the
+/// query, and fewer than `window` columns back; [`MASKED`] otherwise. The one visibility
+/// rule of the dense and the banded masks.
+pub(super) fn mask_value(own: isize, key: isize, first: isize, window: usize) -> f32 {
+    let back = own - key;
+    if key >= first && back >= 0 && (back as usize) < window {
+        0.0
+    } else {
+        MASKED
+    }
+}
 
 /// The keys one layer's queries may read, in the form its attention computes with.
 #[derive(Clone, Debug)]
@@ -120,13 +133,9 @@ impl AttentionLayout {
             let row_start = values.len();
             for i in 0..queries {
                 let own = i + offset;
-                values.extend((0..keys).map(|j| {
-                    if j >= start && j <= own && own - j < window {
-                        0.0
-                    } else {
-                        MASKED
-                    }
-                }));
+                values.extend(
+                    (0..keys).map(|j| mask_value(own as isize, j as isize, start as isize, window)),
+                );
             }
             for _ in 1..heads {
                 values.extend_from_within(row_start..row_start + queries * keys);

@@ -26,14 +26,12 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
 
-use super::attention_mask::MASKED;
+use super::attention_mask::mask_value;
 
 /// The block layout and additive band mask of one sliding window over right-padded
 /// sequences that start at position 0.
 #[derive(Clone, Debug)]
 pub struct BandedWindow<B: Backend> {
-    /// Sequence length (queries = keys).
-    pub len: usize,
     /// Queries per block.
     pub block: usize,
     /// Key blocks each query block reads (its own and `key_blocks - 1` before it).
@@ -52,8 +50,13 @@ impl<B: Backend> BandedWindow<B> {
 
     /// Scores per query and head under this layout, to compare with `len` for the dense path.
     pub fn keys_per_query(window: usize) -> usize {
-        let block = Self::block_for(window);
-        block * (1 + (window.max(1) - 1).div_ceil(block))
+        Self::block_for(window) * Self::key_blocks_for(window)
+    }
+
+    /// Key blocks a query block must read to hold a window: its own and enough before it
+    /// to reach `window - 1` positions back.
+    fn key_blocks_for(window: usize) -> usize {
+        1 + (window.max(1) - 1).div_ceil(Self::block_for(window))
     }
 
     /// The layout for `batch` rows of `len` tokens, `heads` query heads over `kv_heads`
@@ -66,8 +69,7 @@ impl<B: Backend> BandedWindow<B> {
         device: &B::Device,
     ) -> Self {
         let window = window.max(1);
-        let block = Self::block_for(window);
-        let key_blocks = 1 + (window - 1).div_ceil(block);
+        let (block, key_blocks) = (Self::block_for(window), Self::key_blocks_for(window));
         let blocks = len.div_ceil(block);
         let (rep, width) = (heads / kv_heads, key_blocks * block);
         let front = (key_blocks - 1) * block;
@@ -75,14 +77,10 @@ impl<B: Backend> BandedWindow<B> {
         for n in 0..blocks {
             let block_start = one.len();
             for r in 0..block {
+                let query = (n * block + r) as isize;
                 one.extend((0..width).map(|c| {
-                    let (query, key) = (n * block + r, (n * block + c) as isize - front as isize);
-                    let back = query as isize - key;
-                    if key >= 0 && back >= 0 && back < window as isize {
-                        0.0
-                    } else {
-                        MASKED
-                    }
+                    let key = (n * block + c) as isize - front as isize;
+                    mask_value(query, key, 0, window)
                 }));
             }
             for _ in 1..rep {
@@ -95,7 +93,6 @@ impl<B: Backend> BandedWindow<B> {
         }
         let shape = [batch, kv_heads, blocks, rep * block, width];
         BandedWindow {
-            len,
             block,
             key_blocks,
             mask: Tensor::from_data(TensorData::new(values, shape), device),
