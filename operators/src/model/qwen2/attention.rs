@@ -130,7 +130,17 @@ impl<B: KernelBackend> Attention<B> {
         };
         let q = q.swap_dims(1, 2);
         let out = match mask {
-            LayerMask::Dense(mask) => self.attend(q, k, v, mask),
+            LayerMask::Dense { mask, first_key } => {
+                // Keys before `first_key` are out of every query's window.
+                let visible = |t: Tensor<B, 4>| match *first_key {
+                    0 => t,
+                    first => {
+                        let keys = t.dims()[2];
+                        t.narrow(2, first, keys - first)
+                    }
+                };
+                self.attend(q, visible(k), visible(v), mask)
+            }
             LayerMask::Banded(band) => banded_attention(q, k, v, band),
         };
         project(&self.o_proj, out)

@@ -12,7 +12,10 @@
 //!
 //! Whole sequences without a cache (training, log-probs) under a sliding window skip the
 //! dense mask: [`LayerMask::Banded`] scores each query block against only the key blocks
-//! that can hold its window (`banded_attention`).
+//! that can hold its window (`banded_attention`). With a cache (the rollout's prefills and
+//! decoding steps) the dense mask leaves out the key columns no query's window reaches:
+//! every row's queries are its last columns, so one cut serves the whole batch, and a
+//! turn late in a long chat scores about `window` keys instead of the whole chat.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
@@ -38,8 +41,12 @@ pub(super) fn mask_value(own: isize, key: isize, first: isize, window: usize) ->
 /// The keys one layer's queries may read, in the form its attention computes with.
 #[derive(Clone, Debug)]
 pub enum LayerMask<B: Backend> {
-    /// The additive mask `[batch, heads, queries, keys]` over every key.
-    Dense(Tensor<B, 4>),
+    /// The additive mask `[batch, heads, queries, keys − first_key]` over key columns
+    /// `first_key..` (0 without a window: every key).
+    Dense {
+        mask: Tensor<B, 4>,
+        first_key: usize,
+    },
     /// A sliding window over whole sequences, scored block by block.
     Banded(BandedWindow<B>),
 }
@@ -95,7 +102,10 @@ impl AttentionLayout {
                     device,
                 ))
             }
-            _ => LayerMask::Dense(self.mask(keys, heads, window, device)),
+            _ => LayerMask::Dense {
+                mask: self.mask(keys, heads, window, device),
+                first_key: self.first_visible_key(keys, window),
+            },
         }
     }
 
@@ -111,9 +121,19 @@ impl AttentionLayout {
                 .all(|p| p.iter().enumerate().all(|(i, &q)| q == i))
     }
 
-    /// The additive mask `[batch, heads, queries, keys]`, the same for every head; with a
-    /// `window`, a query sees only its last `window` keys (itself included), as
-    /// transformers' `sliding_window_overlay`.
+    /// The first key column any query of this call can see: with a `window`, the first
+    /// query's own column (`keys − queries`) less `window − 1`; 0 without one. The queries
+    /// are the last `queries` columns of every row, so the cut is the same for all rows.
+    pub fn first_visible_key(&self, keys: usize, window: Option<usize>) -> usize {
+        window.map_or(0, |w| {
+            keys.saturating_sub(self.queries() + w.saturating_sub(1))
+        })
+    }
+
+    /// The additive mask `[batch, heads, queries, keys − first]` over key columns
+    /// `first..keys`, `first` the [`first_visible_key`](Self::first_visible_key), the same
+    /// for every head; with a `window`, a query sees only its last `window` keys (itself
+    /// included), as transformers' `sliding_window_overlay`.
     ///
     /// Repeated per head rather than broadcast: burn-flex adds same-shape tensors in a flat
     /// SIMD loop but walks a broadcast over the head axis element by element. Built once
@@ -127,22 +147,23 @@ impl AttentionLayout {
     ) -> Tensor<B, 4> {
         let (batch, queries) = (self.batch(), self.queries());
         let offset = keys - queries;
-        let window = window.unwrap_or(usize::MAX);
-        let mut values = Vec::with_capacity(batch * heads * queries * keys);
+        let first = self.first_visible_key(keys, window);
+        let (window, width) = (window.unwrap_or(usize::MAX), keys - first);
+        let mut values = Vec::with_capacity(batch * heads * queries * width);
         for &start in &self.key_start {
             let row_start = values.len();
             for i in 0..queries {
-                let own = i + offset;
+                let own = (i + offset) as isize;
                 values.extend(
-                    (0..keys).map(|j| mask_value(own as isize, j as isize, start as isize, window)),
+                    (first..keys).map(|j| mask_value(own, j as isize, start as isize, window)),
                 );
             }
             for _ in 1..heads {
-                values.extend_from_within(row_start..row_start + queries * keys);
+                values.extend_from_within(row_start..row_start + queries * width);
             }
         }
         Tensor::from_data(
-            TensorData::new(values, [batch, heads, queries, keys]),
+            TensorData::new(values, [batch, heads, queries, width]),
             device,
         )
     }
@@ -203,12 +224,13 @@ mod tests {
         ];
         assert_eq!(allowed, expected);
         // A decode step of a row starting at column 1, over 5 cached + new keys, window 3:
-        // its own key is column 4, so it sees columns 2..=4.
+        // its own key is column 4, so it sees columns 2..=4, and the mask starts there.
         let step = AttentionLayout {
             positions: vec![vec![3]],
             key_start: vec![1],
         };
+        assert_eq!(step.first_visible_key(5, Some(3)), 2);
         let allowed = allowed_entries(&step, 5, Some(3));
-        assert_eq!(allowed, [false, false, true, true, true]);
+        assert_eq!(allowed, [true, true, true]);
     }
 }

@@ -333,7 +333,7 @@ mod tests {
         let dense = short.layer_mask::<B>(50, (8, 8), Some(40), &Default::default());
         assert!(matches!(
             dense,
-            super::super::attention_mask::LayerMask::Dense(_)
+            super::super::attention_mask::LayerMask::Dense { .. }
         ));
     }
 }
