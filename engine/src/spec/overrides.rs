@@ -66,16 +66,27 @@ fn apply_one(text: &str, item: &str) -> Result<String, Problem> {
         let seg = segment_for(node, name);
         match node.child(&seg) {
             Some(child) => node = child,
-            None if i + 1 == segments.len() => return insert_field(text, node, name, value),
+            None if i + 1 == segments.len() => {
+                return checked(insert_field(text, node, name, value)?, key, value)
+            }
             None => return Err(missing(node, name, &segments[..i])),
         }
     }
     let span = node.span;
-    Ok(format!(
-        "{}{}{}",
-        &text[..span.start],
-        value,
-        &text[span.end..]
+    let edited = format!("{}{}{}", &text[..span.start], value, &text[span.end..]);
+    checked(edited, key, value)
+}
+
+/// `edited` if it still parses: a value that is not RON (an unquoted path) is reported
+/// here, under its own `--set`, rather than as a broken file under the next override.
+fn checked(edited: String, key: &str, value: &str) -> Result<String, Problem> {
+    if parse(&edited).is_some() {
+        return Ok(edited);
+    }
+    let quoted = !value.starts_with(['"', '(', '[', '{']);
+    Err(Problem(
+        format!("`{value}` is not a RON value"),
+        quoted.then(|| format!("strings need quotes: --set '{key}=\"{value}\"'")),
     ))
 }
 
@@ -182,5 +193,18 @@ mod tests {
             .unwrap_err()
             .starts_with("expected `key=value`"));
         assert!(set("=3").is_err());
+    }
+
+    #[test]
+    fn explains_values_that_are_not_ron() {
+        assert_eq!(
+            set("nodes.ckpt.every=/tmp/x").unwrap_err(),
+            "`/tmp/x` is not a RON value / strings need quotes: --set 'nodes.ckpt.every=\"/tmp/x\"'"
+        );
+        assert_eq!(
+            set("envs.train.group_size=/tmp/x").unwrap_err(),
+            "`/tmp/x` is not a RON value / strings need quotes: --set 'envs.train.group_size=\"/tmp/x\"'"
+        );
+        assert!(set("envs.train.groups=(1").unwrap_err().ends_with(" / "));
     }
 }
