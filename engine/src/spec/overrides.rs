@@ -83,10 +83,10 @@ fn checked(edited: String, key: &str, value: &str) -> Result<String, Problem> {
     if parse(&edited).is_some() {
         return Ok(edited);
     }
-    let quoted = !value.starts_with(['"', '(', '[', '{']);
+    let bare_text = !value.starts_with(['"', '(', '[', '{']);
     Err(Problem(
         format!("`{value}` is not a RON value"),
-        quoted.then(|| format!("strings need quotes: --set '{key}=\"{value}\"'")),
+        bare_text.then(|| format!("strings need quotes: --set '{key}=\"{value}\"'")),
     ))
 }
 

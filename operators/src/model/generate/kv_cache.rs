@@ -211,9 +211,9 @@ impl<B: KernelBackend> KvCache<B> {
             *self = KvCache::new(self.layers.len(), Vec::new());
             return;
         }
+        self.key_start = rows.iter().map(|&r| self.key_start[r]).collect();
+        self.first_position = rows.iter().map(|&r| self.first_position[r]).collect();
         let Some(device) = self.device() else {
-            self.key_start = rows.iter().map(|&r| self.key_start[r]).collect();
-            self.first_position = rows.iter().map(|&r| self.first_position[r]).collect();
             return;
         };
         let index: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
@@ -221,8 +221,6 @@ impl<B: KernelBackend> KvCache<B> {
         for layer in &mut self.layers {
             layer.map(|t| t.select(0, index.clone()));
         }
-        self.key_start = rows.iter().map(|&r| self.key_start[r]).collect();
-        self.first_position = rows.iter().map(|&r| self.first_position[r]).collect();
         let unused = self.key_start.iter().copied().min().unwrap_or(0);
         if unused > 0 {
             let len = self.len;
