@@ -33,7 +33,7 @@ use roll_flow_kernels::KernelBackend;
 
 use super::error::ModelError;
 use super::packed::PackedSequences;
-use super::qwen2::{AttentionLayout, Qwen2CausalLm};
+use super::qwen2::Qwen2CausalLm;
 
 /// Log-probs and entropies of the response tokens, in packed order.
 #[derive(Clone, Debug)]
@@ -119,7 +119,6 @@ pub fn response_scores<B: KernelBackend>(
     packed.validate()?;
     check_inputs(packed, response_mask, temperature, model.config.vocab_size)?;
     let device = model.model.embed_tokens.weight.device();
-    let (rows, width) = (packed.len(), packed.max_len());
     let mut source_rows = Vec::new();
     let mut targets = Vec::new();
     let mut token_index = Vec::new();
@@ -130,7 +129,7 @@ pub fn response_scores<B: KernelBackend>(
                 message: format!("token {t} starts sequence {seq} and cannot be a response token"),
             });
         }
-        source_rows.push((seq * width + pos - 1) as i64);
+        source_rows.push((seq, pos - 1));
         targets.push(packed.tokens[t] as i64);
         token_index.push(t);
     }
@@ -150,8 +149,8 @@ pub fn response_scores<B: KernelBackend>(
     } else {
         decisions
     };
-    let pick = |v: &[i64]| decisions.iter().map(|&i| v[i]).collect::<Vec<i64>>();
-    let (source_rows, targets) = (pick(&source_rows), pick(&targets));
+    let source_rows: Vec<(usize, usize)> = decisions.iter().map(|&i| source_rows[i]).collect();
+    let targets: Vec<i64> = decisions.iter().map(|&i| targets[i]).collect();
     let allowed: Option<Vec<Option<&[u32]>>> =
         allowed.map(|a| decisions.iter().map(|&i| a[i]).collect());
     let m = decisions.len();
@@ -168,16 +167,9 @@ pub fn response_scores<B: KernelBackend>(
             uniform_kl: scoring.uniform_kl.then_some(empty),
         });
     }
-    let hidden = model.hidden(
-        packed.right_padded::<B>(&device),
-        &AttentionLayout::right_padded(rows, width),
-        None,
-    );
-    let hidden_dim = hidden.dims()[2];
-    let rows_index = Tensor::<B, 1, Int>::from_data(TensorData::new(source_rows, [m]), &device);
-    let selected = hidden
-        .reshape([rows * width, hidden_dim])
-        .select(0, rows_index);
+    // The final hidden state before each decision; the last layer runs at those positions
+    // only (`Qwen2Backbone::forward_at`).
+    let selected = model.hidden_at(packed.right_padded::<B>(&device), &source_rows);
     let mut logits = model.logits(selected);
     let ruled_out =
         ruled_out.map(|r| Tensor::<B, 2, Bool>::from_data(TensorData::new(r, [m, vocab]), &device));

@@ -28,6 +28,14 @@ pub fn tiny_qwen2() -> Qwen2CausalLm<B> {
 /// of the fixture whose config.json carries those fields (and no `layer_types`, so the layer
 /// rule comes from `max_window_layers`); also returns that file's expectations.
 pub fn tiny_qwen2_sliding_window() -> (Qwen2CausalLm<B>, serde_json::Value) {
+    let (dir, expected) = sliding_window_fixture();
+    let model = load_causal_lm::<B>(dir.path(), &device()).unwrap();
+    (model, expected)
+}
+
+/// The copy of `tiny_qwen2` that [`tiny_qwen2_sliding_window`] loads (any backend can load
+/// it while the directory lives), and the expectations file.
+pub fn sliding_window_fixture() -> (tempfile::TempDir, serde_json::Value) {
     let source = fixture("tiny_qwen2");
     let text = std::fs::read_to_string(source.join("expected_sliding_window.json")).unwrap();
     let expected: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -45,8 +53,7 @@ pub fn tiny_qwen2_sliding_window() -> (Qwen2CausalLm<B>, serde_json::Value) {
         object.insert(key.clone(), value.clone());
     }
     std::fs::write(&config_path, config.to_string()).unwrap();
-    let model = load_causal_lm::<B>(dir.path(), &device()).unwrap();
-    (model, expected)
+    (dir, expected)
 }
 
 /// An unguided request with no stop tokens.

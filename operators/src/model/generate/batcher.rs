@@ -236,8 +236,7 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
             positions: plan.positions,
             key_start: cache.key_start().to_vec(),
         };
-        let hidden = model.hidden(tokens, &layout, Some(&mut cache));
-        let logits = model.logits(hidden.narrow(1, width - 1, 1));
+        let logits = model.logits(model.hidden_last(tokens, &layout, Some(&mut cache)));
         let rows = self.sample_rows(logits, joining.into_iter());
         self.running.extend(rows);
         match &mut self.cache {

@@ -19,6 +19,7 @@ use super::attention_mask::LayerMask;
 use super::banded_attention::banded_attention;
 use super::dense::project;
 use super::rotary::RotaryAngles;
+use super::selected_queries::SelectedQueries;
 use crate::model::config::Qwen2Config;
 use crate::model::error::ModelError;
 use crate::model::generate::kv_cache::LayerKv;
@@ -117,16 +118,54 @@ impl<B: KernelBackend> Attention<B> {
         mask: &LayerMask<B>,
         cache: Option<&mut LayerKv<B>>,
     ) -> Tensor<B, 3> {
+        self.forward_queries(x, rope, mask, cache, false)
+    }
+
+    /// [`forward`](Self::forward) for the last query column only, `[batch, 1, hidden]`: a
+    /// prefill needs every new key and value in the cache but the next-token logits of the
+    /// last column alone (every row's prompt ends there). A banded mask has no cache and
+    /// scores whole sequences, so it takes the full path.
+    pub fn forward_last(
+        &self,
+        x: Tensor<B, 3>,
+        rope: &RotaryAngles<B>,
+        mask: &LayerMask<B>,
+        cache: Option<&mut LayerKv<B>>,
+    ) -> Tensor<B, 3> {
+        match mask {
+            LayerMask::Dense { .. } => self.forward_queries(x, rope, mask, cache, true),
+            LayerMask::Banded(_) => last_column(self.forward_queries(x, rope, mask, cache, false)),
+        }
+    }
+
+    /// Keys and values of every column of `x` (appended to `cache`), queries of every
+    /// column or, with `last_only`, of the last one.
+    fn forward_queries(
+        &self,
+        x: Tensor<B, 3>,
+        rope: &RotaryAngles<B>,
+        mask: &LayerMask<B>,
+        cache: Option<&mut LayerKv<B>>,
+        last_only: bool,
+    ) -> Tensor<B, 3> {
         let [batch, queries, _] = x.dims();
         let (heads, kv, d) = (self.heads, self.kv_heads, self.head_dim);
-        let split = |t: Tensor<B, 3>, n: usize| t.reshape([batch, queries, n, d]);
-        let q = rope.apply_scaled(split(project(&self.q_proj, x.clone()), heads));
+        let split = |t: Tensor<B, 3>, n: usize| {
+            let q = t.dims()[1];
+            t.reshape([batch, q, n, d])
+        };
         let k = rope.apply(split(project(&self.k_proj, x.clone()), kv));
-        let v = split(project(&self.v_proj, x), kv);
+        let v = split(project(&self.v_proj, x.clone()), kv);
         let (k, v) = (k.swap_dims(1, 2), v.swap_dims(1, 2));
         let (k, v) = match cache {
             Some(cache) => cache.append(k, v),
             None => (k, v),
+        };
+        let q = if last_only {
+            let q = split(project(&self.q_proj, last_column(x)), heads);
+            rope.last_column().apply_scaled(q)
+        } else {
+            rope.apply_scaled(split(project(&self.q_proj, x), heads))
         };
         let q = q.swap_dims(1, 2);
         let out = match mask {
@@ -139,10 +178,35 @@ impl<B: KernelBackend> Attention<B> {
                         t.narrow(2, first, keys - first)
                     }
                 };
-                self.attend(q, visible(k), visible(v), mask)
+                let mask = match last_only {
+                    true => mask.clone().narrow(2, queries - 1, 1),
+                    false => mask.clone(),
+                };
+                self.attend(q, visible(k), visible(v), &mask)
             }
             LayerMask::Banded(band) => banded_attention(q, k, v, band),
         };
+        project(&self.o_proj, out)
+    }
+
+    /// Attention of the [`SelectedQueries`] slots only, over every key of `x: [batch, len,
+    /// hidden]` (whole right-padded sequences, no cache): `[batch, per_row, hidden]`.
+    /// `rope` rotates the keys, `rope_at` the slots' queries.
+    pub fn forward_at(
+        &self,
+        x: Tensor<B, 3>,
+        rope: &RotaryAngles<B>,
+        rope_at: &RotaryAngles<B>,
+        at: &SelectedQueries<B>,
+    ) -> Tensor<B, 3> {
+        let [batch, len, _] = x.dims();
+        let (heads, kv, d) = (self.heads, self.kv_heads, self.head_dim);
+        let xq = at.gather(x.clone());
+        let q = project(&self.q_proj, xq).reshape([batch, at.per_row, heads, d]);
+        let q = rope_at.apply_scaled(q).swap_dims(1, 2);
+        let k = rope.apply(project(&self.k_proj, x.clone()).reshape([batch, len, kv, d]));
+        let v = project(&self.v_proj, x).reshape([batch, len, kv, d]);
+        let out = self.attend(q, k.swap_dims(1, 2), v.swap_dims(1, 2), &at.mask);
         project(&self.o_proj, out)
     }
 
@@ -182,4 +246,10 @@ impl<B: KernelBackend> Attention<B> {
             .swap_dims(1, 2)
             .reshape([batch, queries, heads * d])
     }
+}
+
+/// The last column of `x: [batch, len, hidden]`, `[batch, 1, hidden]`.
+pub fn last_column<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
+    let len = x.dims()[1];
+    x.narrow(1, len - 1, 1)
 }

@@ -8,10 +8,12 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
 use roll_flow_kernels::KernelBackend;
 
+use super::attention::last_column;
 use super::attention_mask::{AttentionLayout, LayerMask};
 use super::decoder_layer::DecoderLayer;
 use super::rms_norm::RmsNorm;
 use super::rotary::RotaryAngles;
+use super::selected_queries::SelectedQueries;
 use crate::model::config::Qwen2Config;
 use crate::model::error::ModelError;
 use crate::model::generate::kv_cache::KvCache;
@@ -101,37 +103,120 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         layout: &AttentionLayout,
         mut cache: Option<&mut KvCache<B>>,
     ) -> Tensor<B, 3> {
-        let device = tokens.device();
         let queries = tokens.dims()[1];
         let cached = cache.as_ref().map_or(0, |c| c.len());
-        let heads = self
-            .layers
-            .first()
-            .map_or((1, 1), |l| (l.self_attn.heads, l.self_attn.kv_heads));
-        let rope = RotaryAngles::new(
-            &layout.positions,
-            self.head_dim,
-            heads,
-            self.rope_theta,
-            &device,
+        let rope = self.rope(&layout.positions, &tokens.device());
+        let x = self.embed_tokens.forward(tokens);
+        let x = self.run_layers(
+            x,
+            self.layers.len(),
+            layout,
+            &rope,
+            cached,
+            cache.as_deref_mut(),
         );
-        // One mask per distinct window, shared by the layers that use it.
-        let mut masks: Vec<(Option<usize>, LayerMask<B>)> = Vec::with_capacity(1);
-        let mut x = self.embed_tokens.forward(tokens);
-        for (i, layer) in self.layers.iter().enumerate() {
-            let window = self.windows.get(i).copied().flatten();
-            let built = masks.iter().position(|(w, _)| *w == window);
-            let index = built.unwrap_or_else(|| {
-                let mask = layout.layer_mask::<B>(cached + queries, heads, window, &device);
-                masks.push((window, mask));
-                masks.len() - 1
-            });
-            let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
-            x = layer.forward(x, &rope, &masks[index].1, layer_cache);
-        }
         if let Some(cache) = cache {
             cache.advance(queries);
         }
         self.norm.forward(x)
+    }
+
+    /// The final hidden state of every row's last column, `[batch, 1, hidden]`: the rows of
+    /// [`forward`](Self::forward) that a prefill reads its next-token logits from. The
+    /// cache grows by every column as in `forward`; the last layer's queries, MLP and
+    /// the final norm run at the last column only.
+    pub fn forward_last(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        layout: &AttentionLayout,
+        mut cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 3> {
+        let queries = tokens.dims()[1];
+        let device = tokens.device();
+        let cached = cache.as_ref().map_or(0, |c| c.len());
+        let rope = self.rope(&layout.positions, &device);
+        let x = self.embed_tokens.forward(tokens);
+        let Some(last) = self.layers.last() else {
+            return self.norm.forward(last_column(x));
+        };
+        let below = self.layers.len() - 1;
+        let x = self.run_layers(x, below, layout, &rope, cached, cache.as_deref_mut());
+        let window = self.windows.get(below).copied().flatten();
+        let mask = layout.layer_mask::<B>(cached + queries, self.heads(), window, &device);
+        let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(below));
+        let y = last.forward_last(x, &rope, &mask, layer_cache);
+        if let Some(cache) = cache {
+            cache.advance(queries);
+        }
+        self.norm.forward(y)
+    }
+
+    /// Final hidden states `[at.len(), hidden]` at the `(row, column)` pairs `at` of the
+    /// whole right-padded sequences `tokens: [batch, len]`, in the order asked: the rows of
+    /// [`forward`](Self::forward) without a cache, computed with the last layer's queries
+    /// and MLP at those positions only ([`SelectedQueries`]).
+    pub fn forward_at(&self, tokens: Tensor<B, 2, Int>, at: &[(usize, usize)]) -> Tensor<B, 2> {
+        let device = tokens.device();
+        let [batch, len] = tokens.dims();
+        let layout = AttentionLayout::right_padded(batch, len);
+        let rope = self.rope(&layout.positions, &device);
+        let x = self.embed_tokens.forward(tokens);
+        let Some(last) = self.layers.last() else {
+            let at = SelectedQueries::new(at, (batch, len), 1, None, &device);
+            return at.in_request_order(self.norm.forward(at.gather(x)));
+        };
+        let below = self.layers.len() - 1;
+        let x = self.run_layers(x, below, &layout, &rope, 0, None);
+        let window = self.windows.get(below).copied().flatten();
+        let at = SelectedQueries::new(at, (batch, len), self.heads().0, window, &device);
+        let rope_at = self.rope(&at.positions, &device);
+        let y = last.forward_at(x, &rope, &rope_at, &at);
+        at.in_request_order(self.norm.forward(y))
+    }
+
+    /// Rotary tables for `positions`, shaped for this model's query and key/value heads.
+    fn rope(&self, positions: &[Vec<usize>], device: &B::Device) -> RotaryAngles<B> {
+        RotaryAngles::new(
+            positions,
+            self.head_dim,
+            self.heads(),
+            self.rope_theta,
+            device,
+        )
+    }
+
+    /// (query heads, key/value heads) of the layers.
+    fn heads(&self) -> (usize, usize) {
+        self.layers
+            .first()
+            .map_or((1, 1), |l| (l.self_attn.heads, l.self_attn.kv_heads))
+    }
+
+    /// Runs the first `count` layers on `x`, with one mask per distinct window, shared by
+    /// the layers that use it.
+    fn run_layers(
+        &self,
+        mut x: Tensor<B, 3>,
+        count: usize,
+        layout: &AttentionLayout,
+        rope: &RotaryAngles<B>,
+        cached: usize,
+        mut cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 3> {
+        let device = x.device();
+        let keys = cached + layout.queries();
+        let heads = self.heads();
+        let mut masks: Vec<(Option<usize>, LayerMask<B>)> = Vec::with_capacity(1);
+        for (i, layer) in self.layers.iter().take(count).enumerate() {
+            let window = self.windows.get(i).copied().flatten();
+            let built = masks.iter().position(|(w, _)| *w == window);
+            let index = built.unwrap_or_else(|| {
+                masks.push((window, layout.layer_mask::<B>(keys, heads, window, &device)));
+                masks.len() - 1
+            });
+            let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
+            x = layer.forward(x, rope, &masks[index].1, layer_cache);
+        }
+        x
     }
 }

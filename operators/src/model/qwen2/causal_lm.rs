@@ -76,6 +76,23 @@ impl<B: KernelBackend> Qwen2CausalLm<B> {
         self.model.forward(tokens, layout, cache)
     }
 
+    /// The final hidden state of every row's last column, `[batch, 1, hidden]`, with the
+    /// cache grown by every column (`Qwen2Backbone::forward_last`): what a prefill reads.
+    pub fn hidden_last(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        layout: &AttentionLayout,
+        cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 3> {
+        self.model.forward_last(tokens, layout, cache)
+    }
+
+    /// Final hidden states `[at.len(), hidden]` at the `(row, column)` pairs `at` of whole
+    /// right-padded sequences, in the order asked (`Qwen2Backbone::forward_at`).
+    pub fn hidden_at(&self, tokens: Tensor<B, 2, Int>, at: &[(usize, usize)]) -> Tensor<B, 2> {
+        self.model.forward_at(tokens, at)
+    }
+
     /// Vocabulary logits of hidden states `[..., hidden] -> [..., vocab]`.
     pub fn logits<const D: usize>(&self, hidden: Tensor<B, D>) -> Tensor<B, D> {
         match &self.lm_head {

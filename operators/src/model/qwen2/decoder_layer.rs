@@ -6,11 +6,12 @@ use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use roll_flow_kernels::KernelBackend;
 
-use super::attention::Attention;
+use super::attention::{last_column, Attention};
 use super::attention_mask::LayerMask;
 use super::mlp::Mlp;
 use super::rms_norm::RmsNorm;
 use super::rotary::RotaryAngles;
+use super::selected_queries::SelectedQueries;
 use crate::model::config::Qwen2Config;
 use crate::model::error::ModelError;
 use crate::model::generate::kv_cache::LayerKv;
@@ -82,6 +83,42 @@ impl<B: KernelBackend> DecoderLayer<B> {
             self.self_attn
                 .forward(self.input_layernorm.forward(x.clone()), rope, mask, cache);
         let h = x.add(attended);
+        let mlp_out = self
+            .mlp
+            .forward(self.post_attention_layernorm.forward(h.clone()));
+        h.add(mlp_out)
+    }
+
+    /// The layer's output at the [`SelectedQueries`] slots only: `[batch, per_row, hidden]`
+    /// (the keys and values still come from every position of `x`).
+    pub fn forward_at(
+        &self,
+        x: Tensor<B, 3>,
+        rope: &RotaryAngles<B>,
+        rope_at: &RotaryAngles<B>,
+        at: &SelectedQueries<B>,
+    ) -> Tensor<B, 3> {
+        let normed = self.input_layernorm.forward(x.clone());
+        let attended = self.self_attn.forward_at(normed, rope, rope_at, at);
+        let h = at.gather(x).add(attended);
+        let mlp_out = self
+            .mlp
+            .forward(self.post_attention_layernorm.forward(h.clone()));
+        h.add(mlp_out)
+    }
+
+    /// [`forward`](Self::forward) for the last column only, `[batch, 1, hidden]`, with every
+    /// new key and value still appended to `cache` (`Attention::forward_last`).
+    pub fn forward_last(
+        &self,
+        x: Tensor<B, 3>,
+        rope: &RotaryAngles<B>,
+        mask: &LayerMask<B>,
+        cache: Option<&mut LayerKv<B>>,
+    ) -> Tensor<B, 3> {
+        let normed = self.input_layernorm.forward(x.clone());
+        let attended = self.self_attn.forward_last(normed, rope, mask, cache);
+        let h = last_column(x).add(attended);
         let mlp_out = self
             .mlp
             .forward(self.post_attention_layernorm.forward(h.clone()));

@@ -11,6 +11,7 @@ pub mod dense;
 pub mod mlp;
 pub mod rms_norm;
 pub mod rotary;
+pub mod selected_queries;
 pub mod value_head;
 
 pub use attention_mask::AttentionLayout;

@@ -91,6 +91,22 @@ impl<B: Backend> RotaryAngles<B> {
     }
 }
 
+impl<B: Backend> RotaryAngles<B> {
+    /// The tables of the last position of every row only (`[batch, 1, .., head_dim]`).
+    pub fn last_column(&self) -> Self {
+        let last = |t: &Tensor<B, 4>| {
+            let len = t.dims()[1];
+            t.clone().narrow(1, len - 1, 1)
+        };
+        RotaryAngles {
+            cos: last(&self.cos),
+            sin: last(&self.sin),
+            cos_scaled: last(&self.cos_scaled),
+            sin_scaled: last(&self.sin_scaled),
+        }
+    }
+}
+
 impl<B: KernelBackend> RotaryAngles<B> {
     /// Rotates keys `x: [batch, len, heads, head_dim]`.
     pub fn apply(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
