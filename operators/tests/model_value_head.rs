@@ -45,6 +45,17 @@ fn critic_from_causal_lm_weights_shares_the_backbone() {
         let expected: f32 = h.iter().zip(&w).map(|(x, y)| x * y).sum::<f32>() + b;
         assert!((v - expected).abs() < 1e-4, "{v} vs {expected}");
     }
+
+    // values_at (the last layer at the asked positions only) reads the same entries.
+    let at = [(0usize, 3usize), (0, 0), (0, 4)];
+    let picked = to_f32_vec(&critic.values_at(input(&tokens), &at));
+    for (got, &(_, column)) in picked.iter().zip(&at) {
+        let want = values[column];
+        assert!(
+            (got - want).abs() < 1e-5,
+            "values_at {got} vs forward {want}"
+        );
+    }
 }
 
 #[test]

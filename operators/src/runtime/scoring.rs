@@ -18,7 +18,6 @@ use roll_flow_engine::Batch;
 use crate::model::generate::AnswerChoices;
 use crate::model::logprob::{response_scores, ResponseLogProbs, Scoring};
 use crate::model::packed::PackedSequences;
-use crate::model::qwen2::AttentionLayout;
 use crate::model::{Qwen2CausalLm, Qwen2ValueModel};
 
 /// The batch's tokens as packed sequences.
@@ -91,28 +90,32 @@ pub fn token_values<B: roll_flow_kernels::KernelBackend>(
     let mask = batch.bools(&RESPONSE_MASK).map_err(|e| e.to_string())?;
     let packed = packed(batch);
     let device = model.score.weight.device();
-    let (rows, width) = (packed.len(), packed.max_len());
     let n = batch.num_tokens();
     if n == 0 {
         return Ok(Tensor::zeros([0], &device));
     }
-    let values = model
-        .forward(
-            packed.right_padded::<B>(&device),
-            &AttentionLayout::right_padded(rows, width),
-        )
-        .reshape([rows * width]);
-    // Token t of sample i reads the output at (i, position − 1); prompt tokens read 0s.
+    // Token t of sample i reads the output at (i, position − 1); prompt tokens read the 0
+    // appended after the `read` values.
+    let mut read = Vec::new();
     let mut source = Vec::with_capacity(n);
-    let mut keep = Vec::with_capacity(n);
     for (t, &m) in mask.iter().enumerate() {
         let (seq, pos) = packed.locate(t);
-        source.push((seq * width + pos.saturating_sub(1)) as i64);
-        keep.push(if m && pos > 0 { 1.0f32 } else { 0.0 });
+        if m && pos > 0 {
+            source.push(Some(read.len() as i64));
+            read.push((seq, pos - 1));
+        } else {
+            source.push(None);
+        }
     }
+    let zero = read.len() as i64;
+    let source: Vec<i64> = source.into_iter().map(|s| s.unwrap_or(zero)).collect();
+    let values = match read.is_empty() {
+        true => Tensor::zeros([0], &device),
+        false => model.values_at(packed.right_padded::<B>(&device), &read),
+    };
+    let values = Tensor::cat(vec![values, Tensor::zeros([1], &device)], 0);
     let index = Tensor::<B, 1, Int>::from_data(TensorData::new(source, [n]), &device);
-    let keep = Tensor::<B, 1>::from_data(TensorData::new(keep, [n]), &device);
-    Ok(values.select(0, index) * keep)
+    Ok(values.select(0, index))
 }
 
 /// Spreads per-response values (in `token_index` order) over a packed token tensor of

@@ -98,4 +98,12 @@ impl<B: KernelBackend> Qwen2ValueModel<B> {
         let hidden = self.model.forward(tokens, layout, None);
         project(&self.score, hidden).squeeze_dim::<2>(2)
     }
+
+    /// Values `[at.len()]` at the `(row, column)` pairs `at` of whole right-padded
+    /// sequences, in the order asked: `forward`'s entries there, with the last layer run at
+    /// those positions only (`Qwen2Backbone::forward_at`).
+    pub fn values_at(&self, tokens: Tensor<B, 2, Int>, at: &[(usize, usize)]) -> Tensor<B, 1> {
+        let hidden = self.model.forward_at(tokens, at);
+        project(&self.score, hidden).reshape([at.len()])
+    }
 }
