@@ -148,26 +148,16 @@ impl<B: KernelBackend> Attention<B> {
         cache: Option<&mut LayerKv<B>>,
         last_only: bool,
     ) -> Tensor<B, 3> {
-        let [batch, queries, _] = x.dims();
-        let (heads, kv, d) = (self.heads, self.kv_heads, self.head_dim);
-        let split = |t: Tensor<B, 3>, n: usize| {
-            let q = t.dims()[1];
-            t.reshape([batch, q, n, d])
-        };
-        let k = rope.apply(split(project(&self.k_proj, x.clone()), kv));
-        let v = split(project(&self.v_proj, x.clone()), kv);
-        let (k, v) = (k.swap_dims(1, 2), v.swap_dims(1, 2));
+        let queries = x.dims()[1];
+        let (k, v) = self.keys_values(x.clone(), rope);
         let (k, v) = match cache {
             Some(cache) => cache.append(k, v),
             None => (k, v),
         };
-        let q = if last_only {
-            let q = split(project(&self.q_proj, last_column(x)), heads);
-            rope.last_column().apply_scaled(q)
-        } else {
-            rope.apply_scaled(split(project(&self.q_proj, x), heads))
+        let q = match last_only {
+            true => self.queries(last_column(x), &rope.last_column()),
+            false => self.queries(x, rope),
         };
-        let q = q.swap_dims(1, 2);
         let out = match mask {
             LayerMask::Dense { mask, first_key } => {
                 // Keys before `first_key` are out of every query's window.
@@ -199,15 +189,27 @@ impl<B: KernelBackend> Attention<B> {
         rope_at: &RotaryAngles<B>,
         at: &SelectedQueries<B>,
     ) -> Tensor<B, 3> {
-        let [batch, len, _] = x.dims();
-        let (heads, kv, d) = (self.heads, self.kv_heads, self.head_dim);
-        let xq = at.gather(x.clone());
-        let q = project(&self.q_proj, xq).reshape([batch, at.per_row, heads, d]);
-        let q = rope_at.apply_scaled(q).swap_dims(1, 2);
-        let k = rope.apply(project(&self.k_proj, x.clone()).reshape([batch, len, kv, d]));
-        let v = project(&self.v_proj, x).reshape([batch, len, kv, d]);
-        let out = self.attend(q, k.swap_dims(1, 2), v.swap_dims(1, 2), &at.mask);
+        let q = self.queries(at.gather(x.clone()), rope_at);
+        let (k, v) = self.keys_values(x, rope);
+        let out = self.attend(q, k, v, &at.mask);
         project(&self.o_proj, out)
+    }
+
+    /// Rotated, scaled queries of `x: [batch, len, hidden]`, `[batch, heads, len, d]`.
+    fn queries(&self, x: Tensor<B, 3>, rope: &RotaryAngles<B>) -> Tensor<B, 4> {
+        let [batch, len, _] = x.dims();
+        let q = project(&self.q_proj, x).reshape([batch, len, self.heads, self.head_dim]);
+        rope.apply_scaled(q).swap_dims(1, 2)
+    }
+
+    /// Rotated keys and values of `x: [batch, len, hidden]`, each
+    /// `[batch, kv_heads, len, d]`.
+    fn keys_values(&self, x: Tensor<B, 3>, rope: &RotaryAngles<B>) -> (Tensor<B, 4>, Tensor<B, 4>) {
+        let [batch, len, _] = x.dims();
+        let shape = [batch, len, self.kv_heads, self.head_dim];
+        let k = rope.apply(project(&self.k_proj, x.clone()).reshape(shape));
+        let v = project(&self.v_proj, x).reshape(shape);
+        (k.swap_dims(1, 2), v.swap_dims(1, 2))
     }
 
     /// `softmax(q kᵀ + mask) v` with the heads merged back: `q: [batch, heads, queries, d]`

@@ -101,24 +101,10 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         &self,
         tokens: Tensor<B, 2, Int>,
         layout: &AttentionLayout,
-        mut cache: Option<&mut KvCache<B>>,
+        cache: Option<&mut KvCache<B>>,
     ) -> Tensor<B, 3> {
-        let queries = tokens.dims()[1];
-        let cached = cache.as_ref().map_or(0, |c| c.len());
-        let rope = self.rope(&layout.positions, &tokens.device());
-        let x = self.embed_tokens.forward(tokens);
-        let x = self.run_layers(
-            x,
-            self.layers.len(),
-            layout,
-            &rope,
-            cached,
-            cache.as_deref_mut(),
-        );
-        if let Some(cache) = cache {
-            cache.advance(queries);
-        }
-        self.norm.forward(x)
+        self.norm
+            .forward(self.run_layers(tokens, layout, cache, LastLayer::Full))
     }
 
     /// The final hidden state of every row's last column, `[batch, 1, hidden]`: the rows of
@@ -129,26 +115,10 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         &self,
         tokens: Tensor<B, 2, Int>,
         layout: &AttentionLayout,
-        mut cache: Option<&mut KvCache<B>>,
+        cache: Option<&mut KvCache<B>>,
     ) -> Tensor<B, 3> {
-        let queries = tokens.dims()[1];
-        let device = tokens.device();
-        let cached = cache.as_ref().map_or(0, |c| c.len());
-        let rope = self.rope(&layout.positions, &device);
-        let x = self.embed_tokens.forward(tokens);
-        let Some(last) = self.layers.last() else {
-            return self.norm.forward(last_column(x));
-        };
-        let below = self.layers.len() - 1;
-        let x = self.run_layers(x, below, layout, &rope, cached, cache.as_deref_mut());
-        let window = self.windows.get(below).copied().flatten();
-        let mask = layout.layer_mask::<B>(cached + queries, self.heads(), window, &device);
-        let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(below));
-        let y = last.forward_last(x, &rope, &mask, layer_cache);
-        if let Some(cache) = cache {
-            cache.advance(queries);
-        }
-        self.norm.forward(y)
+        self.norm
+            .forward(self.run_layers(tokens, layout, cache, LastLayer::LastColumn))
     }
 
     /// Final hidden states `[at.len(), hidden]` at the `(row, column)` pairs `at` of the
@@ -159,18 +129,11 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         let device = tokens.device();
         let [batch, len] = tokens.dims();
         let layout = AttentionLayout::right_padded(batch, len);
-        let rope = self.rope(&layout.positions, &device);
-        let x = self.embed_tokens.forward(tokens);
-        let Some(last) = self.layers.last() else {
-            let at = SelectedQueries::new(at, (batch, len), 1, None, &device);
-            return at.in_request_order(self.norm.forward(at.gather(x)));
-        };
-        let below = self.layers.len() - 1;
-        let x = self.run_layers(x, below, &layout, &rope, 0, None);
-        let window = self.windows.get(below).copied().flatten();
+        let top = self.layers.len().saturating_sub(1);
+        let window = self.windows.get(top).copied().flatten();
         let at = SelectedQueries::new(at, (batch, len), self.heads().0, window, &device);
         let rope_at = self.rope(&at.positions, &device);
-        let y = last.forward_at(x, &rope, &rope_at, &at);
+        let y = self.run_layers(tokens, &layout, None, LastLayer::At(&at, &rope_at));
         at.in_request_order(self.norm.forward(y))
     }
 
@@ -192,31 +155,62 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             .map_or((1, 1), |l| (l.self_attn.heads, l.self_attn.kv_heads))
     }
 
-    /// Runs the first `count` layers on `x`, with one mask per distinct window, shared by
-    /// the layers that use it.
+    /// Embeds `tokens` and runs every layer, the last one as `last` says, with one mask
+    /// per distinct window, built when a layer first needs it and shared by the layers that
+    /// use it. With a cache, the tokens are appended after its keys and it advances by
+    /// their number.
     fn run_layers(
         &self,
-        mut x: Tensor<B, 3>,
-        count: usize,
+        tokens: Tensor<B, 2, Int>,
         layout: &AttentionLayout,
-        rope: &RotaryAngles<B>,
-        cached: usize,
         mut cache: Option<&mut KvCache<B>>,
+        last: LastLayer<'_, B>,
     ) -> Tensor<B, 3> {
-        let device = x.device();
-        let keys = cached + layout.queries();
-        let heads = self.heads();
+        let device = tokens.device();
+        let queries = tokens.dims()[1];
+        let keys = cache.as_ref().map_or(0, |c| c.len()) + queries;
+        let rope = self.rope(&layout.positions, &device);
+        let mut x = self.embed_tokens.forward(tokens);
         let mut masks: Vec<(Option<usize>, LayerMask<B>)> = Vec::with_capacity(1);
-        for (i, layer) in self.layers.iter().take(count).enumerate() {
+        let mut mask_of = |i: usize| {
             let window = self.windows.get(i).copied().flatten();
             let built = masks.iter().position(|(w, _)| *w == window);
             let index = built.unwrap_or_else(|| {
-                masks.push((window, layout.layer_mask::<B>(keys, heads, window, &device)));
+                let mask = layout.layer_mask::<B>(keys, self.heads(), window, &device);
+                masks.push((window, mask));
                 masks.len() - 1
             });
+            masks[index].1.clone()
+        };
+        let top = self.layers.len().saturating_sub(1);
+        for (i, layer) in self.layers.iter().enumerate() {
             let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
-            x = layer.forward(x, rope, &masks[index].1, layer_cache);
+            x = match (i == top, &last) {
+                (true, LastLayer::At(at, rope_at)) => layer.forward_at(x, &rope, rope_at, at),
+                (true, LastLayer::LastColumn) => {
+                    layer.forward_last(x, &rope, &mask_of(i), layer_cache)
+                }
+                _ => layer.forward(x, &rope, &mask_of(i), layer_cache),
+            };
         }
-        x
+        if let Some(cache) = cache {
+            cache.advance(queries);
+        }
+        match (self.layers.is_empty(), last) {
+            (true, LastLayer::LastColumn) => last_column(x),
+            (true, LastLayer::At(at, _)) => at.gather(x),
+            _ => x,
+        }
     }
+}
+
+/// How [`Qwen2Backbone::run_layers`] runs the last layer.
+enum LastLayer<'a, B: Backend> {
+    /// At every column, as the layers below.
+    Full,
+    /// At every row's last column only: a prefill's next-token logits.
+    LastColumn,
+    /// At the selected slots only (whole right-padded sequences, no cache), with their
+    /// rotary tables: scores read at decision positions.
+    At(&'a SelectedQueries<B>, &'a RotaryAngles<B>),
 }

@@ -82,11 +82,7 @@ impl<B: KernelBackend> DecoderLayer<B> {
         let attended =
             self.self_attn
                 .forward(self.input_layernorm.forward(x.clone()), rope, mask, cache);
-        let h = x.add(attended);
-        let mlp_out = self
-            .mlp
-            .forward(self.post_attention_layernorm.forward(h.clone()));
-        h.add(mlp_out)
+        self.mlp_block(x.add(attended))
     }
 
     /// The layer's output at the [`SelectedQueries`] slots only: `[batch, per_row, hidden]`
@@ -100,11 +96,7 @@ impl<B: KernelBackend> DecoderLayer<B> {
     ) -> Tensor<B, 3> {
         let normed = self.input_layernorm.forward(x.clone());
         let attended = self.self_attn.forward_at(normed, rope, rope_at, at);
-        let h = at.gather(x).add(attended);
-        let mlp_out = self
-            .mlp
-            .forward(self.post_attention_layernorm.forward(h.clone()));
-        h.add(mlp_out)
+        self.mlp_block(at.gather(x).add(attended))
     }
 
     /// [`forward`](Self::forward) for the last column only, `[batch, 1, hidden]`, with every
@@ -118,7 +110,12 @@ impl<B: KernelBackend> DecoderLayer<B> {
     ) -> Tensor<B, 3> {
         let normed = self.input_layernorm.forward(x.clone());
         let attended = self.self_attn.forward_last(normed, rope, mask, cache);
-        let h = last_column(x).add(attended);
+        self.mlp_block(last_column(x).add(attended))
+    }
+
+    /// The MLP sub-block with its norm and residual: `h + mlp(rms2(h))`, `h` the
+    /// attention's output plus its residual (at whichever positions the layer was run).
+    fn mlp_block(&self, h: Tensor<B, 3>) -> Tensor<B, 3> {
         let mlp_out = self
             .mlp
             .forward(self.post_attention_layernorm.forward(h.clone()));

@@ -89,9 +89,7 @@ impl<B: Backend> RotaryAngles<B> {
             sin: table(&sin, kv_heads, 1.0),
         }
     }
-}
 
-impl<B: Backend> RotaryAngles<B> {
     /// The tables of the last position of every row only (`[batch, 1, .., head_dim]`).
     pub fn last_column(&self) -> Self {
         let last = |t: &Tensor<B, 4>| {
