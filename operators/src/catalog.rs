@@ -1,40 +1,57 @@
-//! The real catalog: roll-flow's node kinds, model specs and env configs.
+//! The real catalog: roll-flow's node kinds, model specs and env configs, with operators
+//! that run on backend `B`.
+//!
+//! Reading, validating and drawing a pipeline only need the dialect, so they use
+//! `RollFlow` (the CPU backend, the default type parameter). Running picks the backend from
+//! the pipeline's `device:` and executes `Pipeline::recast::<RollFlow<B>>()` of the same
+//! file.
+
+use std::fmt;
+use std::marker::PhantomData;
 
 use roll_flow_engine::{Catalog, Operator, Pipeline, WorkerInfo};
 
 use crate::envs::EnvConfig;
 use crate::model::spec::ModelSpec;
+use crate::model::CpuBackend;
 use crate::nodes::Node;
+use crate::runtime::{RunBackend, Runtime};
 
-/// The pipeline dialect `roll-flow` reads: `Pipeline<RollFlow>`.
-#[derive(Clone, Debug)]
-pub struct RollFlow;
+/// The pipeline dialect `roll-flow` reads (`Pipeline<RollFlow>`), with operators on
+/// backend `B`.
+pub struct RollFlow<B: RunBackend = CpuBackend>(PhantomData<fn() -> B>);
+
+impl<B: RunBackend> Clone for RollFlow<B> {
+    fn clone(&self) -> Self {
+        RollFlow(PhantomData)
+    }
+}
+
+impl<B: RunBackend> fmt::Debug for RollFlow<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RollFlow")
+    }
+}
 
 /// What the operators of one worker share.
-pub type NodeResources = crate::runtime::Runtime;
+pub type NodeResources<B = CpuBackend> = Runtime<B>;
 
-impl Catalog for RollFlow {
+impl<B: RunBackend> Catalog for RollFlow<B> {
     type Node = Node;
     type Model = ModelSpec;
     type Env = EnvConfig;
-    type Resources = NodeResources;
+    type Resources = NodeResources<B>;
 
-    fn resources(pipeline: &Pipeline<Self>, worker: WorkerInfo) -> Result<NodeResources, String> {
-        if pipeline.device != roll_flow_engine::spec::Device::Cpu {
-            return Err(format!(
-                "`device: {:?}`: this build trains and generates on the CPU only; the GPU path \
-                 (burn's wgpu/cuda backends) is not wired into the operators yet; use `--set device=Cpu`",
-                pipeline.device
-            ));
-        }
-        Ok(crate::runtime::Runtime::new(pipeline, worker))
+    fn resources(pipeline: &Pipeline<Self>, worker: WorkerInfo) -> Result<Runtime<B>, String> {
+        let dialect = pipeline.clone().recast::<RollFlow>();
+        Runtime::new(&dialect, worker)
     }
 
     fn build(
         name: &str,
         node: &Node,
         _pipeline: &Pipeline<Self>,
-        resources: &mut NodeResources,
+        resources: &mut Runtime<B>,
     ) -> Result<Box<dyn Operator>, String> {
         let operator = node.build(name, resources)?;
         match (&resources.run.dump_dir, node) {

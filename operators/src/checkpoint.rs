@@ -22,7 +22,7 @@ use std::rc::Rc;
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
 use crate::nodes::CheckpointSpec;
-use crate::runtime::{ModelTable, RunInfo, Runtime, SavedStates};
+use crate::runtime::{ModelTable, RunBackend, RunInfo, Runtime, SavedStates};
 
 /// `out_dir/checkpoints/step_N`.
 pub fn step_dir(out_dir: &Path, step: u64) -> PathBuf {
@@ -41,15 +41,15 @@ pub fn saved_steps(out_dir: &Path) -> Vec<u64> {
     steps
 }
 
-pub struct CheckpointNode {
+pub struct CheckpointNode<B: RunBackend> {
     spec: CheckpointSpec,
-    models: Rc<RefCell<ModelTable>>,
+    models: Rc<RefCell<ModelTable<B>>>,
     saved_states: Rc<RefCell<SavedStates>>,
     run: RunInfo,
 }
 
-impl CheckpointNode {
-    pub fn build(spec: &CheckpointSpec, runtime: &mut Runtime) -> Result<Self, String> {
+impl<B: RunBackend> CheckpointNode<B> {
+    pub fn build(spec: &CheckpointSpec, runtime: &mut Runtime<B>) -> Result<Self, String> {
         Ok(CheckpointNode {
             spec: spec.clone(),
             models: runtime.models.clone(),
@@ -111,7 +111,7 @@ impl CheckpointNode {
     }
 }
 
-impl Operator for CheckpointNode {
+impl<B: RunBackend> Operator for CheckpointNode<B> {
     fn process(&mut self, ctx: &mut StepContext, batch: Batch) -> Result<Batch, OperatorError> {
         let completed = ctx.step + 1;
         let due = completed.is_multiple_of(self.spec.every.max(1)) || completed == self.run.steps;

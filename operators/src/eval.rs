@@ -18,7 +18,7 @@ use crate::model::TextTokenizer;
 use crate::nodes::{EvalSpec, Guide};
 use crate::rollout::episode_text::{episode_text, TextOptions};
 use crate::rollout::{play_settings, rollout_for, stats, EnvPlayer, Episode, PlaySettings};
-use crate::runtime::Runtime;
+use crate::runtime::{RunBackend, Runtime};
 use crate::RollFlow;
 
 /// How eval plays `policy`: as its `Rollout` node does (prompts, answer guide, sample
@@ -56,15 +56,15 @@ pub fn eval_play_settings(
     (settings, rollout.map_or(Guide::Free, |r| r.guide))
 }
 
-pub struct EvalNode {
+pub struct EvalNode<B: RunBackend> {
     spec: EvalSpec,
-    player: EnvPlayer,
+    player: EnvPlayer<B>,
     out_dir: PathBuf,
     steps: u64,
 }
 
-impl EvalNode {
-    pub fn build(spec: &EvalSpec, runtime: &mut Runtime) -> Result<Self, String> {
+impl<B: RunBackend> EvalNode<B> {
+    pub fn build(spec: &EvalSpec, runtime: &mut Runtime<B>) -> Result<Self, String> {
         let (settings, guide) = eval_play_settings(
             &runtime.pipeline,
             &spec.policy,
@@ -85,7 +85,7 @@ impl EvalNode {
     }
 }
 
-impl Operator for EvalNode {
+impl<B: RunBackend> Operator for EvalNode<B> {
     fn process(&mut self, ctx: &mut StepContext, _input: Batch) -> Result<Batch, OperatorError> {
         if !self.due(ctx.step) {
             return Ok(Batch::new());

@@ -14,6 +14,7 @@ use roll_flow_engine::{Pipeline, WorkerInfo};
 use crate::checkpoint::{saved_steps, step_dir};
 use crate::envs::Shard;
 use crate::eval::eval_play_settings;
+use crate::model::CpuBackend;
 use crate::nodes::Node;
 use crate::rollout::{rollouts, EnvPlayer, Episode};
 use crate::runtime::Runtime;
@@ -106,7 +107,12 @@ pub fn watch_policy(
         peers: 1,
         first_step: step,
     };
-    let mut runtime = Runtime::new(pipeline, worker);
+    // Watching plays one episode on the CPU, whatever device the run trained on.
+    let on_cpu = Pipeline {
+        device: roll_flow_engine::spec::Device::Cpu,
+        ..pipeline.clone()
+    };
+    let mut runtime = Runtime::<CpuBackend>::new(&on_cpu, worker)?;
     let player = EnvPlayer::build(
         std::slice::from_ref(&tag),
         &policy,

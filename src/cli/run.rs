@@ -9,10 +9,17 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use roll_flow_engine::atomic_file::write_atomic;
+use roll_flow_engine::executor::StepCallback;
 use roll_flow_engine::metrics::{step_record, MetricsLog};
 use roll_flow_engine::spec::Device;
-use roll_flow_engine::{execute, ExecutorOptions};
+use roll_flow_engine::{execute, ExecutorOptions, Pipeline, PipelineGraph};
 use roll_flow_operators::checkpoint::saved_steps;
+use roll_flow_operators::model::CpuBackend;
+#[cfg(feature = "cuda")]
+use roll_flow_operators::runtime::backend::CudaBackend;
+#[cfg(feature = "wgpu")]
+use roll_flow_operators::runtime::backend::WgpuBackend;
+use roll_flow_operators::runtime::RunBackend;
 use roll_flow_operators::RollFlow;
 
 use super::progress::Progress;
@@ -93,6 +100,32 @@ fn missing_backend(device: Device) -> Option<String> {
              rebuild with `cargo build --release --features {feature}`, or run with `--set device=Cpu`"
         )
     })
+}
+
+/// Runs the pipeline's graph on the backend its `device:` names (`missing_backend` has
+/// already refused one this binary was built without).
+fn execute_on_device(
+    pipeline: Pipeline<RollFlow>,
+    graph: Arc<PipelineGraph>,
+    options: ExecutorOptions,
+    on_step: StepCallback,
+) -> anyhow::Result<()> {
+    fn on<B: RunBackend>(
+        pipeline: Pipeline<RollFlow>,
+        graph: Arc<PipelineGraph>,
+        options: ExecutorOptions,
+        on_step: StepCallback,
+    ) -> anyhow::Result<()> {
+        let pipeline = Arc::new(pipeline.recast::<RollFlow<B>>());
+        Ok(execute::<RollFlow<B>>(pipeline, graph, options, on_step)?)
+    }
+    match pipeline.device {
+        #[cfg(feature = "wgpu")]
+        Device::Wgpu => on::<WgpuBackend>(pipeline, graph, options, on_step),
+        #[cfg(feature = "cuda")]
+        Device::Cuda(_) => on::<CudaBackend>(pipeline, graph, options, on_step),
+        _ => on::<CpuBackend>(pipeline, graph, options, on_step),
+    }
 }
 
 /// The step a resumed run starts at, after dropping metrics of steps it will redo.
@@ -190,7 +223,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         first_step,
         stop_after: args.stop_after,
     };
-    let result = execute::<RollFlow>(Arc::new(loaded.pipeline), Arc::new(graph), options, on_step);
+    let result = execute_on_device(loaded.pipeline, Arc::new(graph), options, on_step);
     progress.finish();
     if args.process == 0 {
         write_run_plots(&out_dir);

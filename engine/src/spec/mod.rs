@@ -69,3 +69,25 @@ pub struct Pipeline<C: Catalog> {
     #[serde(default)]
     pub dump_batches: Option<PathBuf>,
 }
+
+impl<C: Catalog> Pipeline<C> {
+    /// The same pipeline for another catalog of the same dialect (the same node, model and
+    /// env types), e.g. one whose operators run on another backend.
+    pub fn recast<D>(self) -> Pipeline<D>
+    where
+        D: Catalog<Node = C::Node, Model = C::Model, Env = C::Env>,
+    {
+        Pipeline {
+            name: self.name,
+            seed: self.seed,
+            steps: self.steps,
+            device: self.device,
+            out_dir: self.out_dir,
+            models: self.models,
+            envs: self.envs,
+            nodes: self.nodes,
+            edges: self.edges,
+            dump_batches: self.dump_batches,
+        }
+    }
+}

@@ -8,10 +8,10 @@ use roll_flow_engine::{Contract, Operator, Reference, Role};
 use super::specs::*;
 use super::{NodeKind, SpecCheck};
 use crate::algo::{self, AdvantageEstimator, AdvantageNode, AdvantageSpec};
-use crate::catalog::NodeResources;
 use crate::checkpoint::CheckpointNode;
 use crate::eval::EvalNode;
 use crate::rollout::RolloutNode;
+use crate::runtime::{RunBackend, Runtime};
 use crate::training::actor_step::ActorStepNode;
 use crate::training::critic_step::CriticStepNode;
 use crate::training::log_prob::LogProbNode;
@@ -29,7 +29,7 @@ macro_rules! estimator_kinds {
                 AdvantageEstimator::validate(self).map_err(|e| e.to_string())
             }
 
-            fn build(&self, name: &str, res: &mut NodeResources) -> Result<Box<dyn Operator>, String> {
+            fn build<B: RunBackend>(&self, name: &str, res: &mut Runtime<B>) -> Result<Box<dyn Operator>, String> {
                 let state = res.saved_state("adv", name)?;
                 Ok(Box::new(AdvantageNode::with_state(AdvantageSpec::$variant(self.clone()), state)))
             }
@@ -68,7 +68,7 @@ macro_rules! operator_kinds {
                 SpecCheck::check(self)
             }
 
-            fn build(&self, name: &str, resources: &mut NodeResources) -> Result<Box<dyn Operator>, String> {
+            fn build<B: RunBackend>(&self, name: &str, resources: &mut Runtime<B>) -> Result<Box<dyn Operator>, String> {
                 let ($s, $res, $name) = (self, resources, name);
                 Ok(Box::new($build?))
             }

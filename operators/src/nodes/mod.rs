@@ -15,7 +15,7 @@ use roll_flow_engine::{Column, Contract, NodeSpec, Operator, Reference, Role};
 use serde::Deserialize;
 
 use crate::algo;
-use crate::catalog::NodeResources;
+use crate::runtime::{RunBackend, Runtime};
 
 pub use checks::SpecCheck;
 pub use env_names::EnvNames;
@@ -34,8 +34,15 @@ pub trait NodeKind {
     fn check(&self) -> Result<(), String> {
         Ok(())
     }
-    fn build(&self, name: &str, resources: &mut NodeResources)
-        -> Result<Box<dyn Operator>, String>;
+    /// Builds the operator on backend `B` (not part of the trait object: the generic
+    /// call is made from `Node::build`'s match).
+    fn build<B: RunBackend>(
+        &self,
+        name: &str,
+        resources: &mut Runtime<B>,
+    ) -> Result<Box<dyn Operator>, String>
+    where
+        Self: Sized;
 }
 
 macro_rules! node_registry {
@@ -54,6 +61,17 @@ macro_rules! node_registry {
             fn parts(&self) -> (&'static str, &dyn NodeKind) {
                 match self {
                     $(Node::$variant(config) => ($ron, config),)*
+                }
+            }
+
+            /// Builds this node's operator on backend `B`.
+            pub fn build<B: RunBackend>(
+                &self,
+                name: &str,
+                resources: &mut Runtime<B>,
+            ) -> Result<Box<dyn Operator>, String> {
+                match self {
+                    $(Node::$variant(config) => config.build(name, resources),)*
                 }
             }
         }
@@ -78,17 +96,6 @@ node_registry! {
     ModelUpdate(ModelUpdateSpec) = "ModelUpdate",
     Eval(EvalSpec) = "Eval",
     Checkpoint(CheckpointSpec) = "Checkpoint",
-}
-
-impl Node {
-    /// Builds this node's operator.
-    pub fn build(
-        &self,
-        name: &str,
-        resources: &mut NodeResources,
-    ) -> Result<Box<dyn Operator>, String> {
-        self.parts().1.build(name, resources)
-    }
 }
 
 impl NodeSpec for Node {

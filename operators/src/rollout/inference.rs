@@ -18,7 +18,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::episode::EnvMessage;
 use crate::model::generate::{ContinuousBatcher, GenerationOutput};
 use crate::model::Qwen2CausalLm;
-use crate::runtime::InferBackend;
+use crate::runtime::RunBackend;
 
 /// Counters of one serving session.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -41,13 +41,12 @@ impl InferenceStats {
 }
 
 /// Serves until every one of `envs` env loops has said it is done.
-pub fn serve(
-    model: &Qwen2CausalLm<InferBackend>,
+pub fn serve<B: RunBackend>(
+    model: &Qwen2CausalLm<B>,
     calls: Receiver<EnvMessage>,
     replies: Vec<Sender<GenerationOutput>>,
 ) -> Result<InferenceStats, String> {
-    let mut batcher =
-        ContinuousBatcher::<InferBackend>::new(replies.len().max(1), &Default::default());
+    let mut batcher = ContinuousBatcher::<B>::new(replies.len().max(1), &model.device());
     let mut owner = HashMap::new();
     let mut stats = InferenceStats::default();
     let mut live = replies.len();

@@ -29,13 +29,13 @@ use crate::envs::{EnvManager, EnvSlot, Shard};
 use crate::model::generate::{AnswerChoices, SamplingParams};
 use crate::model::{Qwen2CausalLm, TextTokenizer};
 use crate::nodes::{Guide, Node, RolloutSpec, SampleMode};
-use crate::runtime::{InferBackend, PolicyModel, Runtime};
+use crate::runtime::{PolicyModel, RunBackend, Runtime};
 use crate::RollFlow;
 use episode::{run_episode, EpisodeJob};
 
 /// Plays one episode per slot, all at once; episodes come back in slot order.
-pub fn play_episodes(
-    model: &Qwen2CausalLm<InferBackend>,
+pub fn play_episodes<B: RunBackend>(
+    model: &Qwen2CausalLm<B>,
     tokenizer: &TextTokenizer,
     settings: &PlaySettings,
     manager: &EnvManager,
@@ -98,9 +98,9 @@ fn contiguous_groups<T>(items: Vec<T>, n: usize) -> Vec<Vec<T>> {
 
 /// One inference loop and its env loops (each env on its own thread); episodes in job
 /// order.
-fn serve_group<'scope, 'env>(
+fn serve_group<'scope, 'env, B: RunBackend>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
-    model: &'env Qwen2CausalLm<InferBackend>,
+    model: &'env Qwen2CausalLm<B>,
     jobs: Vec<EpisodeJob<'env>>,
 ) -> Result<(Vec<Episode>, InferenceStats), String> {
     let (calls, requests) = crossbeam_channel::unbounded();
@@ -127,8 +127,8 @@ fn serve_group<'scope, 'env>(
     Ok((episodes?, stats))
 }
 
-fn serve_or_report(
-    model: &Qwen2CausalLm<InferBackend>,
+fn serve_or_report<B: RunBackend>(
+    model: &Qwen2CausalLm<B>,
     requests: crossbeam_channel::Receiver<episode::EnvMessage>,
     replies: Vec<crossbeam_channel::Sender<crate::model::generate::GenerationOutput>>,
 ) -> Result<InferenceStats, String> {
@@ -191,22 +191,22 @@ pub fn register_guides(
 
 /// The env sets a node plays and the policy it plays them with: what `Rollout` and
 /// `Eval` share.
-pub struct EnvPlayer {
+pub struct EnvPlayer<B: RunBackend> {
     tags: Vec<String>,
     manager: EnvManager,
-    policy: Rc<RefCell<PolicyModel>>,
+    policy: Rc<RefCell<PolicyModel<B>>>,
     guides: Rc<RefCell<BTreeMap<String, Arc<AnswerChoices>>>>,
     settings: PlaySettings,
 }
 
-impl EnvPlayer {
+impl<B: RunBackend> EnvPlayer<B> {
     /// Loads `policy` and registers the answer guide of every tag when `guide` asks.
     pub fn build(
         tags: &[String],
         policy: &str,
         guide: Guide,
         settings: PlaySettings,
-        runtime: &mut Runtime,
+        runtime: &mut Runtime<B>,
     ) -> Result<Self, String> {
         let manager = env_manager(runtime, tags)?;
         let policy = runtime.policy(policy)?;
@@ -280,13 +280,13 @@ pub fn rollout_for<'a>(pipeline: &'a Pipeline<RollFlow>, policy: &str) -> Option
 }
 
 /// The `Rollout` operator.
-pub struct RolloutNode {
+pub struct RolloutNode<B: RunBackend> {
     samples: SampleMode,
-    player: EnvPlayer,
+    player: EnvPlayer<B>,
 }
 
-impl RolloutNode {
-    pub fn build(spec: &RolloutSpec, runtime: &mut Runtime) -> Result<Self, String> {
+impl<B: RunBackend> RolloutNode<B> {
+    pub fn build(spec: &RolloutSpec, runtime: &mut Runtime<B>) -> Result<Self, String> {
         let settings = play_settings(spec, false);
         Ok(RolloutNode {
             samples: spec.samples.clone(),
@@ -296,7 +296,10 @@ impl RolloutNode {
 }
 
 /// An env manager over the named env sets of the pipeline.
-pub fn env_manager(runtime: &Runtime, tags: &[String]) -> Result<EnvManager, String> {
+pub fn env_manager<B: RunBackend>(
+    runtime: &Runtime<B>,
+    tags: &[String],
+) -> Result<EnvManager, String> {
     let pipeline = &runtime.pipeline;
     let entries = tags.iter().map(|t| {
         let set = pipeline.envs.get(t).expect("validated env reference");
@@ -326,7 +329,7 @@ pub fn step_slots(
     Ok(slots)
 }
 
-impl Operator for RolloutNode {
+impl<B: RunBackend> Operator for RolloutNode<B> {
     fn process(&mut self, ctx: &mut StepContext, _input: Batch) -> Result<Batch, OperatorError> {
         let started = std::time::Instant::now();
         let (episodes, stats, version) = self.player.play(ctx).map_err(OperatorError)?;

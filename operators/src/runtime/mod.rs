@@ -8,6 +8,7 @@
 //! names it. A resumed run restores every model from the checkpoint of the step it
 //! resumes after (see [`crate::checkpoint`]).
 
+pub mod backend;
 pub mod lr_schedule;
 pub mod models;
 pub mod scoring;
@@ -29,12 +30,13 @@ use crate::model::generate::AnswerChoices;
 use crate::model::CpuBackend;
 use crate::nodes::Node;
 
+pub use backend::RunBackend;
 pub use models::{CriticModel, PolicyModel};
 
-/// The backend models train on.
-pub type TrainBackend = Autodiff<CpuBackend>;
+/// The backend models train on (autodiff over the run's backend, the CPU by default).
+pub type TrainBackend<B = CpuBackend> = Autodiff<B>;
 /// The backend of the inference copy that generates.
-pub type InferBackend = CpuBackend;
+pub type InferBackend<B = CpuBackend> = B;
 
 /// Run-wide settings every operator may read.
 #[derive(Clone, Debug)]
@@ -57,19 +59,29 @@ impl RunInfo {
 }
 
 /// The models one worker has loaded, by name.
-#[derive(Default)]
-pub struct ModelTable {
-    pub policies: BTreeMap<String, Rc<RefCell<PolicyModel>>>,
-    pub critics: BTreeMap<String, Rc<RefCell<CriticModel>>>,
+pub struct ModelTable<B: RunBackend = CpuBackend> {
+    pub policies: BTreeMap<String, Rc<RefCell<PolicyModel<B>>>>,
+    pub critics: BTreeMap<String, Rc<RefCell<CriticModel<B>>>>,
 }
 
-/// Per-worker shared state (the catalog's `Resources`).
-pub struct Runtime {
+impl<B: RunBackend> Default for ModelTable<B> {
+    fn default() -> Self {
+        ModelTable {
+            policies: BTreeMap::new(),
+            critics: BTreeMap::new(),
+        }
+    }
+}
+
+/// Per-worker shared state (the catalog's `Resources`), on backend `B`.
+pub struct Runtime<B: RunBackend = CpuBackend> {
     pub worker: WorkerInfo,
     pub run: RunInfo,
     pub pipeline: Arc<Pipeline<RollFlow>>,
+    /// Where models are built (the pipeline's `device:` on `B`).
+    pub device: B::Device,
     /// Shared with the checkpoint node, which saves whatever is loaded.
-    pub models: Rc<RefCell<ModelTable>>,
+    pub models: Rc<RefCell<ModelTable<B>>>,
     /// The answer guide of each env tag, when its rollout or eval constrains replies.
     pub guides: Rc<RefCell<BTreeMap<String, Arc<AnswerChoices>>>>,
     /// The state nodes keep between steps (an `adv` node's KL controller, an actor step's
@@ -80,8 +92,10 @@ pub struct Runtime {
     published_by_update: BTreeSet<String>,
 }
 
-impl Runtime {
-    pub fn new(pipeline: &Pipeline<RollFlow>, worker: WorkerInfo) -> Self {
+impl<B: RunBackend> Runtime<B> {
+    /// The runtime of one worker; fails when `B` cannot serve the pipeline's `device:`.
+    pub fn new(pipeline: &Pipeline<RollFlow>, worker: WorkerInfo) -> Result<Self, String> {
+        let device = B::device_for(pipeline.device)?;
         let published_by_update = pipeline
             .nodes
             .iter()
@@ -90,7 +104,7 @@ impl Runtime {
                 _ => None,
             })
             .collect();
-        Runtime {
+        Ok(Runtime {
             run: RunInfo {
                 name: pipeline.name.clone(),
                 seed: pipeline.seed,
@@ -101,21 +115,22 @@ impl Runtime {
             },
             worker,
             pipeline: Arc::new(pipeline.clone()),
+            device,
             models: Rc::default(),
             guides: Rc::default(),
             saved_states: Rc::default(),
             published_by_update,
-        }
+        })
     }
 
     /// The causal LM `name` (loaded, or restored from the resume checkpoint, on first use).
-    pub fn policy(&mut self, name: &str) -> Result<Rc<RefCell<PolicyModel>>, String> {
+    pub fn policy(&mut self, name: &str) -> Result<Rc<RefCell<PolicyModel<B>>>, String> {
         if let Some(model) = self.models.borrow().policies.get(name) {
             return Ok(model.clone());
         }
         let spec = self.model_spec(name)?;
         let publish_on_train = !self.published_by_update.contains(name);
-        let model = PolicyModel::build(name, spec, &self.run, publish_on_train)?;
+        let model = PolicyModel::build(name, spec, &self.run, &self.device, publish_on_train)?;
         let model = Rc::new(RefCell::new(model));
         let mut table = self.models.borrow_mut();
         table.policies.insert(name.to_string(), model.clone());
@@ -123,12 +138,17 @@ impl Runtime {
     }
 
     /// The value model `name`.
-    pub fn critic(&mut self, name: &str) -> Result<Rc<RefCell<CriticModel>>, String> {
+    pub fn critic(&mut self, name: &str) -> Result<Rc<RefCell<CriticModel<B>>>, String> {
         if let Some(model) = self.models.borrow().critics.get(name) {
             return Ok(model.clone());
         }
         let spec = self.model_spec(name)?;
-        let model = Rc::new(RefCell::new(CriticModel::build(name, spec, &self.run)?));
+        let model = Rc::new(RefCell::new(CriticModel::build(
+            name,
+            spec,
+            &self.run,
+            &self.device,
+        )?));
         let mut table = self.models.borrow_mut();
         table.critics.insert(name.to_string(), model.clone());
         Ok(model)

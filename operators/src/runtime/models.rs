@@ -13,17 +13,18 @@ use std::sync::Arc;
 use burn::module::AutodiffModule;
 
 use super::trainable::Trainable;
-use super::{InferBackend, RunInfo, TrainBackend};
+use super::{InferBackend, RunBackend, RunInfo, TrainBackend};
 use crate::model::build::{build_causal_lm, build_value_model};
 use crate::model::spec::ModelSpec;
+use crate::model::CpuBackend;
 use crate::model::{Qwen2CausalLm, Qwen2ValueModel, TextTokenizer};
 
 /// A causal LM: trained weights, the inference copy, tokenizer and version.
-pub struct PolicyModel {
+pub struct PolicyModel<B: RunBackend = CpuBackend> {
     pub name: String,
     pub tokenizer: Arc<TextTokenizer>,
-    pub train: Trainable<Qwen2CausalLm<TrainBackend>>,
-    inference: Qwen2CausalLm<InferBackend>,
+    pub train: Trainable<Qwen2CausalLm<TrainBackend<B>>, B>,
+    inference: Qwen2CausalLm<InferBackend<B>>,
     /// How many times weights were published to the inference copy.
     pub version: u64,
     /// Whether `ActorStep` publishes (no `ModelUpdate` node for this model).
@@ -34,16 +35,16 @@ fn model_error(name: &str, e: impl std::fmt::Display) -> String {
     format!("model `{name}`: {e}")
 }
 
-impl PolicyModel {
+impl<B: RunBackend> PolicyModel<B> {
     pub(super) fn build(
         name: &str,
         spec: &ModelSpec,
         run: &RunInfo,
+        device: &B::Device,
         publish_on_train: bool,
     ) -> Result<Self, String> {
-        let device = Default::default();
         let (model, tokenizer) =
-            build_causal_lm::<TrainBackend>(spec, Path::new("."), run.seed, &device)
+            build_causal_lm::<TrainBackend<B>>(spec, Path::new("."), run.seed, device)
                 .map_err(|e| model_error(name, e))?;
         let mut policy = PolicyModel {
             name: name.to_string(),
@@ -54,13 +55,13 @@ impl PolicyModel {
             publish_on_train,
         };
         if let Some(dir) = run.resume_dir() {
-            policy.restore(&dir)?;
+            policy.restore(&dir, device)?;
         }
         Ok(policy)
     }
 
     /// The copy rollout and eval generate with.
-    pub fn inference(&self) -> &Qwen2CausalLm<InferBackend> {
+    pub fn inference(&self) -> &Qwen2CausalLm<InferBackend<B>> {
         &self.inference
     }
 
@@ -84,10 +85,10 @@ impl PolicyModel {
         super::trainable::write_text(&dir, "version", &self.version.to_string())
     }
 
-    fn restore(&mut self, checkpoint: &Path) -> Result<(), String> {
+    fn restore(&mut self, checkpoint: &Path, device: &B::Device) -> Result<(), String> {
         let dir = self.checkpoint_dir(checkpoint);
         self.train
-            .load(&dir)
+            .load(&dir, device)
             .map_err(|e| model_error(&self.name, e))?;
         self.inference = self.train.module().valid();
         let version = super::trainable::read_text(&dir, "version")?;
@@ -100,15 +101,19 @@ impl PolicyModel {
 }
 
 /// A value model and its optimizer.
-pub struct CriticModel {
+pub struct CriticModel<B: RunBackend = CpuBackend> {
     pub name: String,
-    pub train: Trainable<Qwen2ValueModel<TrainBackend>>,
+    pub train: Trainable<Qwen2ValueModel<TrainBackend<B>>, B>,
 }
 
-impl CriticModel {
-    pub(super) fn build(name: &str, spec: &ModelSpec, run: &RunInfo) -> Result<Self, String> {
-        let device = Default::default();
-        let model = build_value_model::<TrainBackend>(spec, Path::new("."), run.seed, &device)
+impl<B: RunBackend> CriticModel<B> {
+    pub(super) fn build(
+        name: &str,
+        spec: &ModelSpec,
+        run: &RunInfo,
+        device: &B::Device,
+    ) -> Result<Self, String> {
+        let model = build_value_model::<TrainBackend<B>>(spec, Path::new("."), run.seed, device)
             .map_err(|e| model_error(name, e))?;
         let mut critic = CriticModel {
             name: name.to_string(),
@@ -117,7 +122,7 @@ impl CriticModel {
         if let Some(dir) = run.resume_dir() {
             critic
                 .train
-                .load(&critic.checkpoint_dir(&dir))
+                .load(&critic.checkpoint_dir(&dir), device)
                 .map_err(|e| model_error(name, e))?;
         }
         Ok(critic)

@@ -21,9 +21,10 @@ use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::Tensor;
 
 use super::lr_schedule::learning_rate;
-use super::TrainBackend;
+use super::{RunBackend, TrainBackend};
 use crate::algo::{clip_grad_norm, AlgoStats};
 use crate::model::spec::OptimSpec;
+use crate::model::CpuBackend;
 use crate::training::concurrent::part_gradients;
 
 type Record = BinBytesRecorder<FullPrecisionSettings>;
@@ -40,18 +41,18 @@ pub struct UpdateStats {
 }
 
 /// Weights plus optimizer state.
-pub struct Trainable<M: AutodiffModule<TrainBackend>> {
+pub struct Trainable<M: AutodiffModule<TrainBackend<B>>, B: RunBackend = CpuBackend> {
     module: Option<M>,
-    optimizer: OptimizerAdaptor<AdamW, M, TrainBackend>,
+    optimizer: OptimizerAdaptor<AdamW, M, TrainBackend<B>>,
     accumulated: GradientsAccumulator<M>,
     pending: usize,
     optim: OptimSpec,
     total_steps: u64,
 }
 
-fn adamw<M: AutodiffModule<TrainBackend>>(
+fn adamw<M: AutodiffModule<TrainBackend<B>>, B: RunBackend>(
     optim: &OptimSpec,
-) -> OptimizerAdaptor<AdamW, M, TrainBackend> {
+) -> OptimizerAdaptor<AdamW, M, TrainBackend<B>> {
     let OptimSpec::AdamW {
         betas,
         eps,
@@ -66,7 +67,7 @@ fn adamw<M: AutodiffModule<TrainBackend>>(
         .init()
 }
 
-impl<M: AutodiffModule<TrainBackend>> Trainable<M> {
+impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     /// Fresh optimizer state for `module`; the schedule spans `total_steps`.
     pub fn new(module: M, optim: OptimSpec, total_steps: u64) -> Self {
         Trainable {
@@ -103,7 +104,7 @@ impl<M: AutodiffModule<TrainBackend>> Trainable<M> {
         &mut self,
         parts: &[P],
         scales: &[f32],
-        loss: impl Fn(&M, &P) -> Result<(Tensor<TrainBackend, 1>, AlgoStats), String> + Sync,
+        loss: impl Fn(&M, &P) -> Result<(Tensor<TrainBackend<B>, 1>, AlgoStats), String> + Sync,
     ) -> Result<Vec<AlgoStats>, String>
     where
         M: Sync,
@@ -157,18 +158,17 @@ impl<M: AutodiffModule<TrainBackend>> Trainable<M> {
         write(dir, "optimizer.bin", &optimizer)
     }
 
-    /// Restores weights and optimizer state written by [`Trainable::save`].
-    pub fn load(&mut self, dir: &Path) -> Result<(), String> {
-        let device = Default::default();
+    /// Restores weights and optimizer state written by [`Trainable::save`], onto `device`.
+    pub fn load(&mut self, dir: &Path, device: &B::Device) -> Result<(), String> {
         let model = Record::default()
-            .load(read(dir, "model.bin")?, &device)
+            .load(read(dir, "model.bin")?, device)
             .map_err(|e| format!("{}: {e}", dir.join("model.bin").display()))?;
         let optimizer = Record::default()
-            .load(read(dir, "optimizer.bin")?, &device)
+            .load(read(dir, "optimizer.bin")?, device)
             .map_err(|e| format!("{}: {e}", dir.join("optimizer.bin").display()))?;
         let module = self.module.take().expect("module present");
         self.module = Some(module.load_record(model));
-        let fresh = adamw::<M>(&self.optim);
+        let fresh = adamw::<M, B>(&self.optim);
         self.optimizer = fresh.load_record(optimizer);
         Ok(())
     }

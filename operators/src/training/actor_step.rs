@@ -39,18 +39,22 @@ use crate::model::generate::AnswerChoices;
 use crate::model::Qwen2CausalLm;
 use crate::nodes::ActorStepSpec;
 use crate::runtime::scoring::{rollout_temperature, score_responses, token_column};
-use crate::runtime::{PolicyModel, Runtime, TrainBackend};
+use crate::runtime::{PolicyModel, RunBackend, Runtime, TrainBackend};
 
-pub struct ActorStepNode {
+pub struct ActorStepNode<B: RunBackend> {
     spec: ActorStepSpec,
-    policy: Rc<RefCell<PolicyModel>>,
+    policy: Rc<RefCell<PolicyModel<B>>>,
     guides: Rc<RefCell<BTreeMap<String, Arc<AnswerChoices>>>>,
     temperature: f32,
     entropy_control: Rc<RefCell<EntropyController>>,
 }
 
-impl ActorStepNode {
-    pub fn build(spec: &ActorStepSpec, name: &str, runtime: &mut Runtime) -> Result<Self, String> {
+impl<B: RunBackend> ActorStepNode<B> {
+    pub fn build(
+        spec: &ActorStepSpec,
+        name: &str,
+        runtime: &mut Runtime<B>,
+    ) -> Result<Self, String> {
         single_worker("ActorStep", runtime.worker.peers)?;
         if spec
             .kl
@@ -106,12 +110,12 @@ struct ActorObjective<'a> {
 impl ActorObjective<'_> {
     /// The objective of one micro-batch under `policy` (log-probs recomputed), with its
     /// statistics.
-    fn loss(
+    fn loss<B: RunBackend>(
         &self,
-        policy: &Qwen2CausalLm<TrainBackend>,
+        policy: &Qwen2CausalLm<TrainBackend<B>>,
         batch: &Batch,
-    ) -> Result<(Tensor<TrainBackend, 1>, AlgoStats), String> {
-        let device = Default::default();
+    ) -> Result<(Tensor<TrainBackend<B>, 1>, AlgoStats), String> {
+        let device = policy.device();
         let old = self.spec.old_logprob.column();
         let inputs = ActorBatch::from_batch(
             batch,
@@ -157,7 +161,7 @@ impl ActorObjective<'_> {
     }
 }
 
-impl Operator for ActorStepNode {
+impl<B: RunBackend> Operator for ActorStepNode<B> {
     fn process(&mut self, ctx: &mut StepContext, batch: Batch) -> Result<Batch, OperatorError> {
         if ctx.step < self.spec.critic_warmup {
             ctx.metrics.insert("warming_up".into(), 1.0);

@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use burn::tensor::Tensor;
+use burn::tensor::{ElementConversion, Tensor};
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
 use super::{loss_divisor, single_worker, train_epochs, EpochSchedule, StatMeans};
@@ -17,15 +17,15 @@ use crate::algo::{AlgoStats, CriticBatch};
 use crate::model::Qwen2ValueModel;
 use crate::nodes::CriticStepSpec;
 use crate::runtime::scoring::token_values;
-use crate::runtime::{CriticModel, Runtime, TrainBackend};
+use crate::runtime::{CriticModel, RunBackend, Runtime, TrainBackend};
 
-pub struct CriticStepNode {
+pub struct CriticStepNode<B: RunBackend> {
     spec: CriticStepSpec,
-    critic: Rc<RefCell<CriticModel>>,
+    critic: Rc<RefCell<CriticModel<B>>>,
 }
 
-impl CriticStepNode {
-    pub fn build(spec: &CriticStepSpec, runtime: &mut Runtime) -> Result<Self, String> {
+impl<B: RunBackend> CriticStepNode<B> {
+    pub fn build(spec: &CriticStepSpec, runtime: &mut Runtime<B>) -> Result<Self, String> {
         single_worker("CriticStep", runtime.worker.peers)?;
         Ok(CriticStepNode {
             spec: spec.clone(),
@@ -35,12 +35,12 @@ impl CriticStepNode {
 }
 
 /// The value loss of one micro-batch under `critic`, with its statistics.
-fn value_loss(
+fn value_loss<B: RunBackend>(
     spec: &CriticStepSpec,
-    critic: &Qwen2ValueModel<TrainBackend>,
+    critic: &Qwen2ValueModel<TrainBackend<B>>,
     batch: &Batch,
-) -> Result<(Tensor<TrainBackend, 1>, AlgoStats), String> {
-    let device = Default::default();
+) -> Result<(Tensor<TrainBackend<B>, 1>, AlgoStats), String> {
+    let device = critic.device();
     let inputs = CriticBatch::from_batch(batch, &device).map_err(|e| e.to_string())?;
     let values = token_values(critic, batch)?;
     let out = spec
@@ -48,12 +48,12 @@ fn value_loss(
         .loss(values, inputs.old_values, inputs.returns, &inputs.layout)
         .map_err(|e| e.to_string())?;
     let mut stats = out.stats;
-    let loss: f32 = out.loss.clone().detach().into_scalar();
+    let loss: f32 = out.loss.clone().detach().into_scalar().elem();
     stats.insert("value_loss".into(), loss as f64);
     Ok((out.loss, stats))
 }
 
-impl Operator for CriticStepNode {
+impl<B: RunBackend> Operator for CriticStepNode<B> {
     fn process(&mut self, ctx: &mut StepContext, batch: Batch) -> Result<Batch, OperatorError> {
         let critic = self.critic.clone();
         let mut stats = StatMeans::default();

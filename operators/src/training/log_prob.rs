@@ -23,19 +23,19 @@ use crate::model::weights::to_f32_vec;
 use crate::runtime::scoring::{
     rollout_temperature, score_chunks, score_responses, token_positions,
 };
-use crate::runtime::{PolicyModel, Runtime};
+use crate::runtime::{PolicyModel, RunBackend, Runtime};
 
 /// Scores response tokens into one column.
-pub struct LogProbNode {
-    model: Rc<RefCell<PolicyModel>>,
+pub struct LogProbNode<B: RunBackend> {
+    model: Rc<RefCell<PolicyModel<B>>>,
     guides: Rc<RefCell<BTreeMap<String, Arc<AnswerChoices>>>>,
     temperature: f32,
     column: Column,
 }
 
-impl LogProbNode {
+impl<B: RunBackend> LogProbNode<B> {
     /// `LogProb(model)` (`reference: false`) or `RefLogProb(model)`.
-    pub fn build(model: &str, reference: bool, runtime: &mut Runtime) -> Result<Self, String> {
+    pub fn build(model: &str, reference: bool, runtime: &mut Runtime<B>) -> Result<Self, String> {
         Ok(LogProbNode {
             model: runtime.policy(model)?,
             guides: runtime.guides.clone(),
@@ -45,7 +45,7 @@ impl LogProbNode {
     }
 }
 
-impl Operator for LogProbNode {
+impl<B: RunBackend> Operator for LogProbNode<B> {
     fn process(&mut self, ctx: &mut StepContext, mut batch: Batch) -> Result<Batch, OperatorError> {
         let weights = self.model.borrow().train.module().valid();
         let guides = self.guides.borrow();

@@ -8,21 +8,21 @@ use std::rc::Rc;
 
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
-use crate::runtime::{PolicyModel, Runtime};
+use crate::runtime::{PolicyModel, RunBackend, Runtime};
 
-pub struct ModelUpdateNode {
-    policy: Rc<RefCell<PolicyModel>>,
+pub struct ModelUpdateNode<B: RunBackend> {
+    policy: Rc<RefCell<PolicyModel<B>>>,
 }
 
-impl ModelUpdateNode {
-    pub fn build(model: &str, runtime: &mut Runtime) -> Result<Self, String> {
+impl<B: RunBackend> ModelUpdateNode<B> {
+    pub fn build(model: &str, runtime: &mut Runtime<B>) -> Result<Self, String> {
         Ok(ModelUpdateNode {
             policy: runtime.policy(model)?,
         })
     }
 }
 
-impl Operator for ModelUpdateNode {
+impl<B: RunBackend> Operator for ModelUpdateNode<B> {
     fn process(&mut self, ctx: &mut StepContext, batch: Batch) -> Result<Batch, OperatorError> {
         let mut policy = self.policy.borrow_mut();
         policy.publish();

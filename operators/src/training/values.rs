@@ -11,21 +11,21 @@ use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 use super::SCORING_CHUNK_TOKENS;
 use crate::model::weights::to_f32_vec;
 use crate::runtime::scoring::{score_chunks, token_positions, token_values};
-use crate::runtime::{CriticModel, Runtime};
+use crate::runtime::{CriticModel, RunBackend, Runtime};
 
-pub struct ValuesNode {
-    critic: Rc<RefCell<CriticModel>>,
+pub struct ValuesNode<B: RunBackend> {
+    critic: Rc<RefCell<CriticModel<B>>>,
 }
 
-impl ValuesNode {
-    pub fn build(model: &str, runtime: &mut Runtime) -> Result<Self, String> {
+impl<B: RunBackend> ValuesNode<B> {
+    pub fn build(model: &str, runtime: &mut Runtime<B>) -> Result<Self, String> {
         Ok(ValuesNode {
             critic: runtime.critic(model)?,
         })
     }
 }
 
-impl Operator for ValuesNode {
+impl<B: RunBackend> Operator for ValuesNode<B> {
     fn process(&mut self, ctx: &mut StepContext, mut batch: Batch) -> Result<Batch, OperatorError> {
         let weights = self.critic.borrow().train.module().valid();
         let mut column = vec![0.0f32; batch.num_tokens()];

@@ -56,6 +56,11 @@ impl<B: Backend> Qwen2CausalLm<B> {
         Self::load(&mut init, config, device).expect("random initialisation cannot fail")
     }
 
+    /// The device the weights live on.
+    pub fn device(&self) -> B::Device {
+        self.model.embed_tokens.weight.device()
+    }
+
     /// Emits every tensor under its Hugging Face name and layout.
     pub fn save(&self, sink: &mut TensorSink) {
         self.model.save(sink);

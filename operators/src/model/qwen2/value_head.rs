@@ -85,6 +85,11 @@ impl<B: Backend> Qwen2ValueModel<B> {
         Self::load(&mut init, config, device).expect("random initialisation cannot fail")
     }
 
+    /// The device the weights live on.
+    pub fn device(&self) -> B::Device {
+        self.score.weight.device()
+    }
+
     /// Emits every tensor under its Hugging Face name and layout.
     pub fn save(&self, sink: &mut TensorSink) {
         self.model.save(sink);
