@@ -26,8 +26,8 @@ fn graph_prints_dot_that_graphviz_renders() {
     );
     assert_eq!(
         dot.matches(" -> ").count(),
-        7 + 2,
-        "seven edges and the feedback edge to each source (rollout, eval)"
+        6 + 2,
+        "six edges and the feedback edge to each source (rollout, eval)"
     );
 
     let dir = tempfile::tempdir().unwrap();

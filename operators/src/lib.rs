@@ -10,7 +10,9 @@
 //!   log-probs, values, actor and critic updates; [`eval`] and [`checkpoint`]; [`watch`]:
 //!   a checkpoint's policy playing one episode (`roll-flow play --policy`); [`export`]: a
 //!   checkpoint's policy as a Hugging Face directory.
-//! - [`runtime`]: what one worker's operators share (models, optimizers, guides).
+//! - [`runtime`]: what one worker's operators share (models, optimizers, guides), and
+//!   [`runtime::RunBackend`], the backend every operator is generic over (the CPU, or
+//!   burn's wgpu/CUDA backends with those features).
 //! - [`nodes`]: the registry of RON node kinds, and [`catalog`]: the [`RollFlow`] catalog
 //!   that ties nodes, models and envs to the engine.
 
