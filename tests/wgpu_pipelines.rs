@@ -9,12 +9,16 @@
 //! step's success rates must be equal and its gradient norms and losses agree to float
 //! rounding (relative 1e-3). Later steps are not compared: AdamW's first update is
 //! ±lr per weight wherever a gradient is near zero, so rounding can flip it.
+//!
+//! The GPU pipeline (`qwen2.5-0.5b_frozen_lake.ron`: a Hugging Face directory, free-text
+//! replies, a reference model and a KL term) runs one step the same way, with the tiny
+//! Qwen2 fixture in place of Qwen2.5-0.5B.
 
 #![cfg(feature = "wgpu")]
 
 mod common;
 
-use common::{assert_ok, metrics, run};
+use common::{assert_ok, metrics, roll_flow, run};
 use serde_json::{Map, Value};
 
 const PIPELINES: [&str; 3] = [
@@ -84,4 +88,58 @@ fn frozen_lake_pipelines_train_on_wgpu_as_on_the_cpu() {
             assert!(checkpoint.join(f).is_file(), "{file}: checkpoint lacks {f}");
         }
     }
+}
+
+#[test]
+fn the_gpu_pipeline_runs_an_hf_directory_on_wgpu_as_on_the_cpu() {
+    let file = "pipelines/qwen2.5-0.5b_frozen_lake.ron";
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = "HfDir(\"tests/fixtures/tiny_qwen2\")";
+    let sets = [
+        format!("models.policy.arch={fixture}"),
+        format!("models.reference.arch={fixture}"),
+        "envs.train.groups=2".into(),
+        "envs.train.group_size=2".into(),
+        "envs.val.groups=2".into(),
+        "envs.train.max_turns=2".into(),
+        "envs.val.max_turns=2".into(),
+        "nodes.rollout.max_new_tokens=8".into(),
+        "nodes.eval.max_new_tokens=8".into(),
+        // The fixture's replies are never well-formed, so every advantage is 0; the
+        // entropy bonus gives the update a gradient to compare.
+        "nodes.actor_step.entropy=0.01".into(),
+    ];
+    let mut records = Vec::new();
+    for device in ["Cpu", "Wgpu"] {
+        let out_dir = dir.path().join(device);
+        let mut args = vec!["run".to_string(), file.into(), "--steps".into(), "1".into()];
+        args.extend(["--out".into(), out_dir.display().to_string()]);
+        args.extend(["--set".into(), format!("device={device}")]);
+        for set in &sets {
+            args.extend(["--set".into(), set.clone()]);
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_ok(&roll_flow(&refs));
+        records.push(metrics(&out_dir).remove(0));
+    }
+    let (cpu, wgpu) = (&records[0], &records[1]);
+    for key in [
+        "rollout/response_length",
+        "rollout/format_error_rate",
+        "eval/val/success",
+    ] {
+        assert_eq!(cpu[key], wgpu[key], "{file}: `{key}` differs");
+    }
+    for key in [
+        "old_logprob/entropy",
+        "actor_step/entropy",
+        "actor_step/grad_norm",
+        "actor_step/kl_loss",
+    ] {
+        assert_close(file, key, value(cpu, key), value(wgpu, key));
+    }
+    assert!(
+        value(cpu, "actor_step/grad_norm") > 0.0,
+        "{file}: the update has a gradient"
+    );
 }
