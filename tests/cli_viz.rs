@@ -243,7 +243,7 @@ fn an_export_loads_back_with_the_logits_of_the_trained_policy() {
         peers: 1,
         first_step: 2,
     };
-    let mut runtime = Runtime::<CpuBackend>::new(&loaded.pipeline, worker).unwrap();
+    let mut runtime = Runtime::<CpuBackend>::new(loaded.pipeline, worker).unwrap();
     let policy = runtime.policy("policy").unwrap();
     let policy = policy.borrow();
     let device = Default::default();

@@ -43,8 +43,7 @@ impl<B: RunBackend> Catalog for RollFlow<B> {
     type Resources = NodeResources<B>;
 
     fn resources(pipeline: &Pipeline<Self>, worker: WorkerInfo) -> Result<Runtime<B>, String> {
-        let dialect = pipeline.clone().recast::<RollFlow>();
-        Runtime::new(&dialect, worker)
+        Runtime::new(pipeline.clone().recast::<RollFlow>(), worker)
     }
 
     fn build(

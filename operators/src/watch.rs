@@ -112,7 +112,7 @@ pub fn watch_policy(
         device: roll_flow_engine::spec::Device::Cpu,
         ..pipeline.clone()
     };
-    let mut runtime = Runtime::<CpuBackend>::new(&on_cpu, worker)?;
+    let mut runtime = Runtime::<CpuBackend>::new(on_cpu, worker)?;
     let player = EnvPlayer::build(
         std::slice::from_ref(&tag),
         &policy,

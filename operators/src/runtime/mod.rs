@@ -94,7 +94,7 @@ pub struct Runtime<B: RunBackend = CpuBackend> {
 
 impl<B: RunBackend> Runtime<B> {
     /// The runtime of one worker; fails when `B` cannot serve the pipeline's `device:`.
-    pub fn new(pipeline: &Pipeline<RollFlow>, worker: WorkerInfo) -> Result<Self, String> {
+    pub fn new(pipeline: Pipeline<RollFlow>, worker: WorkerInfo) -> Result<Self, String> {
         let device = B::device_for(pipeline.device)?;
         let published_by_update = pipeline
             .nodes
@@ -114,7 +114,7 @@ impl<B: RunBackend> Runtime<B> {
                 dump_dir: pipeline.dump_batches.clone(),
             },
             worker,
-            pipeline: Arc::new(pipeline.clone()),
+            pipeline: Arc::new(pipeline),
             device,
             models: Rc::default(),
             guides: Rc::default(),
