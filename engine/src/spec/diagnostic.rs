@@ -58,14 +58,16 @@ pub struct Location {
 }
 
 impl Location {
-    /// Resolves a byte span of `text` to a location.
+    /// Resolves a byte span of `text` to a location. A span end inside a multi-byte
+    /// character is widened to take the whole character, a start is moved back to its
+    /// first byte, so no byte offset can make this panic.
     pub fn from_span(text: &str, span: ByteSpan) -> Location {
-        let start = span.start.min(text.len());
+        let start = text.floor_char_boundary(span.start);
         let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
         let line = text[..start].matches('\n').count() + 1;
         let col = text[line_start..start].chars().count() + 1;
-        let end = span.end.clamp(start, line_end);
+        let end = text.ceil_char_boundary(span.end.clamp(start, line_end));
         let width = text[start..end].chars().count().max(1);
         let line_text = text[line_start..line_end]
             .trim_end_matches('\r')

@@ -10,6 +10,7 @@ use ron::error::{Error as RonError, SpannedError};
 use ron::extensions::Extensions;
 
 use super::diagnostic::{ByteSpan, Diagnostic, LineCol, Location};
+use super::locate::last_token_end;
 use super::overrides::apply_overrides;
 use super::suggest::{did_you_mean, quoted_list};
 use super::Pipeline;
@@ -37,7 +38,7 @@ pub fn load<C: Catalog>(path: &Path, overrides: &[String]) -> Result<Loaded<C>, 
                 .help("check the path; pipelines shipped with roll-flow are in pipelines/"),
         ]
     })?;
-    let text = decode_utf8(path, bytes).map_err(|d| vec![*d])?;
+    let text = decode_utf8(path, without_bom(bytes)).map_err(|d| vec![*d])?;
     let text = apply_overrides(path, &text, overrides)?;
     let pipeline = parse::<C>(path, &text).map_err(|d| vec![*d])?;
     Ok(Loaded {
@@ -47,6 +48,15 @@ pub fn load<C: Catalog>(path: &Path, overrides: &[String]) -> Result<Loaded<C>, 
             text,
         },
     })
+}
+
+/// `bytes` without a leading UTF-8 byte-order mark, which some editors write and which is
+/// no part of the RON text (editors do not show it, so columns count from after it).
+fn without_bom(mut bytes: Vec<u8>) -> Vec<u8> {
+    if bytes.starts_with(b"\xEF\xBB\xBF") {
+        bytes.drain(..3);
+    }
+    bytes
 }
 
 fn decode_utf8(path: &Path, bytes: Vec<u8>) -> Result<String, Box<Diagnostic>> {
@@ -113,26 +123,34 @@ pub fn ron_diagnostic(path: &Path, text: &str, e: &SpannedError) -> Diagnostic {
     let at_end = byte_offset(text, end.line, end.col).is_none_or(|o| text[o..].trim().is_empty());
     let (message, help) = match &e.code {
         RonError::TrailingCharacters => {
-            // Point at the extra text itself, not at the end of the pipeline.
+            // Point at the extra text itself (its first character, which may take
+            // several bytes), not at the end of the pipeline.
             let extra =
                 start_byte + (text[start_byte..].len() - text[start_byte..].trim_start().len());
+            let first = text[extra..].chars().next().map_or(0, char::len_utf8);
             location = Location::from_span(
                 text,
                 ByteSpan {
                     start: extra,
-                    end: extra + 1,
+                    end: extra + first,
                 },
             );
             describe(&e.code, text)
         }
         _ if at_end => describe(&RonError::Eof, text),
         RonError::ExpectedComma => {
-            // The comma is missing after the previous value, which may be lines above.
-            let after = text[..start_byte].trim_end().len();
+            // The comma is missing after the previous value, which may be lines above
+            // and followed by comments: point at the value's last character.
+            let before = &text[..start_byte];
+            let after = last_token_end(before).unwrap_or_else(|| before.trim_end().len());
+            let last = before[..after]
+                .char_indices()
+                .next_back()
+                .map_or(0, |(i, _)| i);
             location = Location::from_span(
                 text,
                 ByteSpan {
-                    start: after.saturating_sub(1),
+                    start: last,
                     end: after,
                 },
             );

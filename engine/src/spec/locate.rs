@@ -90,7 +90,10 @@ impl Lexer {
                     lx.push(Tok::Ident, start, end)
                 }
                 _ => {
-                    let end = scan(bytes, i + 1, |b| {
+                    // A whole character: a non-ASCII one (a BOM, `…`) is one token too.
+                    let width = src.get(i..).and_then(|s| s.chars().next());
+                    let width = width.map_or(1, char::len_utf8);
+                    let end = scan(bytes, i + width, |b| {
                         b.is_ascii_alphanumeric() || b"._+-".contains(&b)
                     });
                     lx.push(Tok::Other, start, end)
@@ -187,7 +190,7 @@ impl Parser<'_> {
     }
 
     fn text(&self, span: ByteSpan) -> &str {
-        &self.src[span.start..span.end]
+        self.src.get(span.start..span.end).unwrap_or("")
     }
 
     fn value(&mut self) -> Option<Node> {
@@ -357,11 +360,17 @@ pub fn first_identifier(src: &str) -> Option<&str> {
         match tok {
             Tok::Punct(b'[') => depth += 1,
             Tok::Punct(b']') => depth -= 1,
-            Tok::Ident if depth == 0 => return Some(&src[span.start..span.end]),
+            Tok::Ident if depth == 0 => return src.get(span.start..span.end),
             _ => {}
         }
     }
     None
+}
+
+/// Where the last token of `src` ends, comments and whitespace after it skipped: the end
+/// of the value before a missing `,`.
+pub(crate) fn last_token_end(src: &str) -> Option<usize> {
+    Lexer::run(src)?.last().map(|(_, span)| span.end)
 }
 
 /// The span of the value's first token at `path` in `src`.

@@ -35,8 +35,12 @@ struct PipelineEnvs {
 pub fn resolve(spec: &str, env: Option<&str>) -> Result<PlayTarget, EnvError> {
     let path = Path::new(spec);
     let (text, origin) = if path.is_file() {
-        let text = std::fs::read_to_string(path)
+        let mut text = std::fs::read_to_string(path)
             .map_err(|e| EnvError::Spec(format!("{}: {e}", path.display())))?;
+        // A UTF-8 byte-order mark some editors write is no part of the RON text.
+        if text.starts_with('\u{feff}') {
+            text.drain(..'\u{feff}'.len_utf8());
+        }
         (text, format!("{}", path.display()))
     } else {
         (spec.to_string(), "the env spec".to_string())
