@@ -13,7 +13,8 @@
 //! There is no RNG state to save: every random stream (env seeds, sampling) is derived
 //! from (pipeline seed, node, step, worker), so the step number restores it. A checkpoint
 //! is written into a temporary folder and renamed into place, so a crash never leaves a
-//! half-written `step_N`. `keep: N` removes all but the newest N.
+//! half-written `step_N`; a `step_N` already there is renamed aside first and deleted only
+//! once the new one is in place. `keep: N` removes all but the newest N.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -39,6 +40,86 @@ pub fn saved_steps(out_dir: &Path) -> Vec<u64> {
         .collect();
     steps.sort_unstable();
     steps
+}
+
+/// Renames the finished `staging` folder to `target`. A `target` already there is first
+/// renamed to `.replaced_<name>` beside it and deleted after, so there is always a whole
+/// checkpoint on disk (after a crash between the two renames, at `.replaced_<name>`).
+fn move_into_place(staging: &Path, target: &Path) -> std::io::Result<()> {
+    if !target.exists() {
+        return std::fs::rename(staging, target);
+    }
+    let name = target
+        .file_name()
+        .map_or_else(|| "step".into(), |n| n.to_string_lossy().into_owned());
+    let aside = target.with_file_name(format!(".replaced_{name}"));
+    if aside.exists() {
+        std::fs::remove_dir_all(&aside)?;
+    }
+    std::fs::rename(target, &aside)?;
+    std::fs::rename(staging, target)?;
+    std::fs::remove_dir_all(&aside)
+}
+
+/// Checks that the checkpoint folder `checkpoint` holds everything a resumed run restores:
+/// `meta.json` (written last), `model.bin`, `optimizer.bin` and `version` of every policy
+/// and `model.bin`, `optimizer.bin` of every critic, and a folder for each of `models` (the
+/// models the pipeline's nodes use). Run before anything of the run is changed.
+pub fn check_complete(checkpoint: &Path, models: &[&str]) -> Result<(), String> {
+    let mut missing: Vec<PathBuf> = Vec::new();
+    let mut need = |path: PathBuf| {
+        if !path.is_file() {
+            missing.push(path);
+        }
+    };
+    need(checkpoint.join("meta.json"));
+    let folders = |kind: &str| -> Vec<PathBuf> {
+        let entries = std::fs::read_dir(checkpoint.join(kind))
+            .into_iter()
+            .flatten();
+        entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect()
+    };
+    for policy in folders("models") {
+        for file in ["model.bin", "optimizer.bin", "version"] {
+            need(policy.join(file));
+        }
+    }
+    for critic in folders("critics") {
+        for file in ["model.bin", "optimizer.bin"] {
+            need(critic.join(file));
+        }
+    }
+    for model in models {
+        let (policy, critic) = (
+            checkpoint.join("models").join(model),
+            checkpoint.join("critics").join(model),
+        );
+        if !policy.is_dir() && !critic.is_dir() {
+            missing.push(policy);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let listed: Vec<String> = missing
+        .iter()
+        .map(|p| {
+            p.strip_prefix(checkpoint)
+                .unwrap_or(p)
+                .display()
+                .to_string()
+        })
+        .collect();
+    Err(format!(
+        "checkpoint {} is incomplete (missing {}), so the run cannot resume from it; \
+         move that folder out of checkpoints/ to resume from the one before it",
+        checkpoint.display(),
+        listed.join(", ")
+    ))
 }
 
 pub struct CheckpointNode<B: RunBackend> {
@@ -89,10 +170,7 @@ impl<B: RunBackend> CheckpointNode<B> {
             "pipeline": self.run.name,
         });
         crate::runtime::trainable::write_text(&staging, "meta.json", &meta.to_string())?;
-        if target.exists() {
-            std::fs::remove_dir_all(&target).map_err(|e| io(e, &target))?;
-        }
-        std::fs::rename(&staging, &target).map_err(|e| io(e, &target))?;
+        move_into_place(&staging, &target).map_err(|e| io(e, &target))?;
         self.prune()?;
         Ok(target)
     }
@@ -120,5 +198,62 @@ impl<B: RunBackend> Operator for CheckpointNode<B> {
             ctx.metrics.insert("saved_step".into(), completed as f64);
         }
         Ok(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_new_checkpoint_replaces_an_old_one_of_the_same_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let (staging, target) = (dir.path().join(".staging_step_2"), step_dir(dir.path(), 2));
+        write(&target.join("meta.json"), "old");
+        write(&staging.join("meta.json"), "new");
+        move_into_place(&staging, &target).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(target.join("meta.json")).unwrap(),
+            "new"
+        );
+        assert!(!staging.exists());
+        assert!(!dir.path().join("checkpoints/.replaced_step_2").exists());
+        assert_eq!(saved_steps(dir.path()), vec![2]);
+    }
+
+    #[test]
+    fn a_complete_checkpoint_passes_and_a_missing_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = step_dir(dir.path(), 4);
+        for file in [
+            "meta.json",
+            "models/policy/model.bin",
+            "models/policy/optimizer.bin",
+            "models/policy/version",
+            "critics/critic/model.bin",
+            "critics/critic/optimizer.bin",
+        ] {
+            write(&ckpt.join(file), "x");
+        }
+        assert_eq!(check_complete(&ckpt, &["policy", "critic"]), Ok(()));
+        let err = check_complete(&ckpt, &["policy", "critic", "reference"]).unwrap_err();
+        assert!(err.contains("(missing models/reference)"), "{err}");
+        std::fs::remove_file(ckpt.join("models/policy/optimizer.bin")).unwrap();
+        std::fs::remove_file(ckpt.join("meta.json")).unwrap();
+        let err = check_complete(&ckpt, &["policy"]).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "checkpoint {} is incomplete (missing meta.json, models/policy/optimizer.bin), so \
+                 the run cannot resume from it; move that folder out of checkpoints/ to resume \
+                 from the one before it",
+                ckpt.display()
+            )
+        );
     }
 }

@@ -9,7 +9,8 @@
 //! - [`rollout`]: env loops, the inference loop and the sample builders; [`training`]:
 //!   log-probs, values, actor and critic updates; [`eval`] and [`checkpoint`]; [`watch`]:
 //!   a checkpoint's policy playing one episode (`roll-flow play --policy`); [`export`]: a
-//!   checkpoint's policy as a Hugging Face directory.
+//!   checkpoint's policy as a Hugging Face directory; [`run_dir`]: readying a run's
+//!   directory (refusing to mix two runs, checking a checkpoint before resuming).
 //! - [`runtime`]: what one worker's operators share (models, optimizers, guides), and
 //!   [`runtime::RunBackend`], the backend every operator is generic over (the CPU, or
 //!   burn's wgpu/CUDA backends with those features).
@@ -25,6 +26,7 @@ pub mod export;
 pub mod model;
 pub mod nodes;
 pub mod rollout;
+pub mod run_dir;
 pub mod runtime;
 pub mod training;
 pub mod watch;

@@ -12,9 +12,9 @@ use roll_flow_engine::atomic_file::write_atomic;
 use roll_flow_engine::executor::StepCallback;
 use roll_flow_engine::metrics::{step_record, MetricsLog};
 use roll_flow_engine::spec::Device;
-use roll_flow_engine::{execute, ExecutorOptions, Pipeline, PipelineGraph};
-use roll_flow_operators::checkpoint::saved_steps;
+use roll_flow_engine::{execute, ExecutorOptions, NodeSpec, Pipeline, PipelineGraph, Reference};
 use roll_flow_operators::model::CpuBackend;
+use roll_flow_operators::run_dir;
 #[cfg(feature = "cuda")]
 use roll_flow_operators::runtime::backend::CudaBackend;
 #[cfg(feature = "wgpu")]
@@ -41,6 +41,11 @@ pub struct RunArgs {
     /// Override the output directory.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// When the output directory already holds a run, move it aside to
+    /// `<out_dir>.previous-<unix time>` (kept, not deleted) and start afresh; without
+    /// this flag such a directory is refused.
+    #[arg(long, conflicts_with = "resume")]
+    overwrite: bool,
     /// Write the batch each training node received, per step, into DIR (JSON; see
     /// docs of `roll_flow_engine::batch::dump`).
     #[arg(long, value_name = "DIR")]
@@ -128,30 +133,34 @@ fn execute_on_device(
     }
 }
 
-/// The step a resumed run starts at, after dropping metrics of steps it will redo.
-fn prepare_resume(out_dir: &Path) -> anyhow::Result<u64> {
-    let Some(&first) = saved_steps(out_dir).last() else {
-        anyhow::bail!(
-            "{} has no checkpoint to resume from (looked in {}); add a Checkpoint node or start a new run",
-            out_dir.display(),
-            out_dir.join("checkpoints").display()
-        );
-    };
-    let path = out_dir.join("metrics.jsonl");
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let kept: String = text
-        .lines()
-        .filter(|line| {
-            serde_json::from_str::<serde_json::Value>(line)
-                .ok()
-                .and_then(|v| v.get("step")?.as_u64())
-                .is_some_and(|s| s < first)
+/// The step a resumed run starts at, once its newest checkpoint is found complete and
+/// the metrics of the steps it redoes are dropped.
+fn prepare_resume(pipeline: &Pipeline<RollFlow>) -> anyhow::Result<u64> {
+    // The models the nodes use: each is restored from the checkpoint, so must be in it.
+    let used: std::collections::BTreeSet<String> = pipeline
+        .nodes
+        .iter()
+        .flat_map(|(_, node)| node.references())
+        .filter_map(|r| match r {
+            Reference::Model { name, .. } => Some(name),
+            Reference::Env { .. } => None,
         })
-        .flat_map(|line| [line, "\n"])
         .collect();
-    write_atomic(&path, kept.as_bytes())
-        .with_context(|| format!("cannot rewrite {}", path.display()))?;
-    Ok(first)
+    let models: Vec<&str> = used.iter().map(String::as_str).collect();
+    let resume = run_dir::prepare_resume(&pipeline.out_dir, &models).map_err(anyhow::Error::msg)?;
+    if !resume.unreadable_lines.is_empty() {
+        let lines: Vec<String> = resume
+            .unreadable_lines
+            .iter()
+            .map(usize::to_string)
+            .collect();
+        eprintln!(
+            "warning: dropped line(s) {} of {}: not a JSON record with a `step` (a line torn when the run stopped)",
+            lines.join(", "),
+            pipeline.out_dir.join("metrics.jsonl").display()
+        );
+    }
+    Ok(resume.first_step)
 }
 
 /// The plots of the run so far into `out_dir/plots`, also after a failed run (the curves
@@ -176,14 +185,28 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     }
     let out_dir = loaded.pipeline.out_dir.clone();
     let first_step = match &args.resume {
-        Some(_) => prepare_resume(&out_dir)?,
-        None => 0,
+        Some(_) => prepare_resume(&loaded.pipeline)?,
+        None => {
+            // Process 0 readies the directory: on a shared file system the others would
+            // find its fresh files and refuse.
+            if args.process == 0 {
+                let aside = run_dir::prepare_new_run(&out_dir, args.overwrite)
+                    .map_err(anyhow::Error::msg)?;
+                if let Some(aside) = aside {
+                    eprintln!(
+                        "moved the previous run in {} aside to {}",
+                        out_dir.display(),
+                        aside.display()
+                    );
+                }
+            }
+            write_atomic(&out_dir.join("pipeline.ron"), loaded.source.text.as_bytes())
+                .with_context(|| {
+                    format!("cannot write the pipeline copy into {}", out_dir.display())
+                })?;
+            0
+        }
     };
-    if args.resume.is_none() {
-        write_atomic(&out_dir.join("pipeline.ron"), loaded.source.text.as_bytes()).with_context(
-            || format!("cannot write the pipeline copy into {}", out_dir.display()),
-        )?;
-    }
     let log = MetricsLog::open(&out_dir, first_step).with_context(|| {
         format!(
             "cannot create metrics.jsonl and the TensorBoard event file in {}",

@@ -59,7 +59,8 @@ pub struct MetricsLog {
 
 impl MetricsLog {
     /// Opens `dir/metrics.jsonl` for a run that starts at `first_step`: truncated for a new
-    /// run, appended to by a resumed one (`first_step > 0`). Either way a new TensorBoard
+    /// run (`roll-flow run` has refused or moved aside a directory holding another run),
+    /// appended to by a resumed one (`first_step > 0`). Either way a new TensorBoard
     /// event file is started (see [`tensorboard`] for how a restart is marked).
     pub fn open(dir: &Path, first_step: u64) -> io::Result<Self> {
         let append = first_step > 0;

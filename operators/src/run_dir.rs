@@ -1,0 +1,135 @@
+//! The run directory (`out_dir`) before a run writes into it.
+//!
+//! - A new run refuses a directory that already holds a run: its `metrics.jsonl` would be
+//!   truncated, its `pipeline.ron` replaced, and its `checkpoints/step_N` mixed with the
+//!   new run's (pruning could then keep the old ones, and `--resume`, `export` and
+//!   `play --policy` load them). With `overwrite` the old run is moved aside, never
+//!   deleted.
+//! - A resumed run checks that its newest checkpoint is complete before it drops the
+//!   metrics of the steps it will redo, and keeps every line it cannot read but the
+//!   unreadable ones.
+
+use std::path::{Path, PathBuf};
+
+use crate::checkpoint::{check_complete, saved_steps, step_dir};
+
+/// What a run leaves in its directory; any of them there means a run was started there.
+pub const RUN_MARKERS: [&str; 3] = ["metrics.jsonl", "pipeline.ron", "checkpoints"];
+
+/// Makes `out_dir` ready for a new run. A directory holding a run is refused, or with
+/// `overwrite` renamed to `<out_dir>.previous-<unix seconds>`, which is returned.
+pub fn prepare_new_run(out_dir: &Path, overwrite: bool) -> Result<Option<PathBuf>, String> {
+    let found: Vec<&str> = RUN_MARKERS
+        .into_iter()
+        .filter(|m| out_dir.join(m).exists())
+        .collect();
+    if found.is_empty() {
+        return Ok(None);
+    }
+    let shown = out_dir.display();
+    if !overwrite {
+        return Err(format!(
+            "{shown} already holds a run ({}); a new run there would mix with it. \
+             Continue that run with `roll-flow run --resume {shown}`, write this one elsewhere \
+             with `--out DIR`, or add `--overwrite` to move the old run aside \
+             (to {shown}.previous-<unix time>) and start afresh",
+            found.join(", ")
+        ));
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let aside = aside_path(out_dir, now)?;
+    std::fs::rename(out_dir, &aside).map_err(|e| {
+        format!(
+            "cannot move the old run in {shown} aside to {}: {e}",
+            aside.display()
+        )
+    })?;
+    Ok(Some(aside))
+}
+
+/// `<out_dir>.previous-<now>`, with `-2`, `-3`, ... when that is taken.
+fn aside_path(out_dir: &Path, now: u64) -> Result<PathBuf, String> {
+    let name = out_dir.file_name().ok_or_else(|| {
+        format!(
+            "cannot move {} aside (it has no folder name); write the run elsewhere with `--out DIR`",
+            out_dir.display()
+        )
+    })?;
+    let base = format!("{}.previous-{now}", name.to_string_lossy());
+    (1..)
+        .map(|n| match n {
+            1 => out_dir.with_file_name(&base),
+            n => out_dir.with_file_name(format!("{base}-{n}")),
+        })
+        .find(|p| !p.exists())
+        .ok_or_else(|| "no free name to move the old run to".into())
+}
+
+/// Where a resumed run starts, and what was dropped from its `metrics.jsonl`.
+#[derive(Debug, PartialEq)]
+pub struct Resume {
+    /// The step the run continues at (its newest checkpoint's completed-step count).
+    pub first_step: u64,
+    /// 1-based numbers of the lines of `metrics.jsonl` that were not a JSON record with a
+    /// `step` (a line torn when the run stopped) and were dropped.
+    pub unreadable_lines: Vec<usize>,
+}
+
+/// Readies `out_dir` for `run --resume`: finds the newest checkpoint, checks it holds what
+/// a resume restores (`models` are the models the pipeline's nodes use), then drops the
+/// metrics of the steps that will be redone. Nothing is changed when a check fails.
+pub fn prepare_resume(out_dir: &Path, models: &[&str]) -> Result<Resume, String> {
+    let Some(&first_step) = saved_steps(out_dir).last() else {
+        return Err(format!(
+            "{} has no checkpoint to resume from (looked in {}); add a Checkpoint node or start a new run",
+            out_dir.display(),
+            out_dir.join("checkpoints").display()
+        ));
+    };
+    check_complete(&step_dir(out_dir, first_step), models)?;
+    let unreadable_lines = keep_metrics_before(&out_dir.join("metrics.jsonl"), first_step)?;
+    Ok(Resume {
+        first_step,
+        unreadable_lines,
+    })
+}
+
+/// Rewrites `path` (atomically) with only the records of steps before `first_step`, when
+/// anything is to be dropped; returns the numbers of the lines that were not records. A
+/// missing file is left missing (the run creates it).
+fn keep_metrics_before(path: &Path, first_step: u64) -> Result<Vec<usize>, String> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let mut kept = Vec::with_capacity(bytes.len());
+    let (mut unreadable, mut dropped) = (Vec::new(), false);
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let step = serde_json::from_slice::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| v.get("step")?.as_u64());
+        match step {
+            Some(step) if step < first_step => {
+                kept.extend_from_slice(line);
+                kept.push(b'\n');
+            }
+            Some(_) => dropped = true,
+            None => unreadable.push(i + 1),
+        }
+    }
+    if dropped || !unreadable.is_empty() {
+        roll_flow_engine::atomic_file::write_atomic(path, &kept)
+            .map_err(|e| format!("cannot rewrite {}: {e}", path.display()))?;
+    }
+    Ok(unreadable)
+}
+
+#[cfg(test)]
+#[path = "run_dir_tests.rs"]
+mod tests;

@@ -1,0 +1,103 @@
+//! What `roll-flow run` does to its output directory before it trains: a second run into
+//! a directory holding a run is refused (or moves it aside with `--overwrite`), and `--resume`
+//! checks the checkpoint before it touches the metrics.
+
+mod common;
+
+use std::path::Path;
+
+use common::{assert_ok, roll_flow, run};
+
+const STARPO: &str = "pipelines/frozen_lake_starpo.ron";
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The folders beside `out` whose names start with `<out name>.previous-`.
+fn moved_aside(out: &Path) -> Vec<std::path::PathBuf> {
+    let prefix = format!("{}.previous-", out.file_name().unwrap().to_str().unwrap());
+    std::fs::read_dir(out.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+#[test]
+fn a_second_run_into_the_same_out_dir_is_refused_and_leaves_the_first_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    assert_ok(&run(STARPO, &out, &["--steps", "1"]));
+    let metrics = std::fs::read(out.join("metrics.jsonl")).unwrap();
+    let pipeline = std::fs::read(out.join("pipeline.ron")).unwrap();
+
+    let second = run(STARPO, &out, &["--steps", "1", "--set", "seed=99"]);
+    let err = stderr(&second);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    let shown = out.display();
+    let want = format!(
+        "error: {shown} already holds a run (metrics.jsonl, pipeline.ron, checkpoints); a new \
+         run there would mix with it. Continue that run with `roll-flow run --resume {shown}`, \
+         write this one elsewhere with `--out DIR`, or add `--overwrite` to move the old run \
+         aside (to {shown}.previous-<unix time>) and start afresh"
+    );
+    assert!(err.contains(&want), "{err}");
+    assert_eq!(std::fs::read(out.join("metrics.jsonl")).unwrap(), metrics);
+    assert_eq!(std::fs::read(out.join("pipeline.ron")).unwrap(), pipeline);
+    assert!(moved_aside(&out).is_empty());
+}
+
+#[test]
+fn overwrite_moves_the_old_run_aside_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    assert_ok(&run(STARPO, &out, &["--steps", "1"]));
+    let metrics = std::fs::read(out.join("metrics.jsonl")).unwrap();
+
+    let second = run(STARPO, &out, &["--steps", "2", "--overwrite"]);
+    assert_ok(&second);
+    let aside = moved_aside(&out);
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    let want = format!(
+        "moved the previous run in {} aside to {}",
+        out.display(),
+        aside[0].display()
+    );
+    assert!(stderr(&second).contains(&want), "{}", stderr(&second));
+    // The old run, whole, at the aside path; the new one alone in `out`.
+    assert_eq!(
+        std::fs::read(aside[0].join("metrics.jsonl")).unwrap(),
+        metrics
+    );
+    assert!(aside[0].join("checkpoints/step_1").is_dir());
+    assert_eq!(common::metrics(&out).len(), 2);
+    let old_pipeline = std::fs::read_to_string(aside[0].join("pipeline.ron")).unwrap();
+    let new_pipeline = std::fs::read_to_string(out.join("pipeline.ron")).unwrap();
+    assert!(old_pipeline.contains("steps: 1,"), "{old_pipeline}");
+    assert!(new_pipeline.contains("steps: 2,"), "{new_pipeline}");
+}
+
+#[test]
+fn resume_from_a_checkpoint_missing_a_file_fails_and_keeps_the_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    assert_ok(&run(STARPO, &out, &["--steps", "3", "--stop-after", "2"]));
+    let metrics = std::fs::read(out.join("metrics.jsonl")).unwrap();
+    let newest = out.join("checkpoints/step_2");
+    std::fs::remove_file(newest.join("models/policy/optimizer.bin")).unwrap();
+
+    let resumed = roll_flow(&["run", "--resume", out.to_str().unwrap()]);
+    let err = stderr(&resumed);
+    assert_eq!(resumed.status.code(), Some(1), "{err}");
+    let want = format!(
+        "error: checkpoint {} is incomplete (missing models/policy/optimizer.bin), so the run \
+         cannot resume from it; move that folder out of checkpoints/ to resume from the one \
+         before it",
+        newest.display()
+    );
+    assert!(err.contains(&want), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(std::fs::read(out.join("metrics.jsonl")).unwrap(), metrics);
+}
