@@ -1,6 +1,7 @@
 //! What `roll-flow run` does to its output directory before it trains: a second run into
-//! a directory holding a run is refused (or moves it aside with `--overwrite`), and `--resume`
-//! checks the checkpoint before it touches the metrics.
+//! a directory holding a run is refused (or moves it aside with `--overwrite`), `--resume`
+//! checks the checkpoint before it touches the metrics, and a training pipeline is refused
+//! several workers before anything is written.
 
 mod common;
 
@@ -100,4 +101,45 @@ fn resume_from_a_checkpoint_missing_a_file_fails_and_keeps_the_metrics() {
     assert!(err.contains(&want), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(std::fs::read(out.join("metrics.jsonl")).unwrap(), metrics);
+}
+
+#[test]
+fn training_on_several_workers_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    for workers in [["-w", "2", "-n", "1"], ["-w", "1", "-n", "2"]] {
+        let out = dir.path().join("run");
+        let refused = run(STARPO, &out, &workers);
+        let err = stderr(&refused);
+        assert_eq!(refused.status.code(), Some(1), "{workers:?}: {err}");
+        let want = "error: 2 workers asked for (-w times -n), but the pipeline trains \
+                    (`actor_step`): gradient averaging across workers is not implemented; run \
+                    with `-w 1` (pipelines that only roll out or evaluate may still shard their \
+                    env groups across workers)";
+        assert!(err.contains(want), "{workers:?}: {err}");
+        assert!(!out.exists(), "{workers:?}: the out dir was created");
+    }
+}
+
+/// A pipeline that only rolls out: nothing to average, so it shards over workers.
+const ROLLOUT_ONLY: &str = r#"Pipeline(
+    name: "rollout_only", steps: 1, out_dir: "unused",
+    models: { "policy": (arch: Tiny(layers: 1, dim: 32, heads: 2), tokenizer: Builtin) },
+    envs: { "train": (env: Bandit(), groups: 2, group_size: 2) },
+    nodes: { "rollout": Rollout(envs: "train", policy: "policy", guide: Actions, instruction: false) },
+)"#;
+
+#[test]
+fn a_rollout_only_pipeline_still_runs_on_several_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rollout_only.ron");
+    std::fs::write(&file, ROLLOUT_ONLY).unwrap();
+    let out = dir.path().join("run");
+    let args = [
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    assert_ok(&roll_flow(&[&args[..], &["-w", "2"]].concat()));
+    assert_eq!(common::metrics(&out).len(), 1);
 }

@@ -20,6 +20,7 @@ use roll_flow_operators::runtime::backend::CudaBackend;
 #[cfg(feature = "wgpu")]
 use roll_flow_operators::runtime::backend::WgpuBackend;
 use roll_flow_operators::runtime::RunBackend;
+use roll_flow_operators::training::refuse_multi_worker_training;
 use roll_flow_operators::RollFlow;
 
 use super::progress::Progress;
@@ -183,6 +184,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: {problem}");
         return Ok(ExitCode::FAILURE);
     }
+    // Before anything is written: the operators refuse too, but only once the run
+    // directory exists.
+    let workers = args.workers.saturating_mul(args.processes);
+    refuse_multi_worker_training(loaded.pipeline.nodes.iter(), workers)
+        .map_err(anyhow::Error::msg)?;
     let out_dir = loaded.pipeline.out_dir.clone();
     let first_step = match &args.resume {
         Some(_) => prepare_resume(&loaded.pipeline)?,
