@@ -154,3 +154,31 @@ fn run_names_the_missing_backend_feature() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("built without the `wgpu` feature; rebuild with `cargo build --release --features wgpu`"), "{stderr}");
 }
+
+#[test]
+fn run_and_validate_read_a_file_saved_with_a_byte_order_mark() {
+    // `--steps` and `--out` are `--set` overrides, which must find their place in the file
+    // past the mark; non-ASCII text after the pipeline is reported, not a panic.
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = std::fs::read_to_string("pipelines/frozen_lake_starpo.ron").unwrap();
+    let file = dir.path().join("bom.ron");
+    std::fs::write(&file, format!("\u{feff}{shipped}")).unwrap();
+    let out_dir = dir.path().join("run");
+    let ran = common::run(file.to_str().unwrap(), &out_dir, &["--steps", "1"]);
+    common::assert_ok(&ran);
+    assert_eq!(common::metrics(&out_dir).len(), 1);
+
+    let trailing = dir.path().join("trailing.ron");
+    std::fs::write(&trailing, format!("\u{feff}{shipped}…\n")).unwrap();
+    let out = roll_flow(&["validate", trailing.to_str().unwrap(), "--set", "steps=5"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let line = shipped.lines().count() + 1;
+    let pad = " ".repeat(line.to_string().len());
+    let want = format!(
+        "error: unexpected text after the end of the pipeline\n{pad}--> {}:{line}:1\n",
+        trailing.display()
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
