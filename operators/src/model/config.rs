@@ -165,6 +165,7 @@ impl Qwen2Config {
             ("num_hidden_layers", self.num_hidden_layers),
             ("num_attention_heads", self.num_attention_heads),
             ("num_key_value_heads", self.kv_heads()),
+            ("head_dim", self.head_dim()),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{name} must be positive"));
@@ -175,9 +176,10 @@ impl Qwen2Config {
                 self.hidden_size, self.num_attention_heads
             ));
         }
+        // Rotary embeddings rotate pairs of features: a head needs at least one pair.
         if !self.head_dim().is_multiple_of(2) {
             return Err(format!(
-                "head dimension {} must be even for rotary embeddings",
+                "head dimension {} must be even (and at least 2) for rotary embeddings",
                 self.head_dim()
             ));
         }

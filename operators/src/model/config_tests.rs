@@ -91,3 +91,31 @@ fn tiny_window_covers_every_layer_and_survives_config_json() {
     let plain = Qwen2Config::tiny(&TinyArch::default(), 100);
     assert_eq!(windows(&plain), vec![None, None]);
 }
+
+#[test]
+fn a_head_needs_at_least_one_rotary_pair() {
+    // head_dim 0 would reach the rotary kernel with rows of 0 features.
+    let zero = TinyArch {
+        head_dim: Some(0),
+        ..TinyArch::default()
+    };
+    let err = Qwen2Config::tiny(&zero, 100).validate().unwrap_err();
+    assert_eq!(err, "head_dim must be positive");
+    let odd = TinyArch {
+        head_dim: Some(1),
+        ..TinyArch::default()
+    };
+    let err = Qwen2Config::tiny(&odd, 100).validate().unwrap_err();
+    assert_eq!(
+        err,
+        "head dimension 1 must be even (and at least 2) for rotary embeddings"
+    );
+    let pair = TinyArch {
+        head_dim: Some(2),
+        ..TinyArch::default()
+    };
+    assert_eq!(Qwen2Config::tiny(&pair, 100).validate(), Ok(()));
+    // From config.json too: an explicit `"head_dim": 0`.
+    let c = config(serde_json::json!({ "head_dim": 0 }));
+    assert_eq!(c.validate(), Err("head_dim must be positive".to_string()));
+}
