@@ -12,6 +12,7 @@ pub mod error;
 pub mod generate;
 pub mod hf;
 pub mod logprob;
+pub mod optim;
 pub mod packed;
 pub mod prompt_logits;
 pub mod quick_generate;

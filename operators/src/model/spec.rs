@@ -5,14 +5,12 @@
 //! "policy": (arch: HfDir("models/Qwen2.5-0.5B-Instruct"), optim: AdamW(lr: 1e-6)),
 //! ```
 //!
-//! Optimizer settings are configuration data here; the training loop reads them. AdamW
-//! defaults follow PyTorch/verl (`betas (0.9, 0.999)`, `eps 1e-8`, `weight_decay 0.01`,
-//! gradient clipping at norm 1.0); the schedule default is ROLL's cosine decay with linear
-//! warmup.
+//! The optimizer settings (`optim:`) are [`OptimSpec`], in [`super::optim`].
 
 use serde::Deserialize;
 
 use super::config::TinyArch;
+pub use super::optim::{LrSchedule, OptimSpec};
 
 /// One entry of `models:`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -139,80 +137,6 @@ pub enum TokenizerSpec {
     Builtin,
     /// `tokenizer.json` (+ `tokenizer_config.json`) of this directory.
     HfDir(String),
-}
-
-/// The optimizer.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub enum OptimSpec {
-    /// AdamW (Loshchilov & Hutter 2019), decoupled weight decay.
-    AdamW {
-        /// Peak learning rate.
-        #[serde(default = "default_lr")]
-        lr: f64,
-        /// Exponential decay rates of the first and second moment estimates.
-        #[serde(default = "default_betas")]
-        betas: (f64, f64),
-        /// Added to the denominator for numerical stability.
-        #[serde(default = "default_eps")]
-        eps: f64,
-        /// Decoupled weight decay coefficient.
-        #[serde(default = "default_weight_decay")]
-        weight_decay: f64,
-        /// Steps of linear warmup from 0 to `lr`.
-        #[serde(default)]
-        warmup_steps: usize,
-        /// Learning-rate schedule after warmup.
-        #[serde(default)]
-        schedule: LrSchedule,
-        /// Final learning rate of the cosine schedule as a fraction of `lr`.
-        #[serde(default)]
-        min_lr_ratio: f64,
-        /// Clip the global gradient norm to this value; `None` disables clipping.
-        #[serde(default = "default_grad_clip")]
-        grad_clip: Option<f64>,
-    },
-}
-
-fn default_lr() -> f64 {
-    1e-6
-}
-fn default_betas() -> (f64, f64) {
-    (0.9, 0.999)
-}
-fn default_eps() -> f64 {
-    1e-8
-}
-fn default_weight_decay() -> f64 {
-    0.01
-}
-fn default_grad_clip() -> Option<f64> {
-    Some(1.0)
-}
-
-impl Default for OptimSpec {
-    fn default() -> Self {
-        OptimSpec::AdamW {
-            lr: default_lr(),
-            betas: default_betas(),
-            eps: default_eps(),
-            weight_decay: default_weight_decay(),
-            warmup_steps: 0,
-            schedule: LrSchedule::default(),
-            min_lr_ratio: 0.0,
-            grad_clip: default_grad_clip(),
-        }
-    }
-}
-
-/// How the learning rate evolves after warmup.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-pub enum LrSchedule {
-    /// Constant at `lr`.
-    Constant,
-    /// Cosine decay from `lr` to `min_lr_ratio * lr` over the run's steps (ROLL's default).
-    #[default]
-    Cosine,
 }
 
 #[cfg(test)]

@@ -50,7 +50,8 @@ impl<B: RunBackend> PolicyModel<B> {
             name: name.to_string(),
             tokenizer: Arc::new(tokenizer),
             inference: model.valid(),
-            train: Trainable::new(model, spec.optim.clone(), run.steps),
+            train: Trainable::new(model, spec.optim.clone(), run.steps)
+                .map_err(|e| model_error(name, e))?,
             version: 0,
             publish_on_train,
         };
@@ -117,7 +118,8 @@ impl<B: RunBackend> CriticModel<B> {
             .map_err(|e| model_error(name, e))?;
         let mut critic = CriticModel {
             name: name.to_string(),
-            train: Trainable::new(model, spec.optim.clone(), run.steps),
+            train: Trainable::new(model, spec.optim.clone(), run.steps)
+                .map_err(|e| model_error(name, e))?,
         };
         if let Some(dir) = run.resume_dir() {
             critic

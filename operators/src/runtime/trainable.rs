@@ -68,16 +68,20 @@ fn adamw<M: AutodiffModule<TrainBackend<B>>, B: RunBackend>(
 }
 
 impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
-    /// Fresh optimizer state for `module`; the schedule spans `total_steps`.
-    pub fn new(module: M, optim: OptimSpec, total_steps: u64) -> Self {
-        Trainable {
+    /// Fresh optimizer state for `module`; the schedule spans `total_steps`. Fails when a
+    /// setting of `optim` is out of range ([`OptimSpec::validate`]).
+    pub fn new(module: M, optim: OptimSpec, total_steps: u64) -> Result<Self, String> {
+        optim
+            .validate(total_steps)
+            .map_err(|e| format!("optim: {e}"))?;
+        Ok(Trainable {
             optimizer: adamw(&optim),
             module: Some(module),
             accumulated: GradientsAccumulator::new(),
             pending: 0,
             optim,
             total_steps,
-        }
+        })
     }
 
     /// The current weights.
@@ -192,4 +196,25 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
 fn read(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
     std::fs::read(dir.join(name))
         .map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_out_of_range_optimizer_is_refused_before_any_step() {
+        let model = crate::training::concurrent_tests::model();
+        let mut optim = OptimSpec::default();
+        let OptimSpec::AdamW { grad_clip, .. } = &mut optim;
+        *grad_clip = Some(-1.0);
+        let Err(err) = Trainable::<_, CpuBackend>::new(model.clone(), optim, 10) else {
+            panic!("a negative clip norm was accepted");
+        };
+        assert!(
+            err.starts_with("optim: `grad_clip` must be > 0, got -1"),
+            "{err}"
+        );
+        assert!(Trainable::<_, CpuBackend>::new(model, OptimSpec::default(), 10).is_ok());
+    }
 }
