@@ -143,6 +143,12 @@ const CASES: &[(&str, &str, &str, Option<&str>)] = &[
         Some("the `kl` loss term needs a reference model; add a RefLogProb node upstream"),
     ),
     (
+        "kl_full_vocabulary",
+        "node `actor_step` (ActorStep): `kl: (estimator: Full)` is not supported: full-vocabulary KL needs the reference model's whole distribution at every response token, which the `RefLogProb` column does not hold; use `estimator: K3` (the default, low variance) or `K1`",
+        "18:23",
+        None,
+    ),
+    (
         "wrong_struct_name",
         "expected `Pipeline(...)`, found `Pipline(...)`",
         "2:1",

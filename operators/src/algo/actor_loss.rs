@@ -15,10 +15,12 @@
 //! action looks best, and those are the states where a wrong belief needs exploration to
 //! be corrected. Default 0 (off); `ActorStep(uniform_kl: …)`.
 //!
-//! The KL term uses an estimator of d = logp − ref_logp, default `K3` (REFERENCE.md: "+
-//! kl_loss_coef · k3"); `Full` takes per-token full-vocabulary KL computed by
-//! [`super::kl::full_kl`]. Defaults: `kl_loss` coef 0.001 (verl/ROLL `kl_loss_coef`). The
-//! entropy coefficient is the `ActorStep(entropy: …)` field.
+//! The KL term uses a per-token estimator of d = logp − ref_logp, default `K3`
+//! (REFERENCE.md: "+ kl_loss_coef · k3"); its coefficient defaults to 0.001 (verl/ROLL
+//! `kl_loss_coef`). `Full` (full-vocabulary KL) is not supported as a loss term: it needs
+//! the reference model's whole distribution at every response token, and validation refuses
+//! it (as verl raises NotImplementedError). The entropy coefficient is the
+//! `ActorStep(entropy: …)` field.
 //!
 //! RON: `ActorStep(loss: PpoClip(...), entropy: 0.001, kl_loss: Some((coef: 0.001)))`.
 
@@ -59,7 +61,7 @@ pub struct KlLoss {
     /// Coefficient of the KL term (default 0.001).
     #[serde(default = "default_kl_coef")]
     pub coef: f32,
-    /// KL estimator (default `K3`).
+    /// KL estimator (default `K3`); `Full` is refused at validation.
     #[serde(default = "k3")]
     pub estimator: KlEstimator,
 }
@@ -69,10 +71,8 @@ pub struct KlLoss {
 pub struct ActorExtras<B: Backend> {
     /// `behaviour_logprob` (decoupled PPO).
     pub behaviour_logprob: Option<Tensor<B, 1>>,
-    /// `ref_logprob` (KL term with a token estimator).
+    /// `ref_logprob` (KL term).
     pub ref_logprob: Option<Tensor<B, 1>>,
-    /// Per-token full-vocabulary KL (KL term with `Full`).
-    pub full_kl: Option<Tensor<B, 1>>,
     /// Per-token entropy of the policy (entropy bonus).
     pub entropy: Option<Tensor<B, 1>>,
     /// Per-token KL(U_A‖π) (uniform-prior term).
@@ -135,7 +135,7 @@ impl PolicyLoss {
                 "segment ratios need turn ids; the Rollout node gives them",
             ));
         }
-        if kl_loss.is_some_and(|k| k.estimator != KlEstimator::Full) {
+        if kl_loss.is_some() {
             needs.push(Need::with_hint(REF_LOGPROB, "the KL loss needs the reference model; add a LogProb node on the reference model upstream"));
         }
         needs
@@ -187,20 +187,19 @@ pub fn actor_objective<B: roll_flow_kernels::KernelBackend>(
         loss = loss + term.mul_scalar(regularisers.uniform_kl);
     }
     if let Some(kl) = kl_loss {
-        let per_token = match kl.estimator {
-            KlEstimator::Full => extras
-                .full_kl
-                .clone()
-                .ok_or_else(|| missing("full-vocabulary KL"))?,
-            est => {
-                let reference = extras
-                    .ref_logprob
-                    .clone()
-                    .ok_or_else(|| missing("ref_logprob"))?;
-                est.tensor(inputs.logprob.clone(), reference)
-                    .expect("token estimators give a tensor")
-            }
-        };
+        let reference = extras
+            .ref_logprob
+            .clone()
+            .ok_or_else(|| missing("ref_logprob"))?;
+        let per_token = kl
+            .estimator
+            .tensor(inputs.logprob.clone(), reference)
+            .ok_or_else(|| {
+                AlgoError::invalid(
+                    "ActorStep",
+                    "the KL loss term needs a per-token estimator (K1, Abs, Mse or K3), not `Full`",
+                )
+            })?;
         let term = aggregate(per_token, inputs.layout, agg, norm);
         stats.insert("kl_loss".into(), scalar(&term));
         loss = loss + term.mul_scalar(kl.coef);

@@ -14,7 +14,6 @@ use roll_flow_engine::{Batch, Column};
 use super::actor_loss::{KlLoss, PolicyLoss};
 use super::batch_read::read_f32;
 use super::error::AlgoError;
-use super::kl::KlEstimator;
 use super::packed_layout::PackedLayout;
 use super::ppo_loss::RatioLevel;
 
@@ -74,7 +73,6 @@ impl<B: Backend> ActorBatch<B> {
             })
             .transpose()?;
         let reference = kl
-            .filter(|k| k.estimator != KlEstimator::Full)
             .map(|_| {
                 token_tensor(
                     batch,

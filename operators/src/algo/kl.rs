@@ -5,9 +5,12 @@
 //! - `Abs`: |d|
 //! - `Mse`: ½·d²
 //! - `K3`: exp(−d) − 1 + d (unbiased, low variance, always ≥ 0)
-//! - `Full`: Σ_v p(v)·(log p(v) − log q(v)), the exact KL over the whole vocabulary; it
-//!   needs both models' full log-prob rows, so it is available only where logits are
-//!   (inside the actor loss), not on batch columns.
+//! - `Full`: Σ_v p(v)·(log p(v) − log q(v)), the exact KL over the whole vocabulary. It
+//!   needs the reference model's whole distribution at every response token, which the
+//!   `ref_logprob` column (one log-prob per token) does not hold, so it is not supported:
+//!   validation refuses it both as the reward penalty (`kl_penalty`) and as the actor's KL
+//!   loss term (`ActorStep(kl: ..)`), as verl raises NotImplementedError for it. The variant
+//!   exists so that a file naming it gets that explanation instead of "unknown variant".
 //!
 //! The scalar form serves the token reward penalty; the tensor form the KL loss term.
 
@@ -16,7 +19,8 @@ use burn::tensor::Tensor;
 use serde::Deserialize;
 
 /// Which KL estimator to use. Default `K1` for the reward penalty (ROLL `kl_penalty: kl`);
-/// the KL loss term defaults to `K3` (see [`super::KlLoss`]).
+/// the KL loss term defaults to `K3` (see [`super::KlLoss`]). `Full` is refused by
+/// validation wherever it is named (see the module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 pub enum KlEstimator {
     #[default]
@@ -41,8 +45,8 @@ impl KlEstimator {
         })
     }
 
-    /// The per-token estimate on tensors of token log-probs; `None` for `Full` (use
-    /// [`full_kl`]).
+    /// The per-token estimate on tensors of token log-probs; `None` for `Full`, which needs
+    /// the full distributions.
     pub fn tensor<B: Backend>(
         self,
         logp: Tensor<B, 1>,
@@ -57,12 +61,6 @@ impl KlEstimator {
             KlEstimator::Full => return None,
         })
     }
-}
-
-/// Full-vocabulary KL(p‖q) per row from log-prob rows `[tokens, vocab]`.
-pub fn full_kl<B: Backend>(logp: Tensor<B, 2>, ref_logp: Tensor<B, 2>) -> Tensor<B, 1> {
-    let p = logp.clone().exp();
-    (p * (logp - ref_logp)).sum_dim(1).squeeze_dim(1)
 }
 
 #[cfg(test)]
@@ -108,16 +106,5 @@ mod tests {
                 assert!((got[i] as f64 - want).abs() < 1e-6, "{est:?}");
             }
         }
-    }
-
-    #[test]
-    fn full_kl_by_hand() {
-        // p = (0.5, 0.5), q = (0.25, 0.75): KL = 0.5 ln 2 + 0.5 ln(2/3).
-        let dev = Default::default();
-        let p = Tensor::<B, 2>::from_floats([[0.5f32.ln(), 0.5f32.ln()]], &dev);
-        let q = Tensor::<B, 2>::from_floats([[0.25f32.ln(), 0.75f32.ln()]], &dev);
-        let kl = full_kl(p, q).into_data().to_vec::<f32>().unwrap();
-        let want = 0.5 * 2f64.ln() + 0.5 * (2.0f64 / 3.0).ln();
-        assert!((kl[0] as f64 - want).abs() < 1e-6);
     }
 }

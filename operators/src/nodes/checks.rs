@@ -1,7 +1,13 @@
 //! Range checks of node settings, run by `roll-flow validate` before anything is built.
 
 use super::specs::*;
-use crate::algo::PolicyLoss;
+use crate::algo::{KlEstimator, PolicyLoss};
+
+/// Why `ActorStep(kl: (estimator: Full))` is refused (verl raises NotImplementedError for
+/// it too).
+const FULL_KL_REFUSAL: &str = "`kl: (estimator: Full)` is not supported: full-vocabulary KL \
+    needs the reference model's whole distribution at every response token, which the \
+    `RefLogProb` column does not hold; use `estimator: K3` (the default, low variance) or `K1`";
 
 /// Range checks of a node's settings, run at validation; most nodes have none.
 pub trait SpecCheck {
@@ -65,6 +71,13 @@ impl SpecCheck for ActorStepSpec {
         if let Some(adaptive) = &self.adaptive_entropy {
             adaptive.validate()?;
         }
+        if self
+            .kl
+            .as_ref()
+            .is_some_and(|k| k.estimator == KlEstimator::Full)
+        {
+            return Err(FULL_KL_REFUSAL.into());
+        }
         if self.old_logprob == OldLogProb::ThisStep
             && (self.ppo_epochs > 1 || self.mini_batch.is_some())
         {
@@ -94,7 +107,14 @@ impl SpecCheck for CriticStepSpec {
 impl SpecCheck for EvalSpec {
     fn check(&self) -> Result<(), String> {
         at_least_one("every", self.every)?;
-        at_least_one("max_new_tokens", self.max_new_tokens as u64)
+        at_least_one("max_new_tokens", self.max_new_tokens as u64)?;
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return Err(format!(
+                "`temperature` must be >= 0 (0 is greedy), got {}",
+                self.temperature
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -144,6 +144,31 @@ fn settings_are_range_checked() {
     };
     let adaptive = spec.adaptive_entropy.expect("set");
     assert_eq!((adaptive.delta, adaptive.max), (0.005, 0.05), "defaults");
+    assert_eq!(
+        err("Eval(envs: \"v\", temperature: -0.5)"),
+        "`temperature` must be >= 0 (0 is greedy), got -0.5"
+    );
+    assert_eq!(
+        err("Eval(envs: \"v\", temperature: inf)"),
+        "`temperature` must be >= 0 (0 is greedy), got inf"
+    );
+    assert!(node("Eval(envs: \"v\", temperature: 0.7)").check().is_ok());
+}
+
+#[test]
+fn full_vocabulary_kl_is_refused_at_validation_with_the_alternatives() {
+    let e = node("ActorStep(kl: (estimator: Full))")
+        .check()
+        .unwrap_err();
+    assert!(
+        e.starts_with("`kl: (estimator: Full)` is not supported: full-vocabulary KL needs the reference model's whole distribution at every response token")
+            && e.ends_with("use `estimator: K3` (the default, low variance) or `K1`"),
+        "{e}"
+    );
+    for estimator in ["K1", "K3", "Abs", "Mse"] {
+        let text = format!("ActorStep(kl: (estimator: {estimator}))");
+        assert!(node(&text).check().is_ok(), "{estimator}");
+    }
 }
 
 #[test]

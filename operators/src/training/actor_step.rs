@@ -32,8 +32,8 @@ use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
 use super::{loss_divisor, single_worker, train_epochs, EpochSchedule, StatMeans};
 use crate::algo::{
-    actor_objective, ActorBatch, ActorExtras, AlgoStats, EntropyController, KlEstimator,
-    PolicyInputs, Regularisers,
+    actor_objective, ActorBatch, ActorExtras, AlgoStats, EntropyController, PolicyInputs,
+    Regularisers,
 };
 use crate::model::generate::AnswerChoices;
 use crate::model::Qwen2CausalLm;
@@ -56,15 +56,6 @@ impl<B: RunBackend> ActorStepNode<B> {
         runtime: &mut Runtime<B>,
     ) -> Result<Self, String> {
         single_worker("ActorStep", runtime.worker.peers)?;
-        if spec
-            .kl
-            .as_ref()
-            .is_some_and(|k| k.estimator == KlEstimator::Full)
-        {
-            return Err("`kl: (estimator: Full)` needs the reference model's whole distribution, \
-                        which ActorStep does not compute; use `K3` (the default), `K1`, `Abs` or `Mse`"
-                .into());
-        }
         Ok(ActorStepNode {
             spec: spec.clone(),
             policy: runtime.policy(&spec.model)?,
@@ -146,7 +137,6 @@ impl ActorObjective<'_> {
         let extras = ActorExtras {
             behaviour_logprob: inputs.behaviour_logprob.clone(),
             ref_logprob: inputs.ref_logprob.clone(),
-            full_kl: None,
             entropy: Some(entropy),
             uniform_kl,
         };
