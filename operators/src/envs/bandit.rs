@@ -253,7 +253,7 @@ impl Env for Bandit {
         }
     }
 
-    fn render_frame(&self) -> Frame {
+    fn render_frame(&self) -> Result<Frame, EnvError> {
         let pulled_position = match self.state {
             BanditState::Pulled {
                 high_risk: Some(high),

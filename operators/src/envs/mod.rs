@@ -131,8 +131,8 @@ pub trait Env: Send {
     /// The current state as text (the same string as the last observation).
     fn observation(&self) -> String;
 
-    /// The current state as an RGB image.
-    fn render_frame(&self) -> Frame;
+    /// The current state as an RGB image ([`Frame::from_tiles`] draws a grid).
+    fn render_frame(&self) -> Result<Frame, EnvError>;
 
     /// The env's own turn limit, used when the env set gives no `max_turns`.
     fn default_max_turns(&self) -> usize;

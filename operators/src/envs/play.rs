@@ -104,14 +104,15 @@ impl Session {
             summary: EpisodeSummary::default(),
             recording: EpisodeRecording::default(),
         };
-        session.record();
+        session.record()?;
         Ok((session, reset.observation, reset.instruction))
     }
 
-    fn record(&mut self) {
+    fn record(&mut self) -> Result<(), EnvError> {
         if self.options.record.is_some() {
-            self.recording.capture(self.env.as_ref());
+            self.recording.capture(self.env.as_ref())?;
         }
+        Ok(())
     }
 
     fn step(&mut self, line: &str) -> Result<StepResult, PlayError> {
@@ -127,7 +128,7 @@ impl Session {
             result.truncated = true;
         }
         self.summary.done = result.done();
-        self.record();
+        self.record()?;
         Ok(result)
     }
 

@@ -123,7 +123,7 @@ fn play(
     };
     let mut recording = settings.record.then(EpisodeRecording::default);
     if let Some(r) = &mut recording {
-        r.capture(job.env.as_ref());
+        r.capture(job.env.as_ref()).map_err(env_error)?;
     }
     let stop_tokens = tokenizer.stop_tokens();
     let mut episode = Episode {
@@ -178,7 +178,7 @@ fn play(
             .map_err(|e| e.to_string())?;
         let result = job.env.step(&reply_text).map_err(env_error)?;
         if let Some(r) = &mut recording {
-            r.capture(job.env.as_ref());
+            r.capture(job.env.as_ref()).map_err(env_error)?;
         }
         if let Some(t) = &mut transcript {
             t.add_reply(

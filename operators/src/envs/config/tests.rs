@@ -119,8 +119,8 @@ impl Env for Corridor {
             .map(|i| if i == self.at { 'P' } else { '_' })
             .collect()
     }
-    fn render_frame(&self) -> Frame {
-        Frame::empty()
+    fn render_frame(&self) -> Result<Frame, EnvError> {
+        Ok(Frame::empty())
     }
     fn default_max_turns(&self) -> usize {
         self.length

@@ -259,10 +259,10 @@ impl Env for FrozenLake {
         }
     }
 
-    fn render_frame(&self) -> Frame {
+    fn render_frame(&self) -> Result<Frame, EnvError> {
         match &self.map {
             Some(map) => render::frame(map, self.position),
-            None => Frame::empty(),
+            None => Ok(Frame::empty()),
         }
     }
 

@@ -2,6 +2,7 @@
 
 use super::{FrozenLakeConfig, Map, Tile};
 use crate::envs::render::{Frame, Shape, Tile as PixelTile};
+use crate::envs::EnvError;
 
 /// The grid, one row per line: `P` player, `_` frozen, `O` hole, `G` goal, `X` player in
 /// a hole, `√` player on the goal.
@@ -53,7 +54,7 @@ const FALLEN: [u8; 3] = [220, 30, 30];
 
 /// The board as tiles: ice, water holes, a green goal, the player as a disc (a red cross
 /// once in a hole).
-pub fn frame(map: &Map, player: (usize, usize)) -> Frame {
+pub fn frame(map: &Map, player: (usize, usize)) -> Result<Frame, EnvError> {
     Frame::from_tiles(map.size, map.size, |r, c| {
         let here = (r, c) == player;
         match (map.tile(r, c), here) {

@@ -263,7 +263,7 @@ fn bad_configs_are_refused() {
 #[test]
 fn frame_is_one_tile_per_cell() {
     let env = lake(FrozenLakeConfig::default(), &["P_O", "__O", "O_G"]);
-    let frame = env.render_frame();
+    let frame = env.render_frame().unwrap();
     let side = 3 * crate::envs::render::TILE_PX;
     assert_eq!((frame.width, frame.height), (side, side));
 }

@@ -38,6 +38,9 @@ fn default_max_turns() -> usize {
     5
 }
 
+/// Most answers a problem may allow (each is a turn and a tile of the rendered frame).
+pub const MAX_TURNS: usize = 1000;
+
 /// `Math(operands: 3, max_operand: 20, max_turns: 5)`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -48,7 +51,7 @@ pub struct MathConfig {
     /// Largest number drawn (numbers are 1..=max_operand), 1..=10000. Default 20.
     #[serde(default = "default_max_operand")]
     pub max_operand: i64,
-    /// Answers allowed per problem (AReaL: 5). Default 5.
+    /// Answers allowed per problem (AReaL: 5), 1..=1000. Default 5.
     #[serde(default = "default_max_turns")]
     pub max_turns: usize,
 }
@@ -86,8 +89,11 @@ impl MathConfig {
                 format!("{} is not in 1..=10000", self.max_operand),
             ));
         }
-        if self.max_turns == 0 {
-            return Err(invalid("max_turns", "must be at least 1".into()));
+        if !(1..=MAX_TURNS).contains(&self.max_turns) {
+            return Err(invalid(
+                "max_turns",
+                format!("{} is not in 1..={MAX_TURNS}", self.max_turns),
+            ));
         }
         Ok(())
     }
@@ -192,7 +198,7 @@ impl Env for Math {
 
     /// One tile per allowed turn: green for a correct answer, red for a wrong one, grey
     /// for turns not taken.
-    fn render_frame(&self) -> Frame {
+    fn render_frame(&self) -> Result<Frame, EnvError> {
         Frame::from_tiles(1, self.config.max_turns, |_, c| {
             match self.verdicts.get(c) {
                 Some(true) => Tile::marked([230, 230, 230], Shape::Disc, [40, 170, 60]),

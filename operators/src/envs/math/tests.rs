@@ -199,3 +199,23 @@ fn bad_configs_are_refused() {
         assert!(config.build().is_err(), "{config:?}");
     }
 }
+
+#[test]
+fn max_turns_is_capped_with_the_range_in_the_message() {
+    let config = |max_turns| MathConfig {
+        max_turns,
+        ..Default::default()
+    };
+    assert!(config(1000).validate().is_ok());
+    for (turns, shown) in [
+        (1001, "1001"),
+        (usize::MAX, "18446744073709551615"),
+        (0, "0"),
+    ] {
+        let err = config(turns).validate().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!("Math: invalid `max_turns`: {shown} is not in 1..=1000")
+        );
+    }
+}

@@ -19,9 +19,10 @@ pub struct EpisodeRecording {
 
 impl EpisodeRecording {
     /// Records the env's current state.
-    pub fn capture(&mut self, env: &dyn Env) {
-        self.frames.push(env.render_frame());
+    pub fn capture(&mut self, env: &dyn Env) -> Result<(), EnvError> {
+        self.frames.push(env.render_frame()?);
         self.texts.push(env.observation());
+        Ok(())
     }
 
     /// Recorded states.

@@ -1,10 +1,15 @@
 //! An RGB image built from a grid of tiles: a background colour plus an optional marker.
 
+use crate::envs::EnvError;
+
 /// An sRGB colour.
 pub type Rgb = [u8; 3];
 
 /// Side of one grid tile in pixels.
 pub const TILE_PX: u32 = 16;
+
+/// Longest side of a frame in pixels: the most a GIF (the episode renders) can hold.
+pub const MAX_SIDE_PX: u32 = u16::MAX as u32;
 
 /// A marker drawn on top of a tile's background.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,31 +67,59 @@ impl Frame {
         }
     }
 
-    /// Draws a `rows × cols` grid, asking `tile(row, col)` for each cell.
-    pub fn from_tiles(rows: usize, cols: usize, tile: impl Fn(usize, usize) -> Tile) -> Frame {
-        let width = cols as u32 * TILE_PX;
-        let height = rows as u32 * TILE_PX;
+    /// Draws a `rows × cols` grid, asking `tile(row, col)` for each cell. A grid wider or
+    /// taller than [`MAX_SIDE_PX`] pixels is an error (sizes are computed without
+    /// wrapping).
+    pub fn from_tiles(
+        rows: usize,
+        cols: usize,
+        tile: impl Fn(usize, usize) -> Tile,
+    ) -> Result<Frame, EnvError> {
+        let side = |tiles: usize| {
+            tiles
+                .checked_mul(TILE_PX as usize)
+                .and_then(|px| u32::try_from(px).ok())
+                .filter(|&px| px <= MAX_SIDE_PX)
+        };
+        let too_large = || {
+            EnvError::Render(format!(
+                "a {rows}×{cols} grid of {TILE_PX}-pixel tiles does not fit in a frame of at \
+                 most {MAX_SIDE_PX} pixels a side"
+            ))
+        };
+        let (Some(width), Some(height)) = (side(cols), side(rows)) else {
+            return Err(too_large());
+        };
+        let bytes = (width as usize)
+            .checked_mul(height as usize)
+            .and_then(|px| px.checked_mul(3))
+            .ok_or_else(too_large)?;
         let mut frame = Frame {
             width,
             height,
-            rgb: vec![0; (width * height * 3) as usize],
+            rgb: vec![0; bytes],
         };
         for r in 0..rows {
             for c in 0..cols {
                 frame.draw_tile(r as u32, c as u32, tile(r, c));
             }
         }
-        frame
+        Ok(frame)
     }
 
     /// The colour of pixel (x, y).
     pub fn pixel(&self, x: u32, y: u32) -> Rgb {
-        let i = ((y * self.width + x) * 3) as usize;
+        let i = self.byte_index(x, y);
         [self.rgb[i], self.rgb[i + 1], self.rgb[i + 2]]
     }
 
+    /// Where pixel (x, y) starts in `rgb`.
+    fn byte_index(&self, x: u32, y: u32) -> usize {
+        (y as usize * self.width as usize + x as usize) * 3
+    }
+
     fn put(&mut self, x: u32, y: u32, colour: Rgb) {
-        let i = ((y * self.width + x) * 3) as usize;
+        let i = self.byte_index(x, y);
         self.rgb[i..i + 3].copy_from_slice(&colour);
     }
 

@@ -11,4 +11,4 @@ mod frame;
 
 pub use encode::{gif_bytes, png_bytes, write_gif, write_png};
 pub use episode::EpisodeRecording;
-pub use frame::{Frame, Rgb, Shape, Tile, TILE_PX};
+pub use frame::{Frame, Rgb, Shape, Tile, MAX_SIDE_PX, TILE_PX};

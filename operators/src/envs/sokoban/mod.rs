@@ -122,7 +122,9 @@ impl SokobanConfig {
     /// Checks every parameter's range, including that the boxes fit.
     pub fn validate(&self) -> Result<(), EnvError> {
         let (rows, cols) = self.dim_room;
-        if rows < 3 || cols < 3 || rows * cols > MAX_CELLS {
+        // checked: `dim_room: (2^32, 2^32)` must not wrap around to a small cell count.
+        let too_many_cells = rows.checked_mul(cols).is_none_or(|cells| cells > MAX_CELLS);
+        if rows < 3 || cols < 3 || too_many_cells {
             return Err(invalid(
                 "dim_room",
                 format!("({rows}, {cols}): each side must be ≥ 3 and rows × cols ≤ {MAX_CELLS}"),
@@ -292,10 +294,10 @@ impl Env for Sokoban {
         }
     }
 
-    fn render_frame(&self) -> Frame {
+    fn render_frame(&self) -> Result<Frame, EnvError> {
         match &self.room {
             Some(room) => render::frame(room),
-            None => Frame::empty(),
+            None => Ok(Frame::empty()),
         }
     }
 

@@ -4,6 +4,7 @@ use serde::Deserialize;
 
 use super::room::{bit, Room};
 use crate::envs::render::{Frame, Shape, Tile};
+use crate::envs::EnvError;
 
 /// Which symbols the text grid uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -113,7 +114,7 @@ const PLAYER: [u8; 3] = [40, 80, 200];
 
 /// The room as tiles: brown walls, sand floor, red target rings, boxes as squares (green
 /// on a target), the player as a blue disc.
-pub fn frame(room: &Room) -> Frame {
+pub fn frame(room: &Room) -> Result<Frame, EnvError> {
     Frame::from_tiles(room.rows, room.cols, |r, c| {
         match cell(room, r * room.cols + c) {
             Cell::Wall => Tile::plain(WALL),

@@ -2,7 +2,7 @@
 
 mod solver;
 
-use super::{Sokoban, SokobanConfig, Vocabulary, ACTION_NAMES};
+use super::{Sokoban, SokobanConfig, Vocabulary, ACTION_NAMES, MAX_CELLS};
 use crate::envs::{Env, EnvError};
 
 /// A hand-made room from Standard-symbol rows, already reset.
@@ -351,4 +351,21 @@ fn bad_configs_are_refused() {
             "{config:?}"
         );
     }
+}
+
+#[test]
+fn a_room_whose_cell_count_overflows_is_refused_not_wrapped() {
+    // 2^32 × 2^32 wraps to 0 cells in 64-bit release arithmetic.
+    let side = 1usize << 32;
+    let config = SokobanConfig {
+        dim_room: (side, side),
+        ..Default::default()
+    };
+    let err = config.validate().unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "Sokoban: invalid `dim_room`: ({side}, {side}): each side must be ≥ 3 and rows × cols ≤ {MAX_CELLS}"
+        )
+    );
 }

@@ -11,6 +11,7 @@ fn sample(marker_colour: [u8; 3]) -> Frame {
             Tile::plain([200, 200, 200])
         }
     })
+    .unwrap()
 }
 
 #[test]
@@ -58,6 +59,23 @@ fn gif_round_trip_keeps_every_frame() {
 #[test]
 fn gif_refuses_empty_and_mismatched_episodes() {
     assert!(gif_bytes(&[], 10).is_err());
-    let small = Frame::from_tiles(1, 1, |_, _| Tile::plain([0, 0, 0]));
+    let small = Frame::from_tiles(1, 1, |_, _| Tile::plain([0, 0, 0])).unwrap();
     assert!(gif_bytes(&[sample([1, 2, 3]), small], 10).is_err());
+}
+
+#[test]
+fn a_grid_too_large_for_a_frame_is_an_error_not_a_wrapped_size() {
+    // 4096 tiles of 16 px are 65536 px: one more than a GIF side holds.
+    let plain = |_: usize, _: usize| Tile::plain([0, 0, 0]);
+    let err = Frame::from_tiles(1, 4096, plain).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "render: a 1×4096 grid of 16-pixel tiles does not fit in a frame of at most 65535 pixels a side"
+    );
+    // 2^28 tiles are 2^32 px, which wrapped to a 0-pixel side in u32 arithmetic.
+    assert!(Frame::from_tiles(1 << 28, 1, plain).is_err());
+    assert!(Frame::from_tiles(usize::MAX, usize::MAX, plain).is_err());
+    let widest = Frame::from_tiles(1, 4095, plain).unwrap();
+    assert_eq!((widest.width, widest.height), (4095 * TILE_PX, TILE_PX));
+    assert_eq!(widest.rgb.len(), 4095 * 16 * 16 * 3);
 }
