@@ -149,6 +149,36 @@ const CASES: &[(&str, &str, &str, Option<&str>)] = &[
         None,
     ),
     (
+        "env_frozen_lake_size_1",
+        "env set `train`: FrozenLake: invalid `size`: 1 is not in 2..=64",
+        "10:41",
+        None,
+    ),
+    (
+        "env_sokoban_too_many_boxes",
+        "env set `train`: Sokoban: invalid `num_boxes`: 9 boxes do not fit: need 1..=8 and fewer than 15 (inner cells − 1) for a 6×6 room",
+        "10:43",
+        None,
+    ),
+    (
+        "model_dim_not_divisible_by_heads",
+        "model `policy`: Tiny: hidden_size 130 is not divisible by num_attention_heads 4",
+        "7:26",
+        Some("in `Tiny(..)`, hidden_size is `dim`, num_attention_heads `heads`, num_key_value_heads `kv_heads`, num_hidden_layers `layers` and intermediate_size `ffn_dim`"),
+    ),
+    (
+        "model_negative_grad_clip",
+        "model `policy`: optim: `grad_clip` must be > 0, got -1 (a negative norm reverses the update, 0 zeroes it); write `grad_clip: None` to turn clipping off",
+        "7:96",
+        None,
+    ),
+    (
+        "eval_negative_temperature",
+        "node `eval` (Eval): `temperature` must be >= 0 (0 is greedy), got -0.5",
+        "16:17",
+        None,
+    ),
+    (
         "wrong_struct_name",
         "expected `Pipeline(...)`, found `Pipline(...)`",
         "2:1",

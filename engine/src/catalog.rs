@@ -41,6 +41,21 @@ pub trait NodeSpec: DeserializeOwned + Debug + Clone + Send + Sync + 'static {
     fn giver_of(column: &Column) -> Option<&'static str>;
 }
 
+/// A setting of a `models:` or `envs:` entry out of its range, found before anything is
+/// loaded (`Catalog::check_model`, `Catalog::check_env`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingProblem {
+    /// Field names from the checked value down to the setting, outermost first: `["optim",
+    /// "lr"]` below a model entry, `["size"]` below an env's `FrozenLake(..)`. The
+    /// diagnostic points at the deepest of them the file writes (a setting left at its
+    /// default is not in the file; then its parent is shown).
+    pub field: Vec<String>,
+    /// What is wrong, with the valid range.
+    pub message: String,
+    /// How to fix it, when that is more than the range.
+    pub help: Option<String>,
+}
+
 /// Information about the worker an operator is built on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WorkerInfo {
@@ -58,6 +73,18 @@ pub trait Catalog: Sized + Clone + Debug + Send + Sync + 'static {
     type Env: DeserializeOwned + Debug + Clone + Send + Sync + 'static;
     /// Per-worker shared state (loaded models, env pools), built inside the worker thread.
     type Resources;
+
+    /// Checks one `models:` entry's settings (shapes, optimizer ranges) without loading
+    /// anything; `pipeline` gives run-wide settings such as `steps`.
+    fn check_model(_model: &Self::Model, _pipeline: &Pipeline<Self>) -> Vec<SettingProblem> {
+        Vec::new()
+    }
+
+    /// Checks one env config's parameters (the `env:` of an `envs:` entry) without building
+    /// an env; fields are relative to the env value.
+    fn check_env(_env: &Self::Env) -> Vec<SettingProblem> {
+        Vec::new()
+    }
 
     /// Builds the per-worker resources once, before any operator.
     fn resources(pipeline: &Pipeline<Self>, worker: WorkerInfo) -> Result<Self::Resources, String>;

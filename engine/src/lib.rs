@@ -20,7 +20,7 @@ pub mod catalog;
 pub mod operator;
 pub mod spec;
 
-pub use catalog::{Catalog, NodeSpec, Reference, WorkerInfo};
+pub use catalog::{Catalog, NodeSpec, Reference, SettingProblem, WorkerInfo};
 pub use operator::{Contract, Need, Operator, OperatorError, Role, StepContext};
 pub use spec::{EnvSet, Pipeline};
 pub mod executor;

@@ -145,6 +145,27 @@ fn undeclared_models_and_envs_are_refused_at_the_field() {
 }
 
 #[test]
+fn model_settings_are_checked_at_the_setting_or_its_nearest_written_parent() {
+    // Line 3 is `    models: { "policy": (lr: -1.0) },`: the value -1.0 is at column 30.
+    let text = VALID.replace(r#""policy": ()"#, r#""policy": (lr: -1.0)"#);
+    assert_eq!(
+        summary(&text),
+        vec![("model `policy`: `lr` must be >= 0".to_string(), 3, 30)]
+    );
+    assert_eq!(diagnostics(&text)[0].help.as_deref(), Some("lower it"));
+    // `schedule` is not in the file: the entry `(lr: 2.0)` itself is shown (column 25).
+    let text = VALID.replace(r#""policy": ()"#, r#""policy": (lr: 2.0)"#);
+    assert_eq!(
+        summary(&text),
+        vec![(
+            "model `policy`: `lr` above 1 needs a warmup".to_string(),
+            3,
+            25
+        )]
+    );
+}
+
+#[test]
 fn duplicate_names_are_refused_at_the_second_one() {
     let text = VALID.replace(
         r#""adv": GroupAdv(),"#,

@@ -9,7 +9,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use roll_flow_engine::{Catalog, Operator, Pipeline, WorkerInfo};
+use roll_flow_engine::{Catalog, Operator, Pipeline, SettingProblem, WorkerInfo};
 
 use crate::envs::EnvConfig;
 use crate::model::spec::ModelSpec;
@@ -41,6 +41,14 @@ impl<B: RunBackend> Catalog for RollFlow<B> {
     type Model = ModelSpec;
     type Env = EnvConfig;
     type Resources = NodeResources<B>;
+
+    fn check_model(model: &ModelSpec, pipeline: &Pipeline<Self>) -> Vec<SettingProblem> {
+        model.setting_problems(pipeline.steps)
+    }
+
+    fn check_env(env: &EnvConfig) -> Vec<SettingProblem> {
+        env.setting_problems()
+    }
 
     fn resources(pipeline: &Pipeline<Self>, worker: WorkerInfo) -> Result<Runtime<B>, String> {
         Runtime::new(pipeline.clone().recast::<RollFlow>(), worker)

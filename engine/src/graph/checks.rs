@@ -7,7 +7,7 @@ use petgraph::algo::tarjan_scc;
 use petgraph::visit::EdgeRef;
 
 use super::{node_index, GraphNode, Petgraph};
-use crate::catalog::{Catalog, NodeSpec, Reference};
+use crate::catalog::{Catalog, NodeSpec, Reference, SettingProblem};
 use crate::operator::Role;
 use crate::spec::diagnostic::{Diagnostic, Location};
 use crate::spec::locate::{self, field, key, Seg};
@@ -24,6 +24,9 @@ pub(crate) struct Report<'a> {
 pub(crate) enum At<'p> {
     Value(&'p [Seg]),
     Name(&'p [Seg]),
+    /// At the value of the longest prefix of the path that the file writes (a field left
+    /// at its default is not in the file).
+    NearestValue(&'p [Seg]),
 }
 
 impl<'a> Report<'a> {
@@ -39,6 +42,9 @@ impl<'a> Report<'a> {
         let span = match at {
             At::Value(path) => locate::value_head(text, path),
             At::Name(path) => locate::name_span(text, path),
+            At::NearestValue(path) => (1..=path.len())
+                .rev()
+                .find_map(|n| locate::value_head(text, &path[..n])),
         }?;
         Some(Location::from_span(text, span))
     }
@@ -166,6 +172,46 @@ pub(crate) fn node_settings<C: Catalog>(p: &Pipeline<C>, r: &mut Report) {
             );
         }
     }
+}
+
+/// The catalog's checks of each model and env entry's own settings.
+pub(crate) fn entry_settings<C: Catalog>(p: &Pipeline<C>, r: &mut Report) {
+    let mut report = |entry: Vec<Seg>, what: &str, name: &str, problem: SettingProblem| {
+        let mut path = entry;
+        path.extend(problem.field.iter().map(|f| field(f)));
+        r.error(
+            At::NearestValue(&path),
+            format!("{what} `{name}`: {}", problem.message),
+            problem.help,
+        );
+    };
+    for (nth, (name, model)) in nth_of_name(p.models.iter()) {
+        for problem in C::check_model(model, p) {
+            let entry = vec![field("models"), Seg::Key(name.to_string(), nth)];
+            report(entry, "model", name, problem);
+        }
+    }
+    for (nth, (name, set)) in nth_of_name(p.envs.iter()) {
+        for problem in C::check_env(&set.env) {
+            let entry = vec![field("envs"), Seg::Key(name.to_string(), nth), field("env")];
+            report(entry, "env set", name, problem);
+        }
+    }
+}
+
+/// Each entry with how many entries before it have the same name (a repeated name is
+/// reported elsewhere, but its settings are still checked where it stands).
+fn nth_of_name<'a, V: 'a>(
+    entries: impl Iterator<Item = (&'a str, &'a V)>,
+) -> Vec<(usize, (&'a str, &'a V))> {
+    let mut seen: Vec<&str> = Vec::new();
+    entries
+        .map(|(name, value)| {
+            let nth = seen.iter().filter(|n| **n == name).count();
+            seen.push(name);
+            (nth, (name, value))
+        })
+        .collect()
 }
 
 /// Wires edges into `nodes` and returns the petgraph; reports bad edges.

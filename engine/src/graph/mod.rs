@@ -2,8 +2,9 @@
 //!
 //! [`validate`] turns a parsed [`Pipeline`] into a [`PipelineGraph`] or reports *all* the
 //! problems at once (a user fixing a file should not have to run validation ten times).
-//! Checks only look at the spec and the node contracts: no model, tokenizer or env is
-//! touched, so `roll-flow validate` is instant even for a 7B pipeline.
+//! Checks only look at the spec, the node contracts and the catalog's range checks of each
+//! model and env entry: no model, tokenizer or env is loaded, so `roll-flow validate` is
+//! instant even for a 7B pipeline.
 
 mod checks;
 mod columns;
@@ -84,6 +85,7 @@ pub fn validate<C: Catalog>(loaded: &Loaded<C>) -> Validation {
     checks::duplicate_names(pipeline, &mut report);
     checks::references(pipeline, &mut report);
     checks::node_settings(pipeline, &mut report);
+    checks::entry_settings(pipeline, &mut report);
     // Duplicated names are reported above; the graph keeps each name's first definition.
     let mut nodes: Vec<GraphNode> = pipeline
         .nodes

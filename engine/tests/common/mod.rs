@@ -9,7 +9,7 @@ use roll_flow_engine::batch::column::{ADVANTAGES, GROUP_ID, OLD_LOGPROB, SCORE, 
 use roll_flow_engine::spec::{load, Diagnostic, Loaded, Source};
 use roll_flow_engine::{
     Batch, Catalog, Column, Contract, Need, NodeSpec, Operator, OperatorError, Pipeline, Reference,
-    Role, StepContext, WorkerInfo,
+    Role, SettingProblem, StepContext, WorkerInfo,
 };
 use serde::Deserialize;
 
@@ -165,6 +165,26 @@ impl Catalog for TestCatalog {
     type Model = TestModel;
     type Env = TestEnv;
     type Resources = Trace;
+
+    /// `lr` must be >= 0 (reported at `lr`); above 1 it is reported at a `schedule.warmup`
+    /// field that no file writes, so the diagnostic falls back to the model entry.
+    fn check_model(model: &TestModel, _pipeline: &Pipeline<Self>) -> Vec<SettingProblem> {
+        let problem = |field: &[&str], message: &str| SettingProblem {
+            field: field.iter().map(|f| f.to_string()).collect(),
+            message: message.into(),
+            help: Some("lower it".into()),
+        };
+        if model.lr < 0.0 {
+            vec![problem(&["lr"], "`lr` must be >= 0")]
+        } else if model.lr > 1.0 {
+            vec![problem(
+                &["schedule", "warmup"],
+                "`lr` above 1 needs a warmup",
+            )]
+        } else {
+            Vec::new()
+        }
+    }
 
     fn resources(pipeline: &Pipeline<Self>, _worker: WorkerInfo) -> Result<Trace, String> {
         Ok(trace_for(&pipeline.name))

@@ -6,6 +6,7 @@
 //! RON's `unwrap_variant_newtypes` extension, which [`ron_options`] enables and the
 //! pipeline loader must enable too.
 
+use roll_flow_engine::SettingProblem;
 use serde::Deserialize;
 
 use super::bandit::BanditConfig;
@@ -67,6 +68,34 @@ impl EnvConfig {
             EnvConfig::Math(_) => "Math",
             EnvConfig::Custom(custom) => &custom.name,
         }
+    }
+
+    /// Checks the parameters without building an env, as `roll-flow validate` does. A
+    /// `Custom` env's parameters are its factory's to check when the run builds it.
+    pub fn validate(&self) -> Result<(), EnvError> {
+        match self {
+            EnvConfig::FrozenLake(c) => c.validate(),
+            EnvConfig::Sokoban(c) => c.validate(),
+            EnvConfig::Bandit(c) => c.validate(),
+            EnvConfig::Math(c) => c.validate(),
+            EnvConfig::Custom(_) => Ok(()),
+        }
+    }
+
+    /// [`EnvConfig::validate`]'s problem for the pipeline validator, at the offending field.
+    pub fn setting_problems(&self) -> Vec<SettingProblem> {
+        let Err(e) = self.validate() else {
+            return Vec::new();
+        };
+        let field = match &e {
+            EnvError::InvalidConfig { field, .. } => vec![field.to_string()],
+            _ => Vec::new(),
+        };
+        vec![SettingProblem {
+            field,
+            message: e.to_string(),
+            help: None,
+        }]
     }
 
     /// Validates the parameters and builds a fresh env (call `reset` before `step`).

@@ -7,9 +7,10 @@
 //!
 //! The optimizer settings (`optim:`) are [`OptimSpec`], in [`super::optim`].
 
+use roll_flow_engine::SettingProblem;
 use serde::Deserialize;
 
-use super::config::TinyArch;
+use super::config::{Qwen2Config, TinyArch};
 pub use super::optim::{LrSchedule, OptimSpec};
 
 /// One entry of `models:`.
@@ -28,6 +29,38 @@ pub struct ModelSpec {
     /// pipeline seed.
     #[serde(default)]
     pub seed: Option<u64>,
+}
+
+/// How the `Tiny(..)` fields are named in the model config the shape errors speak of.
+const TINY_FIELD_NAMES: &str = "in `Tiny(..)`, hidden_size is `dim`, num_attention_heads \
+    `heads`, num_key_value_heads `kv_heads`, num_hidden_layers `layers` and intermediate_size \
+    `ffn_dim`";
+
+impl ModelSpec {
+    /// What `roll-flow validate` can find wrong without loading anything: the `Tiny`
+    /// preset's shape and the optimizer's ranges for a run of `total_steps` steps. (An
+    /// `HfDir` model's shape is checked when its config.json is read.)
+    pub fn setting_problems(&self, total_steps: u64) -> Vec<SettingProblem> {
+        let mut problems = Vec::new();
+        if let Some(tiny) = self.arch.tiny() {
+            // Any positive vocabulary size will do: the tokenizer sets it at build time.
+            if let Err(message) = Qwen2Config::tiny(&tiny, 1).validate() {
+                problems.push(SettingProblem {
+                    field: vec!["arch".into()],
+                    message: format!("Tiny: {message}"),
+                    help: Some(TINY_FIELD_NAMES.into()),
+                });
+            }
+        }
+        if let Err(e) = self.optim.validate(total_steps) {
+            problems.push(SettingProblem {
+                field: vec!["optim".into(), e.field.into()],
+                message: format!("optim: {e}"),
+                help: None,
+            });
+        }
+        problems
+    }
 }
 
 /// Which network to build.
@@ -234,6 +267,40 @@ pub(crate) mod tests {
         let spec = parse("(arch: Tiny(layers: 2))").unwrap();
         let config = crate::model::Qwen2Config::tiny(&spec.arch.tiny().unwrap(), 600);
         assert_eq!(config.layer_window(1), None);
+    }
+
+    #[test]
+    fn setting_problems_name_the_shape_and_the_optimizer_field() {
+        let spec = parse("(arch: Tiny(dim: 130, heads: 4), optim: AdamW(lr: NaN))").unwrap();
+        let problems = spec.setting_problems(10);
+        let found: Vec<(Vec<String>, &str)> = problems
+            .iter()
+            .map(|p| (p.field.clone(), p.message.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                (
+                    vec!["arch".to_string()],
+                    "Tiny: hidden_size 130 is not divisible by num_attention_heads 4"
+                ),
+                (
+                    vec!["optim".to_string(), "lr".to_string()],
+                    "optim: `lr` must be a finite number >= 0, got NaN"
+                ),
+            ]
+        );
+        let zero_head = parse("(arch: Tiny(head_dim: 0))").unwrap();
+        assert_eq!(
+            zero_head.setting_problems(10)[0].message,
+            "Tiny: head_dim must be positive"
+        );
+        let warmup = parse("(arch: HfDir(\"m\"), optim: AdamW(warmup_steps: 5))").unwrap();
+        assert!(warmup.setting_problems(5).is_empty());
+        assert_eq!(
+            warmup.setting_problems(4)[0].field,
+            vec!["optim", "warmup_steps"]
+        );
     }
 
     #[test]

@@ -158,3 +158,29 @@ fn custom_env_is_one_registration_away() {
         "{message}"
     );
 }
+
+#[test]
+fn validation_names_the_offending_env_field_without_building_an_env() {
+    let problems = EnvConfig::parse("FrozenLake(size: 1)")
+        .unwrap()
+        .setting_problems();
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0].field, vec!["size".to_string()]);
+    assert_eq!(
+        problems[0].message,
+        "FrozenLake: invalid `size`: 1 is not in 2..=64"
+    );
+    let sokoban = EnvConfig::parse("Sokoban(num_boxes: 9)").unwrap();
+    assert_eq!(sokoban.setting_problems()[0].field, vec!["num_boxes"]);
+    assert!(EnvConfig::parse("Math(max_turns: 1001)")
+        .unwrap()
+        .validate()
+        .is_err());
+    assert!(EnvConfig::parse("Bandit()")
+        .unwrap()
+        .setting_problems()
+        .is_empty());
+    // A custom env's parameters are its factory's to check, at run time.
+    let custom = EnvConfig::parse("Custom(name: \"NotRegistered\", params: (x: -1))").unwrap();
+    assert!(custom.setting_problems().is_empty());
+}
