@@ -55,8 +55,9 @@ pub fn tokenizer_dir(spec: &ModelSpec, base_dir: &Path) -> Option<PathBuf> {
     }
 }
 
-/// Builds a critic (backbone + fresh value head) for a spec: a seeded Tiny network, or a
-/// Hugging Face directory's backbone with a new head (its `lm_head` is not used).
+/// Builds a critic (backbone + fresh value head) for a spec: a seeded Tiny network sized to
+/// its tokenizer (as [`build_causal_lm`] sizes a Tiny policy), or a Hugging Face
+/// directory's backbone with a new head (its `lm_head` is not used).
 pub fn build_value_model<B: Backend>(
     spec: &ModelSpec,
     base_dir: &Path,
@@ -66,7 +67,11 @@ pub fn build_value_model<B: Backend>(
     let seed = spec.seed.unwrap_or(seed);
     match &spec.arch {
         ArchSpec::Tiny { .. } => {
-            let config = tiny_config(spec, &TextTokenizer::builtin())?;
+            let tokenizer = match tokenizer_dir(spec, base_dir) {
+                None => TextTokenizer::builtin(),
+                Some(dir) => TextTokenizer::from_model_dir(&dir)?,
+            };
+            let config = tiny_config(spec, &tokenizer)?;
             Ok(Qwen2ValueModel::random(&config, seed, device))
         }
         ArchSpec::HfDir(dir) => {

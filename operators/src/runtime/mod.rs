@@ -11,6 +11,9 @@
 pub mod backend;
 pub mod lr_schedule;
 pub mod models;
+#[cfg(test)]
+mod runtime_tests;
+pub mod saved_architecture;
 pub mod scoring;
 #[cfg(test)]
 mod scoring_tests;
@@ -137,18 +140,22 @@ impl<B: RunBackend> Runtime<B> {
         Ok(model)
     }
 
-    /// The value model `name`.
+    /// The value model `name`. It scores the samples of every `Rollout` policy, so its
+    /// vocabulary must hold each policy tokenizer's ids.
     pub fn critic(&mut self, name: &str) -> Result<Rc<RefCell<CriticModel<B>>>, String> {
         if let Some(model) = self.models.borrow().critics.get(name) {
             return Ok(model.clone());
         }
         let spec = self.model_spec(name)?;
-        let model = Rc::new(RefCell::new(CriticModel::build(
-            name,
-            spec,
-            &self.run,
-            &self.device,
-        )?));
+        let critic = CriticModel::build(name, spec, &self.run, &self.device)?;
+        let pipeline = self.pipeline.clone();
+        let policies: BTreeSet<&str> = crate::rollout::rollouts(&pipeline)
+            .map(|r| r.policy.as_str())
+            .collect();
+        for policy in policies {
+            models::check_critic_vocab(&critic, &self.policy(policy)?.borrow())?;
+        }
+        let model = Rc::new(RefCell::new(critic));
         let mut table = self.models.borrow_mut();
         table.critics.insert(name.to_string(), model.clone());
         Ok(model)

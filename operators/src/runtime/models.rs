@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use burn::module::AutodiffModule;
 
+use super::saved_architecture::check_saved_architecture;
 use super::trainable::Trainable;
 use super::{InferBackend, RunBackend, RunInfo, TrainBackend};
 use crate::model::build::{build_causal_lm, build_value_model};
@@ -88,6 +89,9 @@ impl<B: RunBackend> PolicyModel<B> {
 
     fn restore(&mut self, checkpoint: &Path, device: &B::Device) -> Result<(), String> {
         let dir = self.checkpoint_dir(checkpoint);
+        let built = &self.train.module().config;
+        check_saved_architecture(&dir.join("hf").join("config.json"), built)
+            .map_err(|e| model_error(&self.name, e))?;
         self.train
             .load(&dir, device)
             .map_err(|e| model_error(&self.name, e))?;
@@ -122,9 +126,13 @@ impl<B: RunBackend> CriticModel<B> {
                 .map_err(|e| model_error(name, e))?,
         };
         if let Some(dir) = run.resume_dir() {
+            let dir = critic.checkpoint_dir(&dir);
+            let built = &critic.train.module().config;
+            check_saved_architecture(&dir.join("hf").join("config.json"), built)
+                .map_err(|e| model_error(name, e))?;
             critic
                 .train
-                .load(&critic.checkpoint_dir(&dir), device)
+                .load(&dir, device)
                 .map_err(|e| model_error(name, e))?;
         }
         Ok(critic)
@@ -146,4 +154,23 @@ impl<B: RunBackend> CriticModel<B> {
         crate::model::hf::save_model_dir(&dir.join("hf"), &model.config, &sink)
             .map_err(|e| model_error(&self.name, e))
     }
+}
+
+/// Refuses a critic whose vocabulary is smaller than the tokenizer of a policy whose
+/// samples it scores: those token ids would index past its embedding rows.
+pub(super) fn check_critic_vocab<B: RunBackend>(
+    critic: &CriticModel<B>,
+    policy: &PolicyModel<B>,
+) -> Result<(), String> {
+    let vocab = critic.train.module().config.vocab_size;
+    let tokens = policy.tokenizer.vocab_size();
+    if vocab < tokens {
+        return Err(format!(
+            "critic `{}` has vocab_size {vocab}, but policy `{}`'s tokenizer has {tokens} token \
+             ids, which the critic reads; give the critic the policy's tokenizer (the same \
+             `tokenizer:`, or an `HfDir` model with that vocabulary)",
+            critic.name, policy.name
+        ));
+    }
+    Ok(())
 }

@@ -82,13 +82,21 @@ pub fn score_responses<B: roll_flow_kernels::KernelBackend>(
 }
 
 /// The critic's value of every response token (0 elsewhere), as a packed token tensor
-/// that carries the autodiff graph.
+/// that carries the autodiff graph. A token id outside the critic's vocabulary is an error
+/// (the embedding lookup would panic on the CPU and read other memory on a GPU).
 pub fn token_values<B: roll_flow_kernels::KernelBackend>(
     model: &Qwen2ValueModel<B>,
     batch: &Batch,
 ) -> Result<Tensor<B, 1>, String> {
     let mask = batch.bools(&RESPONSE_MASK).map_err(|e| e.to_string())?;
     let packed = packed(batch);
+    let vocab = model.config.vocab_size;
+    if let Some(t) = packed.tokens.iter().find(|&&t| t as usize >= vocab) {
+        return Err(format!(
+            "token id {t} is outside the critic's vocabulary (size {vocab}); the critic needs \
+             the policy's tokenizer"
+        ));
+    }
     let device = model.score.weight.device();
     let n = batch.num_tokens();
     if n == 0 {

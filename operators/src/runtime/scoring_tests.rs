@@ -78,3 +78,29 @@ fn chunked_scores_equal_the_whole_batch_scores_on_every_token() {
         assert!((c - w).abs() <= 1e-5, "token {t}: chunked {c} vs whole {w}");
     }
 }
+
+#[test]
+fn a_token_id_outside_the_critic_vocabulary_is_an_error_not_a_panic() {
+    use crate::model::config::{Qwen2Config, TinyArch};
+    use crate::model::Qwen2ValueModel;
+    let critic = |vocab| {
+        let arch = TinyArch {
+            layers: 1,
+            dim: 16,
+            heads: 2,
+            ..Default::default()
+        };
+        let config = Qwen2Config::tiny(&arch, vocab);
+        Qwen2ValueModel::<crate::model::CpuBackend>::random(&config, 0, &Default::default())
+    };
+    // The batch's 22 tokens are ids 1..=22: id 22 needs a vocabulary of 23.
+    let b = batch();
+    let err = super::scoring::token_values(&critic(22), &b).unwrap_err();
+    assert_eq!(
+        err,
+        "token id 22 is outside the critic's vocabulary (size 22); the critic needs the \
+         policy's tokenizer"
+    );
+    let values = super::scoring::token_values(&critic(23), &b).unwrap();
+    assert_eq!(values.dims(), [b.num_tokens()]);
+}
