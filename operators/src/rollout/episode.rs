@@ -61,12 +61,40 @@ pub struct Episode {
     /// Ended by the turn limit, the env's budget or the sequence length.
     pub truncated: bool,
     pub recording: Option<EpisodeRecording>,
+    /// The first prompt's length in tokens when it left no room for a reply (the episode
+    /// ended before its first turn); `None` once a turn was played.
+    pub first_prompt_without_room: Option<usize>,
 }
 
 impl Episode {
     pub fn total_reward(&self) -> f32 {
         self.turns.iter().map(|t| t.reward).sum()
     }
+}
+
+/// Refuses a step in which episodes were played but none got to reply because every first
+/// prompt already filled the token budget (the batch would be empty, and training on
+/// empty batches learns nothing). `context` is the model's longest sequence.
+pub fn check_room_to_reply(
+    episodes: &[Episode],
+    settings: &PlaySettings,
+    context: usize,
+) -> Result<(), String> {
+    let first_prompts: Option<Vec<usize>> = episodes
+        .iter()
+        .map(|e| e.first_prompt_without_room)
+        .collect();
+    let Some(&first) = first_prompts.as_ref().and_then(|p| p.first()) else {
+        return Ok(());
+    };
+    Err(format!(
+        "no episode could reply: the first prompt is {first} tokens, and a reply gets at most \
+         min(max_new_tokens {}, sequence_length {} − prompt, model context {context} − \
+         prompt) tokens, which is 0; shorten the prompt (`instruction: false` on the Rollout \
+         node leaves out the env's instructions) or raise the Rollout's `sequence_length` \
+         (and the model's context: `max_positions` for Tiny)",
+        settings.max_new_tokens, settings.sequence_length
+    ))
 }
 
 /// A message from an env to the inference loop: the next request, or `None` when done.
@@ -134,6 +162,7 @@ fn play(
         success: false,
         truncated: false,
         recording: None,
+        first_prompt_without_room: None,
     };
     let mut observation = reset.observation;
     for turn in 0..job.slot.max_turns {
@@ -147,6 +176,9 @@ fn play(
             .min(limit.saturating_sub(prompt.len()));
         if budget == 0 {
             episode.truncated = true;
+            if turn == 0 {
+                episode.first_prompt_without_room = Some(prompt.len());
+            }
             break;
         }
         let request = GenerationRequest {

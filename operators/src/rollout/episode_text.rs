@@ -134,6 +134,7 @@ mod tests {
             success: true,
             truncated: false,
             recording: None,
+            first_prompt_without_room: None,
         }
     }
 

@@ -11,6 +11,8 @@
 pub mod episode;
 pub mod episode_text;
 pub mod inference;
+#[cfg(test)]
+mod prompt_budget_tests;
 pub mod samples;
 pub mod stats;
 pub mod transcript;
@@ -339,6 +341,17 @@ impl<B: RunBackend> Operator for RolloutNode<B> {
             SampleMode::Trajectory => samples::trajectory_batch(&episodes, group_size, version),
             SampleMode::Step { .. } => samples::step_batch(&episodes, group_size, version),
         }?;
+        if batch.num_samples() == 0 {
+            let context = self
+                .player
+                .policy
+                .borrow()
+                .inference()
+                .config
+                .max_position_embeddings;
+            episode::check_room_to_reply(&episodes, &self.player.settings, context)
+                .map_err(OperatorError)?;
+        }
         let all: Vec<&Episode> = episodes.iter().collect();
         stats::episode_metrics(&all, &mut ctx.metrics, "");
         ctx.metrics.insert(
