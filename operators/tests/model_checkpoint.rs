@@ -47,6 +47,14 @@ fn saved_checkpoint_loads_back_bit_identically() {
         let model = Qwen2CausalLm::<B>::random(&config, 7, &device());
         let dir = tempfile::tempdir().unwrap();
         save_causal_lm(&model, dir.path()).unwrap();
+        // Saved atomically twice (a re-save replaces the files): no temporary is left.
+        save_causal_lm(&model, dir.path()).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["config.json", "model.safetensors"]);
         let loaded = load_causal_lm::<B>(dir.path(), &device()).unwrap();
         assert_eq!(loaded.config.tie_word_embeddings, tied);
         assert_eq!(tensors_of(&loaded), tensors_of(&model));

@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use roll_flow_engine::atomic_file::write_atomic;
+
 use super::Frame;
 use crate::envs::EnvError;
 
@@ -71,16 +73,19 @@ fn palette_of(frames: &[Frame]) -> Result<Vec<[u8; 3]>, EnvError> {
     Ok(palette)
 }
 
-/// Writes one frame as a PNG file.
+/// Writes one frame as a PNG file (atomically).
 pub fn write_png(frame: &Frame, path: &Path) -> Result<(), EnvError> {
-    let bytes = png_bytes(frame)?;
-    std::fs::write(path, bytes).map_err(|e| render_err(format!("{}: {e}", path.display())))
+    write_file(path, &png_bytes(frame)?)
 }
 
-/// Writes an episode's frames as a GIF file.
+/// Writes an episode's frames as a GIF file (atomically).
 pub fn write_gif(frames: &[Frame], delay_cs: u16, path: &Path) -> Result<(), EnvError> {
-    let bytes = gif_bytes(frames, delay_cs)?;
-    std::fs::write(path, bytes).map_err(|e| render_err(format!("{}: {e}", path.display())))
+    write_file(path, &gif_bytes(frames, delay_cs)?)
+}
+
+/// Writes `bytes` to `path` atomically, so an interrupted eval leaves no torn image.
+pub(super) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), EnvError> {
+    write_atomic(path, bytes).map_err(|e| render_err(format!("{}: {e}", path.display())))
 }
 
 #[cfg(test)]

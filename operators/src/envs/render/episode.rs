@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::encode::{write_gif, write_png};
+use super::encode::{write_file, write_gif, write_png};
 use super::Frame;
 use crate::envs::{Env, EnvError};
 
@@ -41,8 +41,7 @@ impl EpisodeRecording {
             .map_err(|e| EnvError::Render(format!("{}: {e}", dir.display())))?;
         let transcript = self.texts.join("\n\n---\n\n");
         let text_path = dir.join(format!("{stem}.txt"));
-        std::fs::write(&text_path, transcript)
-            .map_err(|e| EnvError::Render(format!("{}: {e}", text_path.display())))?;
+        write_file(&text_path, transcript.as_bytes())?;
         let drawable = self.frames.iter().all(|f| f.width > 0 && f.height > 0);
         if !drawable || self.frames.is_empty() {
             return Ok(text_path);

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use roll_flow_engine::atomic_file::write_atomic;
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 
@@ -15,8 +16,9 @@ use crate::model::weights::TensorSink;
 
 /// Writes `tensors` (from a model's `save`) and `config` into `dir` (created if needed).
 ///
-/// Files are written under a temporary name and renamed, so an interrupted save never leaves
-/// a half-written checkpoint under the final name.
+/// Each file is written atomically (a unique temporary sibling, fsync, rename:
+/// [`write_atomic`]), so an interrupted save never leaves a half-written file under the
+/// final name.
 pub fn save_model_dir(
     dir: &Path,
     config: &Qwen2Config,
@@ -49,13 +51,10 @@ pub fn save_model_dir(
             path: dir.join(SINGLE_FILE),
             message: format!("{e:?}"),
         })?;
-    write_atomically(&dir.join(SINGLE_FILE), &serialized)?;
-    write_atomically(&dir.join("config.json"), config.to_json_string().as_bytes())
+    write_file(&dir.join(SINGLE_FILE), &serialized)?;
+    write_file(&dir.join("config.json"), config.to_json_string().as_bytes())
 }
 
-/// Writes `bytes` to `path` via a temporary sibling file and a rename.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ModelError> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| ModelError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| ModelError::io(path, e))
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ModelError> {
+    write_atomic(path, bytes).map_err(|e| ModelError::io(path, e))
 }

@@ -79,3 +79,23 @@ fn a_grid_too_large_for_a_frame_is_an_error_not_a_wrapped_size() {
     assert_eq!((widest.width, widest.height), (4095 * TILE_PX, TILE_PX));
     assert_eq!(widest.rgb.len(), 4095 * 16 * 16 * 3);
 }
+
+#[test]
+fn files_are_written_whole_with_no_temporary_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (png, gif) = (dir.path().join("f.png"), dir.path().join("e.gif"));
+    let frames = [sample([1, 2, 3]), sample([4, 5, 6])];
+    super::write_png(&frames[0], &png).unwrap();
+    super::write_gif(&frames, 10, &gif).unwrap();
+    assert_eq!(std::fs::read(&png).unwrap(), png_bytes(&frames[0]).unwrap());
+    assert_eq!(
+        std::fs::read(&gif).unwrap(),
+        gif_bytes(&frames, 10).unwrap()
+    );
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["e.gif", "f.png"]);
+}
