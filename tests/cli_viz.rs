@@ -29,6 +29,24 @@ fn decode_png(path: &Path) -> (u32, u32, HashSet<[u8; 3]>) {
     (info.width, info.height, colours)
 }
 
+/// The paths of the files under `dir`, relative to it, sorted.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
 fn pngs_in(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -232,6 +250,41 @@ fn an_export_loads_back_with_the_logits_of_the_trained_policy() {
     ] {
         assert!(hf.join(file).is_file(), "export lacks {file}");
     }
+    // A second export replaces the first; one into the run directory is refused and
+    // leaves it as it was.
+    let export_to = |out: &Path| {
+        roll_flow(&[
+            "export",
+            run_dir.to_str().unwrap(),
+            "--hf",
+            out.to_str().unwrap(),
+        ])
+    };
+    assert_ok(&export_to(&hf));
+    assert_eq!(
+        files_under(&hf),
+        [
+            "config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json"
+        ]
+    );
+    let before = files_under(&run_dir);
+    for out in [run_dir.clone(), run_dir.join("hf")] {
+        let refused = export_to(&out);
+        assert_eq!(refused.status.code(), Some(1));
+        assert!(
+            stderr(&refused).contains("lies inside the run directory"),
+            "{}",
+            stderr(&refused)
+        );
+    }
+    assert_eq!(
+        files_under(&run_dir),
+        before,
+        "the run directory is untouched"
+    );
 
     // The policy as a resumed run would restore it: burn records of the newest checkpoint.
     let overrides = [format!("out_dir={run_dir:?}")];

@@ -10,14 +10,18 @@
 //!
 //! The directory is assembled in a staging folder beside `OUT_DIR` and renamed into place,
 //! so `OUT_DIR` is either the previous export or the complete new one, never half written.
+//! Only a missing or empty `OUT_DIR`, or one holding nothing but files an export writes,
+//! is replaced; `OUT_DIR` may not be, or lie inside, the run directory or the directory
+//! the policy was loaded from.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use roll_flow_engine::Pipeline;
 
 use crate::checkpoint::step_dir;
 use crate::model::build::tokenizer_dir;
 use crate::model::hf::read_config;
+use crate::model::spec::ArchSpec;
 use crate::model::tokenizer::{BUILTIN_CHAT_TEMPLATE, BUILTIN_TOKENIZER};
 use crate::rollout::rollouts;
 use crate::RollFlow;
@@ -72,6 +76,14 @@ pub fn export_hf(
     }
     let config = read_config(&weights).map_err(|e| e.to_string())?;
     let tokenizer_source = tokenizer_dir(spec, Path::new("."));
+    let mut protected = vec![("the run directory", pipeline.out_dir.clone())];
+    if let ArchSpec::HfDir(dir) = &spec.arch {
+        protected.push(("the model directory the policy was loaded from", dir.into()));
+    }
+    if let Some(dir) = &tokenizer_source {
+        protected.push(("the policy's tokenizer directory", dir.clone()));
+    }
+    check_out_dir(out, &protected)?;
     stage_and_swap(out, |staging| {
         for file in ["config.json", "model.safetensors"] {
             copy(&weights.join(file), &staging.join(file))?;
@@ -128,8 +140,87 @@ fn copy_tokenizer_files(source: &Path, dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether an export writes a file of this name.
+fn is_export_file(name: &str) -> bool {
+    ["config.json", "model.safetensors"].contains(&name) || TOKENIZER_FILES.contains(&name)
+}
+
+/// Refuses an `out` that is, or lies inside, one of the `protected` directories, and an
+/// existing `out` holding anything but the files an export writes: replacing it would
+/// delete what it holds.
+fn check_out_dir(out: &Path, protected: &[(&str, PathBuf)]) -> Result<(), String> {
+    let target = resolved(out);
+    for (what, dir) in protected {
+        if target.starts_with(resolved(dir)) {
+            return Err(format!(
+                "{} is or lies inside {what} ({}); export into a new directory elsewhere",
+                out.display(),
+                dir.display()
+            ));
+        }
+    }
+    if !out.exists() {
+        return Ok(());
+    }
+    if !out.is_dir() {
+        return Err(format!(
+            "{} exists and is not a directory; export into a new directory",
+            out.display()
+        ));
+    }
+    let entries =
+        std::fs::read_dir(out).map_err(|e| format!("cannot read {}: {e}", out.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot read {}: {e}", out.display()))?;
+        let name = entry.file_name();
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        if !is_file || !name.to_str().is_some_and(is_export_file) {
+            return Err(format!(
+                "{} already holds {}, which is not part of an export; export into a new or \
+                 empty directory (only a previous export is replaced)",
+                out.display(),
+                entry.path().display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `path` made absolute with symbolic links resolved, also when its last components do not
+/// exist yet (those are appended as written, `..` and `.` applied lexically).
+fn resolved(path: &Path) -> PathBuf {
+    let mut head = path.to_path_buf();
+    let mut tail = Vec::new();
+    let mut real = loop {
+        let probe = if head.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            head.as_path()
+        };
+        if let Ok(real) = probe.canonicalize() {
+            break real;
+        }
+        match head.components().next_back() {
+            Some(last) => tail.push(last.as_os_str().to_owned()),
+            None => return path.to_path_buf(),
+        }
+        head.pop();
+    };
+    for part in tail.iter().rev() {
+        match Path::new(part).components().next() {
+            Some(Component::ParentDir) => {
+                real.pop();
+            }
+            Some(Component::CurDir) | None => {}
+            Some(_) => real.push(part),
+        }
+    }
+    real
+}
+
 /// Fills a fresh staging folder beside `out` with `fill`, then puts it in place of `out`
-/// (the previous `out`, if any, is moved aside first and removed after).
+/// (the previous `out`, if any, is moved aside first and removed after; if the new one
+/// cannot be moved in, the previous one is moved back).
 fn stage_and_swap(
     out: &Path,
     fill: impl FnOnce(&Path) -> Result<(), String>,
@@ -151,17 +242,33 @@ fn stage_and_swap(
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir(&staging)
         .map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
-    let result = fill(&staging).and_then(|()| {
-        if out.exists() {
-            std::fs::rename(out, &previous)
-                .map_err(|e| format!("cannot move the old {} aside: {e}", out.display()))?;
-        }
-        std::fs::rename(&staging, out)
-            .map_err(|e| format!("cannot move the export into {}: {e}", out.display()))
-    });
+    let result = fill(&staging).and_then(|()| swap_in(&staging, out, &previous));
     let _ = std::fs::remove_dir_all(&staging);
-    let _ = std::fs::remove_dir_all(&previous);
+    if result.is_ok() {
+        let _ = std::fs::remove_dir_all(&previous);
+    }
     result
+}
+
+/// Moves `out` (if any) aside to `previous` and `staging` to `out`; if the second move
+/// fails, `previous` goes back to `out` (or, failing that too, stays where the error says).
+fn swap_in(staging: &Path, out: &Path, previous: &Path) -> Result<(), String> {
+    if out.exists() {
+        std::fs::rename(out, previous)
+            .map_err(|e| format!("cannot move the old {} aside: {e}", out.display()))?;
+    }
+    std::fs::rename(staging, out).map_err(|e| {
+        let mut err = format!("cannot move the export into {}: {e}", out.display());
+        if previous.exists() {
+            if let Err(back) = std::fs::rename(previous, out) {
+                err += &format!(
+                    "; the previous export is kept at {} (moving it back failed: {back})",
+                    previous.display()
+                );
+            }
+        }
+        err
+    })
 }
 
 #[cfg(test)]
@@ -197,6 +304,76 @@ mod tests {
         assert_eq!(err, "tokenizer missing");
         assert!(out.join("config.json").is_file());
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn only_a_missing_empty_or_previous_export_dir_is_replaced() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("export");
+        check_out_dir(&out, &[]).unwrap();
+        std::fs::create_dir(&out).unwrap();
+        check_out_dir(&out, &[]).unwrap();
+        for file in [
+            "config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "merges.txt",
+        ] {
+            std::fs::write(out.join(file), "x").unwrap();
+        }
+        check_out_dir(&out, &[]).unwrap();
+        std::fs::write(out.join("notes.txt"), "mine").unwrap();
+        let err = check_out_dir(&out, &[]).unwrap_err();
+        assert!(
+            err.contains("notes.txt") && err.contains("new or empty directory"),
+            "{err}"
+        );
+        std::fs::remove_file(out.join("notes.txt")).unwrap();
+        std::fs::create_dir(out.join("checkpoints")).unwrap();
+        let err = check_out_dir(&out, &[]).unwrap_err();
+        assert!(err.contains("checkpoints"), "{err}");
+        let file = root.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        let err = check_out_dir(&file, &[]).unwrap_err();
+        assert!(err.contains("not a directory"), "{err}");
+    }
+
+    #[test]
+    fn an_out_dir_in_a_protected_dir_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let run = root.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        let protected = [("the run directory", run.clone())];
+        for out in [
+            run.clone(),
+            run.join("hf"),
+            run.join("a/../hf"),
+            run.join("."),
+        ] {
+            let err = check_out_dir(&out, &protected).unwrap_err();
+            assert!(err.contains("lies inside the run directory"), "{err}");
+        }
+        std::os::unix::fs::symlink(&run, root.path().join("link")).unwrap();
+        assert!(check_out_dir(&root.path().join("link/hf"), &protected).is_err());
+        for out in [root.path().join("run2"), run.join("../hf")] {
+            check_out_dir(&out, &protected).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_failed_move_puts_the_previous_export_back() {
+        let root = tempfile::tempdir().unwrap();
+        let (out, previous) = (root.path().join("export"), root.path().join("previous"));
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("config.json"), "{}").unwrap();
+        // No staging folder: the second move fails after the first moved `out` aside.
+        let err = swap_in(&root.path().join("missing"), &out, &previous).unwrap_err();
+        assert!(err.starts_with("cannot move the export into"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(out.join("config.json")).unwrap(),
+            "{}"
+        );
+        assert!(!previous.exists());
     }
 
     #[test]

@@ -19,7 +19,8 @@ pub struct ExportArgs {
     /// The model to export; default the policy the pipeline's Rollout trains.
     #[arg(long, value_name = "NAME")]
     model: Option<String>,
-    /// The Hugging Face directory to write (replaced atomically if it exists).
+    /// The Hugging Face directory to write: a new or empty directory, or a previous export
+    /// (replaced atomically); not the run directory or the policy's source directory.
     #[arg(long, value_name = "OUT_DIR")]
     hf: PathBuf,
 }
