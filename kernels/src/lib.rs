@@ -26,11 +26,12 @@
 //! - Under `Autodiff<B>` the log-prob/entropy outputs are differentiable w.r.t. `logits`
 //!   and the PPO loss w.r.t. `logp` (old log-probs, advantages, mask are constants); GAE is
 //!   never differentiable.
-//! - Semantics match the unfused oracles in `roll-flow-operators`: `model::logprob`
-//!   (logits already gathered at response positions), `algo::gae` (response tokens
-//!   only; masked tokens get 0), `algo::ppo_loss` + `algo::aggregation` (all four
-//!   [`LossAgg`] modes). Those operators call these functions; [`reference`] holds the
-//!   unfused formulas in burn ops, the oracle of the tests and the benchmark baseline.
+//! - These are the numerics of `roll-flow-operators`' `model::logprob` (logits already
+//!   gathered at response positions), `algo::gae` (response tokens only; masked tokens
+//!   get 0) and `algo::ppo_loss` + `algo::aggregation` (all four [`LossAgg`] modes), which
+//!   call these functions. [`reference`] restates the same formulas unfused in burn ops
+//!   (and GAE as an f64 host loop, [`reference::gae_sequence`]): the oracles of the tests
+//!   and the benchmark's baseline.
 //!
 //! # Backends ([`KernelBackend`])
 //!

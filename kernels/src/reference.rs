@@ -1,9 +1,10 @@
 //! The unfused formulations in plain burn tensor ops: the oracles the fused kernels are
-//! tested against, and the "unfused burn path" of the benchmark. They follow
+//! tested against, and the "unfused burn path" of the benchmark. They restate, operation
+//! for operation as an eager framework computes them, the formulas that
 //! `roll-flow-operators` (`model::logprob`, `algo::gae`, `algo::ppo_loss`,
-//! `algo::aggregation`, and the model's norm, MLP and attention) operation for operation; this
-//! crate cannot depend on that crate (it depends on this one), so the formulas are
-//! restated here.
+//! `algo::aggregation`, and the model's norm, MLP and attention) runs through this crate's
+//! fused kernels; this crate cannot depend on that crate (it depends on this one), so the
+//! formulas are written out here.
 
 use burn::tensor::activation::{log_softmax, silu, softmax};
 use burn::tensor::backend::Backend;
@@ -93,7 +94,9 @@ pub fn masked_softmax<B: Backend, const D: usize>(
     softmax(scores.add(mask), D - 1)
 }
 
-/// GAE of one response sequence in f64, exactly `algo::gae::gae`.
+/// GAE of one response sequence as a plain f64 loop (δ_t = r_t + γ·V_{t+1} − V_t with
+/// V = 0 past the last token, A_t = δ_t + γλ·A_{t+1}, returns A_t + V_t): the exact host
+/// oracle of the GAE tests, which `roll-flow-operators` re-exports as `algo::gae::gae`.
 pub fn gae_sequence(
     rewards: &[f64],
     values: &[f64],

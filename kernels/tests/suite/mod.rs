@@ -265,6 +265,22 @@ pub fn gae_forward<B: KernelBackend>(device: &B::Device) {
                 .unwrap();
         let (adv, ret) = (host(adv), host(ret));
         let what = format!("{sequences} seqs");
+        // The unfused burn-ops loop (`reference::gae`, the benchmark's baseline).
+        let (ref_adv, ref_ret) = reference::gae(r, v, m, &offsets, gamma, lambda);
+        assert_close(
+            &format!("adv vs burn ops {what}"),
+            &adv,
+            &host(ref_adv),
+            1e-4,
+            1e-4,
+        );
+        assert_close(
+            &format!("ret vs burn ops {what}"),
+            &ret,
+            &host(ref_ret),
+            1e-4,
+            1e-4,
+        );
         // The f64 oracle of roll-flow-operators, over each sequence's response tokens.
         let (mut oracle_adv, mut oracle_ret) = (vec![0.0f32; n], vec![0.0f32; n]);
         for w in offsets.windows(2) {
