@@ -1,4 +1,4 @@
-//! `roll-flow graph`, `run` and `--help` through the real binary.
+//! `roll-flow graph`, `run`, `generate` and `--help` through the real binary.
 
 mod common;
 
@@ -122,6 +122,7 @@ fn every_command_has_help_and_bad_usage_exits_2() {
         vec!["validate", "--help"],
         vec!["graph", "--help"],
         vec!["play", "--help"],
+        vec!["generate", "--help"],
         vec!["report", "--help"],
         vec!["export", "--help"],
     ] {
@@ -136,6 +137,8 @@ fn every_command_has_help_and_bad_usage_exits_2() {
     assert_eq!(roll_flow(&["frobnicate"]).status.code(), Some(2));
 }
 
+/// Only without the `wgpu` feature: with it, the same command is a full training run.
+#[cfg(not(feature = "wgpu"))]
 #[test]
 fn run_names_the_missing_backend_feature() {
     let dir = tempfile::tempdir().unwrap();
@@ -148,9 +151,6 @@ fn run_names_the_missing_backend_feature() {
         "device=Wgpu",
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    if cfg!(feature = "wgpu") {
-        return;
-    }
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("built without the `wgpu` feature; rebuild with `cargo build --release --features wgpu`"), "{stderr}");
 }
@@ -181,4 +181,54 @@ fn run_and_validate_read_a_file_saved_with_a_byte_order_mark() {
     );
     assert!(stderr.contains(&want), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `generate --greedy` on the `tiny_qwen2` fixture continues each of its prompts with
+/// transformers' 24 greedy tokens (`expected.json`, made by
+/// tests/fixtures/make_tiny_qwen2.py); the text printed is those tokens decoded by the
+/// fixture's tokenizer, special tokens skipped.
+#[test]
+fn generate_greedy_continues_the_fixture_prompts_as_transformers_does() {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_qwen2");
+    let text = std::fs::read_to_string(fixture.join("expected.json")).unwrap();
+    let expected: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let tokenizer = roll_flow_operators::model::TextTokenizer::from_model_dir(&fixture).unwrap();
+    let new_tokens = expected["greedy_new_tokens"].as_u64().unwrap();
+    let prompts = expected["prompts"].as_array().unwrap();
+    assert_eq!(prompts.len(), 3);
+    for (k, prompt) in prompts.iter().enumerate() {
+        let greedy: Vec<u32> = expected["greedy"][k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        assert_eq!(greedy.len() as u64, new_tokens);
+        let out = roll_flow(&[
+            "generate",
+            "--model",
+            "tests/fixtures/tiny_qwen2",
+            "--prompt",
+            prompt.as_str().unwrap(),
+            "--greedy",
+            "--max-new-tokens",
+            &new_tokens.to_string(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let want = tokenizer.decode(&greedy, true).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{want}\n"),
+            "prompt {k}"
+        );
+        let prompt_tokens = expected["prompt_ids"][k].as_array().unwrap().len();
+        assert!(
+            stderr.contains(&format!(
+                "[{prompt_tokens} prompt tokens, {new_tokens} generated, finish: Length]"
+            )),
+            "{stderr}"
+        );
+    }
 }
