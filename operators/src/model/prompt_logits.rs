@@ -59,15 +59,42 @@ pub fn prompt_logits_in_model_dir<B: KernelBackend>(
 mod tests {
     use super::*;
 
+    /// transformers' prompt ids and logits of the `tiny_qwen2` fixture (`expected.json`,
+    /// written by `tests/fixtures/make_tiny_qwen2.py`): the prompts as raw text, the first
+    /// one already in chat form with its special tokens. Tolerance 1e-4 per logit.
     #[test]
-    fn one_row_of_vocabulary_logits_per_prompt_token() {
+    fn prompt_ids_and_logits_match_transformers() {
         type B = burn::backend::Flex;
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny_qwen2");
-        let out = prompt_logits_in_model_dir::<B>(&dir, "Hello world", false, &Default::default())
-            .unwrap();
-        assert!(!out.prompt_ids.is_empty());
-        assert_eq!(out.logits.len(), out.prompt_ids.len());
-        let config = crate::model::hf::read_config(&dir).unwrap();
-        assert!(out.logits.iter().all(|row| row.len() == config.vocab_size));
+        let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
+        let expected: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let prompts = expected["prompts"].as_array().unwrap();
+        assert_eq!(prompts.len(), 3);
+        for (k, prompt) in prompts.iter().enumerate() {
+            let prompt = prompt.as_str().unwrap();
+            let out =
+                prompt_logits_in_model_dir::<B>(&dir, prompt, false, &Default::default()).unwrap();
+            let ids: Vec<u32> = expected["prompt_ids"][k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect();
+            assert_eq!(out.prompt_ids, ids, "prompt {k} ids");
+            let rows = expected["logits"][k].as_array().unwrap();
+            assert_eq!(
+                out.logits.len(),
+                rows.len(),
+                "prompt {k}: one row per token"
+            );
+            for (t, (got, want)) in out.logits.iter().zip(rows).enumerate() {
+                let want = want.as_array().unwrap();
+                assert_eq!(got.len(), want.len(), "prompt {k} row {t}: vocabulary size");
+                for (g, w) in got.iter().zip(want) {
+                    let w = w.as_f64().unwrap() as f32;
+                    assert!((g - w).abs() <= 1e-4, "prompt {k} row {t}: {g} vs HF {w}");
+                }
+            }
+        }
     }
 }
