@@ -27,6 +27,8 @@ fn cached_decoding_matches_full_recomputation() {
         let mut sequence = prompt.to_vec();
         sequence.extend(&out.tokens);
         let logits = logits_of(&model, &sequence);
+        assert_eq!(out.tokens.len(), 12);
+        assert_eq!(out.logprobs.len(), out.tokens.len(), "a log-prob per token");
         for (i, (&token, &logprob)) in out.tokens.iter().zip(&out.logprobs).enumerate() {
             let row = &logits[(prompt.len() - 1 + i) * vocab..(prompt.len() + i) * vocab];
             let best = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -79,9 +81,12 @@ fn continuous_batching_matches_running_alone() {
         }
         assert_eq!(max_running, 3, "the batch filled up");
         outputs.sort_by_key(|o| o.id);
+        assert_eq!(outputs.len(), solo.len(), "every request finished");
         for (batched, solo) in outputs.iter().zip(&solo) {
             assert_eq!(batched.tokens, solo.tokens);
             assert_eq!(batched.finish, FinishReason::Length);
+            assert_eq!(batched.logprobs.len(), batched.tokens.len());
+            assert_eq!(solo.logprobs.len(), solo.tokens.len());
             for (a, b) in batched.logprobs.iter().zip(&solo.logprobs) {
                 assert!((a - b).abs() < 1e-4, "{a} vs {b}");
             }
@@ -122,6 +127,12 @@ fn top_k_one_is_greedy_and_logprob_uses_temperature() {
     let mut sequence = PROMPTS[1].to_vec();
     sequence.extend(&top1.tokens);
     let logits = logits_of(&model, &sequence);
+    assert_eq!(top1.tokens.len(), 8);
+    assert_eq!(
+        top1.logprobs.len(),
+        top1.tokens.len(),
+        "a log-prob per token"
+    );
     for (i, (&token, &logprob)) in top1.tokens.iter().zip(&top1.logprobs).enumerate() {
         let row = &logits[(PROMPTS[1].len() - 1 + i) * vocab..(PROMPTS[1].len() + i) * vocab];
         let expected = log_softmax_at(row, 0.7, token as usize);

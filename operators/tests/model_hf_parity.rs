@@ -26,7 +26,14 @@ fn logits_match_transformers_tied_f32() {
 /// The logits of every `prompt_ids` entry against the file's `logits`.
 fn prompt_logits_match(model: &Qwen2CausalLm<B>, expected: &serde_json::Value) {
     let prompts = expected["prompt_ids"].as_array().unwrap();
-    for (prompt, logits) in prompts.iter().zip(expected["logits"].as_array().unwrap()) {
+    let all_logits = expected["logits"].as_array().unwrap();
+    assert!(!prompts.is_empty());
+    assert_eq!(
+        prompts.len(),
+        all_logits.len(),
+        "one logits matrix per prompt"
+    );
+    for (prompt, logits) in prompts.iter().zip(all_logits) {
         let ours = logits_of(model, &ids(prompt));
         let diff = max_abs_diff(&ours, &matrix(logits));
         eprintln!("max |Δlogit| = {diff}");
@@ -80,7 +87,11 @@ fn greedy_generation_matches(model: &Qwen2CausalLm<B>, expected: &serde_json::Va
         batcher.submit(model, request).unwrap();
     }
     let outputs = batcher.run_to_completion(model);
-    for (output, hf) in outputs.iter().zip(expected["greedy"].as_array().unwrap()) {
+    let greedy = expected["greedy"].as_array().unwrap();
+    assert!(!greedy.is_empty());
+    assert_eq!(outputs.len(), greedy.len(), "one output per prompt");
+    for (output, hf) in outputs.iter().zip(greedy) {
+        assert_eq!(ids(hf).len(), new_tokens);
         assert_eq!(output.tokens, ids(hf));
     }
 }
@@ -90,10 +101,10 @@ fn tokenizer_ids_match_transformers() {
     let (_, tokenizer) = load_model_dir::<B>(&fixture("tiny_qwen2"), &device()).unwrap();
     let expected = expected("tiny_qwen2");
     let prompts = expected["prompts"].as_array().unwrap();
-    for (text, hf_ids) in prompts
-        .iter()
-        .zip(expected["prompt_ids"].as_array().unwrap())
-    {
+    let prompt_ids = expected["prompt_ids"].as_array().unwrap();
+    assert!(!prompts.is_empty());
+    assert_eq!(prompts.len(), prompt_ids.len(), "ids for every prompt");
+    for (text, hf_ids) in prompts.iter().zip(prompt_ids) {
         let ours = tokenizer.encode(text.as_str().unwrap()).unwrap();
         assert_eq!(ours, ids(hf_ids));
         assert_eq!(
