@@ -26,10 +26,6 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use roll_flow_engine::batch::column::{
-    ADVANTAGES, BEHAVIOUR_LOGPROB, OLD_LOGPROB, REF_LOGPROB, RESPONSE_MASK, TOKEN_TURN,
-};
-use roll_flow_engine::Need;
 use serde::Deserialize;
 
 use super::aggregation::{aggregate, LossAgg};
@@ -37,7 +33,7 @@ use super::decoupled_ppo::DecoupledPpo;
 use super::error::AlgoError;
 use super::estimator::AlgoStats;
 use super::kl::KlEstimator;
-use super::ppo_loss::{masked_mean, PolicyInputs, PpoClip, RatioLevel};
+use super::ppo_loss::{masked_mean, PolicyInputs, PpoClip};
 
 /// The policy loss of an `ActorStep`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -104,41 +100,6 @@ impl PolicyLoss {
             PolicyLoss::PpoClip(p) => (p.agg, p.norm_length),
             PolicyLoss::DecoupledPpo(p) => (p.agg, p.norm_length),
         }
-    }
-
-    /// The columns the loss reads.
-    pub fn needs(&self, kl_loss: Option<&KlLoss>) -> Vec<Need> {
-        let mut needs = vec![
-            Need::column(RESPONSE_MASK),
-            Need::with_hint(
-                OLD_LOGPROB,
-                "add a LogProb(model: \"policy\") node upstream",
-            ),
-            Need::with_hint(
-                ADVANTAGES,
-                "add an advantage estimator node (e.g. `\"adv\": Grpo()`) upstream",
-            ),
-        ];
-        let ratio = match self {
-            PolicyLoss::PpoClip(p) => p.ratio,
-            PolicyLoss::DecoupledPpo(p) => {
-                needs.push(Need::with_hint(
-                    BEHAVIOUR_LOGPROB,
-                    "the Rollout node gives it",
-                ));
-                p.ratio
-            }
-        };
-        if ratio == RatioLevel::Segment {
-            needs.push(Need::with_hint(
-                TOKEN_TURN,
-                "segment ratios need turn ids; the Rollout node gives them",
-            ));
-        }
-        if kl_loss.is_some() {
-            needs.push(Need::with_hint(REF_LOGPROB, "the KL loss needs the reference model; add a LogProb node on the reference model upstream"));
-        }
-        needs
     }
 }
 

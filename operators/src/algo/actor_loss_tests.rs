@@ -137,29 +137,6 @@ fn missing_inputs_are_named() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("behaviour_logprob"), "{err}");
-    let loss = PolicyLoss::DecoupledPpo(DecoupledPpo {
-        ratio: RatioLevel::Segment,
-        ..Default::default()
-    });
-    let names: Vec<String> = loss
-        .needs(Some(&KlLoss {
-            coef: 0.1,
-            estimator: KlEstimator::K3,
-        }))
-        .iter()
-        .map(|n| n.column.name().to_string())
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "response_mask",
-            "old_logprob",
-            "advantages",
-            "behaviour_logprob",
-            "token_turn",
-            "ref_logprob"
-        ]
-    );
 }
 
 use roll_flow_engine::spec::ron_options;

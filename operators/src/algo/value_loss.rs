@@ -12,8 +12,6 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use roll_flow_engine::batch::column::{RESPONSE_MASK, RETURNS, VALUES};
-use roll_flow_engine::Need;
 use serde::Deserialize;
 
 use super::aggregation::{aggregate, LossAgg};
@@ -64,18 +62,6 @@ pub struct ValueLossOutput<B: Backend> {
 }
 
 impl ValueLoss {
-    /// The columns the critic step reads besides the critic's own forward pass.
-    pub fn needs(&self) -> Vec<Need> {
-        vec![
-            Need::column(RESPONSE_MASK),
-            Need::with_hint(VALUES, "add a Values node upstream"),
-            Need::with_hint(
-                RETURNS,
-                "the critic needs `returns`; use `adv: Gae(...)` or `BiLevelGae(...)`",
-            ),
-        ]
-    }
-
     /// The aggregated loss of predictions `values` against `returns`.
     pub fn loss<B: Backend>(
         &self,
@@ -132,13 +118,7 @@ mod tests {
     }
 
     #[test]
-    fn needs_values_and_returns() {
-        let names: Vec<String> = ValueLoss::default()
-            .needs()
-            .iter()
-            .map(|n| n.column.name().to_string())
-            .collect();
-        assert_eq!(names, ["response_mask", "values", "returns"]);
+    fn parses_ron_with_defaults() {
         let cfg: ValueLoss = ron::from_str("(clip: None)").unwrap();
         assert_eq!(cfg.clip, None);
         assert_eq!(

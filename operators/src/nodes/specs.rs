@@ -9,7 +9,7 @@ use roll_flow_engine::{Column, Contract, Need, Reference};
 use serde::Deserialize;
 
 use super::env_names::EnvNames;
-use crate::algo::{KlLoss, PolicyLoss, ValueLoss, OBSERVATION};
+use crate::algo::{KlLoss, PolicyLoss, RatioLevel, ValueLoss, OBSERVATION};
 
 fn policy() -> String {
     "policy".to_string()
@@ -301,6 +301,13 @@ impl ActorStepSpec {
         let behaviour_read = self.old_logprob == OldLogProb::Behaviour;
         if matches!(self.loss, PolicyLoss::DecoupledPpo(_)) && !behaviour_read {
             needs.push(Need::column(BEHAVIOUR_LOGPROB));
+        }
+        let ratio = match &self.loss {
+            PolicyLoss::PpoClip(p) => p.ratio,
+            PolicyLoss::DecoupledPpo(p) => p.ratio,
+        };
+        if ratio == RatioLevel::Segment {
+            needs.push(Need::with_hint(TOKEN_TURN, "segment ratios need turn ids"));
         }
         Contract {
             needs,

@@ -199,3 +199,83 @@ fn every_registered_kind_parses_with_defaults() {
         assert!(n.check().is_ok(), "{kind}: {:?}", n.check());
     }
 }
+
+/// The contracts graph validation checks the step nodes against: exactly the columns each
+/// update reads (the losses read nothing else; `algo::actor_loss` and `algo::value_loss`
+/// keep no list of their own).
+#[test]
+fn step_contracts_name_every_column_they_read() {
+    let needs = |text: &str| {
+        node(text)
+            .contract()
+            .needs
+            .iter()
+            .map(|c| c.column.name().to_string())
+            .collect::<Vec<_>>()
+    };
+    let gives = |text: &str| node(text).contract().gives.len();
+    let cases: [(&str, &[&str]); 8] = [
+        (
+            "ActorStep()",
+            &["response_mask", "advantages", "old_logprob"],
+        ),
+        (
+            "ActorStep(old_logprob: ThisStep)",
+            &["response_mask", "advantages"],
+        ),
+        (
+            "ActorStep(old_logprob: Behaviour)",
+            &["response_mask", "advantages", "behaviour_logprob"],
+        ),
+        (
+            "ActorStep(loss: DecoupledPpo())",
+            &[
+                "response_mask",
+                "advantages",
+                "old_logprob",
+                "behaviour_logprob",
+            ],
+        ),
+        (
+            "ActorStep(old_logprob: ThisStep, loss: DecoupledPpo())",
+            &["response_mask", "advantages", "behaviour_logprob"],
+        ),
+        (
+            "ActorStep(loss: PpoClip(ratio: Segment), kl: (coef: 0.1))",
+            &[
+                "response_mask",
+                "advantages",
+                "old_logprob",
+                "ref_logprob",
+                "token_turn",
+            ],
+        ),
+        (
+            "ActorStep(old_logprob: Behaviour, loss: DecoupledPpo(ratio: Segment))",
+            &[
+                "response_mask",
+                "advantages",
+                "behaviour_logprob",
+                "token_turn",
+            ],
+        ),
+        (
+            "CriticStep(model: \"c\")",
+            &["response_mask", "returns", "values"],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(needs(text), want, "{text}");
+        assert_eq!(gives(text), 0, "{text} gives nothing");
+    }
+    for (text, column) in [
+        ("LogProb()", "old_logprob"),
+        ("RefLogProb(model: \"r\")", "ref_logprob"),
+        ("Values(model: \"c\")", "values"),
+    ] {
+        let contract = node(text).contract();
+        assert_eq!(needs(text), ["response_mask"], "{text}");
+        let gives: Vec<&str> = contract.gives.iter().map(|c| c.name()).collect();
+        assert_eq!(gives, [column], "{text}");
+    }
+}
