@@ -8,7 +8,10 @@
 //! estimator, so `LogProb` and `ActorStep` downstream spend no forward or backward pass on
 //! them. What changes besides the cost: token-mean losses average over the kept tokens
 //! only, and the entropy bonus sees only them. When no sample is informative the batch is
-//! kept whole, so the update still runs (on its entropy and KL terms).
+//! kept whole, so the update still runs (on its entropy and KL terms), and nothing counts
+//! as dropped.
+//!
+//! Stat: `adv/dropped_zero_samples`, the number of samples removed from the batch.
 //!
 //! RON: `shaping: (drop_zero_advantage: true)` on any estimator; off by default, as in verl.
 //! Keep it off for a critic-based pipeline whose `CriticStep` should see every sample.
@@ -20,7 +23,8 @@ use super::batch_read::{read_f32, read_mask};
 use super::error::AlgoError;
 use super::estimator::AlgoStats;
 
-/// Removes the samples whose response tokens all have advantage 0; reports how many went.
+/// Removes the samples whose response tokens all have advantage 0 (unless that is every
+/// sample: then the batch stays whole); reports how many went.
 pub fn drop_zero_advantage(
     batch: &mut Batch,
     node: &'static str,
@@ -35,9 +39,13 @@ pub fn drop_zero_advantage(
             tokens.into_iter().any(|t| mask[t] && advantages[t] != 0.0)
         })
         .collect();
-    let dropped = batch.num_samples() - informative.len();
+    let dropped = if informative.is_empty() {
+        0
+    } else {
+        batch.num_samples() - informative.len()
+    };
     stats.insert("adv/dropped_zero_samples".into(), dropped as f64);
-    if !informative.is_empty() && dropped > 0 {
+    if dropped > 0 {
         *batch = batch.select(&informative);
     }
     Ok(())
@@ -71,6 +79,7 @@ mod tests {
         let mut stats = AlgoStats::new();
         drop_zero_advantage(&mut b, "test", &mut stats).unwrap();
         assert_eq!(b.num_samples(), 2);
-        assert_eq!(stats["adv/dropped_zero_samples"], 2.0);
+        assert_eq!(get(&b, &ADVANTAGES), vec![0.0, 0.0, 0.0]);
+        assert_eq!(stats["adv/dropped_zero_samples"], 0.0, "nothing was dropped");
     }
 }
