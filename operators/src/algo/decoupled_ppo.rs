@@ -157,11 +157,12 @@ impl DecoupledPpo {
 mod tests {
     use super::*;
     use crate::algo::packed_layout::PackedLayout;
+    use crate::algo::AlgoStats;
     use burn::backend::{Autodiff, Flex};
 
     type AD = Autodiff<Flex>;
 
-    fn loss(cfg: &DecoupledPpo, behaviour: &[f32]) -> (f32, Vec<f32>) {
+    fn loss(cfg: &DecoupledPpo, behaviour: &[f32]) -> (f32, Vec<f32>, AlgoStats) {
         // Three tokens, π_prox = 0.5 each (log), π_θ = π_prox (r = 1), A = [1, −1, 2].
         let l = PackedLayout::<AD>::new(&[0, 3], &[true; 3], None, &Default::default());
         let logp = l.constant(vec![0.5f32.ln(); 3]).require_grad();
@@ -173,22 +174,29 @@ mod tests {
         };
         let out = cfg.loss(&inputs, l.constant(behaviour.to_vec())).unwrap();
         let g = crate::algo::test_batches::gradient(&logp, &out.loss);
-        (out.loss.into_scalar(), g)
+        (out.loss.into_scalar(), g, out.stats)
+    }
+
+    fn assert_stat(stats: &AlgoStats, name: &str, want: f64) {
+        assert!((stats[name] - want).abs() < 1e-5, "{name}: {stats:?}");
     }
 
     #[test]
     fn behaviour_weight_scales_tokens_by_hand() {
         // π_behave = [0.25, 0.5, 0.05] → w = [2, 1, 10]; L = mean(−2·1, 1·1, −10·2) = −7.
         let behaviour = [0.25f32.ln(), 0.5f32.ln(), 0.05f32.ln()];
-        let (l, g) = loss(&DecoupledPpo::default(), &behaviour);
+        let (l, g, stats) = loss(&DecoupledPpo::default(), &behaviour);
         assert!((l + 7.0).abs() < 1e-4, "{l}");
+        // Unbounded: mean w = (2 + 1 + 10)/3 = 13/3, nothing capped.
+        assert_stat(&stats, "behave_weight_mean", 13.0 / 3.0);
+        assert_stat(&stats, "behave_capped_frac", 0.0);
         // dL/dlogp_t = −w·A·r/3.
         let want = [-2.0 / 3.0, 1.0 / 3.0, -20.0 / 3.0];
         for (a, b) in g.iter().zip(want) {
             assert!((a - b).abs() < 1e-4, "{g:?}");
         }
-        // Clamp at 5: w = [2, 1, 5] → mean(−2, 1, −10) = −11/3.
-        let (l, _) = loss(
+        // Clamp at 5: w = [2, 1, 5] → mean(−2, 1, −10) = −11/3; mean w = 8/3, 1 of 3 capped.
+        let (l, _, stats) = loss(
             &DecoupledPpo {
                 behaviour_cap: BehaviourCap::Clamp(5.0),
                 ..Default::default()
@@ -196,8 +204,10 @@ mod tests {
             &behaviour,
         );
         assert!((l + 11.0 / 3.0).abs() < 1e-4, "{l}");
-        // Mask at 5: w = [2, 1, 0] → mean(−2, 1, 0) = −1/3.
-        let (l, _) = loss(
+        assert_stat(&stats, "behave_weight_mean", 8.0 / 3.0);
+        assert_stat(&stats, "behave_capped_frac", 1.0 / 3.0);
+        // Mask at 5: w = [2, 1, 0] → mean(−2, 1, 0) = −1/3; mean w = 1, 1 of 3 masked.
+        let (l, _, stats) = loss(
             &DecoupledPpo {
                 behaviour_cap: BehaviourCap::Mask(5.0),
                 ..Default::default()
@@ -205,6 +215,8 @@ mod tests {
             &behaviour,
         );
         assert!((l + 1.0 / 3.0).abs() < 1e-4, "{l}");
+        assert_stat(&stats, "behave_weight_mean", 1.0);
+        assert_stat(&stats, "behave_capped_frac", 1.0 / 3.0);
     }
 
     #[test]

@@ -42,6 +42,8 @@ fn symmetric_clip_by_hand() {
     assert!((loss + 0.2).abs() < 1e-6);
     assert_eq!(g, vec![0.0, 0.0]);
     assert_eq!(stats["pg_clipfrac"], 1.0);
+    // ppo_kl = mean(old − logp) = (−ln 1.5 − ln 0.5)/2 = ½·ln(4/3) ≈ 0.143841.
+    assert!((stats["ppo_kl"] - 0.143_841).abs() < 1e-5, "{stats:?}");
 }
 
 #[test]
@@ -63,6 +65,8 @@ fn asymmetric_clip_and_unclipped_gradient() {
     assert!((loss - (-1.28 - 2.2) / 2.0).abs() < 1e-5);
     assert!(g[0].abs() < 1e-7 && (g[1] + 1.1).abs() < 1e-5, "{g:?}");
     assert_eq!(stats["pg_clipfrac"], 0.5);
+    // ppo_kl = (−ln 1.5 − ln 1.1)/2 = −½·ln 1.65 ≈ −0.250388.
+    assert!((stats["ppo_kl"] + 0.250_388).abs() < 1e-5, "{stats:?}");
 }
 
 #[test]
@@ -78,6 +82,8 @@ fn dual_clip_caps_negative_advantage_loss() {
     assert!((loss - (3.0 - 1.0) / 2.0).abs() < 1e-6);
     assert!(g[0].abs() < 1e-7 && (g[1] + 0.5).abs() < 1e-6, "{g:?}");
     assert_eq!(stats["pg_clipfrac_lower"], 0.5);
+    // ppo_kl = (−ln 5 + 0)/2 ≈ −0.804719, whatever the clipping.
+    assert!((stats["ppo_kl"] + 0.804_719).abs() < 1e-5, "{stats:?}");
     assert!(PpoClip {
         dual_clip: Some(1.0),
         ..Default::default()

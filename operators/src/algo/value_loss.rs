@@ -102,7 +102,13 @@ mod tests {
 
     type AD = Autodiff<Flex>;
 
-    fn run(cfg: &ValueLoss, v: &[f32], old: &[f32], ret: &[f32], mask: &[bool]) -> (f32, Vec<f32>) {
+    fn run(
+        cfg: &ValueLoss,
+        v: &[f32],
+        old: &[f32],
+        ret: &[f32],
+        mask: &[bool],
+    ) -> (f32, Vec<f32>, AlgoStats) {
         let l = PackedLayout::<AD>::new(&[0, v.len()], mask, None, &Default::default());
         let vt = l.constant(v.to_vec()).require_grad();
         let out = cfg
@@ -114,7 +120,7 @@ mod tests {
             )
             .unwrap();
         let g = crate::algo::test_batches::gradient(&vt, &out.loss);
-        (out.loss.into_scalar(), g)
+        (out.loss.into_scalar(), g, out.stats)
     }
 
     #[test]
@@ -134,7 +140,7 @@ mod tests {
             clip: None,
             ..Default::default()
         };
-        let (l, g) = run(
+        let (l, g, stats) = run(
             &cfg,
             &[1.0, 2.0, 7.0],
             &[0.0; 3],
@@ -143,6 +149,10 @@ mod tests {
         );
         assert!((l - 1.25).abs() < 1e-6);
         assert_eq!(g, vec![0.5, -1.0, 0.0]);
+        assert!(
+            !stats.contains_key("vf_clipfrac"),
+            "no clipping, no clip fraction"
+        );
     }
 
     #[test]
@@ -180,11 +190,13 @@ mod tests {
     fn clipped_by_hand() {
         // c = 0.2. Token 0: V = 1, V_old = 0, R = 2: V_c = 0.2, max(1, 3.24) = 3.24 (clipped
         // term wins, no gradient). Token 1: V = 0.1, V_old = 0, R = 1: V_c = V, 0.81.
+        // vf_clipfrac: the clipped term is strictly larger on token 0 only, 1 of 2 = 0.5.
         let cfg = ValueLoss {
             clip: Some(0.2),
             ..Default::default()
         };
-        let (l, g) = run(&cfg, &[1.0, 0.1], &[0.0, 0.0], &[2.0, 1.0], &[true, true]);
+        let (l, g, stats) = run(&cfg, &[1.0, 0.1], &[0.0, 0.0], &[2.0, 1.0], &[true, true]);
+        assert!((stats["vf_clipfrac"] - 0.5).abs() < 1e-7, "{stats:?}");
         assert!((l - 0.5 * (3.24 + 0.81) / 2.0).abs() < 1e-6, "{l}");
         assert!(g[0].abs() < 1e-7, "{g:?}");
         // max of two equal terms: burn's max_pair sends the gradient to one side: ½·(V − R).

@@ -80,6 +80,9 @@ mod tests {
         drop_zero_advantage(&mut b, "test", &mut stats).unwrap();
         assert_eq!(b.num_samples(), 2);
         assert_eq!(get(&b, &ADVANTAGES), vec![0.0, 0.0, 0.0]);
-        assert_eq!(stats["adv/dropped_zero_samples"], 0.0, "nothing was dropped");
+        assert_eq!(
+            stats["adv/dropped_zero_samples"], 0.0,
+            "nothing was dropped"
+        );
     }
 }
