@@ -1,5 +1,5 @@
-//! REINFORCE / GRPO: group-normalised scores as discounted token returns (ROLL's
-//! `reinforce` and `grpo` advantage estimators).
+//! GRPO: group-normalised scores as discounted token returns (ROLL's `grpo` advantage
+//! estimator; Shao et al. 2024, DeepSeekMath, outcome supervision).
 //!
 //! For each sample (ROLL `compute_response_level_rewards` + `compute_reinforce_return`):
 //! 1. s = `score`, clipped by `shaping.reward_clip`;
@@ -9,10 +9,11 @@
 //!    token when `kl_penalty` is on;
 //! 4. A_t = G_t = r_t + γ·G_{t+1} over the response tokens (reverse discounted sum).
 //!
-//! `Grpo` defaults: group by trajectory `Group`, `MeanStd`, γ = 1 (verl/ROLL GRPO).
-//! `Reinforce` defaults: whole `Batch`, `Mean` (a batch-mean baseline), γ = 1.
+//! Defaults: group by trajectory `Group`, `MeanStd`, γ = 1 (verl/ROLL GRPO).
+//! [`super::reinforce::Reinforce`] is the same computation with a batch-mean baseline; the
+//! steps above are shared with it ([`Settings`]).
 //!
-//! RON: `"adv": Grpo(norm: MeanStd)`, `"adv": Reinforce(group_by: Batch, norm: Identity)`.
+//! RON: `"adv": Grpo(norm: MeanStd)`.
 
 use roll_flow_engine::batch::column::{ADVANTAGES, RESPONSE_MASK, RETURNS, SCORE};
 use roll_flow_engine::{Batch, Contract, Need};
@@ -27,16 +28,8 @@ use super::grouping::{normalise, Grouping, Norm};
 use super::kl_penalty::KlPenalty;
 use super::shaping::Shaping;
 
-fn one() -> f32 {
+pub(super) fn one() -> f32 {
     1.0
-}
-
-fn batch_grouping() -> Grouping {
-    Grouping::Batch
-}
-
-fn mean_norm() -> Norm {
-    Norm::Mean
 }
 
 /// GRPO: scores normalised within trajectory groups.
@@ -60,27 +53,6 @@ pub struct Grpo {
     pub kl_penalty: Option<KlPenalty>,
 }
 
-/// REINFORCE: scores with a batch-mean baseline by default.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Reinforce {
-    /// Token discount γ of the return (default 1.0).
-    #[serde(default = "one")]
-    pub gamma: f32,
-    /// Which samples are normalised together: `Batch` (default), `Group`, `EnvTag`, `State`.
-    #[serde(default = "batch_grouping")]
-    pub group_by: Grouping,
-    /// `Identity`, `Mean` (default) or `MeanStd`.
-    #[serde(default = "mean_norm")]
-    pub norm: Norm,
-    /// Reward clip, whitening, advantage clip (all off by default).
-    #[serde(default)]
-    pub shaping: Shaping,
-    /// KL as a token reward penalty; `None` (default) for no penalty.
-    #[serde(default)]
-    pub kl_penalty: Option<KlPenalty>,
-}
-
 impl Default for Grpo {
     fn default() -> Self {
         Grpo {
@@ -93,30 +65,18 @@ impl Default for Grpo {
     }
 }
 
-impl Default for Reinforce {
-    fn default() -> Self {
-        Reinforce {
-            gamma: 1.0,
-            group_by: Grouping::Batch,
-            norm: Norm::Mean,
-            shaping: Shaping::default(),
-            kl_penalty: None,
-        }
-    }
-}
-
-/// The settings both variants share.
-struct Settings<'a> {
-    node: &'static str,
-    gamma: f32,
-    group_by: Grouping,
-    norm: Norm,
-    shaping: &'a Shaping,
-    kl_penalty: &'a Option<KlPenalty>,
+/// The settings GRPO and REINFORCE share: the computation of the module docs.
+pub(super) struct Settings<'a> {
+    pub node: &'static str,
+    pub gamma: f32,
+    pub group_by: Grouping,
+    pub norm: Norm,
+    pub shaping: &'a Shaping,
+    pub kl_penalty: &'a Option<KlPenalty>,
 }
 
 impl Settings<'_> {
-    fn contract(&self) -> Contract {
+    pub(super) fn contract(&self) -> Contract {
         let mut needs = vec![Need::column(RESPONSE_MASK), Need::column(SCORE)];
         if let Some(col) = self.group_by.column() {
             needs.push(Need::with_hint(col, group_hint(self.group_by)));
@@ -130,7 +90,7 @@ impl Settings<'_> {
         }
     }
 
-    fn validate(&self) -> Result<(), AlgoError> {
+    pub(super) fn validate(&self) -> Result<(), AlgoError> {
         unit_interval(self.node, "gamma", self.gamma)?;
         if let Some(kl) = self.kl_penalty {
             kl.validate(self.node)?;
@@ -138,7 +98,11 @@ impl Settings<'_> {
         self.shaping.validate(self.node)
     }
 
-    fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
+    pub(super) fn apply(
+        &self,
+        batch: &mut Batch,
+        state: &mut AdvantageState,
+    ) -> Result<AlgoStats, AlgoError> {
         let mut stats = AlgoStats::new();
         let mask = read_mask(batch, self.node)?.to_vec();
         let mut scores: Vec<f64> = read_f32(batch, self.node, &SCORE, "the Rollout node gives it")?
@@ -196,19 +160,6 @@ impl Grpo {
     }
 }
 
-impl Reinforce {
-    fn settings(&self) -> Settings<'_> {
-        Settings {
-            node: "Reinforce",
-            gamma: self.gamma,
-            group_by: self.group_by,
-            norm: self.norm,
-            shaping: &self.shaping,
-            kl_penalty: &self.kl_penalty,
-        }
-    }
-}
-
 impl AdvantageEstimator for Grpo {
     fn shaping(&self) -> &Shaping {
         &self.shaping
@@ -216,25 +167,6 @@ impl AdvantageEstimator for Grpo {
 
     fn kind(&self) -> &'static str {
         "Grpo"
-    }
-    fn contract(&self) -> Contract {
-        self.settings().contract()
-    }
-    fn validate(&self) -> Result<(), AlgoError> {
-        self.settings().validate()
-    }
-    fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
-        self.settings().apply(batch, state)
-    }
-}
-
-impl AdvantageEstimator for Reinforce {
-    fn shaping(&self) -> &Shaping {
-        &self.shaping
-    }
-
-    fn kind(&self) -> &'static str {
-        "Reinforce"
     }
     fn contract(&self) -> Contract {
         self.settings().contract()

@@ -69,22 +69,6 @@ fn all_actions_invalid_gives_zero_advantage() {
 }
 
 #[test]
-fn reinforce_defaults_to_batch_mean() {
-    let mut b = grpo_batch();
-    Reinforce::default()
-        .apply(&mut b, &mut AdvantageState::default())
-        .unwrap();
-    // batch mean of [1, 0, 0.5, 0] = 0.375.
-    assert_close(
-        &get(&b, &ADVANTAGES),
-        &[0.0, 0.625, 0.625, 0.0, -0.375, 0.125, 0.0, 0.0],
-        1e-6,
-    );
-    assert!(!Reinforce::default().contract().group_normalised);
-    assert!(Grpo::default().contract().group_normalised);
-}
-
-#[test]
 fn env_tag_grouping() {
     let mut b = with_masks(&[&[1], &[1], &[1]]);
     f32s(&mut b, &SCORE, &[1.0, 3.0, 7.0]);
