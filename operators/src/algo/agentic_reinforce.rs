@@ -5,8 +5,9 @@
 //! gets G_k = r_k + γ·G_{k+1}: the discounted return from that turn to the end of the
 //! trajectory. Turns are identified by `token_turn`. A trajectory cut off by the turn limit
 //! is treated as terminal (no bootstrap), as in ROLL. Default γ = 1.0; AReaL's multi-turn
-//! math discounts turn rewards backward, so set γ < 1 there. Shaping: `reward_clip` clips
-//! each turn reward.
+//! math example discounts turn rewards backward with γ = 0.9
+//! (`apply_reward_discount(turn_discount=0.9)`), which `pipelines/math_multi_turn.ron`
+//! uses. Shaping: `reward_clip` clips each turn reward.
 //!
 //! RON: `"adv": AgenticReinforce(gamma: 0.9)`.
 

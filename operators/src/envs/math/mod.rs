@@ -6,9 +6,11 @@
 //!   wrong (or no number) → "Unfortunately your answer is wrong. Let's try again.",
 //!   reward −1, and another turn, up to `max_turns` (AReaL: 5; the last wrong answer
 //!   truncates the episode).
-//! - AReaL discounts the per-turn rewards backward: G_t = r_t + γ·G_{t+1}
-//!   ([`discounted_turn_returns`]); the rollout applies it with the pipeline's turn
-//!   discount.
+//! - AReaL discounts the per-turn rewards backward, G_t = r_t + γ·G_{t+1}, with γ = 0.9
+//!   in its multi-turn math example (`apply_reward_discount(turn_discount=0.9)`). The env
+//!   only gives each turn's reward; the discount is the advantage estimator's,
+//!   `"adv": AgenticReinforce(gamma: 0.9)` ([`crate::algo::agentic_reinforce`]), as
+//!   `pipelines/math_multi_turn.ron` sets it.
 
 pub mod problem;
 pub mod rational;
@@ -126,17 +128,6 @@ impl Math {
     fn problem_text(problem: &Problem) -> String {
         format!("Compute {}.", problem.expression)
     }
-}
-
-/// AReaL's backward turn discount: G_t = r_t + γ·G_{t+1}, G past the end = 0.
-pub fn discounted_turn_returns(rewards: &[f32], discount: f32) -> Vec<f32> {
-    let mut returns = vec![0.0; rewards.len()];
-    let mut next = 0.0;
-    for (t, reward) in rewards.iter().enumerate().rev() {
-        next = reward + discount * next;
-        returns[t] = next;
-    }
-    returns
 }
 
 impl Env for Math {

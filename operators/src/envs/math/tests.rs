@@ -1,5 +1,5 @@
 //! Math: verifier cases, exact problem answers (checked by an independent f64 evaluator),
-//! the multi-turn episode and the backward turn discount.
+//! and the multi-turn episode.
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use super::problem::generate;
 use super::rational::Rational;
 use super::verifier::{final_answer, parse_number};
-use super::{discounted_turn_returns, MathConfig, CORRECT_FEEDBACK, WRONG_FEEDBACK};
+use super::{MathConfig, CORRECT_FEEDBACK, WRONG_FEEDBACK};
 use crate::envs::{Env, EnvError};
 
 fn q(num: i128, den: i128) -> Option<Rational> {
@@ -168,16 +168,6 @@ fn running_out_of_turns_truncates() {
     let last = env.step("?").unwrap();
     assert_eq!((last.terminated, last.truncated), (false, true));
     assert_eq!(env.step("?"), Err(EnvError::EpisodeOver("Math")));
-}
-
-#[test]
-fn backward_turn_discount() {
-    let returns = discounted_turn_returns(&[-1.0, -1.0, 1.0], 0.9);
-    let expected = [-1.09, -0.1, 1.0];
-    for (got, want) in returns.iter().zip(expected) {
-        assert!((got - want).abs() < 1e-6, "{returns:?}");
-    }
-    assert!(discounted_turn_returns(&[], 0.9).is_empty());
 }
 
 #[test]
