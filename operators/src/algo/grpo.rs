@@ -147,37 +147,49 @@ pub(crate) fn group_hint(g: Grouping) -> &'static str {
     }
 }
 
-impl Grpo {
-    fn settings(&self) -> Settings<'_> {
-        Settings {
-            node: "Grpo",
-            gamma: self.gamma,
-            group_by: self.group_by,
-            norm: self.norm,
-            shaping: &self.shaping,
-            kl_penalty: &self.kl_penalty,
+/// The estimator impl of a node whose fields are [`Settings`]'s (`gamma`, `group_by`,
+/// `norm`, `shaping`, `kl_penalty`): GRPO and REINFORCE differ only in their defaults.
+macro_rules! estimator_from_settings {
+    ($node:ident) => {
+        impl $node {
+            fn settings(&self) -> $crate::algo::grpo::Settings<'_> {
+                $crate::algo::grpo::Settings {
+                    node: stringify!($node),
+                    gamma: self.gamma,
+                    group_by: self.group_by,
+                    norm: self.norm,
+                    shaping: &self.shaping,
+                    kl_penalty: &self.kl_penalty,
+                }
+            }
         }
-    }
-}
 
-impl AdvantageEstimator for Grpo {
-    fn shaping(&self) -> &Shaping {
-        &self.shaping
-    }
-
-    fn kind(&self) -> &'static str {
-        "Grpo"
-    }
-    fn contract(&self) -> Contract {
-        self.settings().contract()
-    }
-    fn validate(&self) -> Result<(), AlgoError> {
-        self.settings().validate()
-    }
-    fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
-        self.settings().apply(batch, state)
-    }
+        impl AdvantageEstimator for $node {
+            fn shaping(&self) -> &Shaping {
+                &self.shaping
+            }
+            fn kind(&self) -> &'static str {
+                stringify!($node)
+            }
+            fn contract(&self) -> Contract {
+                self.settings().contract()
+            }
+            fn validate(&self) -> Result<(), AlgoError> {
+                self.settings().validate()
+            }
+            fn apply(
+                &self,
+                batch: &mut Batch,
+                state: &mut AdvantageState,
+            ) -> Result<AlgoStats, AlgoError> {
+                self.settings().apply(batch, state)
+            }
+        }
+    };
 }
+pub(super) use estimator_from_settings;
+
+estimator_from_settings!(Grpo);
 
 #[cfg(test)]
 #[path = "grpo_tests.rs"]

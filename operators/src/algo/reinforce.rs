@@ -22,7 +22,7 @@ use serde::Deserialize;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState, AlgoStats};
 use super::grouping::{Grouping, Norm};
-use super::grpo::{one, Settings};
+use super::grpo::one;
 use super::kl_penalty::KlPenalty;
 use super::shaping::Shaping;
 
@@ -67,37 +67,7 @@ impl Default for Reinforce {
     }
 }
 
-impl Reinforce {
-    fn settings(&self) -> Settings<'_> {
-        Settings {
-            node: "Reinforce",
-            gamma: self.gamma,
-            group_by: self.group_by,
-            norm: self.norm,
-            shaping: &self.shaping,
-            kl_penalty: &self.kl_penalty,
-        }
-    }
-}
-
-impl AdvantageEstimator for Reinforce {
-    fn shaping(&self) -> &Shaping {
-        &self.shaping
-    }
-
-    fn kind(&self) -> &'static str {
-        "Reinforce"
-    }
-    fn contract(&self) -> Contract {
-        self.settings().contract()
-    }
-    fn validate(&self) -> Result<(), AlgoError> {
-        self.settings().validate()
-    }
-    fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
-        self.settings().apply(batch, state)
-    }
-}
+super::grpo::estimator_from_settings!(Reinforce);
 
 #[cfg(test)]
 mod tests {
