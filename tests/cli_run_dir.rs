@@ -39,7 +39,7 @@ fn a_second_run_into_the_same_out_dir_is_refused_and_leaves_the_first_alone() {
     assert_eq!(second.status.code(), Some(1), "{err}");
     let shown = out.display();
     let want = format!(
-        "error: {shown} already holds a run (metrics.jsonl, pipeline.ron, checkpoints); a new \
+        "error: {shown} already holds a run (metrics.jsonl, checkpoints); a new \
          run there would mix with it. Continue that run with `roll-flow run --resume {shown}`, \
          write this one elsewhere with `--out DIR`, or add `--overwrite` to move the old run \
          aside (to {shown}.previous-<unix time>) and start afresh"

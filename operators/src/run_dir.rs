@@ -1,6 +1,6 @@
 //! The run directory (`out_dir`) before a run writes into it.
 //!
-//! - A new run refuses a directory that already holds a run: its `metrics.jsonl` would be
+//! - A new run refuses a directory that already holds a run's results: its `metrics.jsonl` would be
 //!   truncated, its `pipeline.ron` replaced, and its `checkpoints/step_N` mixed with the
 //!   new run's (pruning could then keep the old ones, and `--resume`, `export` and
 //!   `play --policy` load them). With `overwrite` the old run is moved aside, never
@@ -13,15 +13,26 @@ use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{check_complete, saved_steps, step_dir};
 
-/// What a run leaves in its directory; any of them there means a run was started there.
-pub const RUN_MARKERS: [&str; 3] = ["metrics.jsonl", "pipeline.ron", "checkpoints"];
+/// What a run that finished a step leaves in its directory: a `metrics.jsonl` with a
+/// line in it, or a checkpoint. A directory left by a run that stopped before its first
+/// step (its `pipeline.ron` and an empty `metrics.jsonl`, say after a model failed to
+/// load) holds nothing to lose, so a retry may reuse it without `--overwrite`.
+pub const RUN_MARKERS: [&str; 2] = ["metrics.jsonl", "checkpoints"];
 
-/// Makes `out_dir` ready for a new run. A directory holding a run is refused, or with
-/// `overwrite` renamed to `<out_dir>.previous-<unix seconds>`, which is returned.
+fn holds_results(path: &Path) -> bool {
+    if path.is_dir() {
+        std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_some())
+    } else {
+        std::fs::metadata(path).is_ok_and(|m| m.len() > 0)
+    }
+}
+
+/// Makes `out_dir` ready for a new run. A directory holding a run's results is refused, or
+/// with `overwrite` renamed to `<out_dir>.previous-<unix seconds>`, which is returned.
 pub fn prepare_new_run(out_dir: &Path, overwrite: bool) -> Result<Option<PathBuf>, String> {
     let found: Vec<&str> = RUN_MARKERS
         .into_iter()
-        .filter(|m| out_dir.join(m).exists())
+        .filter(|m| holds_results(&out_dir.join(m)))
         .collect();
     if found.is_empty() {
         return Ok(None);

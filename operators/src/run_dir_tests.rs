@@ -26,11 +26,23 @@ fn an_empty_or_missing_directory_is_ready_for_a_new_run() {
 }
 
 #[test]
+fn a_run_that_stopped_before_its_first_step_may_be_retried_in_place() {
+    // What a run that failed to load its model leaves: the pipeline as run, an empty
+    // metrics file and an empty checkpoints folder. Nothing there to lose.
+    let dir = tempfile::tempdir().unwrap();
+    write(&dir.path().join("pipeline.ron"), b"Pipeline()");
+    write(&dir.path().join("metrics.jsonl"), b"");
+    std::fs::create_dir_all(dir.path().join("checkpoints")).unwrap();
+    assert_eq!(prepare_new_run(dir.path(), false), Ok(None));
+    assert!(dir.path().join("pipeline.ron").exists());
+}
+
+#[test]
 fn a_directory_holding_a_run_is_refused_and_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     write(&out.join("metrics.jsonl"), b"{\"step\":0}\n");
-    std::fs::create_dir_all(out.join("checkpoints")).unwrap();
+    write(&out.join("checkpoints/step_1/meta.json"), b"{}");
     let err = prepare_new_run(&out, false).unwrap_err();
     let shown = out.display();
     assert_eq!(
@@ -53,6 +65,7 @@ fn overwrite_moves_the_old_run_aside_and_keeps_it() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     write(&out.join("pipeline.ron"), b"old");
+    write(&out.join("metrics.jsonl"), b"{\"step\":0}\n");
     let aside = prepare_new_run(&out, true).unwrap().unwrap();
     assert!(!out.exists());
     assert_eq!(std::fs::read(aside.join("pipeline.ron")).unwrap(), b"old");
@@ -60,6 +73,7 @@ fn overwrite_moves_the_old_run_aside_and_keeps_it() {
     assert!(name.starts_with("run.previous-"), "{name}");
     // A second overwrite keeps both old runs.
     write(&out.join("pipeline.ron"), b"newer");
+    write(&out.join("metrics.jsonl"), b"{\"step\":0}\n");
     let second = prepare_new_run(&out, true).unwrap().unwrap();
     assert_ne!(second, aside);
     assert_eq!(
