@@ -3,23 +3,10 @@
 
 mod common;
 
-use common::{load_text, TestCatalog};
+use common::{load_text, TestCatalog, VALID};
 use roll_flow_engine::spec::locate::{first_identifier, value_head};
 use roll_flow_engine::spec::{load, parse, Diagnostic};
 use std::path::Path;
-
-const VALID: &str = r#"Pipeline(
-    name: "valid", steps: 2, out_dir: "unused",
-    models: { "policy": () },
-    envs: { "train": (env: Coin(), groups: 2, group_size: 4) },
-    nodes: {
-        "rollout": Rollout(envs: "train"),
-        "old_logprob": LogProb(model: "policy"),
-        "adv": GroupAdv(),
-        "train": Train(model: "policy"),
-    },
-    edges: [("rollout", "old_logprob"), ("old_logprob", "adv"), ("adv", "train")],
-)"#;
 
 fn first_error(text: &str) -> Diagnostic {
     load_text(text).expect_err("should fail").remove(0)

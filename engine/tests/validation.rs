@@ -2,22 +2,9 @@
 
 mod common;
 
-use common::{load_text, loaded};
+use common::{load_text, loaded, VALID};
 use roll_flow_engine::spec::{Diagnostic, Severity};
 use roll_flow_engine::validate;
-
-const VALID: &str = r#"Pipeline(
-    name: "valid", steps: 2, out_dir: "unused",
-    models: { "policy": () },
-    envs: { "train": (env: Coin(), groups: 2, group_size: 4) },
-    nodes: {
-        "rollout": Rollout(envs: "train"),
-        "old_logprob": LogProb(model: "policy"),
-        "adv": GroupAdv(),
-        "train": Train(model: "policy"),
-    },
-    edges: [("rollout", "old_logprob"), ("old_logprob", "adv"), ("adv", "train")],
-)"#;
 
 fn diagnostics(text: &str) -> Vec<Diagnostic> {
     validate(&loaded(text)).diagnostics

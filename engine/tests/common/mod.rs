@@ -260,6 +260,20 @@ fn process(node: &TestNode, ctx: &mut StepContext, batch: Batch) -> Result<Batch
 }
 
 /// Loads pipeline text through a temp file, as the CLI does.
+/// A valid pipeline of the test catalog's nodes, which tests edit into invalid ones.
+pub const VALID: &str = r#"Pipeline(
+    name: "valid", steps: 2, out_dir: "unused",
+    models: { "policy": () },
+    envs: { "train": (env: Coin(), groups: 2, group_size: 4) },
+    nodes: {
+        "rollout": Rollout(envs: "train"),
+        "old_logprob": LogProb(model: "policy"),
+        "adv": GroupAdv(),
+        "train": Train(model: "policy"),
+    },
+    edges: [("rollout", "old_logprob"), ("old_logprob", "adv"), ("adv", "train")],
+)"#;
+
 pub fn load_text(text: &str) -> Result<Loaded<TestCatalog>, Vec<Diagnostic>> {
     let dir = std::env::temp_dir().join(format!("roll-flow-engine-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
