@@ -101,6 +101,16 @@ fn resume_without_a_checkpoint_says_so() {
 }
 
 #[test]
+fn resume_refuses_another_out_dir() {
+    // A resumed run writes into its own directory; `--out` there would be ignored.
+    let out = roll_flow(&["run", "--resume", "runs/some_run", "--out", "elsewhere"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+    assert!(!std::path::Path::new("elsewhere").exists());
+}
+
+#[test]
 fn run_refuses_an_invalid_file_before_writing_anything() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");

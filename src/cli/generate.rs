@@ -1,6 +1,7 @@
 //! `roll-flow generate`: complete a prompt with a model directory, the quick check a user
 //! runs on a model before training with it. All behaviour lives in
-//! `roll_flow_operators::model::quick_generate`; this file only maps arguments.
+//! `roll_flow_operators::model::quick_generate` (and `model::prompt_logits` for
+//! `--print-logits`); this file only maps arguments.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! `roll-flow graph FILE`: the validated graph as Graphviz DOT on stdout, or with
+//! `roll-flow graph FILE [--set KEY=VALUE ...]`: the validated graph as Graphviz DOT on stdout, or with
 //! `--png OUT` drawn by Graphviz into a PNG.
 
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! `roll-flow play SPEC [--seed S] [--env NAME] [--record DIR]`: play one episode of an env
 //! by hand (stdin is a terminal) or from a script (one action per line in, JSON lines out).
-//! `roll-flow play --policy RUN_DIR [--checkpoint N]`: watch a run's trained policy play
+//! `roll-flow play --policy RUN_DIR [--checkpoint N] [--env NAME] [--seed S] [--record DIR]`: watch a run's trained policy play
 //! one episode, turn by turn, with its raw replies and token log-probs.
 //! All behaviour lives in `roll_flow_operators::envs::play` and
 //! `roll_flow_operators::watch`; this file only wires arguments to them.

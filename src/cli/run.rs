@@ -39,8 +39,8 @@ pub struct RunArgs {
     /// Stop after this many steps; schedules and the last checkpoint still span `steps`.
     #[arg(long, value_name = "N")]
     stop_after: Option<u64>,
-    /// Override the output directory.
-    #[arg(long)]
+    /// Override the output directory (a resumed run writes into RUN_DIR).
+    #[arg(long, conflicts_with = "resume")]
     out: Option<PathBuf>,
     /// When the output directory already holds a run, move it aside to
     /// `<out_dir>.previous-<unix time>` (kept, not deleted) and start afresh; without

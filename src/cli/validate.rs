@@ -1,4 +1,4 @@
-//! `roll-flow validate FILE...`
+//! `roll-flow validate FILE... [--set KEY=VALUE ...]`
 
 use std::path::PathBuf;
 use std::process::ExitCode;

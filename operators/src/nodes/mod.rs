@@ -128,7 +128,7 @@ impl NodeSpec for Node {
                 ADVANTAGES,
                 "an advantage node (`StarPO`, `GiGPO`, `Grpo`, `Gae`, ...)",
             ),
-            (RETURNS, "a `Gae` node"),
+            (RETURNS, "a `Gae` or `BiLevelGae` node"),
         ];
         advice
             .into_iter()
