@@ -86,11 +86,16 @@ pub struct Resume {
     /// 1-based numbers of the lines of `metrics.jsonl` that were not a JSON record with a
     /// `step` (a line torn when the run stopped) and were dropped.
     pub unreadable_lines: Vec<usize>,
+    /// Where the whole `metrics.jsonl` was copied before lines were dropped from it
+    /// (`metrics.jsonl.before-resume-<first_step>`), so a resume that then fails to load its
+    /// checkpoint loses no history; `None` when nothing was dropped.
+    pub metrics_before: Option<PathBuf>,
 }
 
 /// Readies `out_dir` for `run --resume`: finds the newest checkpoint, checks it holds what
 /// a resume restores (`models` are the models the pipeline's nodes use), then drops the
-/// metrics of the steps that will be redone. Nothing is changed when a check fails.
+/// metrics of the steps that will be redone (after copying the file aside). Nothing is
+/// changed when a check fails.
 pub fn prepare_resume(out_dir: &Path, models: &[&str]) -> Result<Resume, String> {
     let Some(&first_step) = saved_steps(out_dir).last() else {
         return Err(format!(
@@ -100,20 +105,26 @@ pub fn prepare_resume(out_dir: &Path, models: &[&str]) -> Result<Resume, String>
         ));
     };
     check_complete(&step_dir(out_dir, first_step), models)?;
-    let unreadable_lines = keep_metrics_before(&out_dir.join("metrics.jsonl"), first_step)?;
+    let (unreadable_lines, metrics_before) =
+        keep_metrics_before(&out_dir.join("metrics.jsonl"), first_step)?;
     Ok(Resume {
         first_step,
         unreadable_lines,
+        metrics_before,
     })
 }
 
 /// Rewrites `path` (atomically) with only the records of steps before `first_step`, when
-/// anything is to be dropped; returns the numbers of the lines that were not records. A
-/// missing file is left missing (the run creates it).
-fn keep_metrics_before(path: &Path, first_step: u64) -> Result<Vec<usize>, String> {
+/// anything is to be dropped, after copying it whole to `<path>.before-resume-<first_step>`;
+/// returns the numbers of the lines that were not records and the copy's path. A missing
+/// file is left missing (the run creates it).
+fn keep_metrics_before(
+    path: &Path,
+    first_step: u64,
+) -> Result<(Vec<usize>, Option<PathBuf>), String> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), None)),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     let mut kept = Vec::with_capacity(bytes.len());
@@ -134,11 +145,22 @@ fn keep_metrics_before(path: &Path, first_step: u64) -> Result<Vec<usize>, Strin
             None => unreadable.push(i + 1),
         }
     }
-    if dropped || !unreadable.is_empty() {
-        roll_flow_engine::atomic_file::write_atomic(path, &kept)
-            .map_err(|e| format!("cannot rewrite {}: {e}", path.display()))?;
+    if !dropped && unreadable.is_empty() {
+        return Ok((unreadable, None));
     }
-    Ok(unreadable)
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".before-resume-{first_step}"));
+    let before = path.with_file_name(name);
+    roll_flow_engine::atomic_file::write_atomic(&before, &bytes).map_err(|e| {
+        format!(
+            "cannot copy {} to {}: {e}",
+            path.display(),
+            before.display()
+        )
+    })?;
+    roll_flow_engine::atomic_file::write_atomic(path, &kept)
+        .map_err(|e| format!("cannot rewrite {}: {e}", path.display()))?;
+    Ok((unreadable, Some(before)))
 }
 
 #[cfg(test)]

@@ -109,12 +109,27 @@ fn resume_drops_the_redone_steps_and_unreadable_lines_only() {
         Resume {
             first_step: 2,
             unreadable_lines: vec![3, 5],
+            metrics_before: Some(dir.path().join("metrics.jsonl.before-resume-2")),
         }
     );
     assert_eq!(
         std::fs::read(dir.path().join("metrics.jsonl")).unwrap(),
         b"{\"step\":0}\n{\"step\":1}\n"
     );
+    // The whole history is kept aside, in case the checkpoint then fails to load.
+    assert_eq!(
+        std::fs::read(dir.path().join("metrics.jsonl.before-resume-2")).unwrap(),
+        metrics
+    );
+}
+
+#[test]
+fn resume_at_the_last_recorded_step_leaves_the_metrics_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    run_with_checkpoint(dir.path(), b"{\"step\":0}\n{\"step\":1}\n");
+    let resume = prepare_resume(dir.path(), &["policy"]).unwrap();
+    assert_eq!(resume.metrics_before, None);
+    assert!(!dir.path().join("metrics.jsonl.before-resume-2").exists());
 }
 
 #[test]

@@ -149,6 +149,13 @@ fn prepare_resume(pipeline: &Pipeline<RollFlow>) -> anyhow::Result<u64> {
         .collect();
     let models: Vec<&str> = used.iter().map(String::as_str).collect();
     let resume = run_dir::prepare_resume(&pipeline.out_dir, &models).map_err(anyhow::Error::msg)?;
+    if let Some(before) = &resume.metrics_before {
+        eprintln!(
+            "resuming at step {}: metrics.jsonl keeps the steps before it; the whole file was copied to {}",
+            resume.first_step,
+            before.display()
+        );
+    }
     if !resume.unreadable_lines.is_empty() {
         let lines: Vec<String> = resume
             .unreadable_lines
