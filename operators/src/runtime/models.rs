@@ -18,7 +18,10 @@ use super::{InferBackend, RunBackend, RunInfo, TrainBackend};
 use crate::model::build::{build_causal_lm, build_value_model};
 use crate::model::spec::ModelSpec;
 use crate::model::CpuBackend;
-use crate::model::{Qwen2CausalLm, Qwen2ValueModel, TextTokenizer};
+use crate::model::{Qwen2CausalLm, Qwen2Config, Qwen2ValueModel, TextTokenizer};
+
+/// The published-version file in a policy's checkpoint folder.
+pub const VERSION_FILE: &str = "version";
 
 /// A causal LM: trained weights, the inference copy, tokenizer and version.
 pub struct PolicyModel<B: RunBackend = CpuBackend> {
@@ -84,19 +87,16 @@ impl<B: RunBackend> PolicyModel<B> {
         self.train.save(&dir)?;
         crate::model::hf::save_causal_lm(&self.inference, &dir.join("hf"))
             .map_err(|e| model_error(&self.name, e))?;
-        super::trainable::write_text(&dir, "version", &self.version.to_string())
+        super::trainable::write_text(&dir, VERSION_FILE, &self.version.to_string())
     }
 
     fn restore(&mut self, checkpoint: &Path, device: &B::Device) -> Result<(), String> {
         let dir = self.checkpoint_dir(checkpoint);
-        let built = &self.train.module().config;
-        check_saved_architecture(&dir.join("hf").join("config.json"), built)
-            .map_err(|e| model_error(&self.name, e))?;
-        self.train
-            .load(&dir, device)
+        let built = self.train.module().config.clone();
+        load_checked(&mut self.train, &built, &dir, device)
             .map_err(|e| model_error(&self.name, e))?;
         self.inference = self.train.module().valid();
-        let version = super::trainable::read_text(&dir, "version")?;
+        let version = super::trainable::read_text(&dir, VERSION_FILE)?;
         self.version = version
             .trim()
             .parse()
@@ -127,12 +127,8 @@ impl<B: RunBackend> CriticModel<B> {
         };
         if let Some(dir) = run.resume_dir() {
             let dir = critic.checkpoint_dir(&dir);
-            let built = &critic.train.module().config;
-            check_saved_architecture(&dir.join("hf").join("config.json"), built)
-                .map_err(|e| model_error(name, e))?;
-            critic
-                .train
-                .load(&dir, device)
+            let built = critic.train.module().config.clone();
+            load_checked(&mut critic.train, &built, &dir, device)
                 .map_err(|e| model_error(name, e))?;
         }
         Ok(critic)
@@ -154,6 +150,19 @@ impl<B: RunBackend> CriticModel<B> {
         crate::model::hf::save_model_dir(&dir.join("hf"), &model.config, &sink)
             .map_err(|e| model_error(&self.name, e))
     }
+}
+
+/// Restores weights and optimizer state from a model's checkpoint folder `dir`, after
+/// checking that the architecture saved beside them fits `built`, the config of the model
+/// built ([`check_saved_architecture`]; burn's `load_record` would panic on another shape).
+fn load_checked<M: AutodiffModule<TrainBackend<B>>, B: RunBackend>(
+    train: &mut Trainable<M, B>,
+    built: &Qwen2Config,
+    dir: &Path,
+    device: &B::Device,
+) -> Result<(), String> {
+    check_saved_architecture(&dir.join("hf").join("config.json"), built)?;
+    train.load(dir, device)
 }
 
 /// Refuses a critic whose vocabulary is smaller than the tokenizer of a policy whose
