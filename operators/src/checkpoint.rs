@@ -23,6 +23,8 @@ use std::rc::Rc;
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
 use crate::nodes::CheckpointSpec;
+use crate::runtime::models::VERSION_FILE;
+use crate::runtime::trainable::{MODEL_FILE, OPTIMIZER_FILE};
 use crate::runtime::{ModelTable, RunBackend, RunInfo, Runtime, SavedStates};
 
 /// `out_dir/checkpoints/step_N`.
@@ -84,12 +86,12 @@ pub fn check_complete(checkpoint: &Path, models: &[&str]) -> Result<(), String> 
             .collect()
     };
     for policy in folders("models") {
-        for file in ["model.bin", "optimizer.bin", "version"] {
+        for file in [MODEL_FILE, OPTIMIZER_FILE, VERSION_FILE] {
             need(policy.join(file));
         }
     }
     for critic in folders("critics") {
-        for file in ["model.bin", "optimizer.bin"] {
+        for file in [MODEL_FILE, OPTIMIZER_FILE] {
             need(critic.join(file));
         }
     }

@@ -29,6 +29,11 @@ use crate::training::concurrent::part_gradients;
 
 type Record = BinBytesRecorder<FullPrecisionSettings>;
 
+/// The weights' file in a model's checkpoint folder ([`Trainable::save`]).
+pub const MODEL_FILE: &str = "model.bin";
+/// The optimizer state's file in a model's checkpoint folder.
+pub const OPTIMIZER_FILE: &str = "optimizer.bin";
+
 /// What one optimizer step did.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct UpdateStats {
@@ -158,18 +163,18 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
         let optimizer = Record::default()
             .record(self.optimizer.to_record(), ())
             .map_err(|e| format!("cannot encode the optimizer state: {e}"))?;
-        write(dir, "model.bin", &model)?;
-        write(dir, "optimizer.bin", &optimizer)
+        write(dir, MODEL_FILE, &model)?;
+        write(dir, OPTIMIZER_FILE, &optimizer)
     }
 
     /// Restores weights and optimizer state written by [`Trainable::save`], onto `device`.
     pub fn load(&mut self, dir: &Path, device: &B::Device) -> Result<(), String> {
         let model = Record::default()
-            .load(read(dir, "model.bin")?, device)
-            .map_err(|e| format!("{}: {e}", dir.join("model.bin").display()))?;
+            .load(read(dir, MODEL_FILE)?, device)
+            .map_err(|e| format!("{}: {e}", dir.join(MODEL_FILE).display()))?;
         let optimizer = Record::default()
-            .load(read(dir, "optimizer.bin")?, device)
-            .map_err(|e| format!("{}: {e}", dir.join("optimizer.bin").display()))?;
+            .load(read(dir, OPTIMIZER_FILE)?, device)
+            .map_err(|e| format!("{}: {e}", dir.join(OPTIMIZER_FILE).display()))?;
         let module = self.module.take().expect("module present");
         self.module = Some(module.load_record(model));
         let fresh = adamw::<M, B>(&self.optim);
