@@ -20,6 +20,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use roll_flow_engine::atomic_file::replace_dir;
 use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 
 use crate::nodes::CheckpointSpec;
@@ -44,23 +45,23 @@ pub fn saved_steps(out_dir: &Path) -> Vec<u64> {
     steps
 }
 
-/// Renames the finished `staging` folder to `target`. A `target` already there is first
+/// Puts the finished `staging` folder at `target`. A `target` already there is first
 /// renamed to `.replaced_<name>` beside it and deleted after, so there is always a whole
 /// checkpoint on disk (after a crash between the two renames, at `.replaced_<name>`).
-fn move_into_place(staging: &Path, target: &Path) -> std::io::Result<()> {
-    if !target.exists() {
-        return std::fs::rename(staging, target);
-    }
+fn move_into_place(staging: &Path, target: &Path) -> Result<(), String> {
     let name = target
         .file_name()
         .map_or_else(|| "step".into(), |n| n.to_string_lossy().into_owned());
     let aside = target.with_file_name(format!(".replaced_{name}"));
+    let io = |e: std::io::Error| format!("checkpoint {}: {e}", aside.display());
     if aside.exists() {
-        std::fs::remove_dir_all(&aside)?;
+        std::fs::remove_dir_all(&aside).map_err(io)?;
     }
-    std::fs::rename(target, &aside)?;
-    std::fs::rename(staging, target)?;
-    std::fs::remove_dir_all(&aside)
+    replace_dir(staging, target, &aside, "the checkpoint")?;
+    if aside.exists() {
+        std::fs::remove_dir_all(&aside).map_err(io)?;
+    }
+    Ok(())
 }
 
 /// Checks that the checkpoint folder `checkpoint` holds everything a resumed run restores:
@@ -172,7 +173,7 @@ impl<B: RunBackend> CheckpointNode<B> {
             "pipeline": self.run.name,
         });
         crate::runtime::trainable::write_text(&staging, "meta.json", &meta.to_string())?;
-        move_into_place(&staging, &target).map_err(|e| io(e, &target))?;
+        move_into_place(&staging, &target)?;
         self.prune()?;
         Ok(target)
     }

@@ -16,6 +16,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use roll_flow_engine::atomic_file::replace_dir;
 use roll_flow_engine::Pipeline;
 
 use crate::checkpoint::step_dir;
@@ -66,7 +67,7 @@ pub fn export_hf(
         .join("models")
         .join(policy)
         .join("hf");
-    for file in ["config.json", "model.safetensors"] {
+    for file in WEIGHT_FILES {
         if !weights.join(file).is_file() {
             return Err(format!(
                 "{} is missing; checkpoints of causal LMs hold their HF weights there",
@@ -85,7 +86,7 @@ pub fn export_hf(
     }
     check_out_dir(out, &protected)?;
     stage_and_swap(out, |staging| {
-        for file in ["config.json", "model.safetensors"] {
+        for file in WEIGHT_FILES {
             copy(&weights.join(file), &staging.join(file))?;
         }
         match &tokenizer_source {
@@ -140,9 +141,12 @@ fn copy_tokenizer_files(source: &Path, dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The files of a checkpoint's `hf/` folder an export copies: the config and the weights.
+const WEIGHT_FILES: [&str; 2] = ["config.json", "model.safetensors"];
+
 /// Whether an export writes a file of this name.
 fn is_export_file(name: &str) -> bool {
-    ["config.json", "model.safetensors"].contains(&name) || TOKENIZER_FILES.contains(&name)
+    WEIGHT_FILES.contains(&name) || TOKENIZER_FILES.contains(&name)
 }
 
 /// Refuses an `out` that is, or lies inside, one of the `protected` directories, and an
@@ -242,33 +246,12 @@ fn stage_and_swap(
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir(&staging)
         .map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
-    let result = fill(&staging).and_then(|()| swap_in(&staging, out, &previous));
+    let result = fill(&staging).and_then(|()| replace_dir(&staging, out, &previous, "the export"));
     let _ = std::fs::remove_dir_all(&staging);
     if result.is_ok() {
         let _ = std::fs::remove_dir_all(&previous);
     }
     result
-}
-
-/// Moves `out` (if any) aside to `previous` and `staging` to `out`; if the second move
-/// fails, `previous` goes back to `out` (or, failing that too, stays where the error says).
-fn swap_in(staging: &Path, out: &Path, previous: &Path) -> Result<(), String> {
-    if out.exists() {
-        std::fs::rename(out, previous)
-            .map_err(|e| format!("cannot move the old {} aside: {e}", out.display()))?;
-    }
-    std::fs::rename(staging, out).map_err(|e| {
-        let mut err = format!("cannot move the export into {}: {e}", out.display());
-        if previous.exists() {
-            if let Err(back) = std::fs::rename(previous, out) {
-                err += &format!(
-                    "; the previous export is kept at {} (moving it back failed: {back})",
-                    previous.display()
-                );
-            }
-        }
-        err
-    })
 }
 
 #[cfg(test)]
@@ -358,22 +341,6 @@ mod tests {
         for out in [root.path().join("run2"), run.join("../hf")] {
             check_out_dir(&out, &protected).unwrap();
         }
-    }
-
-    #[test]
-    fn a_failed_move_puts_the_previous_export_back() {
-        let root = tempfile::tempdir().unwrap();
-        let (out, previous) = (root.path().join("export"), root.path().join("previous"));
-        std::fs::create_dir_all(&out).unwrap();
-        std::fs::write(out.join("config.json"), "{}").unwrap();
-        // No staging folder: the second move fails after the first moved `out` aside.
-        let err = swap_in(&root.path().join("missing"), &out, &previous).unwrap_err();
-        assert!(err.starts_with("cannot move the export into"), "{err}");
-        assert_eq!(
-            std::fs::read_to_string(out.join("config.json")).unwrap(),
-            "{}"
-        );
-        assert!(!previous.exists());
     }
 
     #[test]
