@@ -1,7 +1,7 @@
 //! Env throughput, in one run: FrozenLake steps/s (typed and full text steps), FrozenLake
 //! map generation/s, Sokoban level generation/s (6×6/1 box and 8×8/2 boxes).
 //!
-//! `cargo bench -p roll-flow-operators --bench envs` (release profile, one thread). Each
+//! `cargo bench -p roll-flow-envs --bench envs` (release profile, one thread). Each
 //! figure is the median of 5 timed rounds of about 0.4 s. Prints a markdown table; the
 //! latest one is in bench/README.md next to the peers' figures from REFERENCE.md.
 
@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use roll_flow_operators::envs::frozen_lake::{Action, FrozenLakeConfig, Map};
-use roll_flow_operators::envs::sokoban::{generate::generate, SokobanConfig};
-use roll_flow_operators::envs::Env;
+use roll_flow_envs::frozen_lake::{Action, FrozenLakeConfig, Map};
+use roll_flow_envs::sokoban::{generate::generate, SokobanConfig};
+use roll_flow_envs::Env;
 
 const ROUND: Duration = Duration::from_millis(400);
 const ROUNDS: usize = 5;

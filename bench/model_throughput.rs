@@ -3,7 +3,7 @@
 //! KV-cache generation (tokens/s at batch 32) of the Tiny Qwen2, on burn's `flex` and
 //! `ndarray` backends.
 //! `bench/model_throughput_torch.py` measures PyTorch/transformers on the same config,
-//! shapes and thread count; bench/README.md records both.
+//! shapes and thread count; bench/history/model_throughput.md records both.
 //!
 //! Run: `cargo bench -p roll-flow --bench model_throughput` (RAYON_NUM_THREADS sets flex's
 //! thread count; pass the same number to the PyTorch script). `MODEL_BENCH_BACKENDS=flex` (or
@@ -19,13 +19,13 @@ use burn::backend::{Autodiff, Flex, NdArray};
 use burn::optim::GradientsAccumulator;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
-use roll_flow_operators::model::config::{Qwen2Config, TinyArch};
-use roll_flow_operators::model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
-use roll_flow_operators::model::logprob::response_logprobs;
-use roll_flow_operators::model::packed::PackedSequences;
-use roll_flow_operators::model::weights::to_f32_vec;
-use roll_flow_operators::model::Qwen2CausalLm;
-use roll_flow_operators::training::concurrent::part_gradients;
+use roll_flow_model::config::{Qwen2Config, TinyArch};
+use roll_flow_model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
+use roll_flow_model::logprob::response_logprobs;
+use roll_flow_model::packed::PackedSequences;
+use roll_flow_model::weights::to_f32_vec;
+use roll_flow_model::Qwen2CausalLm;
+use roll_flow_operators::runtime::concurrent::part_gradients;
 
 /// The shared shape (mirrored in model_throughput_torch.py).
 const VOCAB: usize = 516;

@@ -5,11 +5,11 @@
 //! several threads. glibc hands big blocks back to the OS and gives each thread's arena
 //! fresh pages, so about a fifth of a CPU step went to page faults and zeroing pages in the
 //! kernel (`perf` on the default pipeline), even with its mmap and trim thresholds raised
-//! (`roll_flow_kernels::cpu::keep_freed_buffers_for_reuse`, what this binary did before).
+//! (`roll_flow::kernels::cpu::keep_freed_buffers_for_reuse`, what this binary did before).
 //! mimalloc keeps freed pages per thread for reuse: the default pipeline's first 30 steps
 //! ran 1.22x faster than with glibc as tuned before (`cargo bench --bench
 //! pipeline_allocator`), its whole 500-step run 1.11x, with the same metrics
-//! (bench/README.md). ripgrep makes the same kind of choice in its binary (jemalloc on musl).
+//! (bench/history/allocator.md). ripgrep makes the same kind of choice in its binary (jemalloc on musl).
 //!
 //! mimalloc still hands pages it has not reused for 10 ms back to the OS (its
 //! `purge_delay`), and a step's big activations come back as fresh pages the kernel must

@@ -13,7 +13,7 @@ static ALLOCATOR: allocator::BinaryAllocator = allocator::BinaryAllocator::new()
 
 fn main() -> ExitCode {
     if ALLOCATOR.uses_system() {
-        roll_flow_kernels::cpu::keep_freed_buffers_for_reuse();
+        roll_flow::kernels::cpu::keep_freed_buffers_for_reuse();
     }
     let args = cli::Cli::parse();
     tracing_subscriber::fmt()

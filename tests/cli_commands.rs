@@ -203,7 +203,7 @@ fn generate_greedy_continues_the_fixture_prompts_as_transformers_does() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_qwen2");
     let text = std::fs::read_to_string(fixture.join("expected.json")).unwrap();
     let expected: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let tokenizer = roll_flow_operators::model::TextTokenizer::from_model_dir(&fixture).unwrap();
+    let tokenizer = roll_flow_model::TextTokenizer::from_model_dir(&fixture).unwrap();
     let new_tokens = expected["greedy_new_tokens"].as_u64().unwrap();
     let prompts = expected["prompts"].as_array().unwrap();
     assert_eq!(prompts.len(), 3);

@@ -225,11 +225,12 @@ fn graph_png_draws_the_pipeline_or_says_graphviz_is_missing() {
 #[test]
 fn an_export_loads_back_with_the_logits_of_the_trained_policy() {
     use roll_flow_engine::WorkerInfo;
-    use roll_flow_operators::model::prompt_logits::{logits_of, prompt_logits_in_model_dir};
-    use roll_flow_operators::model::quick_generate::prompt_text;
-    use roll_flow_operators::model::CpuBackend;
+    use roll_flow_model::prompt_logits::{logits_of, prompt_logits_in_model_dir};
+    use roll_flow_model::quick_generate::prompt_text;
+    use roll_flow_model::CpuBackend;
+    use roll_flow_operators::catalog::RollFlow;
+    use roll_flow_operators::registry::run_plan;
     use roll_flow_operators::runtime::Runtime;
-    use roll_flow_operators::RollFlow;
 
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
@@ -296,7 +297,8 @@ fn an_export_loads_back_with_the_logits_of_the_trained_policy() {
         peers: 1,
         first_step: 2,
     };
-    let mut runtime = Runtime::<CpuBackend>::new(loaded.pipeline, worker).unwrap();
+    let plan = std::sync::Arc::new(run_plan(&loaded.pipeline));
+    let mut runtime = Runtime::<CpuBackend>::new(plan, worker).unwrap();
     let policy = runtime.policy("policy").unwrap();
     let policy = policy.borrow();
     let device = Default::default();

@@ -1,12 +1,14 @@
 //! The operator contract: what a node needs, what it gives, and how it processes a step.
 //!
-//! Every pipeline node is an [`Operator`] built from its RON variant by the [`Catalog`].
+//! Every pipeline node is an [`Operator`] built from its RON variant by the `Catalog`.
 //! The contract ([`Contract`]) is declared by the node's spec alone, before anything is
 //! built, so graph validation can check every edge without loading a model.
 
 use std::collections::BTreeMap;
 
-use crate::batch::{Batch, Column};
+use crate::batch::Batch;
+
+use crate::batch::column::Column;
 
 /// A column a node needs, with the advice shown when nothing upstream gives it.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,11 +32,23 @@ impl Need {
     }
 }
 
-/// What a node declares about its data: the columns it reads and the ones it adds.
+/// A column a node cannot take, with why and what to do instead: validation refuses a
+/// graph in which a node upstream gives it (StarPO on step-wise samples).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Refusal {
+    pub column: Column,
+    /// The error shown, e.g. "StarPO needs trajectory-wise samples, but the rollout gives
+    /// step-wise ones; set the rollout's `samples: Trajectory` (or use GiGPO)".
+    pub reason: String,
+}
+
+/// What a node declares about its data: the columns it reads, the ones it adds, and the
+/// ones it cannot take.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Contract {
     pub needs: Vec<Need>,
     pub gives: Vec<Column>,
+    pub refuses: Vec<Refusal>,
     /// The node normalises within groups (GRPO-style); a group of one makes it degenerate.
     pub group_normalised: bool,
 }

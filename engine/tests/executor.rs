@@ -179,6 +179,21 @@ fn the_same_seed_gives_the_same_trace() {
     assert_eq!(seeds.len(), a.len(), "every (node, step) gets its own seed");
 }
 
+/// The test suites run debug builds, in which an operator that breaks its contract fails
+/// where it does (release builds skip the check).
+#[test]
+#[cfg(debug_assertions)]
+fn an_operator_that_does_not_give_what_its_contract_declares_fails_in_debug_builds() {
+    let run = run(
+        &pipeline("liar", 1, 3, r#""liar": Liar(),"#, r#"("rollout", "liar")"#),
+        ExecutorOptions::default(),
+    );
+    assert_eq!(
+        run.result.unwrap_err().to_string(),
+        "node `liar` at step 0: Liar gave no `values` column although its contract declares it (a bug in the operator)"
+    );
+}
+
 #[test]
 fn an_operator_error_stops_the_run_and_names_node_and_step() {
     let run = run(

@@ -22,10 +22,9 @@ use burn::tensor::ops::{FloatTensor, IntTensor};
 use crate::autodiff_model_ops::{
     MaskedSoftmaxBackward, RmsNormBackward, RotaryBackward, SwiGluBackward,
 };
-use crate::backend::{
-    DenseGradients, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens,
-};
-use crate::PpoClipConfig;
+use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
+use crate::ppo_clip::PpoClipConfig;
+use crate::unfused::DenseGradients;
 
 fn untracked<B: KernelBackend>(t: FloatTensor<B>) -> FloatTensor<Autodiff<B>> {
     Autodiff::<B>::from_inner(t)

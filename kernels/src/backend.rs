@@ -8,9 +8,9 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
-use crate::unfused;
+use crate::unfused::{self, DenseGradients};
 
-use crate::PpoClipConfig;
+use crate::ppo_clip::PpoClipConfig;
 
 /// What the log-prob forward keeps for its backward pass (no `[N, V]` softmax: the
 /// backward recomputes it from the row log-sum-exp).
@@ -26,9 +26,6 @@ pub struct LogProbSaved<B: Backend> {
     pub out: FloatTensor<B>,
     pub temperature: f32,
 }
-
-/// The gradients of a dense layer: (dx, dweight, dbias when it has a bias).
-pub type DenseGradients<B> = (FloatTensor<B>, FloatTensor<B>, Option<FloatTensor<B>>);
 
 /// The per-token inputs of GAE, as primitives, each `[tokens]`.
 #[derive(Debug, Clone)]
@@ -164,7 +161,7 @@ pub trait KernelBackend: Backend {
     }
 
     /// SwiGLU's gate `silu(gate) ⊙ up` (elementwise, equal shapes; see [`crate::cpu::swiglu`]
-    /// for the formulas). The default is burn's own ops ([`crate::unfused`], which backends
+    /// for the formulas). The default is burn's own ops (`crate::unfused`, which backends
     /// without a fused version, e.g. the CubeCL ones, run); `Flex` overrides it.
     fn swiglu_forward(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
         unfused::swiglu_forward::<Self>(gate, up)
@@ -186,7 +183,7 @@ pub trait KernelBackend: Backend {
 
     /// Attention's `softmax(scores + mask)` over the last axis (see [`crate::cpu::softmax`]);
     /// the mask is additive, constant and of the scores' shape. Default: burn's ops
-    /// ([`crate::unfused`], for backends without a fused version); `Flex` overrides it.
+    /// (`crate::unfused`, for backends without a fused version); `Flex` overrides it.
     fn masked_softmax_forward(
         scores: FloatTensor<Self>,
         mask: FloatTensor<Self>,

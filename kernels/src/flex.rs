@@ -8,11 +8,12 @@ use burn::tensor::{DType, TensorData};
 use burn_flex::FlexTensor;
 
 use crate::backend::{
-    slice_assign_block, DenseGradients, GaeTokens, KernelBackend, LogProbSaved, PpoForward,
-    PpoTokens,
+    slice_assign_block, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens,
 };
+use crate::cpu;
 use crate::cpu::ppo::PpoSlices;
-use crate::{cpu, PpoClipConfig};
+use crate::ppo_clip::PpoClipConfig;
+use crate::unfused::DenseGradients;
 
 /// The tensor's values as f32: borrowed when contiguous f32, copied block by block when an
 /// f32 view has a unit-stride axis ([`contiguous_rows`]), converted by burn otherwise.

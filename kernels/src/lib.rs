@@ -29,7 +29,7 @@
 //! - These are the numerics of `roll-flow-operators`' `model::logprob` (logits already
 //!   gathered at response positions), `algo::gae` (response tokens only; masked tokens
 //!   get 0) and `algo::ppo_loss` + `algo::aggregation` (all four [`LossAgg`] modes), which
-//!   call these functions. [`reference`] restates the same formulas unfused in burn ops
+//!   call these functions. [`reference`](mod@reference) restates the same formulas unfused in burn ops
 //!   (and GAE as an f64 host loop, [`reference::gae_sequence`]): the oracles of the tests
 //!   and the benchmark's baseline.
 //!
@@ -55,13 +55,16 @@ mod cube;
 mod flex;
 #[cfg(feature = "ndarray")]
 mod ndarray;
+pub mod ppo_clip;
 pub mod reference;
 mod unfused;
 
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 
 pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
-pub use backend::{DenseGradients, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
+pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
+pub use ppo_clip::{PpoClipConfig, PpoStats};
+pub use unfused::DenseGradients;
 
 /// A request the kernels refuse, with what was wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -195,73 +198,6 @@ fn refuse<T>(op: &'static str, message: String) -> Result<T, KernelError> {
     Err(KernelError { op, message })
 }
 
-/// Settings of the clipped PPO loss.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PpoClipConfig {
-    /// ε_low: ratio clipped below at 1 − ε_low.
-    pub low: f32,
-    /// ε_high: ratio clipped above at 1 + ε_high.
-    pub high: f32,
-    /// Dual clip c > 1 for negative advantages (`None`: off).
-    pub dual_clip: Option<f32>,
-    pub agg: LossAgg,
-    /// L of `SeqMeanTokenSumNorm` (default: the longest response).
-    pub norm_length: Option<u32>,
-}
-
-impl Default for PpoClipConfig {
-    fn default() -> Self {
-        PpoClipConfig {
-            low: 0.2,
-            high: 0.2,
-            dual_clip: None,
-            agg: LossAgg::SeqMeanTokenMean,
-            norm_length: None,
-        }
-    }
-}
-
-/// Statistics of one PPO loss pass, over response tokens.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct PpoStats {
-    /// Fraction of tokens whose clipped term is active (`pg_clipfrac`).
-    pub clipfrac: f32,
-    /// Fraction of tokens capped by the dual clip (`pg_clipfrac_lower`; 0 when off).
-    pub clipfrac_lower: f32,
-    /// Mean of old_logp − logp (`ppo_kl`).
-    pub approx_kl: f32,
-    /// Σ mask.
-    pub response_tokens: f32,
-}
-
-impl PpoStats {
-    /// The `[4]` layout the backends use.
-    pub fn to_vec(self) -> Vec<f32> {
-        vec![
-            self.clipfrac,
-            self.clipfrac_lower,
-            self.approx_kl,
-            self.response_tokens,
-        ]
-    }
-
-    /// Reads a `[4]` stats tensor (waits for the device).
-    pub fn from_tensor<B: burn::tensor::backend::Backend>(stats: Tensor<B, 1>) -> Self {
-        let v = stats
-            .into_data()
-            .convert::<f32>()
-            .into_vec::<f32>()
-            .unwrap_or_default();
-        let at = |i: usize| v.get(i).copied().unwrap_or(0.0);
-        PpoStats {
-            clipfrac: at(0),
-            clipfrac_lower: at(1),
-            approx_kl: at(2),
-            response_tokens: at(3),
-        }
-    }
-}
-
 /// Per-row log-probs and entropies, `[N]` each.
 #[derive(Clone, Debug)]
 pub struct LogProbEntropy<B: burn::tensor::backend::Backend> {
@@ -284,7 +220,7 @@ fn wrap<B: KernelBackend, const D: usize>(t: burn::tensor::ops::FloatTensor<B>) 
     Tensor::from_primitive(TensorPrimitive::Float(t))
 }
 
-/// log softmax(logits / T)[target] and the entropy of softmax(logits / T), per row, in one
+/// log softmax(logits / T)\[target\] and the entropy of softmax(logits / T), per row, in one
 /// pass; never builds a `[N, V]` log-softmax. Targets must lie in `[0, V)` (the CPU path
 /// checks; the GPU path clamps nothing, so an out-of-range id gives an undefined value).
 /// Logits may be −∞ (tokens ruled out by a guide: probability 0, no entropy term, zero

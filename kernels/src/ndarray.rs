@@ -10,7 +10,7 @@ use burn::tensor::{Int, Tensor, TensorPrimitive};
 use burn_flex::FlexTensor;
 
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
-use crate::PpoClipConfig;
+use crate::ppo_clip::PpoClipConfig;
 
 fn to_flex<const D: usize>(t: FloatTensor<NdArray>) -> FlexTensor {
     let data = Tensor::<NdArray, D>::from_primitive(TensorPrimitive::Float(t)).into_data();

@@ -10,7 +10,11 @@ use burn::tensor::activation::{log_softmax, silu, softmax};
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 
-use crate::{LossAgg, PpoClipConfig, PpoStats};
+use crate::aggregation::LossAgg;
+
+use crate::ppo_clip::PpoClipConfig;
+
+use crate::ppo_clip::PpoStats;
 
 /// (logp, entropy) per row: log_softmax(logits / T), gather, −Σ e^{log p} log p.
 pub fn logprob_entropy<B: Backend>(

@@ -12,6 +12,9 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Shape, Tensor, TensorMetadata, TensorPrimitive};
 
+/// The gradients of a dense layer: (dx, dweight, dbias when it has a bias).
+pub type DenseGradients<B> = (FloatTensor<B>, FloatTensor<B>, Option<FloatTensor<B>>);
+
 /// `t` as `[rows, last axis]`, with its shape.
 fn rows<B: Backend>(t: FloatTensor<B>) -> (Tensor<B, 2>, Shape) {
     let shape = t.shape();
@@ -185,7 +188,7 @@ pub(crate) fn linear_backward<B: Backend>(
     weight: FloatTensor<B>,
     grad: FloatTensor<B>,
     with_bias: bool,
-) -> crate::backend::DenseGradients<B> {
+) -> DenseGradients<B> {
     let dy = matrix::<B>(grad);
     let dx = dy.clone().matmul(matrix::<B>(weight).transpose());
     let dw = matrix::<B>(x).transpose().matmul(dy.clone());

@@ -1,5 +1,5 @@
-//! The real catalog: roll-flow's node kinds, model specs and env configs, with operators
-//! that run on backend `B`.
+//! The real catalog: roll-flow's node kinds (the registry), model specs and env configs,
+//! with operators that run on backend `B`.
 //!
 //! Reading, validating and drawing a pipeline only need the dialect, so they use
 //! `RollFlow` (the CPU backend, the default type parameter). Running picks the backend from
@@ -8,14 +8,17 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
+use roll_flow_engine::batch_dump::DumpInput;
 use roll_flow_engine::{Catalog, Operator, Pipeline, SettingProblem, WorkerInfo};
+use roll_flow_envs::config::EnvConfig;
+use roll_flow_model::spec::ModelSpec;
+use roll_flow_model::CpuBackend;
 
-use crate::envs::EnvConfig;
-use crate::model::spec::ModelSpec;
-use crate::model::CpuBackend;
-use crate::nodes::Node;
-use crate::runtime::{RunBackend, Runtime};
+use crate::registry::{run_plan, Node};
+use crate::runtime::backend::RunBackend;
+use crate::runtime::resources::Runtime;
 
 /// The pipeline dialect `roll-flow` reads (`Pipeline<RollFlow>`), with operators on
 /// backend `B`.
@@ -33,14 +36,11 @@ impl<B: RunBackend> fmt::Debug for RollFlow<B> {
     }
 }
 
-/// What the operators of one worker share.
-pub type NodeResources<B = CpuBackend> = Runtime<B>;
-
 impl<B: RunBackend> Catalog for RollFlow<B> {
     type Node = Node;
     type Model = ModelSpec;
     type Env = EnvConfig;
-    type Resources = NodeResources<B>;
+    type Resources = Runtime<B>;
 
     fn check_model(model: &ModelSpec, pipeline: &Pipeline<Self>) -> Vec<SettingProblem> {
         model.setting_problems(pipeline.steps)
@@ -51,24 +51,22 @@ impl<B: RunBackend> Catalog for RollFlow<B> {
     }
 
     fn resources(pipeline: &Pipeline<Self>, worker: WorkerInfo) -> Result<Runtime<B>, String> {
-        Runtime::new(pipeline.clone().recast::<RollFlow>(), worker)
+        Runtime::new(Arc::new(run_plan(pipeline)), worker)
     }
 
     fn build(
         name: &str,
         node: &Node,
         _pipeline: &Pipeline<Self>,
-        resources: &mut Runtime<B>,
+        runtime: &mut Runtime<B>,
     ) -> Result<Box<dyn Operator>, String> {
-        let operator = node.build(name, resources)?;
-        match (&resources.run.dump_dir, node) {
-            (Some(dir), Node::ActorStep(_) | Node::CriticStep(_)) => {
-                Ok(Box::new(roll_flow_engine::batch::dump::DumpInput {
-                    inner: operator,
-                    dir: dir.clone(),
-                    node: name.to_string(),
-                }))
-            }
+        let operator = node.build(name, runtime)?;
+        match &runtime.run.dump_dir {
+            Some(dir) if node.trains() => Ok(Box::new(DumpInput {
+                inner: operator,
+                dir: dir.clone(),
+                node: name.to_string(),
+            })),
             _ => Ok(operator),
         }
     }

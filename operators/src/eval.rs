@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use roll_flow_engine::{Batch, Operator, OperatorError, Pipeline, StepContext};
 
-use crate::model::generate::SamplingParams;
-use crate::model::TextTokenizer;
+use roll_flow_model::generate::SamplingParams;
+use roll_flow_model::TextTokenizer;
 use crate::nodes::{EvalSpec, Guide};
 use crate::rollout::episode_text::{episode_text, TextOptions};
 use crate::rollout::{play_settings, rollout_for, stats, EnvPlayer, Episode, PlaySettings};

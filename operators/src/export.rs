@@ -19,13 +19,13 @@ use std::path::{Component, Path, PathBuf};
 use roll_flow_engine::atomic_file::replace_dir;
 use roll_flow_engine::Pipeline;
 
-use crate::checkpoint::step_dir;
-use crate::model::build::tokenizer_dir;
-use crate::model::hf::read_config;
-use crate::model::spec::ArchSpec;
-use crate::model::tokenizer::{BUILTIN_CHAT_TEMPLATE, BUILTIN_TOKENIZER};
-use crate::rollout::rollouts;
-use crate::RollFlow;
+use roll_flow_model::build::tokenizer_dir;
+use roll_flow_model::hf::read_config;
+use roll_flow_model::spec::ArchSpec;
+use roll_flow_model::tokenizer::{BUILTIN_CHAT_TEMPLATE, BUILTIN_TOKENIZER};
+
+use crate::catalog::RollFlow;
+use crate::run_layout::step_dir;
 
 /// Files of an HF model directory that describe its tokenizer and generation defaults;
 /// those present in the source directory are copied.
@@ -41,9 +41,11 @@ const TOKENIZER_FILES: [&str; 7] = [
 
 /// The model an export takes by default: the policy the first `Rollout` trains.
 pub fn default_policy(pipeline: &Pipeline<RollFlow>) -> Result<String, String> {
-    rollouts(pipeline)
-        .next()
-        .map(|r| r.policy.clone())
+    pipeline
+        .nodes
+        .iter()
+        .find_map(|(_, node)| node.plays())
+        .map(|play| play.policy)
         .ok_or_else(|| "the run's pipeline has no Rollout node; name the model with --model".into())
 }
 
@@ -347,10 +349,10 @@ mod tests {
     fn the_builtin_tokenizer_config_loads_back_with_its_chat_template() {
         let dir = tempfile::tempdir().unwrap();
         write_builtin_tokenizer(dir.path(), 4096).unwrap();
-        let tokenizer = crate::model::TextTokenizer::from_model_dir(dir.path()).unwrap();
-        let builtin = crate::model::TextTokenizer::builtin();
+        let tokenizer = roll_flow_model::TextTokenizer::from_model_dir(dir.path()).unwrap();
+        let builtin = roll_flow_model::TextTokenizer::builtin();
         assert_eq!(tokenizer.stop_tokens(), builtin.stop_tokens());
-        let chat = [crate::model::ChatMessage::new("user", "hi")];
+        let chat = [roll_flow_model::ChatMessage::new("user", "hi")];
         assert_eq!(
             tokenizer.apply_chat_template(&chat, true).unwrap(),
             builtin.apply_chat_template(&chat, true).unwrap()

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::{check_complete, saved_steps, step_dir};
+use crate::run_layout::{check_complete, saved_steps, step_dir};
 
 /// What a run that finished a step leaves in its directory: a `metrics.jsonl` with a
 /// line in it, or a checkpoint. A directory left by a run that stopped before its first

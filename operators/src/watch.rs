@@ -8,17 +8,20 @@
 //! loop, so what one watches is what training and eval did.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use roll_flow_engine::{Pipeline, WorkerInfo};
 
-use crate::checkpoint::{saved_steps, step_dir};
-use crate::envs::Shard;
-use crate::eval::eval_play_settings;
-use crate::model::CpuBackend;
-use crate::nodes::Node;
-use crate::rollout::{rollouts, EnvPlayer, Episode};
-use crate::runtime::Runtime;
-use crate::RollFlow;
+use roll_flow_envs::manager::Shard;
+use roll_flow_model::CpuBackend;
+
+use crate::catalog::RollFlow;
+use crate::registry::run_plan;
+use crate::rollout::env_player::EnvPlayer;
+use crate::rollout::episode::Episode;
+use crate::run_layout::{saved_steps, step_dir};
+use crate::runtime::resources::Runtime;
+use crate::runtime::run_plan::RunPlan;
 
 /// Which episode to watch.
 #[derive(Clone, Debug, Default)]
@@ -41,7 +44,7 @@ pub struct Watched {
     pub policy: String,
     /// The policy version the checkpoint holds.
     pub version: u64,
-    pub tokenizer: std::sync::Arc<crate::model::TextTokenizer>,
+    pub tokenizer: Arc<roll_flow_model::TextTokenizer>,
 }
 
 /// The checkpoint step to load: `wanted`, or the newest in `run_dir`.
@@ -80,14 +83,18 @@ pub fn watch_policy(
 ) -> Result<Watched, String> {
     let run_dir = &pipeline.out_dir;
     let step = checkpoint_step(run_dir, options.checkpoint)?;
-    let rollout = rollouts(pipeline)
-        .next()
+    let plan = run_plan(pipeline);
+    let rollout = plan
+        .wiring
+        .rollouts
+        .first()
         .ok_or("the run's pipeline has no Rollout node, so no policy to watch")?;
     let policy = rollout.policy.clone();
-    let eval = pipeline.nodes.iter().find_map(|(_, node)| match node {
-        Node::Eval(e) if e.policy == policy => Some(e),
-        _ => None,
-    });
+    let eval = pipeline
+        .nodes
+        .iter()
+        .filter_map(|(_, node)| node.evaluates())
+        .find(|e| e.policy == policy);
     let tag = match &options.env {
         Some(name) if pipeline.envs.contains(name) => name.clone(),
         Some(name) => {
@@ -97,22 +104,24 @@ pub fn watch_policy(
                 known.join(", ")
             ));
         }
-        None => eval.map_or(&rollout.envs.0, |e| &e.envs.0)[0].clone(),
+        None => eval.as_ref().map_or(&rollout.envs, |e| &e.envs)[0].clone(),
     };
-    let max_new_tokens = eval.map_or(rollout.max_new_tokens, |e| e.max_new_tokens);
-    let (settings, guide) =
-        eval_play_settings(pipeline, &policy, 0.0, max_new_tokens, options.record);
+    let max_new_tokens = eval
+        .as_ref()
+        .map_or(rollout.settings.max_new_tokens, |e| e.max_new_tokens);
+    let settings = rollout.for_eval(0.0, max_new_tokens, options.record);
     let worker = WorkerInfo {
         index: 0,
         peers: 1,
         first_step: step,
     };
     // Watching plays one episode on the CPU, whatever device the run trained on.
-    let on_cpu = Pipeline {
+    let on_cpu = RunPlan {
         device: roll_flow_engine::spec::Device::Cpu,
-        ..pipeline.clone()
+        ..plan.clone()
     };
-    let mut runtime = Runtime::<CpuBackend>::new(on_cpu, worker)?;
+    let guide = rollout.guide;
+    let mut runtime = Runtime::<CpuBackend>::new(Arc::new(on_cpu), worker)?;
     let player = EnvPlayer::build(
         std::slice::from_ref(&tag),
         &policy,

@@ -1,12 +1,12 @@
 //! `roll-flow export RUN_DIR [--checkpoint N] [--model NAME] --hf OUT_DIR`: a checkpoint's
-//! policy as a Hugging Face directory (see `roll_flow_operators::export`).
+//! policy as a Hugging Face directory (see `roll_flow::operators::export`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use roll_flow_operators::export::{default_policy, export_hf};
-use roll_flow_operators::watch::checkpoint_step;
+use roll_flow::operators::export::{default_policy, export_hf};
+use roll_flow::operators::watch::checkpoint_step;
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
@@ -26,7 +26,7 @@ pub struct ExportArgs {
 }
 
 pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
-    let Some((loaded, _)) = super::load_run(&args.run) else {
+    let Some((loaded, _)) = super::diagnostics::load_run(&args.run) else {
         return Ok(ExitCode::FAILURE);
     };
     let pipeline = &loaded.pipeline;

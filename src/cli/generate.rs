@@ -1,16 +1,16 @@
 //! `roll-flow generate`: complete a prompt with a model directory, the quick check a user
 //! runs on a model before training with it. All behaviour lives in
-//! `roll_flow_operators::model::quick_generate` (and `model::prompt_logits` for
+//! `roll_flow::model::quick_generate` (and `model::prompt_logits` for
 //! `--print-logits`); this file only maps arguments.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use roll_flow_operators::model::generate::SamplingParams;
-use roll_flow_operators::model::prompt_logits::prompt_logits_in_model_dir;
-use roll_flow_operators::model::quick_generate::{complete_in_model_dir, QuickGenerate};
-use roll_flow_operators::model::CpuBackend;
+use roll_flow::model::generate::SamplingParams;
+use roll_flow::model::prompt_logits::prompt_logits_in_model_dir;
+use roll_flow::model::quick_generate::{complete_in_model_dir, QuickGenerate};
+use roll_flow::model::CpuBackend;
 
 /// Arguments of `roll-flow generate`.
 #[derive(Debug, clap::Args)]

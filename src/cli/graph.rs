@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use roll_flow_engine::graph::graphviz::write_png;
-use roll_flow_engine::graph::to_dot;
+use roll_flow::engine::graph::graphviz::write_png;
+use roll_flow::engine::graph::to_dot;
 
 #[derive(Args, Debug)]
 pub struct GraphArgs {
@@ -21,7 +21,7 @@ pub struct GraphArgs {
 }
 
 pub fn graph(args: &GraphArgs) -> ExitCode {
-    match super::load_valid(&args.file, &args.set) {
+    match super::diagnostics::load_valid(&args.file, &args.set) {
         Some((loaded, graph)) => {
             let dot = to_dot(&graph, &loaded.pipeline.name);
             let Some(out) = &args.png else {

@@ -1,5 +1,6 @@
-//! The subcommands; each file maps its arguments onto library calls.
+//! The subcommands; each file maps its arguments onto library calls ([`roll_flow`]).
 
+mod diagnostics;
 mod export;
 mod generate;
 mod graph;
@@ -9,13 +10,9 @@ mod report;
 mod run;
 mod validate;
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use roll_flow_engine::spec::{self, Diagnostic, Loaded};
-use roll_flow_engine::{validate as validate_graph, PipelineGraph};
-use roll_flow_operators::RollFlow;
 
 /// Train LLM agents with reinforcement learning, from one RON pipeline file.
 #[derive(Parser, Debug)]
@@ -55,38 +52,5 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Generate(args) => generate::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Report(args) => report::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Export(args) => export::run(&args),
-    }
-}
-
-/// Loads and validates one file. Prints warnings; on errors prints them and returns None.
-pub(crate) fn load_valid(
-    path: &Path,
-    overrides: &[String],
-) -> Option<(Loaded<RollFlow>, PipelineGraph)> {
-    let loaded = match spec::load::<RollFlow>(path, overrides) {
-        Ok(loaded) => loaded,
-        Err(diagnostics) => {
-            print_diagnostics(&diagnostics);
-            return None;
-        }
-    };
-    let validation = validate_graph(&loaded);
-    print_diagnostics(&validation.diagnostics);
-    validation.graph.map(|graph| (loaded, graph))
-}
-
-/// The pipeline a run in `run_dir` ran (its `pipeline.ron` copy), writing into `run_dir`
-/// wherever the run was started from: what `run --resume`, `play --policy` and `export`
-/// load.
-pub(crate) fn load_run(run_dir: &Path) -> Option<(Loaded<RollFlow>, PipelineGraph)> {
-    load_valid(
-        &run_dir.join("pipeline.ron"),
-        &[format!("out_dir={run_dir:?}")],
-    )
-}
-
-pub(crate) fn print_diagnostics(diagnostics: &[Diagnostic]) {
-    for d in diagnostics {
-        eprintln!("{d}");
     }
 }

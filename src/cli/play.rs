@@ -2,19 +2,19 @@
 //! by hand (stdin is a terminal) or from a script (one action per line in, JSON lines out).
 //! `roll-flow play --policy RUN_DIR [--checkpoint N] [--env NAME] [--seed S] [--record DIR]`: watch a run's trained policy play
 //! one episode, turn by turn, with its raw replies and token log-probs.
-//! All behaviour lives in `roll_flow_operators::envs::play` and
-//! `roll_flow_operators::watch`; this file only wires arguments to them.
+//! All behaviour lives in `roll_flow::envs::play` and
+//! `roll_flow::operators::watch`; this file only wires arguments to them.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use roll_flow_engine::atomic_file::write_atomic;
-use roll_flow_operators::envs::play::{play_interactive, play_scripted, resolve, PlayOptions};
-use roll_flow_operators::envs::EnvConfig;
-use roll_flow_operators::rollout::episode_text::{episode_text, TextOptions};
-use roll_flow_operators::watch::{watch_policy, WatchOptions};
+use roll_flow::engine::atomic_file::write_atomic;
+use roll_flow::envs::play::{play_interactive, play_scripted, resolve, PlayOptions};
+use roll_flow::envs::EnvConfig;
+use roll_flow::operators::rollout::episode_text::{episode_text, TextOptions};
+use roll_flow::operators::watch::{watch_policy, WatchOptions};
 
 /// Play an env locally: interactive in a terminal, JSON lines when stdin is piped.
 #[derive(clap::Args, Debug, Clone)]
@@ -65,7 +65,7 @@ pub fn run(args: &PlayArgs) -> anyhow::Result<ExitCode> {
 
 /// `--policy RUN_DIR`: the run's pipeline and checkpoint play one episode.
 fn watch(args: &PlayArgs, run_dir: &Path) -> anyhow::Result<ExitCode> {
-    let Some((loaded, _)) = super::load_run(run_dir) else {
+    let Some((loaded, _)) = super::diagnostics::load_run(run_dir) else {
         return Ok(ExitCode::FAILURE);
     };
     let options = WatchOptions {

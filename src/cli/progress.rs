@@ -2,12 +2,14 @@
 //! one plain line per step otherwise (logs, CI).
 
 use std::io::IsTerminal;
+use std::sync::OnceLock;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use roll_flow_engine::StepReport;
+use roll_flow::engine::StepReport;
 
 pub struct Progress {
-    bar: Option<ProgressBar>,
+    bar: OnceLock<ProgressBar>,
+    terminal: bool,
     last: u64,
 }
 
@@ -36,9 +38,19 @@ fn key_metrics(report: &StepReport) -> String {
 }
 
 impl Progress {
-    pub fn new(first: u64, last: u64) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new(last);
+    /// A view of a run that ends at step `last`; the bar starts at the first step reported
+    /// (a resumed run's first step, so its ETA counts only the steps left).
+    pub fn new(last: u64) -> Self {
+        Progress {
+            bar: OnceLock::new(),
+            terminal: std::io::stderr().is_terminal(),
+            last,
+        }
+    }
+
+    fn bar(&self, first: u64) -> &ProgressBar {
+        self.bar.get_or_init(|| {
+            let bar = ProgressBar::new(self.last);
             bar.set_position(first);
             bar.set_style(
                 ProgressStyle::with_template(
@@ -47,23 +59,22 @@ impl Progress {
                 .expect("valid template"),
             );
             bar
-        });
-        Progress { bar, last }
+        })
     }
 
     pub fn step_done(&self, report: &StepReport) {
         let metrics = key_metrics(report);
-        match &self.bar {
-            Some(bar) => {
-                bar.set_position(report.step + 1);
-                bar.set_message(metrics);
-            }
-            None => eprintln!("step {}/{} | {metrics}", report.step + 1, self.last),
+        if self.terminal {
+            let bar = self.bar(report.step);
+            bar.set_position(report.step + 1);
+            bar.set_message(metrics);
+        } else {
+            eprintln!("step {}/{} | {metrics}", report.step + 1, self.last);
         }
     }
 
     pub fn finish(&self) {
-        if let Some(bar) = &self.bar {
+        if let Some(bar) = self.bar.get() {
             bar.finish();
         }
     }

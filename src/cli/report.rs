@@ -1,10 +1,10 @@
 //! `roll-flow report RUN_DIR... [--out DIR]`: PNG charts of one or several runs' metrics
-//! (see `roll_flow_engine::metrics::plots`).
+//! (see `roll_flow::engine::metrics::plots`).
 
 use std::path::PathBuf;
 
 use clap::Args;
-use roll_flow_engine::metrics::plots::report;
+use roll_flow::engine::metrics::plots::report;
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {

@@ -18,7 +18,7 @@ pub struct ValidateArgs {
 pub fn validate(args: &ValidateArgs) -> ExitCode {
     let mut failed = 0;
     for file in &args.files {
-        match super::load_valid(file, &args.set) {
+        match super::diagnostics::load_valid(file, &args.set) {
             Some((loaded, graph)) => {
                 let edges: usize = graph.nodes.iter().map(|n| n.outputs.len()).sum();
                 println!(

@@ -84,6 +84,9 @@ pub const TRAJECTORY_ID: Column = Column::sample("trajectory_id");
 pub const STATE_HASH: Column = Column::sample("state_hash");
 /// Sample-level: the step's index inside its trajectory (step-wise samples).
 pub const STEP_INDEX: Column = Column::sample("step_index");
+/// Sample-level string: a step sample's raw observation text, used by GiGPO's
+/// similarity-threshold anchor grouping (`anchor: Similarity(threshold: 0.9)`).
+pub const OBSERVATION: Column = Column::sample("observation");
 /// Sample-level: the policy version that generated the sample.
 pub const POLICY_VERSION: Column = Column::sample("policy_version");
 /// Sample-level: the number of turns in the sample.

@@ -10,7 +10,7 @@
 //! env groups across workers and micro-batching need.
 
 pub mod column;
-pub mod dump;
+
 mod values;
 
 use std::collections::BTreeMap;

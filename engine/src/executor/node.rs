@@ -11,9 +11,10 @@ use timely::dataflow::channels::pact::Pipeline as PipelinePact;
 use timely::dataflow::operators::{Capability, Operator as TimelyOperator};
 use timely::dataflow::Stream;
 
-use super::{ExecError, WorkerState};
+use super::error::ExecError;
+use crate::batch::column::Column;
 use crate::batch::Batch;
-use crate::catalog::WorkerInfo;
+use crate::node_spec::WorkerInfo;
 use crate::operator::{Operator, Role, StepContext};
 
 /// What travels along a dataflow edge: a batch, the step it belongs to, the policy
@@ -62,6 +63,8 @@ pub(crate) struct NodeRuntime {
     pub name: String,
     pub kind: &'static str,
     pub role: Role,
+    /// The columns the node's contract declares it gives (checked in debug builds).
+    pub gives: Vec<Column>,
     pub operator: Box<dyn Operator>,
     pub pipeline_seed: u64,
     pub steps: u64,
@@ -131,6 +134,9 @@ impl NodeRuntime {
         let seconds = started.elapsed().as_secs_f64();
         match result {
             Ok(batch) => {
+                if let Some(message) = self.missing_gives(&batch) {
+                    return self.fail(step, message);
+                }
                 self.record(step, policy_version, seconds, &batch, ctx.metrics);
                 Some(Envelope {
                     step,
@@ -166,6 +172,28 @@ impl NodeRuntime {
             tokens: batch.num_tokens(),
             metrics,
         });
+    }
+
+    /// In debug builds (the test suites), a non-empty batch must hold every column the
+    /// node's contract says it gives: graph validation trusted the contract, so an
+    /// operator that breaks it is a bug to report where it happens, not downstream.
+    fn missing_gives(&self, batch: &Batch) -> Option<String> {
+        if !cfg!(debug_assertions) || batch.num_samples() == 0 {
+            return None;
+        }
+        let missing: Vec<String> = self
+            .gives
+            .iter()
+            .filter(|c| !batch.has(c))
+            .map(|c| format!("`{c}`"))
+            .collect();
+        (!missing.is_empty()).then(|| {
+            format!(
+                "{} gave no {} column although its contract declares it (a bug in the operator)",
+                self.kind,
+                missing.join(", ")
+            )
+        })
     }
 
     fn fail(&self, step: u64, message: String) -> Option<Envelope> {
@@ -205,4 +233,11 @@ pub fn step_seed(seed: u64, node: &str, step: u64, worker: usize) -> u64 {
     h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     h ^ (h >> 31)
+}
+
+/// Per-worker state shared by the node operators of one dataflow.
+#[derive(Default)]
+pub(crate) struct WorkerState {
+    pub reports: BTreeMap<u64, StepReport>,
+    pub error: Option<ExecError>,
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use timely::CommunicationConfig;
 
-use super::ExecError;
+use super::error::ExecError;
 
 /// How to run a pipeline's dataflow.
 #[derive(Clone, Debug, PartialEq)]

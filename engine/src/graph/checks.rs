@@ -1,4 +1,4 @@
-//! The individual validation checks. Each adds diagnostics to a [`Report`] and never stops
+//! The individual validation checks. Each adds diagnostics to a `Report` and never stops
 //! the others, so one run of `roll-flow validate` lists every problem.
 
 use std::collections::{BTreeSet, VecDeque};
@@ -6,13 +6,15 @@ use std::collections::{BTreeSet, VecDeque};
 use petgraph::algo::tarjan_scc;
 use petgraph::visit::EdgeRef;
 
-use super::{node_index, GraphNode, Petgraph};
-use crate::catalog::{Catalog, NodeSpec, Reference, SettingProblem};
+use super::pipeline_graph::{node_index, GraphNode, Petgraph};
+use crate::dialect::Catalog;
+use crate::dialect::Pipeline;
+use crate::node_spec::{NodeSpec, Reference, SettingProblem};
 use crate::operator::Role;
 use crate::spec::diagnostic::{Diagnostic, Location};
+use crate::spec::load::Source;
 use crate::spec::locate::{self, field, key, Seg};
 use crate::spec::suggest::did_you_mean;
-use crate::spec::{Pipeline, Source};
 
 /// Collects diagnostics, resolving spec paths to file locations.
 pub(crate) struct Report<'a> {

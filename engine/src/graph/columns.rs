@@ -1,16 +1,19 @@
-//! Column checks: every need met from upstream, and group-normalisation pitfalls.
+//! Column checks: every need met from upstream, no refused column given upstream, and
+//! group-normalisation pitfalls.
 
 use std::collections::BTreeSet;
 
 use super::checks::{node_path, At, Report};
-use super::GraphNode;
-use crate::batch::Column;
-use crate::catalog::{Catalog, NodeSpec, Reference};
+use super::pipeline_graph::GraphNode;
+use crate::batch::column::Column;
+use crate::dialect::Catalog;
+use crate::dialect::Pipeline;
+use crate::node_spec::{NodeSpec, Reference};
 use crate::operator::Role;
-use crate::spec::Pipeline;
 
-/// Every need must be given by some node upstream (batches carry columns downstream).
-/// Unreachable nodes are skipped: they already have an error of their own.
+/// Every need must be given by some node upstream (batches carry columns downstream), and
+/// no column a node refuses may be. Unreachable nodes are skipped: they already have an
+/// error of their own.
 pub(crate) fn column_needs<N: NodeSpec>(
     order: &[usize],
     nodes: &[GraphNode],
@@ -35,6 +38,15 @@ pub(crate) fn column_needs<N: NodeSpec>(
                     nodes[i].name, nodes[i].kind, need.column
                 );
                 r.error(At::Value(&node_path(&nodes[i].name)), msg, help);
+            }
+        }
+        for refusal in nodes[i].contract.refuses.iter().filter(|_| reachable[i]) {
+            if upstream.contains(&refusal.column) {
+                let msg = format!(
+                    "node `{}` ({}): {}",
+                    nodes[i].name, nodes[i].kind, refusal.reason
+                );
+                r.error(At::Value(&node_path(&nodes[i].name)), msg, None);
             }
         }
         available[i] = upstream;

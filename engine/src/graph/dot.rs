@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::PipelineGraph;
+use super::pipeline_graph::PipelineGraph;
 use crate::operator::Role;
 
 fn escape(s: &str) -> String {

@@ -1,4 +1,4 @@
-//! Drawing the DOT of [`super::to_dot`] as a PNG with Graphviz's `dot` binary
+//! Drawing the DOT of [`super::dot::to_dot`] as a PNG with Graphviz's `dot` binary
 //! (`roll-flow graph FILE --png OUT`).
 //!
 //! Graphviz's layout is what makes pipeline drawings readable, and reimplementing it is

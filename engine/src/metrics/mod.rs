@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::executor::StepReport;
+use crate::executor::node::StepReport;
 use tensorboard::EventWriter;
 
 /// The metrics of one step as a flat JSON object.

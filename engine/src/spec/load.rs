@@ -13,8 +13,7 @@ use super::diagnostic::{ByteSpan, Diagnostic, LineCol, Location};
 use super::locate::last_token_end;
 use super::overrides::apply_overrides;
 use super::suggest::{did_you_mean, quoted_list};
-use super::Pipeline;
-use crate::catalog::Catalog;
+use crate::dialect::{Catalog, Pipeline};
 
 /// The text of a pipeline file, after overrides.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,7 +38,18 @@ pub fn load<C: Catalog>(path: &Path, overrides: &[String]) -> Result<Loaded<C>, 
         ]
     })?;
     let text = decode_utf8(path, without_bom(bytes)).map_err(|d| vec![*d])?;
-    let text = apply_overrides(path, &text, overrides)?;
+    load_text(path, &text, overrides)
+}
+
+/// Parses pipeline `text` (shown in diagnostics as `path`), applying `--set key=value`
+/// overrides first: what [`load`] does once the file is read, for pipelines a program
+/// writes itself.
+pub fn load_text<C: Catalog>(
+    path: &Path,
+    text: &str,
+    overrides: &[String],
+) -> Result<Loaded<C>, Vec<Diagnostic>> {
+    let text = apply_overrides(path, text, overrides)?;
     let pipeline = parse::<C>(path, &text).map_err(|d| vec![*d])?;
     Ok(Loaded {
         pipeline,

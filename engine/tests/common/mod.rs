@@ -36,6 +36,8 @@ pub enum TestNode {
         at_step: u64,
     },
     Sink {},
+    /// Declares it gives `values` but passes its input on unchanged.
+    Liar {},
 }
 
 fn two() -> usize {
@@ -53,6 +55,7 @@ impl NodeSpec for TestNode {
             TestNode::Train { .. } => "Train",
             TestNode::Fail { .. } => "Fail",
             TestNode::Sink {} => "Sink",
+            TestNode::Liar {} => "Liar",
         }
     }
 
@@ -60,7 +63,7 @@ impl NodeSpec for TestNode {
         let c = |needs: Vec<Need>, gives: Vec<Column>| Contract {
             needs,
             gives,
-            group_normalised: false,
+            ..Contract::default()
         };
         match self {
             TestNode::Rollout { .. } => c(vec![], vec![SCORE, GROUP_ID]),
@@ -82,6 +85,7 @@ impl NodeSpec for TestNode {
                 vec![],
             ),
             TestNode::Fail { .. } | TestNode::Sink {} => c(vec![], vec![]),
+            TestNode::Liar {} => c(vec![], vec![VALUES]),
         }
     }
 
@@ -111,7 +115,7 @@ impl NodeSpec for TestNode {
         }
     }
 
-    fn giver_of(column: &Column) -> Option<&'static str> {
+    fn giver_of(column: &Column) -> Option<String> {
         [
             (OLD_LOGPROB, "a `LogProb` node"),
             (VALUES, "a `Values` node"),
@@ -119,7 +123,7 @@ impl NodeSpec for TestNode {
         ]
         .into_iter()
         .find(|(c, _)| c == column)
-        .map(|(_, k)| k)
+        .map(|(_, k)| k.to_string())
     }
 }
 
@@ -255,7 +259,7 @@ fn process(node: &TestNode, ctx: &mut StepContext, batch: Batch) -> Result<Batch
                 "deliberate failure at step {at_step}"
             )))
         }
-        TestNode::Fail { .. } | TestNode::Sink {} => batch,
+        TestNode::Fail { .. } | TestNode::Sink {} | TestNode::Liar {} => batch,
     })
 }
 

@@ -11,7 +11,7 @@
 //! Tokens outside the mask get advantage 0 and return 0, and their rewards are ignored.
 //!
 //! Sequences run in parallel (rayon). With AVX-512 each is a vectorised scan in f32
-//! ([`super::gae_avx512`]); otherwise a serial scan accumulating in f64 like the oracle.
+//! (`super::gae_avx512`); otherwise a serial scan accumulating in f64 like the oracle.
 
 use std::mem::MaybeUninit;
 

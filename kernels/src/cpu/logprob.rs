@@ -14,11 +14,11 @@
 //! ∂logp/∂s_v = δ_vy − p_v, ∂H/∂s_v = −p_v(log p_v + H), and ∂/∂z = ∂/∂s / T.
 //!
 //! Rows run in parallel with rayon; the instruction set is picked at run time:
-//! - AVX-512: [`super::logprob_avx512`], intrinsics; a max/min pass then one exponential
+//! - AVX-512: `super::logprob_avx512`, intrinsics; a max/min pass then one exponential
 //!   pass per row in base 2 with a cheaper `exp` (`vreduceps` + degree-5 polynomial +
 //!   `vscalefps`); the backward writes dz straight from the logits (no copy, no zeroing).
 //! - AVX2 or plain: the loops below, which LLVM vectorises (16 lanes: two AVX2 registers).
-//!   The row is walked in blocks of [`BLOCK`] values: the block max is taken first (the
+//!   The row is walked in blocks of `BLOCK` values: the block max is taken first (the
 //!   block stays in L1), then the block's exponentials are added (online rescaling when
 //!   the max grows), so memory is read once.
 //!
@@ -28,6 +28,7 @@
 
 use rayon::prelude::*;
 
+use super::logprob_row::RowGrad;
 use super::simd::{exp, exp_in_range, fma, isa_copies, Isa};
 
 const LANES: usize = 16;
@@ -99,15 +100,6 @@ fn row_forward<const FMA: bool>(row: &[f32], target: usize, inv_t: f32) -> (f32,
     let log_s0 = sum0.ln();
     let lse = m + log_s0;
     (row[target] * inv_t - lse, log_s0 - sum1 / sum0, lse)
-}
-
-/// What the backward pass of one row needs besides the logits.
-#[derive(Clone, Copy)]
-pub(super) struct RowGrad {
-    pub(super) lse: f32,
-    pub(super) entropy: f32,
-    pub(super) g_lp: f32,
-    pub(super) g_h: f32,
 }
 
 /// dz of one row, in place over its logits z: (g_lp (δ_vy − p_v) − g_H p_v (log p_v + H)) / T.

@@ -177,7 +177,7 @@ pub(super) unsafe fn row_backward(
     n: usize,
     target: usize,
     inv_t: f32,
-    g: super::logprob::RowGrad,
+    g: super::logprob_row::RowGrad,
 ) {
     use std::f32::consts::{LN_2, LOG2_E};
     let (a, b) = (g.g_lp * inv_t, g.g_h * inv_t);

@@ -12,6 +12,7 @@ pub mod linear;
 pub mod logprob;
 #[cfg(target_arch = "x86_64")]
 mod logprob_avx512;
+mod logprob_row;
 pub mod ppo;
 pub mod rms_norm;
 pub mod rotary;

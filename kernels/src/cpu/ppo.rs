@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use super::gae::{check_offsets, split_sequences};
 use super::simd::{dispatch, exp, isa_copies, Isa};
 use crate::aggregation::sequence_weights;
-use crate::{PpoClipConfig, PpoStats};
+use crate::ppo_clip::{PpoClipConfig, PpoStats};
 
 /// Number of per-sequence partial sums.
 pub const PARTIALS: usize = 5;

@@ -8,7 +8,7 @@
 //! with a libm `exp` per element, plus the mask add, and autodiff records each of them; the
 //! backward then walks the same chain. Here the forward is one read of x and b (the row
 //! stays in L1 for the exp and the scaling) and the backward one read of y and dy. `exp`
-//! is the polynomial of [`super::simd`] (relative error ≈ 2e-7; arguments below −87 give
+//! is the polynomial of `super::simd` (relative error ≈ 2e-7; arguments below −87 give
 //! exactly 0, so a masked key contributes nothing). A row whose keys are all masked by a
 //! finite value gets the uniform softmax, as burn and transformers give; a row of −∞ gets 0.
 

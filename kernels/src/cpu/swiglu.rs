@@ -9,7 +9,7 @@
 //! Why a fused op: burn 0.21 computes `silu` as x·sigmoid(x) and its default sigmoid as
 //! exp(−log(1 + exp(−x))), each step a pass over the tensor with a libm call per element,
 //! and autodiff records every step; the MLP's activation was about a tenth of a training
-//! step of the Tiny model. Here σ uses the polynomial `exp` of [`super::simd`] (relative
+//! step of the Tiny model. Here σ uses the polynomial `exp` of `super::simd` (relative
 //! error ≈ 2e-7; for g < −88 the exp is clamped, so σ(g) stays at e^{−88} ≈ 6e-39 and
 //! SiLU's value there is below 1e-30·|g|),
 //! the forward is one pass and the backward one pass producing both gradients.

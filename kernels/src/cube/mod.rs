@@ -16,8 +16,9 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
+use crate::aggregation::LossAgg;
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
-use crate::{LossAgg, PpoClipConfig};
+use crate::ppo_clip::PpoClipConfig;
 
 /// Units per cube for the row and sequence reductions (a power of two).
 const BLOCK: u32 = 256;

@@ -13,28 +13,11 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::transcript::Transcript;
-use crate::envs::render::EpisodeRecording;
-use crate::envs::{Env, EnvInfo, EnvSlot};
-use crate::model::generate::{
-    AnswerChoices, FinishReason, GenerationOutput, GenerationRequest, SamplingParams,
-};
-use crate::model::TextTokenizer;
-use crate::nodes::SampleMode;
-
-/// How episodes are played (shared by rollout and eval).
-#[derive(Clone, Debug)]
-pub struct PlaySettings {
-    pub samples: SampleMode,
-    pub sampling: SamplingParams,
-    pub max_new_tokens: usize,
-    pub sequence_length: usize,
-    /// Put the env's instruction in the system message.
-    pub instruction: bool,
-    /// Keep frames and texts of every state (eval renders).
-    pub record: bool,
-    /// Inference loops serving the env loops (`Rollout`'s `inference_loops`).
-    pub inference_loops: usize,
-}
+use crate::play_settings::{PlaySettings, SampleMode};
+use roll_flow_envs::recording::EpisodeRecording;
+use roll_flow_envs::{Env, EnvInfo, EnvSlot};
+use roll_flow_model::generate::{AnswerChoices, FinishReason, GenerationOutput, GenerationRequest};
+use roll_flow_model::TextTokenizer;
 
 /// One turn: the state, the reply, what the env made of it.
 #[derive(Clone, Debug)]
@@ -140,7 +123,7 @@ fn play(
     calls: &Sender<EnvMessage>,
     replies: &Receiver<GenerationOutput>,
 ) -> Result<Episode, String> {
-    let env_error = |e: crate::envs::EnvError| format!("env `{}`: {e}", job.slot.env_tag);
+    let env_error = |e: roll_flow_envs::EnvError| format!("env `{}`: {e}", job.slot.env_tag);
     let reset = job.env.reset(job.slot.seed).map_err(env_error)?;
     let tokenizer = job.tokenizer;
     let settings = job.settings;

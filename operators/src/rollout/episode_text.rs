@@ -11,8 +11,8 @@
 use std::fmt::Write as _;
 
 use super::episode::{Episode, TurnRecord};
-use crate::envs::action::extract_answer;
-use crate::model::TextTokenizer;
+use roll_flow_envs::action::extract_answer;
+use roll_flow_model::TextTokenizer;
 
 /// What to include beyond the prompt, reply, action and reward of each turn.
 #[derive(Clone, Copy, Debug, Default)]
@@ -93,7 +93,7 @@ fn logprob_lines(turn: &TurnRecord, tokenizer: &TextTokenizer) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envs::{EnvInfo, EnvSlot};
+    use roll_flow_envs::{EnvInfo, EnvSlot};
 
     fn episode(tokenizer: &TextTokenizer, step_wise: bool) -> Episode {
         let reply_text = "<answer>Left</answer>".to_string();

@@ -16,9 +16,9 @@ use std::collections::HashMap;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::episode::EnvMessage;
-use crate::model::generate::{ContinuousBatcher, GenerationOutput};
-use crate::model::Qwen2CausalLm;
 use crate::runtime::RunBackend;
+use roll_flow_model::generate::{ContinuousBatcher, GenerationOutput};
+use roll_flow_model::Qwen2CausalLm;
 
 /// Counters of one serving session.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

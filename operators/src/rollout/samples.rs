@@ -13,8 +13,8 @@ use roll_flow_engine::batch::column::*;
 use roll_flow_engine::{Batch, BatchError};
 
 use super::episode::Episode;
-use crate::algo::OBSERVATION;
-use crate::envs::observation_hash;
+
+use roll_flow_envs::observation_hash;
 
 /// Per-sample values that every sample of one episode shares.
 struct EpisodeColumns {
@@ -155,9 +155,9 @@ pub fn step_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envs::{EnvInfo, EnvSlot};
     use crate::rollout::episode::TurnRecord;
     use crate::rollout::transcript::Transcript;
+    use roll_flow_envs::{EnvInfo, EnvSlot};
 
     fn turn(observation: &str, prompt: Vec<u32>, reply: Vec<u32>, reward: f32) -> TurnRecord {
         TurnRecord {

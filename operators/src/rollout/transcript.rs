@@ -9,7 +9,7 @@
 //!   after a message and taking the difference, so any template that extends a rendered
 //!   prefix (ChatML, Qwen2.5's) works, and a template that does not is reported.
 
-use crate::model::{ChatMessage, TextTokenizer};
+use roll_flow_model::{ChatMessage, TextTokenizer};
 
 /// A chat as tokens, with which tokens the policy generated.
 #[derive(Clone, Debug, Default, PartialEq)]

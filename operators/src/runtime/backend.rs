@@ -7,9 +7,14 @@
 //! (burn's habit: one generic code path, the backend a type parameter). Training runs on
 //! `Autodiff<B>`, generation on `B`.
 
-use burn::backend::Flex;
+use burn::backend::{Autodiff, Flex};
 use roll_flow_engine::spec::Device;
 use roll_flow_kernels::KernelBackend;
+
+/// The backend models train on: autodiff over the run's backend (the CPU by default).
+pub type TrainBackend<B = Flex> = Autodiff<B>;
+/// The backend of the inference copy that generates.
+pub type InferBackend<B = Flex> = B;
 
 /// A backend the operators run on: the fused kernels, plus the burn device a pipeline's
 /// `device:` names on it.

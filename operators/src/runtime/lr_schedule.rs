@@ -10,7 +10,7 @@
 //! The schedule advances once per training step (one optimizer step per PPO epoch shares
 //! the step's rate), so it does not depend on micro-batching.
 
-use crate::model::spec::{LrSchedule, OptimSpec};
+use roll_flow_model::spec::{LrSchedule, OptimSpec};
 
 /// The learning rate of training step `step` out of `total_steps`.
 pub fn learning_rate(optim: &OptimSpec, step: u64, total_steps: u64) -> f64 {

@@ -12,16 +12,15 @@ use std::sync::Arc;
 
 use burn::module::AutodiffModule;
 
+use super::backend::{InferBackend, RunBackend, TrainBackend};
+use super::run_plan::RunInfo;
 use super::saved_architecture::check_saved_architecture;
 use super::trainable::Trainable;
-use super::{InferBackend, RunBackend, RunInfo, TrainBackend};
-use crate::model::build::{build_causal_lm, build_value_model};
-use crate::model::spec::ModelSpec;
-use crate::model::CpuBackend;
-use crate::model::{Qwen2CausalLm, Qwen2Config, Qwen2ValueModel, TextTokenizer};
-
-/// The published-version file in a policy's checkpoint folder.
-pub const VERSION_FILE: &str = "version";
+use crate::run_layout::VERSION_FILE;
+use roll_flow_model::build::{build_causal_lm, build_value_model};
+use roll_flow_model::spec::ModelSpec;
+use roll_flow_model::CpuBackend;
+use roll_flow_model::{Qwen2CausalLm, Qwen2Config, Qwen2ValueModel, TextTokenizer};
 
 /// A causal LM: trained weights, the inference copy, tokenizer and version.
 pub struct PolicyModel<B: RunBackend = CpuBackend> {
@@ -85,7 +84,7 @@ impl<B: RunBackend> PolicyModel<B> {
     pub fn save(&self, checkpoint: &Path) -> Result<(), String> {
         let dir = self.checkpoint_dir(checkpoint);
         self.train.save(&dir)?;
-        crate::model::hf::save_causal_lm(&self.inference, &dir.join("hf"))
+        roll_flow_model::hf::save_causal_lm(&self.inference, &dir.join("hf"))
             .map_err(|e| model_error(&self.name, e))?;
         super::trainable::write_text(&dir, VERSION_FILE, &self.version.to_string())
     }
@@ -145,9 +144,9 @@ impl<B: RunBackend> CriticModel<B> {
         let dir = self.checkpoint_dir(checkpoint);
         self.train.save(&dir)?;
         let model = self.train.module();
-        let mut sink = crate::model::weights::TensorSink::default();
+        let mut sink = roll_flow_model::weights::TensorSink::default();
         model.save(&mut sink);
-        crate::model::hf::save_model_dir(&dir.join("hf"), &model.config, &sink)
+        roll_flow_model::hf::save_model_dir(&dir.join("hf"), &model.config, &sink)
             .map_err(|e| model_error(&self.name, e))
     }
 }

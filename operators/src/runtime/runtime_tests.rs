@@ -3,13 +3,15 @@
 //! have another architecture than the pipeline's model.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use roll_flow_engine::WorkerInfo;
+use roll_flow_model::CpuBackend;
 
-use super::Runtime;
-use crate::checkpoint::step_dir;
-use crate::model::CpuBackend;
-use crate::RollFlow;
+use super::resources::Runtime;
+use crate::catalog::RollFlow;
+use crate::registry::run_plan;
+use crate::run_layout::step_dir;
 
 /// A pipeline with a policy and a critic of the given `models:` entries, writing to `out`.
 fn runtime(out: &Path, policy: &str, critic: &str, first_step: u64) -> Runtime<CpuBackend> {
@@ -28,7 +30,7 @@ fn runtime(out: &Path, policy: &str, critic: &str, first_step: u64) -> Runtime<C
         peers: 1,
         first_step,
     };
-    Runtime::new(pipeline, worker).unwrap()
+    Runtime::new(Arc::new(run_plan(&pipeline)), worker).unwrap()
 }
 
 const SMALL: &str = "(arch: Tiny(layers: 1, dim: 16, heads: 2))";

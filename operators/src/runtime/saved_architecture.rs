@@ -3,11 +3,11 @@
 //! `--resume RUN --set models.policy.arch=Tiny(layers: 3, ..)` on a 2-layer run.
 //!
 //! The checkpoint's architecture is the `config.json` the checkpoint node writes next to
-//! the weights (`hf/config.json`, see [`crate::checkpoint`]).
+//! the weights (`hf/config.json`, see `crate::checkpoint`).
 
 use std::path::Path;
 
-use crate::model::Qwen2Config;
+use roll_flow_model::Qwen2Config;
 
 /// The fields that fix the shapes of a Qwen2 model's weights, with their values.
 fn shape_fields(config: &Qwen2Config) -> [(&'static str, String); 8] {
@@ -59,7 +59,7 @@ pub fn check_saved_architecture(config_json: &Path, built: &Qwen2Config) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::TinyArch;
+    use roll_flow_model::TinyArch;
 
     #[test]
     fn every_differing_shape_field_is_named_and_a_missing_file_passes() {

@@ -15,10 +15,10 @@ use burn::tensor::{Int, Tensor, TensorData};
 use roll_flow_engine::batch::column::{ENV_TAG, RESPONSE_MASK};
 use roll_flow_engine::Batch;
 
-use crate::model::generate::AnswerChoices;
-use crate::model::logprob::{response_scores, ResponseLogProbs, Scoring};
-use crate::model::packed::PackedSequences;
-use crate::model::{Qwen2CausalLm, Qwen2ValueModel};
+use roll_flow_model::generate::AnswerChoices;
+use roll_flow_model::logprob::{response_scores, ResponseLogProbs, Scoring};
+use roll_flow_model::packed::PackedSequences;
+use roll_flow_model::{Qwen2CausalLm, Qwen2ValueModel};
 
 /// The batch's tokens as packed sequences.
 pub fn packed(batch: &Batch) -> PackedSequences {
@@ -191,23 +191,4 @@ pub fn score_chunks<R: Send>(
         .into_par_iter()
         .map(|chunk| score(&batch.select(&chunk)).map(|scored| (chunk, scored)))
         .collect()
-}
-
-/// The temperature replies of `model` were sampled with: that of the `Rollout` node whose
-/// policy it is, else of the first `Rollout` node (a reference model scores the policy's
-/// samples), else 1.
-pub fn rollout_temperature(
-    pipeline: &roll_flow_engine::Pipeline<crate::RollFlow>,
-    model: &str,
-) -> f32 {
-    use crate::rollout::{rollout_for, rollouts};
-    rollout_for(pipeline, model)
-        .or_else(|| rollouts(pipeline).next())
-        .map_or(1.0, |r| {
-            if r.temperature > 0.0 {
-                r.temperature
-            } else {
-                1.0
-            }
-        })
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use roll_flow_engine::Batch;
 
 use super::scoring::{sample_chunks, score_chunks, score_responses, token_column, token_positions};
-use crate::algo::test_batches::with_masks;
+use roll_flow_algo::test_batches::with_masks;
 
 /// Five samples of lengths 6, 2, 5, 3 and 6, with responses of different lengths.
 fn batch() -> Batch {
@@ -48,7 +48,7 @@ fn token_positions_are_the_chunk_samples_ranges_in_chunk_order() {
 
 #[test]
 fn chunked_scores_equal_the_whole_batch_scores_on_every_token() {
-    let model = crate::training::concurrent_tests::model();
+    let model = crate::runtime::concurrent_tests::model();
     let (b, guides) = (batch(), BTreeMap::new());
     let n = b.num_tokens();
     let whole = score_responses(&model, &b, 0.7, &guides, false).unwrap();
@@ -81,8 +81,8 @@ fn chunked_scores_equal_the_whole_batch_scores_on_every_token() {
 
 #[test]
 fn a_token_id_outside_the_critic_vocabulary_is_an_error_not_a_panic() {
-    use crate::model::config::{Qwen2Config, TinyArch};
-    use crate::model::Qwen2ValueModel;
+    use roll_flow_model::config::{Qwen2Config, TinyArch};
+    use roll_flow_model::Qwen2ValueModel;
     let critic = |vocab| {
         let arch = TinyArch {
             layers: 1,
@@ -91,7 +91,7 @@ fn a_token_id_outside_the_critic_vocabulary_is_an_error_not_a_panic() {
             ..Default::default()
         };
         let config = Qwen2Config::tiny(&arch, vocab);
-        Qwen2ValueModel::<crate::model::CpuBackend>::random(&config, 0, &Default::default())
+        Qwen2ValueModel::<roll_flow_model::CpuBackend>::random(&config, 0, &Default::default())
     };
     // The batch's 22 tokens are ids 1..=22: id 22 needs a vocabulary of 23.
     let b = batch();

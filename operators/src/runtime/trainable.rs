@@ -1,11 +1,11 @@
 //! A module being trained: the weights, their AdamW state and the step that applies
 //! accumulated gradients (global-norm clipping, then the scheduled learning rate).
 //!
-//! Both the actor (a [`Qwen2CausalLm`](crate::model::Qwen2CausalLm)) and the critic (a
-//! [`Qwen2ValueModel`](crate::model::Qwen2ValueModel)) are trained through this one type, so
+//! Both the actor (a [`Qwen2CausalLm`](roll_flow_model::Qwen2CausalLm)) and the critic (a
+//! [`Qwen2ValueModel`](roll_flow_model::Qwen2ValueModel)) are trained through this one type, so
 //! clipping, the schedule and checkpointing behave the same for both. AdamW is burn's
 //! (decoupled weight decay, Loshchilov & Hutter 2019) configured from the model's
-//! `optim: AdamW(..)`; clipping is [`crate::algo::clip_grad_norm`] (PyTorch's
+//! `optim: AdamW(..)`; clipping is [`roll_flow_algo::clip_grad_norm`] (PyTorch's
 //! `clip_grad_norm_`). A non-finite gradient norm skips the update and is reported.
 //!
 //! Checkpoints are burn records in full precision (`BinBytesRecorder`), which keep the
@@ -20,19 +20,15 @@ use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 
 use burn::tensor::Tensor;
 
+use super::backend::{RunBackend, TrainBackend};
+use super::concurrent::part_gradients;
 use super::lr_schedule::learning_rate;
-use super::{RunBackend, TrainBackend};
-use crate::algo::{clip_grad_norm, AlgoStats};
-use crate::model::spec::OptimSpec;
-use crate::model::CpuBackend;
-use crate::training::concurrent::part_gradients;
+use crate::run_layout::{MODEL_FILE, OPTIMIZER_FILE};
+use roll_flow_algo::{clip_grad_norm, AlgoStats};
+use roll_flow_model::spec::OptimSpec;
+use roll_flow_model::CpuBackend;
 
 type Record = BinBytesRecorder<FullPrecisionSettings>;
-
-/// The weights' file in a model's checkpoint folder ([`Trainable::save`]).
-pub const MODEL_FILE: &str = "model.bin";
-/// The optimizer state's file in a model's checkpoint folder.
-pub const OPTIMIZER_FILE: &str = "optimizer.bin";
 
 /// What one optimizer step did.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -107,7 +103,7 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     }
 
     /// Adds the gradients of `scale[i] · loss(part[i])` for every part, computed
-    /// concurrently ([`crate::training::concurrent::part_gradients`]) and accumulated in
+    /// concurrently ([`super::concurrent::part_gradients`]) and accumulated in
     /// part order; returns what `loss` reported for each part.
     pub fn accumulate_parts<P: Sync>(
         &mut self,
@@ -136,7 +132,7 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
         let module = self.module.take().expect("module present");
         let grad_norm = match grad_clip {
             Some(max) => clip_grad_norm(&module, &mut grads, max),
-            None => crate::algo::grad_norm(&module, &grads),
+            None => roll_flow_algo::grad_norm(&module, &grads),
         };
         let lr = learning_rate(&self.optim, step, self.total_steps);
         if !grad_norm.is_finite() {
@@ -209,7 +205,7 @@ mod tests {
 
     #[test]
     fn an_out_of_range_optimizer_is_refused_before_any_step() {
-        let model = crate::training::concurrent_tests::model();
+        let model = crate::runtime::concurrent_tests::model();
         let mut optim = OptimSpec::default();
         let OptimSpec::AdamW { grad_clip, .. } = &mut optim;
         *grad_clip = Some(-1.0);

@@ -1,0 +1,208 @@
+//! PPO clipped surrogate with symmetric/asymmetric clip, dual clip and token or segment
+//! ratios. The per-token loss, its aggregation, the clip statistics and the backward pass
+//! run fused in one kernel ([`roll_flow_kernels::ppo_clip_loss_weighted`]); segment ratios
+//! are formed in burn ops first and handed to it as the log-ratio.
+//!
+//! Per response token (Schulman et al. 2017 eq. 7; verl/ROLL `compute_policy_loss`):
+//! - r = exp(log r), log r = logp − old_logp per token, or the turn's mean ([`RatioLevel`]);
+//! - L_clip = max(−A·r, −A·clip(r, 1 − ε_low, 1 + ε_high));
+//! - dual clip (Ye et al. 2020), for A < 0 only: L = min(L_clip, −c·A), capping the loss
+//!   at −c·A (c = 3 usually; ROLL uses 1 + 2ε); requires c > 1;
+//! - aggregated by [`LossAgg`] (default `SeqMeanTokenMean`, ROLL).
+//!
+//! Defaults: ε_low = ε_high = 0.2 (symmetric; StarPO-S uses `low: 0.2, high: 0.28`), no
+//! dual clip, token ratios. Stats: `pg_clipfrac` (tokens whose clipped term is active),
+//! `pg_clipfrac_lower` (dual-clipped), `ppo_kl` (masked mean of old_logp − logp).
+//!
+//! RON: `loss: PpoClip(low: 0.2, high: 0.28, dual_clip: Some(3.0), ratio: Token, agg: SeqMeanTokenMean)`.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{ElementConversion, Tensor};
+use roll_flow_kernels::{KernelBackend, PpoClipConfig, PpoStats};
+use serde::Deserialize;
+
+use super::aggregation::LossAgg;
+use super::algo_stats::AlgoStats;
+use super::error::AlgoError;
+use super::packed_layout::PackedLayout;
+use super::segment_ratio::log_ratio;
+pub use super::segment_ratio::RatioLevel;
+
+/// The PPO clipped-surrogate policy loss.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PpoClip {
+    /// ε_low: the ratio is clipped below at 1 − ε_low (default 0.2).
+    pub low: f32,
+    /// ε_high: the ratio is clipped above at 1 + ε_high (default 0.2; StarPO-S 0.28).
+    pub high: f32,
+    /// Dual clip constant c > 1 for negative advantages; `None` (default) turns it off.
+    pub dual_clip: Option<f32>,
+    /// `Token` (default) or `Segment` (one ratio per turn).
+    pub ratio: RatioLevel,
+    /// Loss aggregation (default `SeqMeanTokenMean`).
+    pub agg: LossAgg,
+    /// The constant length L of `SeqMeanTokenSumNorm`; default the longest response.
+    pub norm_length: Option<u32>,
+}
+
+impl Default for PpoClip {
+    fn default() -> Self {
+        PpoClip {
+            low: 0.2,
+            high: 0.2,
+            dual_clip: None,
+            ratio: RatioLevel::Token,
+            agg: LossAgg::SeqMeanTokenMean,
+            norm_length: None,
+        }
+    }
+}
+
+/// Packed per-token inputs of a policy loss.
+#[derive(Clone, Debug)]
+pub struct PolicyInputs<'a, B: Backend> {
+    /// Log-probs of the sampled tokens under the policy being trained (carries the graph).
+    pub logprob: Tensor<B, 1>,
+    /// Log-probs under π_old (PPO) or π_prox (decoupled PPO): `old_logprob`.
+    pub old_logprob: Tensor<B, 1>,
+    /// `advantages`.
+    pub advantages: Tensor<B, 1>,
+    pub layout: &'a PackedLayout<B>,
+}
+
+/// A scalar loss (shape `[1]`) and its detached statistics.
+#[derive(Clone, Debug)]
+pub struct PolicyLossOutput<B: Backend> {
+    pub loss: Tensor<B, 1>,
+    pub stats: AlgoStats,
+}
+
+impl PpoClip {
+    /// Checks the clip settings.
+    pub fn validate(&self) -> Result<(), AlgoError> {
+        check_clip("PpoClip", self.low, self.high, self.dual_clip)
+    }
+
+    /// The aggregated loss.
+    pub fn loss<B: KernelBackend>(
+        &self,
+        inputs: &PolicyInputs<'_, B>,
+    ) -> Result<PolicyLossOutput<B>, AlgoError> {
+        self.validate()?;
+        self.clip_loss("PpoClip").loss(inputs, None)
+    }
+
+    /// These settings as the fused kernel takes them, errors named after `node`.
+    pub(crate) fn clip_loss(&self, node: &'static str) -> ClipLoss {
+        ClipLoss {
+            node,
+            config: PpoClipConfig {
+                low: self.low,
+                high: self.high,
+                dual_clip: self.dual_clip,
+                agg: self.agg,
+                norm_length: self.norm_length,
+            },
+            ratio: self.ratio,
+        }
+    }
+}
+
+/// A clipped surrogate as the fused kernel runs it: shared by [`PpoClip`] and
+/// [`super::DecoupledPpo`].
+pub(crate) struct ClipLoss {
+    pub node: &'static str,
+    pub config: PpoClipConfig,
+    pub ratio: RatioLevel,
+}
+
+impl ClipLoss {
+    /// The aggregated loss of the (dual-)clipped surrogate, each token's loss times
+    /// `token_weight` when given (a constant), with the stats `pg_clipfrac`,
+    /// `pg_clipfrac_lower` (dual clip only) and `ppo_kl`.
+    pub fn loss<B: KernelBackend>(
+        &self,
+        inputs: &PolicyInputs<'_, B>,
+        token_weight: Option<Tensor<B, 1>>,
+    ) -> Result<PolicyLossOutput<B>, AlgoError> {
+        let layout = inputs.layout;
+        // The kernel takes (logp, old) and forms r = exp(logp − old); a segment ratio goes
+        // in as its log-ratio against 0 (Σ over tokens of −log r is then still Σ old − logp,
+        // so `ppo_kl` is unchanged).
+        let (logp, old) = match self.ratio {
+            RatioLevel::Token => (inputs.logprob.clone(), inputs.old_logprob.clone()),
+            RatioLevel::Segment => {
+                let log_r = log_ratio(
+                    inputs.logprob.clone(),
+                    inputs.old_logprob.clone(),
+                    layout,
+                    self.ratio,
+                );
+                let zeros = log_r.zeros_like();
+                (log_r, zeros)
+            }
+        };
+        let out = roll_flow_kernels::ppo_clip_loss_weighted(
+            logp,
+            old,
+            inputs.advantages.clone(),
+            layout.mask.clone(),
+            token_weight,
+            &layout.offsets,
+            &self.config,
+        )
+        .map_err(|e| AlgoError::invalid(self.node, e.to_string()))?;
+        let kernel_stats = PpoStats::from_tensor(out.stats);
+        let mut stats = AlgoStats::new();
+        stats.insert("pg_clipfrac".into(), kernel_stats.clipfrac as f64);
+        if self.config.dual_clip.is_some() {
+            stats.insert(
+                "pg_clipfrac_lower".into(),
+                kernel_stats.clipfrac_lower as f64,
+            );
+        }
+        stats.insert("ppo_kl".into(), kernel_stats.approx_kl as f64);
+        Ok(PolicyLossOutput {
+            loss: out.loss,
+            stats,
+        })
+    }
+}
+
+/// Validates ε_low, ε_high and the dual clip constant.
+pub(crate) fn check_clip(
+    node: &'static str,
+    low: f32,
+    high: f32,
+    dual: Option<f32>,
+) -> Result<(), AlgoError> {
+    if !(0.0..1.0).contains(&low) || high.is_nan() || high < 0.0 {
+        return Err(AlgoError::invalid(
+            node,
+            format!("clip needs 0 ≤ low < 1 and high ≥ 0, got low {low}, high {high}"),
+        ));
+    }
+    if let Some(c) = dual {
+        if c.is_nan() || c <= 1.0 {
+            return Err(AlgoError::invalid(
+                node,
+                format!("dual_clip must be > 1, got {c}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Masked mean of a detached per-token tensor, as f64.
+pub(crate) fn masked_mean<B: Backend>(values: Tensor<B, 1>, layout: &PackedLayout<B>) -> f64 {
+    let s: f32 = (values.detach() * layout.mask.clone())
+        .sum()
+        .into_scalar()
+        .elem();
+    s as f64 / layout.response_tokens().max(1) as f64
+}
+
+#[cfg(test)]
+#[path = "ppo_loss_tests.rs"]
+mod tests;

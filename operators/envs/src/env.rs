@@ -1,0 +1,83 @@
+//! The [`Env`] trait and what it hands the agent: a [`Reset`], then one [`StepResult`]
+//! (with its [`EnvInfo`] metrics) per step.
+
+use serde::Serialize;
+
+use crate::error::EnvError;
+use crate::render::frame::Frame;
+
+/// What `reset` hands the agent: the first observation and the rules of the game.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Reset {
+    /// The initial state as text (for grid envs, the grid).
+    pub observation: String,
+    /// The rules, the symbols and the answer format, for the system/first user prompt.
+    pub instruction: String,
+}
+
+/// Per-step metrics, named as ROLL and RAGEN log them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct EnvInfo {
+    /// The episode is won (goal reached, all boxes on targets, answer correct, ...).
+    pub success: bool,
+    /// The action text parsed into actions the env knows.
+    pub action_is_valid: bool,
+    /// The actions changed the state (e.g. the player moved).
+    pub action_is_effective: bool,
+    /// The format penalty applied this step (0 when the action was valid); it is already
+    /// included in the step's reward.
+    pub format_penalty: f32,
+}
+
+/// The result of one `step`: gymnasium's `(observation, reward, terminated, truncated, info)`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepResult {
+    /// The new state as text. It is also the GiGPO anchor-state key: equal strings are the
+    /// same state.
+    #[serde(rename = "obs")]
+    pub observation: String,
+    /// The step's reward, format penalty included.
+    pub reward: f32,
+    /// The episode ended by the env's rules (goal, hole, solved, answered).
+    pub terminated: bool,
+    /// The episode was cut by the env's action budget.
+    pub truncated: bool,
+    /// Per-step metrics.
+    pub info: EnvInfo,
+}
+
+impl StepResult {
+    /// Whether the episode is over, either way.
+    pub fn done(&self) -> bool {
+        self.terminated || self.truncated
+    }
+}
+
+/// A gym-like, text-first environment. Implement it (and register a factory with
+/// [`crate::registry::register_env`]) to add a custom env.
+pub trait Env: Send {
+    /// The env's name as users write it in RON (`"FrozenLake"`).
+    fn name(&self) -> &'static str;
+
+    /// Starts a new episode from `seed`. The same seed always gives the same episode.
+    fn reset(&mut self, seed: u64) -> Result<Reset, EnvError>;
+
+    /// Applies the model's raw output text (`<think>…</think><answer>…</answer>`).
+    /// Unparsable text is not an error: it earns the env's format penalty.
+    fn step(&mut self, action_text: &str) -> Result<StepResult, EnvError>;
+
+    /// The current state as text (the same string as the last observation).
+    fn observation(&self) -> String;
+
+    /// The current state as an RGB image ([`crate::render::Frame::from_tiles`] draws a grid).
+    fn render_frame(&self) -> Result<Frame, EnvError>;
+
+    /// The env's own turn limit, used when the env set gives no `max_turns`.
+    fn default_max_turns(&self) -> usize;
+
+    /// The fixed action names, when the env has a finite action set (a rollout may then
+    /// constrain replies to `<answer>NAME</answer>`); empty for open-ended answers.
+    fn action_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,35 @@
+//! [`EnvError`]: what goes wrong building or playing an env, said so users know what to
+//! change.
+
+/// Errors of env construction and use. Messages are for users: they say what to change.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EnvError {
+    /// A config parameter is out of range.
+    #[error("{env}: invalid `{field}`: {reason}")]
+    InvalidConfig {
+        env: &'static str,
+        field: &'static str,
+        reason: String,
+    },
+    /// `step` was called before the first `reset`.
+    #[error("{0}: step called before reset")]
+    NotReset(&'static str),
+    /// `step` was called after the episode ended.
+    #[error("{0}: the episode is over (terminated or truncated); call reset")]
+    EpisodeOver(&'static str),
+    /// Level generation gave up (only with extreme parameters).
+    #[error("{env}: could not generate a level: {reason}")]
+    Generation { env: &'static str, reason: String },
+    /// A custom env name that nobody registered.
+    #[error("unknown custom env `{name}`; registered: {known}")]
+    UnknownCustom { name: String, known: String },
+    /// A custom env's parameters did not fit its config type.
+    #[error("custom env `{name}`: {reason}")]
+    CustomParams { name: String, reason: String },
+    /// The env spec given on the command line or in a file did not parse.
+    #[error("env spec: {0}")]
+    Spec(String),
+    /// Rendering or writing an image failed.
+    #[error("render: {0}")]
+    Render(String),
+}

@@ -1,0 +1,68 @@
+//! FrozenLake's settings: `FrozenLake(size: 4, p: 0.8, slippery: false)`, each default
+//! ROLL's or gymnasium's.
+
+use serde::Deserialize;
+
+use crate::error::EnvError;
+
+/// `FrozenLake(size: 4, p: 0.8, slippery: false)`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FrozenLakeConfig {
+    /// Board side (tiles); at least 2. Default 4.
+    pub size: usize,
+    /// Probability that a tile is frozen (not a hole), in (0, 1]. Default 0.8.
+    pub p: f64,
+    /// gymnasium's slippery ice: intended direction 1/3, each perpendicular 1/3.
+    /// Default false, as ROLL's configs (RAGEN's paper uses true).
+    pub slippery: bool,
+    /// Actions per episode before truncation (ROLL's `max_actions_per_traj`). Default 10.
+    pub max_actions: usize,
+    /// Actions one answer may chain with `||` (RAGEN: 5). Default 5.
+    pub max_actions_per_turn: usize,
+    /// Reward for an unparsable answer (ROLL: −0.01). Default −0.01.
+    pub format_penalty: f32,
+}
+
+impl Default for FrozenLakeConfig {
+    fn default() -> Self {
+        FrozenLakeConfig {
+            size: 4,
+            p: 0.8,
+            slippery: false,
+            max_actions: 10,
+            max_actions_per_turn: 5,
+            format_penalty: -0.01,
+        }
+    }
+}
+
+fn invalid(field: &'static str, reason: String) -> EnvError {
+    EnvError::InvalidConfig {
+        env: "FrozenLake",
+        field,
+        reason,
+    }
+}
+
+impl FrozenLakeConfig {
+    /// Checks every parameter's range.
+    pub fn validate(&self) -> Result<(), EnvError> {
+        if !(2..=64).contains(&self.size) {
+            return Err(invalid("size", format!("{} is not in 2..=64", self.size)));
+        }
+        if !(self.p > 0.0 && self.p <= 1.0) {
+            return Err(invalid("p", format!("{} is not in (0, 1]", self.p)));
+        }
+        if self.max_actions == 0 {
+            return Err(invalid("max_actions", "must be at least 1".into()));
+        }
+        if self.max_actions_per_turn == 0 {
+            return Err(invalid("max_actions_per_turn", "must be at least 1".into()));
+        }
+        if !self.format_penalty.is_finite() {
+            return Err(invalid("format_penalty", "must be finite".into()));
+        }
+        Ok(())
+    }
+}

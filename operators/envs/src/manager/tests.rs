@@ -1,0 +1,156 @@
+//! Env manager: group seeds, fixed validation seeds, partition and sharding.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use roll_flow_engine::EnvSet;
+
+use super::{EnvManager, Shard};
+use crate::config::{ron_options, EnvConfig};
+
+fn set(text: &str) -> EnvSet<EnvConfig> {
+    ron_options().from_str(text).unwrap()
+}
+
+fn manager() -> EnvManager {
+    let train = set("(env: FrozenLake(size: 4), groups: 5, group_size: 3, max_turns: 8)");
+    let val = set("(env: Sokoban(), groups: 4, group_size: 1, seed: 1000)");
+    let entries = [("train", &train), ("val", &val)];
+    EnvManager::new(entries.iter().map(|(t, s)| (*t, *s)), 42).unwrap()
+}
+
+#[test]
+fn groups_share_a_seed_and_groups_differ() {
+    let m = manager();
+    let slots = m.slots_for("train", 3, Shard::ALL).unwrap();
+    assert_eq!(slots.len(), 15);
+    let mut seeds: BTreeMap<usize, BTreeSet<u64>> = BTreeMap::new();
+    for slot in &slots {
+        seeds.entry(slot.group_id).or_default().insert(slot.seed);
+        assert_eq!(slot.max_turns, 8);
+    }
+    assert!(seeds.values().all(|s| s.len() == 1), "one seed per group");
+    let distinct: BTreeSet<u64> = seeds.values().flatten().copied().collect();
+    assert_eq!(distinct.len(), 5, "groups play different seeds");
+    let indices: Vec<usize> = slots.iter().map(|s| s.index_in_group).collect();
+    assert_eq!(indices, [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2]);
+}
+
+#[test]
+fn training_seeds_are_deterministic_and_change_with_step() {
+    let (a, b) = (manager(), manager());
+    assert_eq!(
+        a.slots(7, Shard::ALL).unwrap(),
+        b.slots(7, Shard::ALL).unwrap()
+    );
+    let s7 = a.group_seed("train", 7, 0).unwrap();
+    let s8 = a.group_seed("train", 8, 0).unwrap();
+    assert_ne!(s7, s8);
+    let other_base = EnvManager::new([("train", &set("(env: Bandit(), groups: 1)"))], 43).unwrap();
+    assert_ne!(other_base.group_seed("train", 7, 0).unwrap(), s7);
+}
+
+#[test]
+fn validation_seeds_are_fixed_across_steps() {
+    let m = manager();
+    for step in [0, 1, 50, 10_000] {
+        let seeds: Vec<u64> = m
+            .slots_for("val", step, Shard::ALL)
+            .unwrap()
+            .iter()
+            .map(|s| s.seed)
+            .collect();
+        assert_eq!(seeds, [1000, 1001, 1002, 1003]);
+    }
+    // Sokoban's own default turn limit applies when the entry sets none.
+    assert_eq!(m.slots_for("val", 0, Shard::ALL).unwrap()[0].max_turns, 5);
+}
+
+#[test]
+fn partition_gives_global_group_ids_in_declaration_order() {
+    let m = manager();
+    assert_eq!((m.total_groups(), m.total_envs()), (9, 19));
+    let ids: BTreeSet<usize> = m
+        .slots(0, Shard::ALL)
+        .unwrap()
+        .iter()
+        .map(|s| s.group_id)
+        .collect();
+    assert_eq!(ids, (0..9).collect());
+    let val_ids: Vec<usize> = m
+        .slots_for("val", 0, Shard::ALL)
+        .unwrap()
+        .iter()
+        .map(|s| s.group_id)
+        .collect();
+    assert_eq!(val_ids, [5, 6, 7, 8]);
+    assert_eq!(m.tags().collect::<Vec<_>>(), ["train", "val"]);
+}
+
+#[test]
+fn sharding_splits_whole_groups_round_robin() {
+    let m = manager();
+    let all = m.slots(2, Shard::ALL).unwrap();
+    let mut union = Vec::new();
+    for worker in 0..3 {
+        let shard = m.slots(2, Shard { worker, workers: 3 }).unwrap();
+        let groups: BTreeSet<usize> = shard.iter().map(|s| s.group_id).collect();
+        let expected: BTreeSet<usize> = (worker..9).step_by(3).collect();
+        assert_eq!(groups, expected, "worker {worker}");
+        union.extend(shard);
+    }
+    union.sort_by_key(|s| (s.group_id, s.index_in_group));
+    assert_eq!(union, all, "shards partition the slots exactly");
+    assert!(m
+        .slots(
+            0,
+            Shard {
+                worker: 3,
+                workers: 3
+            }
+        )
+        .is_err());
+    assert!(m
+        .slots(
+            0,
+            Shard {
+                worker: 0,
+                workers: 0
+            }
+        )
+        .is_err());
+}
+
+#[test]
+fn group_members_reset_to_the_same_state() {
+    let m = manager();
+    for slot_group in m.slots_for("train", 11, Shard::ALL).unwrap().chunks(3) {
+        let observations: BTreeSet<String> = slot_group
+            .iter()
+            .map(|slot| {
+                let mut env = m.build_env(&slot.env_tag).unwrap();
+                env.reset(slot.seed).unwrap().observation
+            })
+            .collect();
+        assert_eq!(observations.len(), 1);
+    }
+}
+
+#[test]
+fn bad_entries_are_refused() {
+    let zero = set("(env: Bandit(), groups: 0)");
+    assert!(EnvManager::new([("t", &zero)], 0).is_err());
+    let turns = set("(env: Bandit(), groups: 1, max_turns: 0)");
+    assert!(EnvManager::new([("t", &turns)], 0).is_err());
+    let bad_env = set("(env: FrozenLake(p: 2.0), groups: 1)");
+    let message = EnvManager::new([("t", &bad_env)], 0)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("`p`"), "{message}");
+    let m = manager();
+    let unknown = m.slots_for("test", 0, Shard::ALL).unwrap_err().to_string();
+    assert!(
+        unknown.contains("test") && unknown.contains("train"),
+        "{unknown}"
+    );
+}

@@ -1,0 +1,14 @@
+//! Batched autoregressive generation with a KV cache ([`crate::kv_cache`]) and continuous
+//! batching.
+
+pub mod batcher;
+pub mod guide;
+pub mod prefix_reuse;
+pub mod request;
+pub mod sampler;
+
+pub use crate::kv_cache::{KvCache, LayerKv};
+pub use batcher::ContinuousBatcher;
+pub use guide::AnswerChoices;
+pub use request::{FinishReason, GenerationOutput, GenerationRequest, RequestId};
+pub use sampler::{Sampled, SamplingParams};

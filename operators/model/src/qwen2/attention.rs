@@ -1,0 +1,257 @@
+//! Qwen2 self-attention: grouped-query attention (Ainslie et al. 2023) with biases on the
+//! q/k/v projections and none on the output projection, rotary positions, and an optional KV
+//! cache; transformers' `Qwen2Attention` with eager attention:
+//!
+//! `softmax(q kᵀ / sqrt(head_dim) + mask) v`, query head `h` reading key/value head
+//! `h / (heads / kv_heads)`.
+//!
+//! GQA without copying keys: the `heads / kv_heads` query heads that share a key/value head are
+//! stacked along the query axis (`[b, kv, rep·q, d]`), so one batched matmul per key/value head
+//! serves them all, instead of materialising repeated keys as `repeat_kv` does.
+
+use burn::module::Module;
+use burn::nn::Linear;
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+use roll_flow_kernels::KernelBackend;
+
+use super::attention_mask::LayerMask;
+use super::banded_attention::banded_attention;
+use super::dense::project;
+use super::rotary::RotaryAngles;
+use super::selected_queries::SelectedQueries;
+use crate::config::Qwen2Config;
+use crate::error::ModelError;
+use crate::kv_cache::LayerKv;
+use crate::weights::{linear, TensorSink, WeightSource};
+
+/// Multi-head attention with grouped key/value heads.
+#[derive(Module, Debug)]
+pub struct Attention<B: Backend> {
+    /// Query projection `hidden -> heads·head_dim`, with bias.
+    pub q_proj: Linear<B>,
+    /// Key projection `hidden -> kv_heads·head_dim`, with bias.
+    pub k_proj: Linear<B>,
+    /// Value projection `hidden -> kv_heads·head_dim`, with bias.
+    pub v_proj: Linear<B>,
+    /// Output projection `heads·head_dim -> hidden`, no bias.
+    pub o_proj: Linear<B>,
+    /// Number of query heads.
+    pub heads: usize,
+    /// Number of key/value heads.
+    pub kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+}
+
+impl<B: Backend> Attention<B> {
+    /// Loads `<name>.{q,k,v,o}_proj`.
+    pub fn load(
+        source: &mut dyn WeightSource,
+        name: &str,
+        config: &Qwen2Config,
+        device: &B::Device,
+    ) -> Result<Self, ModelError> {
+        let (hidden, d) = (config.hidden_size, config.head_dim());
+        let (heads, kv_heads) = (config.num_attention_heads, config.kv_heads());
+        Ok(Attention {
+            q_proj: linear(
+                source,
+                &format!("{name}.q_proj"),
+                hidden,
+                heads * d,
+                true,
+                device,
+            )?,
+            k_proj: linear(
+                source,
+                &format!("{name}.k_proj"),
+                hidden,
+                kv_heads * d,
+                true,
+                device,
+            )?,
+            v_proj: linear(
+                source,
+                &format!("{name}.v_proj"),
+                hidden,
+                kv_heads * d,
+                true,
+                device,
+            )?,
+            o_proj: linear(
+                source,
+                &format!("{name}.o_proj"),
+                heads * d,
+                hidden,
+                false,
+                device,
+            )?,
+            heads,
+            kv_heads,
+            head_dim: d,
+        })
+    }
+
+    /// Emits the four projections under `<name>`.
+    pub fn save(&self, name: &str, sink: &mut TensorSink) {
+        sink.put_linear(&format!("{name}.q_proj"), &self.q_proj);
+        sink.put_linear(&format!("{name}.k_proj"), &self.k_proj);
+        sink.put_linear(&format!("{name}.v_proj"), &self.v_proj);
+        sink.put_linear(&format!("{name}.o_proj"), &self.o_proj);
+    }
+}
+
+impl<B: KernelBackend> Attention<B> {
+    /// `x: [batch, queries, hidden]`; `mask` over `keys`, the cached keys plus these queries
+    /// (a banded mask only without a cache). New keys/values are appended to `cache`.
+    ///
+    /// Layout: the projections stay `[batch, queries, heads, head_dim]` for the rotation and
+    /// heads are moved in front by a stride change only (`swap_dims`, no copy: the matmuls
+    /// read strided operands). Copies happen where they must: the cache write, and the
+    /// head merge before the output projection. With one query head per key/value head
+    /// (no GQA) no reshape of a transposed tensor, hence no copy, is needed at all.
+    pub fn forward(
+        &self,
+        x: Tensor<B, 3>,
+        rope: &RotaryAngles<B>,
+        mask: &LayerMask<B>,
+        cache: Option<&mut LayerKv<B>>,
+    ) -> Tensor<B, 3> {
+        self.forward_queries(x, rope, mask, cache, false)
+    }
+
+    /// [`forward`](Self::forward) for the last query column only, `[batch, 1, hidden]`: a
+    /// prefill needs every new key and value in the cache but the next-token logits of the
+    /// last column alone (every row's prompt ends there). A banded mask has no cache and
+    /// scores whole sequences, so it takes the full path.
+    pub fn forward_last(
+        &self,
+        x: Tensor<B, 3>,
+        rope: &RotaryAngles<B>,
+        mask: &LayerMask<B>,
+        cache: Option<&mut LayerKv<B>>,
+    ) -> Tensor<B, 3> {
+        match mask {
+            LayerMask::Dense { .. } => self.forward_queries(x, rope, mask, cache, true),
+            LayerMask::Banded(_) => last_column(self.forward_queries(x, rope, mask, cache, false)),
+        }
+    }
+
+    /// Keys and values of every column of `x` (appended to `cache`), queries of every
+    /// column or, with `last_only`, of the last one.
+    fn forward_queries(
+        &self,
+        x: Tensor<B, 3>,
+        rope: &RotaryAngles<B>,
+        mask: &LayerMask<B>,
+        cache: Option<&mut LayerKv<B>>,
+        last_only: bool,
+    ) -> Tensor<B, 3> {
+        let queries = x.dims()[1];
+        let (k, v) = self.keys_values(x.clone(), rope);
+        let (k, v) = match cache {
+            Some(cache) => cache.append(k, v),
+            None => (k, v),
+        };
+        let q = match last_only {
+            true => self.queries(last_column(x), &rope.last_column()),
+            false => self.queries(x, rope),
+        };
+        let out = match mask {
+            LayerMask::Dense { mask, first_key } => {
+                // Keys before `first_key` are out of every query's window.
+                let visible = |t: Tensor<B, 4>| match *first_key {
+                    0 => t,
+                    first => {
+                        let keys = t.dims()[2];
+                        t.narrow(2, first, keys - first)
+                    }
+                };
+                let mask = match last_only {
+                    true => mask.clone().narrow(2, queries - 1, 1),
+                    false => mask.clone(),
+                };
+                self.attend(q, visible(k), visible(v), &mask)
+            }
+            LayerMask::Banded(band) => banded_attention(q, k, v, band),
+        };
+        project(&self.o_proj, out)
+    }
+
+    /// Attention of the [`SelectedQueries`] slots only, over every key of `x: [batch, len,
+    /// hidden]` (whole right-padded sequences, no cache): `[batch, per_row, hidden]`.
+    /// `rope` rotates the keys, `rope_at` the slots' queries.
+    pub fn forward_at(
+        &self,
+        x: Tensor<B, 3>,
+        rope: &RotaryAngles<B>,
+        rope_at: &RotaryAngles<B>,
+        at: &SelectedQueries<B>,
+    ) -> Tensor<B, 3> {
+        let q = self.queries(at.gather(x.clone()), rope_at);
+        let (k, v) = self.keys_values(x, rope);
+        let out = self.attend(q, k, v, &at.mask);
+        project(&self.o_proj, out)
+    }
+
+    /// Rotated, scaled queries of `x: [batch, len, hidden]`, `[batch, heads, len, d]`.
+    fn queries(&self, x: Tensor<B, 3>, rope: &RotaryAngles<B>) -> Tensor<B, 4> {
+        let [batch, len, _] = x.dims();
+        let q = project(&self.q_proj, x).reshape([batch, len, self.heads, self.head_dim]);
+        rope.apply_scaled(q).swap_dims(1, 2)
+    }
+
+    /// Rotated keys and values of `x: [batch, len, hidden]`, each
+    /// `[batch, kv_heads, len, d]`.
+    fn keys_values(&self, x: Tensor<B, 3>, rope: &RotaryAngles<B>) -> (Tensor<B, 4>, Tensor<B, 4>) {
+        let [batch, len, _] = x.dims();
+        let shape = [batch, len, self.kv_heads, self.head_dim];
+        let k = rope.apply(project(&self.k_proj, x.clone()).reshape(shape));
+        let v = project(&self.v_proj, x).reshape(shape);
+        (k.swap_dims(1, 2), v.swap_dims(1, 2))
+    }
+
+    /// `softmax(q kᵀ + mask) v` with the heads merged back: `q: [batch, heads, queries, d]`
+    /// (already scaled), `k`, `v: [batch, kv_heads, keys, d]` -> `[batch, queries, heads·d]`.
+    fn attend(
+        &self,
+        q: Tensor<B, 4>,
+        k: Tensor<B, 4>,
+        v: Tensor<B, 4>,
+        mask: &Tensor<B, 4>,
+    ) -> Tensor<B, 3> {
+        let [batch, heads, queries, d] = q.dims();
+        let (kv, keys) = (self.kv_heads, k.dims()[2]);
+        let rep = heads / kv;
+        // With GQA the `rep` query heads of a key/value head are stacked along the query
+        // axis (`[batch, kv, rep·queries, n]`) for the matmuls and split back per head
+        // after: the same memory as `[batch, heads, queries, n]`. Without GQA both shapes
+        // are the tensor's own and the reshape is skipped: under autodiff a reshape's
+        // backward copies a strided gradient element by element.
+        let regroup = |t: Tensor<B, 4>, shape: [usize; 4]| {
+            if rep == 1 {
+                t
+            } else {
+                t.reshape(shape)
+            }
+        };
+        let grouped = |n: usize| [batch, kv, rep * queries, n];
+        let per_head = |n: usize| [batch, heads, queries, n];
+        let scores = regroup(
+            regroup(q, grouped(d)).matmul(k.swap_dims(2, 3)),
+            per_head(keys),
+        );
+        // Fused mask add + softmax (one pass each way; `roll-flow-kernels`).
+        let probs = roll_flow_kernels::masked_softmax(scores, mask.clone());
+        regroup(regroup(probs, grouped(keys)).matmul(v), per_head(d))
+            .swap_dims(1, 2)
+            .reshape([batch, queries, heads * d])
+    }
+}
+
+/// The last column of `x: [batch, len, hidden]`, `[batch, 1, hidden]`.
+pub fn last_column<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
+    let len = x.dims()[1];
+    x.narrow(1, len - 1, 1)
+}

@@ -1,0 +1,221 @@
+//! Which keys each query may attend to, for batches of sequences of different lengths.
+//!
+//! Every row of a batch is one sequence. A row's keys live in columns `key_start..` of the
+//! key axis (columns before that are left padding, or cache slots of a row that joined a
+//! running batch later) and a query at column `i` sees keys up to `i + (keys - queries)`
+//! (causal). Right padding needs no extra rule: padded queries sit after the real ones and
+//! real queries never see them. A sliding-window layer (Qwen2's `sliding_window`) also
+//! hides keys `window` or more columns before the query's own; a row's columns are
+//! consecutive positions, so columns count positions. The mask is additive: 0 where allowed
+//! and a large negative number elsewhere, finite so that a fully masked padding row gives a
+//! harmless uniform softmax instead of NaN.
+//!
+//! Whole sequences without a cache (training, log-probs) under a sliding window skip the
+//! dense mask: [`LayerMask::Banded`] scores each query block against only the key blocks
+//! that can hold its window (`banded_attention`). With a cache (the rollout's prefills and
+//! decoding steps) the dense mask leaves out the key columns no query's window reaches:
+//! every row's queries are its last columns, so one cut serves the whole batch, and a
+//! turn late in a long chat scores about `window` keys instead of the whole chat.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+
+use super::banded_attention::BandedWindow;
+use super::mask_rule::mask_value;
+
+/// The keys one layer's queries may read, in the form its attention computes with.
+#[derive(Clone, Debug)]
+pub enum LayerMask<B: Backend> {
+    /// The additive mask `[batch, heads, queries, keys − first_key]` over key columns
+    /// `first_key..` (0 without a window: every key).
+    Dense {
+        mask: Tensor<B, 4>,
+        first_key: usize,
+    },
+    /// A sliding window over whole sequences, scored block by block.
+    Banded(BandedWindow<B>),
+}
+
+/// Positions and visible key range of every row of one forward call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttentionLayout {
+    /// Rotary position of every query token, `[batch][queries]`.
+    pub positions: Vec<Vec<usize>>,
+    /// First key column that belongs to each row.
+    pub key_start: Vec<usize>,
+}
+
+impl AttentionLayout {
+    /// Right-padded full sequences starting at position 0 (training, log-probs).
+    pub fn right_padded(batch: usize, len: usize) -> Self {
+        AttentionLayout {
+            positions: vec![(0..len).collect(); batch],
+            key_start: vec![0; batch],
+        }
+    }
+
+    /// Number of rows.
+    pub fn batch(&self) -> usize {
+        self.key_start.len()
+    }
+
+    /// Number of query tokens per row.
+    pub fn queries(&self) -> usize {
+        self.positions.first().map_or(0, Vec::len)
+    }
+
+    /// The mask of a layer with `window` (`None`: full causal attention) over `keys` keys for
+    /// `heads` query heads on `kv_heads` key/value heads: banded when the rows are whole
+    /// sequences from position 0 (no cache) and the band scores fewer keys per query than
+    /// the dense mask, dense otherwise.
+    pub fn layer_mask<B: Backend>(
+        &self,
+        keys: usize,
+        (heads, kv_heads): (usize, usize),
+        window: Option<usize>,
+        device: &B::Device,
+    ) -> LayerMask<B> {
+        match window {
+            Some(w)
+                if self.is_whole_sequences(keys) && BandedWindow::<B>::keys_per_query(w) < keys =>
+            {
+                LayerMask::Banded(BandedWindow::new(
+                    self.batch(),
+                    keys,
+                    (heads, kv_heads),
+                    w,
+                    device,
+                ))
+            }
+            _ => LayerMask::Dense {
+                mask: self.mask(keys, heads, window, device),
+                first_key: self.first_visible_key(keys, window),
+            },
+        }
+    }
+
+    /// Whether every row is a whole sequence: no cached keys, positions `0..queries` from
+    /// key column 0 (the layout of [`AttentionLayout::right_padded`]).
+    fn is_whole_sequences(&self, keys: usize) -> bool {
+        let queries = self.queries();
+        keys == queries
+            && self.key_start.iter().all(|&s| s == 0)
+            && self
+                .positions
+                .iter()
+                .all(|p| p.iter().enumerate().all(|(i, &q)| q == i))
+    }
+
+    /// The first key column any query of this call can see: with a `window`, the first
+    /// query's own column (`keys − queries`) less `window − 1`; 0 without one. The queries
+    /// are the last `queries` columns of every row, so the cut is the same for all rows.
+    pub fn first_visible_key(&self, keys: usize, window: Option<usize>) -> usize {
+        window.map_or(0, |w| {
+            keys.saturating_sub(self.queries() + w.saturating_sub(1))
+        })
+    }
+
+    /// The additive mask `[batch, heads, queries, keys − first]` over key columns
+    /// `first..keys`, `first` the [`first_visible_key`](Self::first_visible_key), the same
+    /// for every head; with a `window`, a query sees only its last `window` keys (itself
+    /// included), as transformers' `sliding_window_overlay`.
+    ///
+    /// Repeated per head rather than broadcast: burn-flex adds same-shape tensors in a flat
+    /// SIMD loop but walks a broadcast over the head axis element by element. Built once
+    /// per forward call and window, and shared by the layers with that window.
+    pub fn mask<B: Backend>(
+        &self,
+        keys: usize,
+        heads: usize,
+        window: Option<usize>,
+        device: &B::Device,
+    ) -> Tensor<B, 4> {
+        let (batch, queries) = (self.batch(), self.queries());
+        let offset = keys - queries;
+        let first = self.first_visible_key(keys, window);
+        let (window, width) = (window.unwrap_or(usize::MAX), keys - first);
+        let mut values = Vec::with_capacity(batch * heads * queries * width);
+        for &start in &self.key_start {
+            let row_start = values.len();
+            for i in 0..queries {
+                let own = (i + offset) as isize;
+                values.extend(
+                    (first..keys).map(|j| mask_value(own, j as isize, start as isize, window)),
+                );
+            }
+            for _ in 1..heads {
+                values.extend_from_within(row_start..row_start + queries * width);
+            }
+        }
+        Tensor::from_data(
+            TensorData::new(values, [batch, heads, queries, width]),
+            device,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type B = burn::backend::Flex;
+
+    /// Which `[row][query][key]` entries of the mask (one head) are allowed.
+    fn allowed_entries(layout: &AttentionLayout, keys: usize, window: Option<usize>) -> Vec<bool> {
+        let mask = layout.mask::<B>(keys, 1, window, &Default::default());
+        let values = mask.into_data().to_vec::<f32>().unwrap();
+        values.iter().map(|&m| m == 0.0).collect()
+    }
+
+    #[test]
+    fn left_padded_layout_and_mask() {
+        // Prompts of 3 and 1 tokens in a 3-wide block (the prefill's layout, see
+        // `generate::prefix_reuse::PrefillPlan`): the short row starts at column 2.
+        let layout = AttentionLayout {
+            positions: vec![vec![0, 1, 2], vec![0, 0, 0]],
+            key_start: vec![0, 2],
+        };
+        let allowed = allowed_entries(&layout, 3, None);
+        #[rustfmt::skip]
+        let expected = [
+            true, false, false,   true, true, false,   true, true, true,
+            false, false, false,  false, false, false, false, false, true,
+        ];
+        assert_eq!(allowed, expected);
+    }
+
+    #[test]
+    fn decode_step_sees_cached_keys_from_row_start() {
+        let layout = AttentionLayout {
+            positions: vec![vec![5], vec![2]],
+            key_start: vec![0, 3],
+        };
+        let allowed = allowed_entries(&layout, 6, None);
+        assert_eq!(allowed[..6], [true; 6]);
+        assert_eq!(allowed[6..], [false, false, false, true, true, true]);
+    }
+
+    #[test]
+    fn sliding_window_hides_keys_window_columns_back() {
+        // One row of 4 tokens, window 2: each query sees itself and the key before it.
+        let full = AttentionLayout::right_padded(1, 4);
+        let allowed = allowed_entries(&full, 4, Some(2));
+        #[rustfmt::skip]
+        let expected = [
+            true, false, false, false,
+            true, true, false, false,
+            false, true, true, false,
+            false, false, true, true,
+        ];
+        assert_eq!(allowed, expected);
+        // A decode step of a row starting at column 1, over 5 cached + new keys, window 3:
+        // its own key is column 4, so it sees columns 2..=4, and the mask starts there.
+        let step = AttentionLayout {
+            positions: vec![vec![3]],
+            key_start: vec![1],
+        };
+        assert_eq!(step.first_visible_key(5, Some(3)), 2);
+        let allowed = allowed_entries(&step, 5, Some(3));
+        assert_eq!(allowed, [true, true, true]);
+    }
+}

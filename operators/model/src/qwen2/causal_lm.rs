@@ -1,0 +1,121 @@
+//! The Qwen2 causal language model (transformers' `Qwen2ForCausalLM`): the backbone plus an
+//! output projection to vocabulary logits, either its own `lm_head.weight` or, with
+//! `tie_word_embeddings`, the token embedding matrix (as Qwen2.5-0.5B/1.5B do). It serves as
+//! policy and reference model, for the Tiny preset and for a user's Qwen2.5 directory alike.
+
+use burn::module::Module;
+use burn::nn::Linear;
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor};
+use roll_flow_kernels::KernelBackend;
+
+use super::attention_mask::AttentionLayout;
+use super::backbone::Qwen2Backbone;
+use super::dense::{project, project_with};
+use crate::config::Qwen2Config;
+use crate::error::ModelError;
+use crate::kv_cache::KvCache;
+use crate::weights::{linear, RandomInit, TensorSink, WeightSource};
+
+/// Backbone plus vocabulary projection.
+#[derive(Module, Debug)]
+pub struct Qwen2CausalLm<B: Backend> {
+    /// The transformer body (`model.*`).
+    pub model: Qwen2Backbone<B>,
+    /// Untied output projection (`lm_head`); `None` when tied to the embedding.
+    pub lm_head: Option<Linear<B>>,
+    /// The architecture this model was built for (saved as config.json).
+    #[module(skip)]
+    pub config: Qwen2Config,
+}
+
+impl<B: Backend> Qwen2CausalLm<B> {
+    /// Builds the model from named weights (a checkpoint or [`RandomInit`]).
+    pub fn load(
+        source: &mut dyn WeightSource,
+        config: &Qwen2Config,
+        device: &B::Device,
+    ) -> Result<Self, ModelError> {
+        let model = Qwen2Backbone::load(source, config, device)?;
+        let lm_head = if config.tie_word_embeddings {
+            None
+        } else {
+            let (h, v) = (config.hidden_size, config.vocab_size);
+            Some(linear(source, "lm_head", h, v, false, device)?)
+        };
+        Ok(Qwen2CausalLm {
+            model,
+            lm_head,
+            config: config.clone(),
+        })
+    }
+
+    /// A freshly initialised model (Hugging Face's initialisation, seeded).
+    pub fn random(config: &Qwen2Config, seed: u64, device: &B::Device) -> Self {
+        let mut init = RandomInit::new(seed, config.initializer_range);
+        Self::load(&mut init, config, device).expect("random initialisation cannot fail")
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> B::Device {
+        self.model.embed_tokens.weight.device()
+    }
+
+    /// Emits every tensor under its Hugging Face name and layout.
+    pub fn save(&self, sink: &mut TensorSink) {
+        self.model.save(sink);
+        if let Some(head) = &self.lm_head {
+            sink.put_linear("lm_head", head);
+        }
+    }
+}
+
+impl<B: KernelBackend> Qwen2CausalLm<B> {
+    /// Final hidden states `[batch, len, hidden]`.
+    pub fn hidden(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        layout: &AttentionLayout,
+        cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 3> {
+        self.model.forward(tokens, layout, cache)
+    }
+
+    /// The final hidden state of every row's last column, `[batch, 1, hidden]`, with the
+    /// cache grown by every column (`Qwen2Backbone::forward_last`): what a prefill reads.
+    pub fn hidden_last(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        layout: &AttentionLayout,
+        cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 3> {
+        self.model.forward_last(tokens, layout, cache)
+    }
+
+    /// Final hidden states `[at.len(), hidden]` at the `(row, column)` pairs `at` of whole
+    /// right-padded sequences, in the order asked (`Qwen2Backbone::forward_at`).
+    pub fn hidden_at(&self, tokens: Tensor<B, 2, Int>, at: &[(usize, usize)]) -> Tensor<B, 2> {
+        self.model.forward_at(tokens, at)
+    }
+
+    /// Vocabulary logits of hidden states `[..., hidden] -> [..., vocab]`.
+    pub fn logits<const D: usize>(&self, hidden: Tensor<B, D>) -> Tensor<B, D> {
+        match &self.lm_head {
+            Some(head) => project(head, hidden),
+            None => {
+                let weight = self.model.embed_tokens.weight.val().transpose();
+                project_with(hidden, weight, None)
+            }
+        }
+    }
+
+    /// Logits `[batch, len, vocab]` of `tokens: [batch, len]`.
+    pub fn forward(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        layout: &AttentionLayout,
+        cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 3> {
+        self.logits(self.hidden(tokens, layout, cache))
+    }
+}

@@ -1,0 +1,59 @@
+//! Qwen2's SwiGLU feed-forward block (Shazeer 2020, "GLU Variants Improve Transformer"), as
+//! transformers' `Qwen2MLP`: `down(silu(gate(x)) ⊙ up(x))`, no biases.
+
+use burn::module::Module;
+use burn::nn::Linear;
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+use roll_flow_kernels::KernelBackend;
+
+use super::dense::project;
+use crate::config::Qwen2Config;
+use crate::error::ModelError;
+use crate::weights::{linear, TensorSink, WeightSource};
+
+/// Gated MLP with SiLU activation.
+#[derive(Module, Debug)]
+pub struct Mlp<B: Backend> {
+    /// `hidden -> intermediate`, passed through SiLU.
+    pub gate_proj: Linear<B>,
+    /// `hidden -> intermediate`, the linear branch.
+    pub up_proj: Linear<B>,
+    /// `intermediate -> hidden`.
+    pub down_proj: Linear<B>,
+}
+
+impl<B: Backend> Mlp<B> {
+    /// Loads `<name>.{gate,up,down}_proj`.
+    pub fn load(
+        source: &mut dyn WeightSource,
+        name: &str,
+        config: &Qwen2Config,
+        device: &B::Device,
+    ) -> Result<Self, ModelError> {
+        let (h, i) = (config.hidden_size, config.intermediate_size);
+        Ok(Mlp {
+            gate_proj: linear(source, &format!("{name}.gate_proj"), h, i, false, device)?,
+            up_proj: linear(source, &format!("{name}.up_proj"), h, i, false, device)?,
+            down_proj: linear(source, &format!("{name}.down_proj"), i, h, false, device)?,
+        })
+    }
+
+    /// Emits the three projections under `<name>`.
+    pub fn save(&self, name: &str, sink: &mut TensorSink) {
+        sink.put_linear(&format!("{name}.gate_proj"), &self.gate_proj);
+        sink.put_linear(&format!("{name}.up_proj"), &self.up_proj);
+        sink.put_linear(&format!("{name}.down_proj"), &self.down_proj);
+    }
+}
+
+impl<B: KernelBackend> Mlp<B> {
+    /// `x: [batch, len, hidden] -> [batch, len, hidden]`; the activation is the fused
+    /// SwiGLU of `roll-flow-kernels` (one pass forward and one backward, instead of burn's
+    /// six-op `silu` and a product).
+    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        let gate = project(&self.gate_proj, x.clone());
+        let up = project(&self.up_proj, x);
+        project(&self.down_proj, roll_flow_kernels::swiglu(gate, up))
+    }
+}

@@ -1,0 +1,47 @@
+//! RMSNorm (Zhang & Sennrich 2019), as in transformers' `Qwen2RMSNorm`:
+//! `y = w ⊙ x / sqrt(mean(x²) + eps)` over the last dimension, eps from `rms_norm_eps`
+//! (Qwen2 default 1e-6). No mean subtraction and no bias.
+
+use burn::module::{Module, Param};
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+use roll_flow_kernels::KernelBackend;
+
+use crate::error::ModelError;
+use crate::weights::{vector_param, Init, TensorSink, WeightSource};
+
+/// Root-mean-square layer normalisation with a learned scale.
+#[derive(Module, Debug)]
+pub struct RmsNorm<B: Backend> {
+    /// Per-channel scale `w`, HF name `<prefix>.weight`.
+    pub weight: Param<Tensor<B, 1>>,
+    /// Epsilon added to the mean square.
+    pub eps: f64,
+}
+
+impl<B: Backend> RmsNorm<B> {
+    /// Loads `<name>.weight` of width `dim`.
+    pub fn load(
+        source: &mut dyn WeightSource,
+        name: &str,
+        dim: usize,
+        eps: f64,
+        device: &B::Device,
+    ) -> Result<Self, ModelError> {
+        let weight = vector_param(source, &format!("{name}.weight"), dim, Init::Ones, device)?;
+        Ok(RmsNorm { weight, eps })
+    }
+
+    /// Emits `<name>.weight`.
+    pub fn save(&self, name: &str, sink: &mut TensorSink) {
+        sink.put(&format!("{name}.weight"), &self.weight.val());
+    }
+}
+
+impl<B: KernelBackend> RmsNorm<B> {
+    /// Normalises over the last dimension, with the fused kernel of `roll-flow-kernels`
+    /// (one pass each way instead of seven ops, two of them broadcast products).
+    pub fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
+        roll_flow_kernels::rms_norm(x, self.weight.val(), self.eps as f32)
+    }
+}

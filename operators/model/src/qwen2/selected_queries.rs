@@ -1,0 +1,130 @@
+//! The last decoder layer evaluated at a few positions only.
+//!
+//! Scoring a reply needs the final hidden state just before each decision token: in a
+//! guided FrozenLake chat that is one position in about forty. Every layer below the last
+//! must still run at every position (the last layer's keys and values read all of them),
+//! but the last layer's query projection, attention output, output projection, MLP and the
+//! final norm only matter where a score is read. [`SelectedQueries`] gathers those
+//! positions per row (`[batch, most_per_row]`, short rows padded with column 0) together
+//! with their rotary positions and an additive mask over the row's keys, built with the
+//! same visibility rule as every other mask (`mask_value`: causal, right padding, sliding
+//! window). The padded slots are computed and dropped; their mask is finite, so they
+//! cannot turn into NaN.
+//!
+//! With two layers this removes close to half of a training pass's work, and the backward
+//! pass comes from autodiff as before (`select` scatters its gradient back).
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
+
+use super::mask_rule::mask_value;
+
+/// Where the last layer's queries are read, for right-padded whole sequences starting at
+/// position 0 (`AttentionLayout::right_padded`).
+#[derive(Clone, Debug)]
+pub struct SelectedQueries<B: Backend> {
+    /// Query slots per row (the most any row has).
+    pub per_row: usize,
+    /// Flat index `row·len + column` of every slot, `[batch·per_row]`.
+    index: Tensor<B, 1, Int>,
+    /// The rotary position of every slot, `[batch][per_row]`.
+    pub positions: Vec<Vec<usize>>,
+    /// Additive mask `[batch, heads, per_row, len]` of the keys each slot may read.
+    pub mask: Tensor<B, 4>,
+    /// For each requested position, in request order, its slot in `0..batch·per_row`.
+    order: Tensor<B, 1, Int>,
+}
+
+impl<B: Backend> SelectedQueries<B> {
+    /// Slots for the `(row, column)` pairs `at` of a `[batch, len]` block, read by `heads`
+    /// query heads through a layer with `window` (`None`: full causal attention).
+    ///
+    /// # Panics
+    /// When a pair lies outside the block (a caller's bug, not user input).
+    pub fn new(
+        at: &[(usize, usize)],
+        (batch, len): (usize, usize),
+        heads: usize,
+        window: Option<usize>,
+        device: &B::Device,
+    ) -> Self {
+        let mut columns: Vec<Vec<usize>> = vec![Vec::new(); batch];
+        let mut slots = Vec::with_capacity(at.len());
+        for &(row, column) in at {
+            assert!(
+                row < batch && column < len,
+                "query ({row}, {column}) outside a [{batch}, {len}] block"
+            );
+            slots.push((row, columns[row].len()));
+            columns[row].push(column);
+        }
+        let per_row = columns.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let order = slots.iter().map(|&(r, s)| (r * per_row + s) as i64);
+        let padded: Vec<Vec<usize>> = columns
+            .into_iter()
+            .map(|mut c| {
+                c.resize(per_row, 0);
+                c
+            })
+            .collect();
+        let index = padded
+            .iter()
+            .enumerate()
+            .flat_map(|(r, c)| c.iter().map(move |&col| (r * len + col) as i64));
+        SelectedQueries {
+            per_row,
+            index: int_tensor(index.collect(), device),
+            mask: query_mask(&padded, len, heads, window, device),
+            positions: padded,
+            order: int_tensor(order.collect(), device),
+        }
+    }
+
+    /// The slots' rows of `x: [batch, len, hidden]` as `[batch, per_row, hidden]`.
+    pub fn gather(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        let [batch, len, hidden] = x.dims();
+        x.reshape([batch * len, hidden])
+            .select(0, self.index.clone())
+            .reshape([batch, self.per_row, hidden])
+    }
+
+    /// The requested positions of slot values `y: [batch, per_row, hidden]`, in request
+    /// order: `[requested, hidden]`.
+    pub fn in_request_order(&self, y: Tensor<B, 3>) -> Tensor<B, 2> {
+        let [batch, per_row, hidden] = y.dims();
+        y.reshape([batch * per_row, hidden])
+            .select(0, self.order.clone())
+    }
+}
+
+fn int_tensor<B: Backend>(values: Vec<i64>, device: &B::Device) -> Tensor<B, 1, Int> {
+    let n = values.len();
+    Tensor::from_data(TensorData::new(values, [n]), device)
+}
+
+/// `[batch, heads, per_row, len]`: slot `(r, s)` at column `columns[r][s]` sees key `j`
+/// by [`mask_value`] (rows start at column 0), repeated per head as the dense masks are.
+fn query_mask<B: Backend>(
+    columns: &[Vec<usize>],
+    len: usize,
+    heads: usize,
+    window: Option<usize>,
+    device: &B::Device,
+) -> Tensor<B, 4> {
+    let per_row = columns.first().map_or(0, Vec::len);
+    let window = window.unwrap_or(usize::MAX);
+    let mut values = Vec::with_capacity(columns.len() * heads * per_row * len);
+    for row in columns {
+        let start = values.len();
+        for &own in row {
+            values.extend((0..len).map(|j| mask_value(own as isize, j as isize, 0, window)));
+        }
+        for _ in 1..heads {
+            values.extend_from_within(start..start + per_row * len);
+        }
+    }
+    Tensor::from_data(
+        TensorData::new(values, [columns.len(), heads, per_row, len]),
+        device,
+    )
+}

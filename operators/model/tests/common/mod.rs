@@ -1,0 +1,133 @@
+//! Shared helpers of the model tests: the CPU backend, fixture paths, running the model on
+//! one sequence, and generating one request on its own.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use roll_flow_model::generate::{
+    ContinuousBatcher, GenerationOutput, GenerationRequest, SamplingParams,
+};
+use roll_flow_model::hf::load_causal_lm;
+use roll_flow_model::qwen2::Qwen2CausalLm;
+
+/// The default CPU backend.
+pub type B = burn::backend::Flex;
+
+/// The CPU device.
+pub fn device() -> burn::tensor::Device<B> {
+    Default::default()
+}
+
+/// The `tiny_qwen2` fixture model.
+pub fn tiny_qwen2() -> Qwen2CausalLm<B> {
+    load_causal_lm::<B>(&fixture("tiny_qwen2"), &device()).unwrap()
+}
+
+/// The `tiny_qwen2` weights with sliding-window attention as
+/// `tests/fixtures/tiny_qwen2/expected_sliding_window.json` configures it, loaded from a copy
+/// of the fixture whose config.json carries those fields (and no `layer_types`, so the layer
+/// rule comes from `max_window_layers`); also returns that file's expectations.
+pub fn tiny_qwen2_sliding_window() -> (Qwen2CausalLm<B>, serde_json::Value) {
+    let (dir, expected) = sliding_window_fixture();
+    let model = load_causal_lm::<B>(dir.path(), &device()).unwrap();
+    (model, expected)
+}
+
+/// The copy of `tiny_qwen2` that [`tiny_qwen2_sliding_window`] loads (any backend can load
+/// it while the directory lives), and the expectations file.
+pub fn sliding_window_fixture() -> (tempfile::TempDir, serde_json::Value) {
+    let source = fixture("tiny_qwen2");
+    let text = std::fs::read_to_string(source.join("expected_sliding_window.json")).unwrap();
+    let expected: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    let config_path = dir.path().join("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    let object = config.as_object_mut().unwrap();
+    object.remove("layer_types");
+    for (key, value) in expected["config"].as_object().unwrap() {
+        object.insert(key.clone(), value.clone());
+    }
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    (dir, expected)
+}
+
+/// An unguided request with no stop tokens.
+pub fn request(
+    prompt: &[u32],
+    max_new_tokens: usize,
+    sampling: SamplingParams,
+    seed: u64,
+) -> GenerationRequest {
+    GenerationRequest {
+        prompt: prompt.to_vec(),
+        max_new_tokens,
+        sampling,
+        stop_tokens: vec![],
+        seed,
+        guide: None,
+    }
+}
+
+/// `request` generated on its own: a batch of one, nothing cached before it.
+pub fn alone(model: &Qwen2CausalLm<B>, request: GenerationRequest) -> GenerationOutput {
+    let mut batcher = ContinuousBatcher::<B>::new(1, &device());
+    batcher.submit(model, request).unwrap();
+    batcher.run_to_completion(model).pop().unwrap()
+}
+
+/// `tests/fixtures/<name>` of the workspace.
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(name)
+}
+
+/// The fixture's `expected.json`.
+pub fn expected(name: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(fixture(name).join("expected.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A JSON array of integers.
+pub fn ids(value: &serde_json::Value) -> Vec<u32> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// A JSON matrix of numbers, flattened row-major.
+pub fn matrix(value: &serde_json::Value) -> Vec<f32> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|row| {
+            row.as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+        })
+        .collect()
+}
+
+/// Logits `[len * vocab]` of one sequence, computed without a cache.
+pub fn logits_of(model: &Qwen2CausalLm<B>, tokens: &[u32]) -> Vec<f32> {
+    roll_flow_model::prompt_logits::logits_of(model, tokens, &device()).concat()
+}
+
+/// Largest absolute difference of two equally long slices.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "lengths differ");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}

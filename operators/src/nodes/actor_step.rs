@@ -1,0 +1,382 @@
+//! `ActorStep`: the policy update of a PPO-style step (verl's and ROLL's actor update).
+//!
+//! For each of `ppo_epochs` passes over the batch, the batch is shuffled and cut into
+//! mini-batches of `mini_batch` samples, one optimizer step each, and every mini-batch into
+//! micro-batches of `micro_batch` samples; each micro-batch's objective (policy loss −
+//! entropy bonus + uniform-prior KL + KL term, [`actor_objective`]) is scaled by its share
+//! of the mini-batch's loss divisor ([`crate::training::epochs::train_epochs`]) and back-propagated,
+//! micro-batches concurrently ([`crate::runtime::concurrent`]); the gradients are accumulated, and
+//! one AdamW step with global-norm clipping and the scheduled learning rate applies them.
+//! Log-probs are recomputed under the current weights with the rollout's temperature and
+//! answer guides, exactly as `LogProb` computed π_old. With `old_logprob: ThisStep` (one
+//! optimizer step per batch, checked at validation) π_old is those log-probs detached: the
+//! weights `LogProb` would have scored with are the ones about to be updated, so the ratio
+//! is 1 and its gradient ∇log π, as with the column, and the `LogProb` pass is saved.
+//! With `old_logprob: Behaviour` π_old is the rollout's log-probs: the weights of this
+//! step too, since the rollout is synchronous (it samples with the version the step
+//! starts from), so mini-batches and several epochs can skip the `LogProb` pass as well.
+//! The step does nothing while
+//! `critic_warmup` steps have not passed. Afterwards the new weights are published to the
+//! inference copy unless a `ModelUpdate` node does that.
+//! With `adaptive_entropy` the bonus coefficient is the controller's
+//! ([`roll_flow_algo::entropy_control`]), updated from the entropy each step measures and
+//! saved by checkpoints (`actor/<node>.json`), so a resumed run continues it.
+//!
+//! RON: `"actor_step": ActorStep(model: "policy", loss: PpoClip(low: 0.2, high: 0.28), entropy: 0.001)`.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use burn::tensor::Tensor;
+use roll_flow_algo::{
+    actor_objective, ActorBatch, ActorExtras, AdaptiveEntropy, AlgoStats, EntropyController,
+    KlEstimator, KlLoss, PolicyInputs, PolicyLoss, RatioLevel, Regularisers,
+};
+use roll_flow_engine::batch::column::{
+    ADVANTAGES, BEHAVIOUR_LOGPROB, OLD_LOGPROB, REF_LOGPROB, RESPONSE_MASK, TOKEN_TURN,
+};
+use roll_flow_engine::{
+    Batch, Column, Contract, Need, Operator, OperatorError, Reference, Role, StepContext,
+};
+use roll_flow_model::Qwen2CausalLm;
+use serde::Deserialize;
+
+use super::kind::{at_least_one, model_ref, NodeKind};
+use crate::runtime::backend::{RunBackend, TrainBackend};
+use crate::runtime::models::PolicyModel;
+use crate::runtime::resources::{Guides, Runtime};
+use crate::runtime::scoring::{score_responses, token_column};
+use crate::training::epochs::{loss_divisor, train_epochs, EpochSchedule, StatMeans};
+use crate::training::workers::single_worker;
+
+/// `ActorStep`'s settings.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ActorStepSpec {
+    /// The model trained (default `"policy"`).
+    pub model: String,
+    /// The policy loss: `PpoClip(...)` (default) or `DecoupledPpo(...)`.
+    pub loss: PolicyLoss,
+    /// Entropy bonus coefficient (default 0); with `adaptive_entropy`, its initial value.
+    pub entropy: f32,
+    /// Moves the entropy coefficient each step to hold a target entropy (Skywork-OR1's
+    /// adaptive entropy control, [`roll_flow_algo::entropy_control`]; default off).
+    pub adaptive_entropy: Option<AdaptiveEntropy>,
+    /// Coefficient of KL(U_A‖π), the divergence of the uniform distribution over each
+    /// decision's allowed tokens from the policy (label smoothing's regulariser; keeps every
+    /// state's actions from saturating, [`roll_flow_algo::actor_loss`]; default 0, off).
+    pub uniform_kl: f32,
+    /// KL to the reference model as a loss term (default off).
+    pub kl: Option<KlLoss>,
+    /// Passes over the batch per step (default 1).
+    pub ppo_epochs: usize,
+    /// Samples per optimizer step (verl's `ppo_mini_batch_size`); each epoch shuffles
+    /// the batch and takes one AdamW step per mini-batch (default: the whole batch).
+    pub mini_batch: Option<usize>,
+    /// Samples per gradient-accumulation micro-batch within a mini-batch (default: the
+    /// whole mini-batch).
+    pub micro_batch: Option<usize>,
+    /// Steps to wait while the critic warms up (default 0).
+    pub critic_warmup: u64,
+    /// Where π_old comes from: `Column` (default), the `old_logprobs` of a `LogProb` node
+    /// upstream; `ThisStep`, the step's own log-probs, detached; `Behaviour`, the rollout's
+    /// log-probs. All three are the weights the step starts from: `ThisStep` only with one
+    /// optimizer step per batch (`ppo_epochs: 1`, no `mini_batch`), where it gives the same
+    /// update bit for bit; `Behaviour` because rollout is synchronous (its recomputation
+    /// differs by float rounding, about 5e-6 in a FrozenLake run,
+    /// `old_logprob/behaviour_gap_max`), with any mini-batches or epochs (AReaL's
+    /// `recompute_logprob: false`). Both save the `LogProb` pass.
+    pub old_logprob: OldLogProb,
+}
+
+/// The source of π_old in the PPO ratio, [`ActorStepSpec::old_logprob`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum OldLogProb {
+    /// The `old_logprobs` column, from a `LogProb` node upstream.
+    #[default]
+    Column,
+    /// The step's own log-probs, detached (ratio 1 at the one optimizer step).
+    ThisStep,
+    /// The rollout's `behaviour_logprob` column.
+    Behaviour,
+}
+
+impl OldLogProb {
+    /// The batch column π_old is read from (`None` for `ThisStep`).
+    pub fn column(self) -> Option<Column> {
+        match self {
+            OldLogProb::Column => Some(OLD_LOGPROB),
+            OldLogProb::ThisStep => None,
+            OldLogProb::Behaviour => Some(BEHAVIOUR_LOGPROB),
+        }
+    }
+}
+
+impl Default for ActorStepSpec {
+    fn default() -> Self {
+        ActorStepSpec {
+            model: "policy".into(),
+            loss: PolicyLoss::PpoClip(Default::default()),
+            entropy: 0.0,
+            adaptive_entropy: None,
+            uniform_kl: 0.0,
+            kl: None,
+            ppo_epochs: 1,
+            mini_batch: None,
+            micro_batch: None,
+            critic_warmup: 0,
+            old_logprob: OldLogProb::Column,
+        }
+    }
+}
+
+/// Why `ActorStep(kl: (estimator: Full))` is refused (verl raises NotImplementedError for
+/// it too).
+const FULL_KL_REFUSAL: &str = "`kl: (estimator: Full)` is not supported: full-vocabulary KL \
+    needs the reference model's whole distribution at every response token, which the \
+    `RefLogProb` column does not hold; use `estimator: K3` (the default, low variance) or `K1`";
+
+impl NodeKind for ActorStepSpec {
+    fn contract(&self) -> Contract {
+        let mut needs = vec![Need::column(RESPONSE_MASK), Need::column(ADVANTAGES)];
+        needs.extend(self.old_logprob.column().map(Need::column));
+        if self.kl.is_some() {
+            needs.push(Need::with_hint(
+                REF_LOGPROB,
+                "the `kl` loss term needs a reference model; add a RefLogProb node upstream",
+            ));
+        }
+        let behaviour_read = self.old_logprob == OldLogProb::Behaviour;
+        if matches!(self.loss, PolicyLoss::DecoupledPpo(_)) && !behaviour_read {
+            needs.push(Need::column(BEHAVIOUR_LOGPROB));
+        }
+        let ratio = match &self.loss {
+            PolicyLoss::PpoClip(p) => p.ratio,
+            PolicyLoss::DecoupledPpo(p) => p.ratio,
+        };
+        if ratio == RatioLevel::Segment {
+            needs.push(Need::with_hint(TOKEN_TURN, "segment ratios need turn ids"));
+        }
+        Contract {
+            needs,
+            ..Contract::default()
+        }
+    }
+
+    fn may_give() -> Vec<Column> {
+        Vec::new()
+    }
+
+    fn role(&self) -> Role {
+        Role::PolicyUpdate
+    }
+
+    fn references(&self) -> Vec<Reference> {
+        model_ref(&self.model)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        at_least_one("ppo_epochs", self.ppo_epochs as u64)?;
+        at_least_one("micro_batch", self.micro_batch.unwrap_or(1) as u64)?;
+        at_least_one("mini_batch", self.mini_batch.unwrap_or(1) as u64)?;
+        if !(self.entropy.is_finite() && self.entropy >= 0.0) {
+            return Err(format!("`entropy` must be >= 0, got {}", self.entropy));
+        }
+        if !(self.uniform_kl.is_finite() && self.uniform_kl >= 0.0) {
+            return Err(format!(
+                "`uniform_kl` must be >= 0, got {}",
+                self.uniform_kl
+            ));
+        }
+        if let Some(adaptive) = &self.adaptive_entropy {
+            adaptive.validate()?;
+        }
+        if self
+            .kl
+            .as_ref()
+            .is_some_and(|k| k.estimator == KlEstimator::Full)
+        {
+            return Err(FULL_KL_REFUSAL.into());
+        }
+        if self.old_logprob == OldLogProb::ThisStep
+            && (self.ppo_epochs > 1 || self.mini_batch.is_some())
+        {
+            return Err(
+                "`old_logprob: ThisStep` needs one optimizer step per batch (`ppo_epochs: 1`, \
+                        no `mini_batch`): after the first step the weights are no longer π_old; \
+                        remove it and add a LogProb node upstream"
+                    .into(),
+            );
+        }
+        let loss = match &self.loss {
+            PolicyLoss::PpoClip(l) => l.validate(),
+            PolicyLoss::DecoupledPpo(l) => l.validate(),
+        };
+        loss.map_err(|e| e.to_string())
+    }
+
+    fn trains(&self) -> bool {
+        true
+    }
+
+    fn build<B: RunBackend>(
+        &self,
+        name: &str,
+        runtime: &mut Runtime<B>,
+    ) -> Result<Box<dyn Operator>, String> {
+        single_worker("ActorStep", runtime.worker.peers)?;
+        Ok(Box::new(ActorStepNode {
+            spec: self.clone(),
+            policy: runtime.policy(&self.model)?,
+            guides: runtime.guides.clone(),
+            temperature: runtime.plan.wiring.sampling_temperature(&self.model),
+            entropy_control: runtime.saved_state("actor", name)?,
+        }))
+    }
+}
+
+struct ActorStepNode<B: RunBackend> {
+    spec: ActorStepSpec,
+    policy: Rc<RefCell<PolicyModel<B>>>,
+    guides: Rc<RefCell<Guides>>,
+    temperature: f32,
+    entropy_control: Rc<RefCell<EntropyController>>,
+}
+
+impl<B: RunBackend> ActorStepNode<B> {
+    /// This step's entropy bonus coefficient: fixed, or the controller's.
+    fn entropy_coef(&self) -> f32 {
+        match &self.spec.adaptive_entropy {
+            None => self.spec.entropy,
+            Some(settings) => {
+                let initial = self.spec.entropy as f64;
+                self.entropy_control.borrow().bonus(settings, initial) as f32
+            }
+        }
+    }
+
+    /// Feeds the entropy measured in this step to the controller; reports its coefficient.
+    fn control_entropy(&self, metrics: &mut BTreeMap<String, f64>) {
+        let Some(settings) = &self.spec.adaptive_entropy else {
+            return;
+        };
+        let mut control = self.entropy_control.borrow_mut();
+        if let Some(&entropy) = metrics.get("entropy") {
+            control.update(settings, self.spec.entropy as f64, entropy);
+        }
+        metrics.insert("entropy/coef".into(), control.coef.unwrap_or(0.0));
+    }
+}
+
+/// What a micro-batch's objective needs, shareable across the threads that train
+/// micro-batches concurrently.
+struct ActorObjective<'a> {
+    spec: &'a ActorStepSpec,
+    guides: &'a Guides,
+    temperature: f32,
+    entropy_coef: f32,
+}
+
+impl ActorObjective<'_> {
+    /// The objective of one micro-batch under `policy` (log-probs recomputed), with its
+    /// statistics.
+    fn loss<B: RunBackend>(
+        &self,
+        policy: &Qwen2CausalLm<TrainBackend<B>>,
+        batch: &Batch,
+    ) -> Result<(Tensor<TrainBackend<B>, 1>, AlgoStats), String> {
+        let device = policy.device();
+        let old = self.spec.old_logprob.column();
+        let inputs = ActorBatch::from_batch(
+            batch,
+            &self.spec.loss,
+            self.spec.kl.as_ref(),
+            old.as_ref(),
+            &device,
+        )
+        .map_err(|e| e.with_hint_from(&self.spec.contract()).to_string())?;
+        let uniform_kl = self.spec.uniform_kl != 0.0;
+        let scored = score_responses(policy, batch, self.temperature, self.guides, uniform_kl)?;
+        let n = batch.num_tokens();
+        let logprob = token_column(scored.logprobs, &scored.token_index, n);
+        let entropy = token_column(scored.entropy, &scored.token_index, n);
+        let uniform_kl = scored
+            .uniform_kl
+            .map(|u| token_column(u, &scored.token_index, n));
+        let old_logprob = match &inputs.old_logprob {
+            Some(old) => old.clone(),
+            None => logprob.clone().detach(),
+        };
+        let policy_inputs = PolicyInputs {
+            logprob,
+            old_logprob,
+            advantages: inputs.advantages.clone(),
+            layout: &inputs.layout,
+        };
+        let extras = ActorExtras {
+            behaviour_logprob: inputs.behaviour_logprob.clone(),
+            ref_logprob: inputs.ref_logprob.clone(),
+            entropy: Some(entropy),
+            uniform_kl,
+        };
+        let regularisers = Regularisers {
+            entropy: self.entropy_coef,
+            uniform_kl: self.spec.uniform_kl,
+            kl_loss: self.spec.kl.as_ref(),
+        };
+        let out = actor_objective(&self.spec.loss, &policy_inputs, extras, regularisers)
+            .map_err(|e| e.to_string())?;
+        Ok((out.loss, out.stats))
+    }
+}
+
+impl<B: RunBackend> Operator for ActorStepNode<B> {
+    fn process(&mut self, ctx: &mut StepContext, batch: Batch) -> Result<Batch, OperatorError> {
+        if ctx.step < self.spec.critic_warmup {
+            ctx.metrics.insert("warming_up".into(), 1.0);
+            return Ok(batch);
+        }
+        let policy_cell = self.policy.clone();
+        let guides = self.guides.borrow();
+        let objective = ActorObjective {
+            spec: &self.spec,
+            guides: &guides,
+            temperature: self.temperature,
+            entropy_coef: self.entropy_coef(),
+        };
+        ctx.metrics
+            .insert("entropy/bonus".into(), objective.entropy_coef as f64);
+        let (agg, norm_length) = self.spec.loss.agg();
+        let mut stats = StatMeans::default();
+        let step = ctx.step;
+        train_epochs(
+            &batch,
+            EpochSchedule {
+                epochs: self.spec.ppo_epochs,
+                mini_batch: self.spec.mini_batch,
+                micro_batch: self.spec.micro_batch,
+                seed: ctx.seed,
+            },
+            &mut stats,
+            |part| loss_divisor(part, agg, norm_length),
+            |parts, scales| {
+                let mut policy = policy_cell.borrow_mut();
+                policy
+                    .train
+                    .accumulate_parts(parts, scales, |m, p| objective.loss(m, p))
+            },
+            || policy_cell.borrow_mut().train.apply(step),
+        )
+        .map_err(OperatorError)?;
+        let mut policy = self.policy.borrow_mut();
+        if policy.publish_on_train {
+            policy.publish();
+        }
+        stats.into_metrics(&mut ctx.metrics);
+        self.control_entropy(&mut ctx.metrics);
+        ctx.metrics
+            .insert("policy_version".into(), policy.version as f64);
+        Ok(batch)
+    }
+}

@@ -1,0 +1,83 @@
+//! [`NodeKind`]: what every node kind tells the engine and the registry about itself, and
+//! how it builds its operator. A kind implements it in its own file; the registry
+//! (`crate::registry`) lists the kinds, one line each, and asks them these questions.
+
+use roll_flow_engine::{Column, Contract, Operator, Reference, Role};
+
+use crate::play_settings::{EvalPlay, PolicyPlay};
+use crate::runtime::backend::RunBackend;
+use crate::runtime::resources::Runtime;
+
+/// One node kind: its RON config struct implements this.
+pub trait NodeKind {
+    /// The columns it needs and gives, as configured.
+    fn contract(&self) -> Contract;
+
+    /// Every column some configuration of this kind gives, for the advice "add a … node
+    /// upstream" when a column is missing.
+    fn may_give() -> Vec<Column>
+    where
+        Self: Sized;
+
+    /// How the executor wires it in.
+    fn role(&self) -> Role {
+        Role::Transform
+    }
+
+    /// The models and envs it names.
+    fn references(&self) -> Vec<Reference> {
+        Vec::new()
+    }
+
+    /// Range and combination checks, run at validation before anything is built.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// It trains a model (so several workers must average its gradients, and
+    /// `--dump-batches` saves its input).
+    fn trains(&self) -> bool {
+        false
+    }
+
+    /// The model whose trained weights it publishes to the inference copy, when a node
+    /// of this kind decides that rather than the training node (`ModelUpdate`).
+    fn publishes(&self) -> Option<&str> {
+        None
+    }
+
+    /// The policy it trains by playing envs, and how it plays them (`Rollout`).
+    fn plays(&self) -> Option<PolicyPlay> {
+        None
+    }
+
+    /// The policy it evaluates, and on which envs (`Eval`).
+    fn evaluates(&self) -> Option<EvalPlay> {
+        None
+    }
+
+    /// Builds the operator for node `name` on backend `B`.
+    fn build<B: RunBackend>(
+        &self,
+        name: &str,
+        runtime: &mut Runtime<B>,
+    ) -> Result<Box<dyn Operator>, String>
+    where
+        Self: Sized;
+}
+
+/// `field` must be at least 1 (counts and periods).
+pub fn at_least_one(field: &str, value: u64) -> Result<(), String> {
+    if value == 0 {
+        return Err(format!("`{field}` must be at least 1"));
+    }
+    Ok(())
+}
+
+/// The reference of a node's `model:` field.
+pub fn model_ref(name: &str) -> Vec<Reference> {
+    vec![Reference::Model {
+        field: "model",
+        name: name.to_string(),
+    }]
+}

@@ -1,0 +1,255 @@
+//! `Rollout`: plays the env sets with the policy's inference copy and emits the step's
+//! batch, trajectory-wise (one sample per episode, the whole chat) or step-wise (one
+//! sample per turn, its prompt the last `history` turns: GiGPO's anchor states).
+//!
+//! Each env runs its own loop on its own thread and asks a continuous-batching inference
+//! loop for replies (`crate::rollout`); `groups × group_size` envs per env set, the envs
+//! of a group sharing one seed (ROLL's env manager). Defaults follow ROLL's agentic
+//! examples unless noted.
+//!
+//! RON: `Rollout(envs: "train", policy: "policy", samples: Step(history: 2), guide: Actions)`.
+
+use roll_flow_engine::batch::column::*;
+use roll_flow_engine::{
+    Batch, Column, Contract, Operator, OperatorError, Reference, Role, StepContext,
+};
+use roll_flow_model::generate::SamplingParams;
+use serde::Deserialize;
+
+use super::env_names::EnvNames;
+use super::kind::{at_least_one, NodeKind};
+use crate::play_settings::{Guide, PlaySettings, PolicyPlay, SampleMode};
+use crate::rollout::env_player::EnvPlayer;
+use crate::rollout::episode::{check_room_to_reply, Episode};
+use crate::rollout::{samples, stats};
+use crate::runtime::backend::RunBackend;
+use crate::runtime::resources::Runtime;
+
+/// The `Rollout` node's settings.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutSpec {
+    /// Env set(s) to play: a name from `envs:` or a list of names (each is an env tag).
+    pub envs: EnvNames,
+    /// The model that generates (default `"policy"`).
+    #[serde(default = "policy")]
+    pub policy: String,
+    /// `Trajectory` (default) or `Step(history: N)`.
+    #[serde(default = "trajectory")]
+    pub samples: SampleMode,
+    /// Sampling temperature (default 1.0).
+    #[serde(default = "one")]
+    pub temperature: f32,
+    /// Nucleus sampling mass (default 1.0 = off).
+    #[serde(default = "one")]
+    pub top_p: f32,
+    /// Keep only the k most likely tokens (default off).
+    #[serde(default)]
+    pub top_k: Option<usize>,
+    /// Tokens the model may generate per turn (default 64, ROLL's).
+    #[serde(default = "max_new_tokens")]
+    pub max_new_tokens: usize,
+    /// Longest sample (prompt + all turns); a trajectory reaching it ends as truncated
+    /// (default 2048).
+    #[serde(default = "sequence_length")]
+    pub sequence_length: usize,
+    /// `Free` (default) or `Actions`: constrain each reply to `<answer>NAME</answer>` for
+    /// one of the env's action names (guided decoding, as vLLM's `guided_choice`).
+    #[serde(default)]
+    pub guide: Guide,
+    /// Put the env's instruction in the system message (default true). A model trained
+    /// from scratch cannot read it; turning it off saves most of the prompt.
+    #[serde(default = "yes")]
+    pub instruction: bool,
+    /// Inference loops (default 1): the env loops are split into this many contiguous
+    /// groups, each served by its own continuous batcher on its own thread, so decoding
+    /// uses more than one core on the CPU (a decode step's small products do not split
+    /// over threads). Each request samples with its own seed, so the number changes the
+    /// speed, not the samples (a 1000-step GiGPO run wrote the same `metrics.jsonl` with one
+    /// and two loops, bench/history/learning_curve_frozen_lake_gigpo.md).
+    #[serde(default = "one_loop")]
+    pub inference_loops: usize,
+}
+
+fn policy() -> String {
+    "policy".into()
+}
+fn trajectory() -> SampleMode {
+    SampleMode::Trajectory
+}
+fn one() -> f32 {
+    1.0
+}
+fn max_new_tokens() -> usize {
+    64
+}
+fn sequence_length() -> usize {
+    2048
+}
+fn yes() -> bool {
+    true
+}
+fn one_loop() -> usize {
+    1
+}
+
+/// What every rollout gives, per token and per sample.
+pub const TRAJECTORY_COLUMNS: [Column; 12] = [
+    RESPONSE_MASK,
+    BEHAVIOUR_LOGPROB,
+    TOKEN_TURN,
+    TOKEN_REWARD,
+    SCORE,
+    EPISODE_RETURN,
+    ENV_TAG,
+    GROUP_ID,
+    TRAJECTORY_ID,
+    POLICY_VERSION,
+    TURN_COUNT,
+    SUCCESS,
+];
+
+/// What step-wise rollouts give in addition (GiGPO's anchor states).
+pub const STEP_COLUMNS: [Column; 3] = [STATE_HASH, STEP_INDEX, OBSERVATION];
+
+impl RolloutSpec {
+    /// How this rollout plays its envs.
+    fn play_settings(&self) -> PlaySettings {
+        PlaySettings {
+            samples: self.samples.clone(),
+            sampling: SamplingParams {
+                temperature: self.temperature,
+                top_p: self.top_p,
+                top_k: self.top_k.unwrap_or(0),
+            },
+            max_new_tokens: self.max_new_tokens,
+            sequence_length: self.sequence_length,
+            instruction: self.instruction,
+            record: false,
+            inference_loops: self.inference_loops,
+        }
+    }
+}
+
+impl NodeKind for RolloutSpec {
+    fn contract(&self) -> Contract {
+        let mut gives = TRAJECTORY_COLUMNS.to_vec();
+        if matches!(self.samples, SampleMode::Step { .. }) {
+            gives.extend(STEP_COLUMNS);
+        }
+        Contract {
+            gives,
+            ..Contract::default()
+        }
+    }
+
+    fn may_give() -> Vec<Column> {
+        TRAJECTORY_COLUMNS.into_iter().chain(STEP_COLUMNS).collect()
+    }
+
+    fn role(&self) -> Role {
+        Role::Source
+    }
+
+    fn references(&self) -> Vec<Reference> {
+        let mut refs = self.envs.references("envs");
+        refs.push(Reference::Model {
+            field: "policy",
+            name: self.policy.clone(),
+        });
+        refs
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return Err(format!(
+                "`temperature` must be >= 0, got {}",
+                self.temperature
+            ));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(format!("`top_p` must be in (0, 1], got {}", self.top_p));
+        }
+        if self.top_k == Some(0) {
+            return Err("`top_k` must be at least 1 (leave it out to disable)".into());
+        }
+        at_least_one("max_new_tokens", self.max_new_tokens as u64)?;
+        at_least_one("inference_loops", self.inference_loops as u64)?;
+        if self.sequence_length <= self.max_new_tokens {
+            return Err(format!(
+                "`sequence_length` ({}) must exceed `max_new_tokens` ({}) to leave room for the prompt",
+                self.sequence_length, self.max_new_tokens
+            ));
+        }
+        Ok(())
+    }
+
+    fn plays(&self) -> Option<PolicyPlay> {
+        Some(PolicyPlay {
+            policy: self.policy.clone(),
+            envs: self.envs.0.clone(),
+            settings: self.play_settings(),
+            guide: self.guide,
+        })
+    }
+
+    fn build<B: RunBackend>(
+        &self,
+        _name: &str,
+        runtime: &mut Runtime<B>,
+    ) -> Result<Box<dyn Operator>, String> {
+        let player = EnvPlayer::build(
+            &self.envs.0,
+            &self.policy,
+            self.guide,
+            self.play_settings(),
+            runtime,
+        )?;
+        Ok(Box::new(RolloutNode {
+            samples: self.samples.clone(),
+            player,
+        }))
+    }
+}
+
+/// The `Rollout` operator.
+struct RolloutNode<B: RunBackend> {
+    samples: SampleMode,
+    player: EnvPlayer<B>,
+}
+
+impl<B: RunBackend> Operator for RolloutNode<B> {
+    fn process(&mut self, ctx: &mut StepContext, _input: Batch) -> Result<Batch, OperatorError> {
+        let started = std::time::Instant::now();
+        let (episodes, stats, version) = self.player.play(ctx).map_err(OperatorError)?;
+        let seconds = started.elapsed().as_secs_f64();
+        let manager = self.player.manager();
+        let group_size = |tag: &str| manager.group_size(tag).unwrap_or(1);
+        let batch = match self.samples {
+            SampleMode::Trajectory => samples::trajectory_batch(&episodes, group_size, version),
+            SampleMode::Step { .. } => samples::step_batch(&episodes, group_size, version),
+        }?;
+        if batch.num_samples() == 0 {
+            check_room_to_reply(&episodes, self.player.settings(), self.player.context())
+                .map_err(OperatorError)?;
+        }
+        let all: Vec<&Episode> = episodes.iter().collect();
+        stats::episode_metrics(&all, &mut ctx.metrics, "");
+        ctx.metrics.insert(
+            "gen_tokens_per_s".into(),
+            stats.generated_tokens as f64 / seconds.max(1e-9),
+        );
+        ctx.metrics.insert("requests".into(), stats.requests as f64);
+        ctx.metrics
+            .insert("prompt_tokens".into(), stats.prompt_tokens as f64);
+        ctx.metrics.insert(
+            "reused_prompt_tokens".into(),
+            stats.reused_prompt_tokens as f64,
+        );
+        Ok(batch)
+    }
+}
+
+#[cfg(test)]
+#[path = "rollout_tests.rs"]
+mod tests;

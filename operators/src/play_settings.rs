@@ -1,0 +1,119 @@
+//! How a policy plays its envs: the settings a `Rollout` node gives and `Eval`, `LogProb`,
+//! `ActorStep` and `roll-flow play --policy` follow (prompts, answer guide, sampling), as
+//! plain data. The registry finds them on the nodes ([`PolicyPlay`], [`EvalPlay`]) and hands
+//! them down, so no operator reads another node's settings.
+
+use roll_flow_model::generate::SamplingParams;
+use serde::Deserialize;
+
+/// How rollout turns episodes into samples.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub enum SampleMode {
+    /// One sample per trajectory holding the whole multi-turn history (StarPO, PPO).
+    Trajectory,
+    /// One sample per step whose prompt holds the last `history` turns (GiGPO).
+    Step { history: usize },
+}
+
+/// How replies are constrained.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum Guide {
+    /// Any text (the env parses it; malformed answers earn the format penalty).
+    #[default]
+    Free,
+    /// Exactly one of `<answer>NAME</answer>` for the env's action names, then the end of
+    /// the message. The constraint is part of the policy: log-probs are taken over the
+    /// allowed tokens when sampling and when training.
+    Actions,
+}
+
+/// How episodes are played (shared by rollout and eval).
+#[derive(Clone, Debug)]
+pub struct PlaySettings {
+    pub samples: SampleMode,
+    pub sampling: SamplingParams,
+    pub max_new_tokens: usize,
+    pub sequence_length: usize,
+    /// Put the env's instruction in the system message.
+    pub instruction: bool,
+    /// Keep frames and texts of every state (eval renders).
+    pub record: bool,
+    /// Inference loops serving the env loops (`Rollout`'s `inference_loops`).
+    pub inference_loops: usize,
+}
+
+/// A policy, the env sets it is trained on and how it plays them: what a `Rollout` node
+/// tells the nodes that score or evaluate that policy.
+#[derive(Clone, Debug)]
+pub struct PolicyPlay {
+    pub policy: String,
+    /// The env sets, by their `envs:` names.
+    pub envs: Vec<String>,
+    pub settings: PlaySettings,
+    pub guide: Guide,
+}
+
+impl PolicyPlay {
+    /// The temperature the replies were sampled with, as scoring must divide the logits by
+    /// it; 1 for greedy rollouts (temperature 0).
+    pub fn sampling_temperature(&self) -> f32 {
+        match self.settings.sampling.temperature {
+            t if t > 0.0 => t,
+            _ => 1.0,
+        }
+    }
+
+    /// How eval plays this policy: the same prompts, answer guide and sample mode, at
+    /// `temperature` (0 is greedy) with `max_new_tokens`; `record` keeps frames for renders.
+    pub fn for_eval(&self, temperature: f32, max_new_tokens: usize, record: bool) -> PlaySettings {
+        eval_settings(self.settings.clone(), temperature, max_new_tokens, record)
+    }
+}
+
+/// How eval plays a policy that no `Rollout` node trains: trajectory-wise, free text, the
+/// env's instruction in the prompt, no length limit but the model's.
+pub fn untrained_eval_settings(
+    temperature: f32,
+    max_new_tokens: usize,
+    record: bool,
+) -> PlaySettings {
+    let settings = PlaySettings {
+        samples: SampleMode::Trajectory,
+        sampling: SamplingParams::default(),
+        max_new_tokens,
+        sequence_length: usize::MAX,
+        instruction: true,
+        record,
+        inference_loops: 1,
+    };
+    eval_settings(settings, temperature, max_new_tokens, record)
+}
+
+fn eval_settings(
+    mut settings: PlaySettings,
+    temperature: f32,
+    max_new_tokens: usize,
+    record: bool,
+) -> PlaySettings {
+    settings.sampling = if temperature > 0.0 {
+        SamplingParams {
+            temperature,
+            ..settings.sampling
+        }
+    } else {
+        SamplingParams::greedy()
+    };
+    settings.max_new_tokens = max_new_tokens;
+    settings.record = record;
+    settings
+}
+
+/// What an `Eval` node tells `roll-flow play --policy`: the policy it evaluates, on which
+/// env sets, with how many tokens per reply.
+#[derive(Clone, Debug)]
+pub struct EvalPlay {
+    pub policy: String,
+    pub envs: Vec<String>,
+    pub max_new_tokens: usize,
+}

@@ -1,0 +1,184 @@
+//! [`EnvPlayer`]: the env sets a node plays and the policy it plays them with, what
+//! `Rollout`, `Eval` and `roll-flow play --policy` share.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use roll_flow_engine::StepContext;
+use roll_flow_envs::manager::{EnvManager, EnvSlot, Shard};
+use roll_flow_model::generate::AnswerChoices;
+use roll_flow_model::TextTokenizer;
+
+use super::episode::Episode;
+use super::inference::InferenceStats;
+use super::play::play_episodes;
+use crate::play_settings::{Guide, PlaySettings};
+use crate::runtime::backend::RunBackend;
+use crate::runtime::models::PolicyModel;
+use crate::runtime::resources::{Guides, Runtime};
+
+/// Builds and registers the answer guide of every env tag in `tags`, if `guide` asks.
+pub fn register_guides(
+    guide: Guide,
+    tags: &[String],
+    manager: &EnvManager,
+    tokenizer: &TextTokenizer,
+    guides: &RefCell<Guides>,
+) -> Result<(), String> {
+    if guide == Guide::Free {
+        return Ok(());
+    }
+    let stop = tokenizer
+        .token_id("<|im_end|>")
+        .or_else(|| tokenizer.stop_tokens().first().copied())
+        .ok_or("`guide: Actions` needs a tokenizer with an end-of-message token")?;
+    for tag in tags {
+        let env = manager
+            .build_env(tag)
+            .map_err(|e| format!("env `{tag}`: {e}"))?;
+        let names = env.action_names();
+        if names.is_empty() {
+            return Err(format!(
+                "`guide: Actions`: env `{tag}` ({}) has no fixed action set; use `guide: Free`",
+                env.name()
+            ));
+        }
+        let texts: Vec<String> = names
+            .iter()
+            .map(|n| format!("<answer>{n}</answer>"))
+            .collect();
+        let choices =
+            AnswerChoices::from_texts(tokenizer, &texts, stop).map_err(|e| e.to_string())?;
+        guides.borrow_mut().insert(tag.clone(), Arc::new(choices));
+    }
+    Ok(())
+}
+
+/// The env sets a node plays and the policy it plays them with: what `Rollout` and
+/// `Eval` share.
+pub struct EnvPlayer<B: RunBackend> {
+    tags: Vec<String>,
+    manager: EnvManager,
+    policy: Rc<RefCell<PolicyModel<B>>>,
+    guides: Rc<RefCell<Guides>>,
+    settings: PlaySettings,
+}
+
+impl<B: RunBackend> EnvPlayer<B> {
+    /// Loads `policy` and registers the answer guide of every tag when `guide` asks.
+    pub fn build(
+        tags: &[String],
+        policy: &str,
+        guide: Guide,
+        settings: PlaySettings,
+        runtime: &mut Runtime<B>,
+    ) -> Result<Self, String> {
+        let manager = env_manager(runtime, tags)?;
+        let policy = runtime.policy(policy)?;
+        register_guides(
+            guide,
+            tags,
+            &manager,
+            &policy.borrow().tokenizer,
+            &runtime.guides,
+        )?;
+        Ok(EnvPlayer {
+            tags: tags.to_vec(),
+            manager,
+            policy,
+            guides: runtime.guides.clone(),
+            settings,
+        })
+    }
+
+    pub fn tags(&self) -> &[String] {
+        &self.tags
+    }
+
+    /// The env manager over this player's tags.
+    pub fn manager(&self) -> &EnvManager {
+        &self.manager
+    }
+
+    /// How this player plays.
+    pub fn settings(&self) -> &PlaySettings {
+        &self.settings
+    }
+
+    /// The longest sequence the policy's inference copy handles.
+    pub fn context(&self) -> usize {
+        self.policy
+            .borrow()
+            .inference()
+            .config
+            .max_position_embeddings
+    }
+
+    /// The policy's tokenizer (to show its tokens as text).
+    pub fn tokenizer(&self) -> Arc<TextTokenizer> {
+        self.policy.borrow().tokenizer.clone()
+    }
+
+    /// Plays this worker's slots of `ctx.step`; also returns the policy version played.
+    pub fn play(&self, ctx: &StepContext) -> Result<(Vec<Episode>, InferenceStats, u64), String> {
+        let slots = step_slots(&self.manager, &self.tags, ctx)?;
+        self.play_slots(slots, ctx.seed)
+    }
+
+    /// Plays the given slots with sampling seed `seed`; also returns the policy version.
+    pub fn play_slots(
+        &self,
+        slots: Vec<EnvSlot>,
+        seed: u64,
+    ) -> Result<(Vec<Episode>, InferenceStats, u64), String> {
+        let policy = self.policy.borrow();
+        let (episodes, stats) = play_episodes(
+            policy.inference(),
+            &policy.tokenizer,
+            &self.settings,
+            &self.manager,
+            slots,
+            &self.guides.borrow(),
+            seed,
+        )?;
+        Ok((episodes, stats, policy.version))
+    }
+}
+
+/// An env manager over the named env sets of the pipeline.
+pub fn env_manager<B: RunBackend>(
+    runtime: &Runtime<B>,
+    tags: &[String],
+) -> Result<EnvManager, String> {
+    let envs = &runtime.plan.envs;
+    let entries = tags
+        .iter()
+        .map(|t| match envs.get(t) {
+            Some(set) => Ok((t.as_str(), set)),
+            None => Err(format!("no env set `{t}` in `envs:`")),
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    EnvManager::new(entries, runtime.run.seed).map_err(|e| e.to_string())
+}
+
+/// This worker's slots of every tag at `step`.
+pub fn step_slots(
+    manager: &EnvManager,
+    tags: &[String],
+    ctx: &StepContext,
+) -> Result<Vec<EnvSlot>, String> {
+    let shard = Shard {
+        worker: ctx.worker,
+        workers: ctx.workers,
+    };
+    let mut slots = Vec::new();
+    for tag in tags {
+        slots.extend(
+            manager
+                .slots_for(tag, ctx.step, shard)
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    Ok(slots)
+}

@@ -1,0 +1,402 @@
+//! The run as a library: what `roll-flow run` does, callable from a user's own program,
+//! with the user's own environments.
+//!
+//! ```no_run
+//! use roll_flow_operators::run::Run;
+//! # fn maze(_: &ron::Value) -> Result<Box<dyn roll_flow_envs::env::Env>, roll_flow_envs::error::EnvError> { unimplemented!() }
+//! let summary = Run::from_file("pipelines/frozen_lake_starpo.ron".as_ref(), &[])?
+//!     .env("Maze", maze) // `env: Custom(name: "Maze", params: (..))` in the file
+//!     .stop_after(100)
+//!     .execute()?;
+//! println!("{} steps in {:.0}s", summary.steps_done, summary.seconds);
+//! # Ok::<(), roll_flow_operators::run::RunError>(())
+//! ```
+//!
+//! A run validates the file, refuses before writing anything what cannot run (a backend
+//! the build lacks, a custom env nobody registered, training on several workers, an output
+//! directory that holds another run), readies the directory (a new run copies the
+//! pipeline file into it; a resumed one checks its newest checkpoint and drops the metrics
+//! of the steps it redoes), executes the graph on the backend the file's `device:` names
+//! and appends each step's metrics to `metrics.jsonl` and the TensorBoard event file. The
+//! plots of the run are drawn at the end, also after a failure.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use roll_flow_engine::atomic_file::write_atomic;
+use roll_flow_engine::metrics::{step_record, MetricsLog};
+use roll_flow_engine::spec::{self, Diagnostic, Loaded};
+use roll_flow_engine::{validate, ExecError, ExecutorOptions, PipelineGraph, StepReport};
+use roll_flow_envs::config::EnvConfig;
+use roll_flow_envs::registry::{register_env, registered_names, EnvFactory};
+
+use crate::catalog::RollFlow;
+use crate::registry::training_nodes;
+use crate::run_device::{execute_on_device, missing_backend};
+use crate::run_dir;
+use crate::training::workers::refuse_multi_worker_training;
+
+/// Why a run did not start or did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The pipeline file has errors (every diagnostic is here, warnings too).
+    #[error("the pipeline is invalid:\n{}", show(.0))]
+    Invalid(Vec<Diagnostic>),
+    /// Refused before anything was written, with what to change.
+    #[error("{0}")]
+    Refused(String),
+    /// The run directory could not be written.
+    #[error("{0}")]
+    Io(String),
+    /// A node failed while the run executed (the steps before it are in `metrics.jsonl`).
+    #[error(transparent)]
+    Failed(#[from] ExecError),
+}
+
+fn show(diagnostics: &[Diagnostic]) -> String {
+    let shown: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+    shown.join("\n")
+}
+
+/// What a finished run did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSummary {
+    pub out_dir: PathBuf,
+    /// The first step this run executed (after the checkpoint it resumed from, else 0).
+    pub first_step: u64,
+    /// The steps it executed.
+    pub steps_done: u64,
+    pub seconds: f64,
+}
+
+/// Called after each step, on the worker that ran it, with the seconds since the start.
+pub type StepObserver = Arc<dyn Fn(&StepReport, f64) + Send + Sync>;
+
+/// Called with each notice a run gives (a directory moved aside, a resume point, where the
+/// plots are); `roll-flow` prints them.
+pub type NoticeSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// timely's worker and cluster options (`-w`, `-n`, `-p`, `--hostfile`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cluster {
+    pub threads: usize,
+    pub processes: usize,
+    pub process: usize,
+    pub hostfile: Option<PathBuf>,
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Cluster {
+            threads: 1,
+            processes: 1,
+            process: 0,
+            hostfile: None,
+        }
+    }
+}
+
+/// A pipeline ready to run; see the module docs.
+pub struct Run {
+    loaded: Loaded<RollFlow>,
+    graph: PipelineGraph,
+    warnings: Vec<Diagnostic>,
+    resume: bool,
+    overwrite: bool,
+    stop_after: Option<u64>,
+    cluster: Cluster,
+    envs: Vec<(String, EnvFactory)>,
+    on_step: Option<StepObserver>,
+    notices: NoticeSink,
+}
+
+impl Run {
+    /// Loads and validates a pipeline file; `overrides` are `--set` edits (`KEY=VALUE`).
+    pub fn from_file(path: &Path, overrides: &[String]) -> Result<Run, RunError> {
+        let loaded = spec::load::<RollFlow>(path, overrides).map_err(RunError::Invalid)?;
+        Run::validated(loaded, false)
+    }
+
+    /// Validates pipeline `text` that a program wrote itself (`name` stands for its file in
+    /// diagnostics); `overrides` as in [`Run::from_file`].
+    pub fn from_text(name: &str, text: &str, overrides: &[String]) -> Result<Run, RunError> {
+        let loaded = spec::load_text::<RollFlow>(Path::new(name), text, overrides)
+            .map_err(RunError::Invalid)?;
+        Run::validated(loaded, false)
+    }
+
+    /// Continues the run in `run_dir` from its newest checkpoint, with the pipeline it ran
+    /// (its `pipeline.ron` copy) and `overrides` applied to it.
+    pub fn resume(run_dir: &Path, overrides: &[String]) -> Result<Run, RunError> {
+        let mut all = overrides.to_vec();
+        all.push(format!("out_dir={run_dir:?}"));
+        let loaded = spec::load::<RollFlow>(&run_dir.join("pipeline.ron"), &all)
+            .map_err(RunError::Invalid)?;
+        Run::validated(loaded, true)
+    }
+
+    fn validated(loaded: Loaded<RollFlow>, resume: bool) -> Result<Run, RunError> {
+        let validation = validate(&loaded);
+        let Some(graph) = validation.graph else {
+            return Err(RunError::Invalid(validation.diagnostics));
+        };
+        Ok(Run {
+            loaded,
+            graph,
+            warnings: validation.diagnostics,
+            resume,
+            overwrite: false,
+            stop_after: None,
+            cluster: Cluster::default(),
+            envs: Vec::new(),
+            on_step: None,
+            notices: Arc::new(|notice| tracing::info!("{notice}")),
+        })
+    }
+
+    /// The validation's warnings (pitfalls that do not stop the run).
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+
+    /// The validated pipeline.
+    pub fn pipeline(&self) -> &roll_flow_engine::Pipeline<RollFlow> {
+        &self.loaded.pipeline
+    }
+
+    /// Registers the custom env `name` that the file's `Custom(name: .., params: ..)`
+    /// entries build (process-wide, so every worker thread sees it).
+    pub fn env(mut self, name: &str, factory: EnvFactory) -> Run {
+        self.envs.push((name.to_string(), factory));
+        self
+    }
+
+    /// Stops after this many steps; schedules and the last checkpoint still span `steps`.
+    pub fn stop_after(mut self, steps: u64) -> Run {
+        self.stop_after = Some(steps);
+        self
+    }
+
+    /// Moves an output directory that holds another run aside instead of refusing it.
+    pub fn overwrite(mut self, overwrite: bool) -> Run {
+        self.overwrite = overwrite;
+        self
+    }
+
+    /// Runs on timely's workers and processes (env groups are sharded across them).
+    pub fn cluster(mut self, cluster: Cluster) -> Run {
+        self.cluster = cluster;
+        self
+    }
+
+    /// Calls `observer` after each step.
+    pub fn on_step(mut self, observer: StepObserver) -> Run {
+        self.on_step = Some(observer);
+        self
+    }
+
+    /// Where notices go (default: `tracing`'s info level).
+    pub fn notices(mut self, sink: NoticeSink) -> Run {
+        self.notices = sink;
+        self
+    }
+
+    /// The steps this run will execute: from its first step to `stop_after` or `steps`.
+    fn last_step(&self) -> u64 {
+        let steps = self.loaded.pipeline.steps;
+        self.stop_after.map_or(steps, |s| s.min(steps))
+    }
+
+    /// Runs the pipeline to its last step (or `stop_after`).
+    pub fn execute(self) -> Result<RunSummary, RunError> {
+        for (name, factory) in &self.envs {
+            register_env(name, *factory);
+        }
+        self.refuse_what_cannot_run()?;
+        let pipeline = &self.loaded.pipeline;
+        let out_dir = pipeline.out_dir.clone();
+        let first_step = self.ready_directory()?;
+        let log = MetricsLog::open(&out_dir, first_step).map_err(|e| {
+            RunError::Io(format!(
+                "cannot create metrics.jsonl and the TensorBoard event file in {}: {e}",
+                out_dir.display()
+            ))
+        })?;
+        let last = self.last_step();
+        (self.notices)(&format!(
+            "run `{}`: steps {first_step}..{last} of {} into {}",
+            pipeline.name,
+            pipeline.steps,
+            out_dir.display()
+        ));
+        let started = Instant::now();
+        let on_step = self.step_sink(log, started);
+        let options = ExecutorOptions {
+            threads: self.cluster.threads,
+            processes: self.cluster.processes,
+            process: self.cluster.process,
+            hostfile: self.cluster.hostfile.clone(),
+            staleness: 0,
+            first_step,
+            stop_after: self.stop_after,
+        };
+        let result = execute_on_device(
+            self.loaded.pipeline.clone(),
+            Arc::new(self.graph.clone()),
+            options,
+            on_step,
+        );
+        if self.cluster.process == 0 {
+            self.write_plots(&out_dir);
+        }
+        result?;
+        Ok(RunSummary {
+            out_dir,
+            first_step,
+            steps_done: last.saturating_sub(first_step),
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Refusals that need no file: a backend this build lacks, a custom env nobody
+    /// registered, training on several workers.
+    fn refuse_what_cannot_run(&self) -> Result<(), RunError> {
+        let pipeline = &self.loaded.pipeline;
+        if let Some(problem) = missing_backend(pipeline.device) {
+            return Err(RunError::Refused(problem));
+        }
+        let known = registered_names();
+        for (tag, set) in pipeline.envs.iter() {
+            if let EnvConfig::Custom(custom) = &set.env {
+                if !known.contains(&custom.name) {
+                    return Err(RunError::Refused(format!(
+                        "env set `{tag}`: no custom env `{}` is registered (registered: {}); \
+                         register it with `Run::env(\"{}\", factory)` in the program that runs \
+                         the pipeline",
+                        custom.name,
+                        if known.is_empty() {
+                            "none".into()
+                        } else {
+                            known.join(", ")
+                        },
+                        custom.name
+                    )));
+                }
+            }
+        }
+        let workers = self.cluster.threads.saturating_mul(self.cluster.processes);
+        refuse_multi_worker_training(training_nodes(pipeline), workers).map_err(RunError::Refused)
+    }
+
+    /// Readies the run directory; returns the first step to run.
+    fn ready_directory(&self) -> Result<u64, RunError> {
+        let pipeline = &self.loaded.pipeline;
+        let out_dir = &pipeline.out_dir;
+        if self.resume {
+            let models = used_models(pipeline);
+            let models: Vec<&str> = models.iter().map(String::as_str).collect();
+            let resume = run_dir::prepare_resume(out_dir, &models).map_err(RunError::Refused)?;
+            if let Some(before) = &resume.metrics_before {
+                (self.notices)(&format!(
+                    "resuming at step {}: metrics.jsonl keeps the steps before it; the whole file was copied to {}",
+                    resume.first_step,
+                    before.display()
+                ));
+            }
+            if !resume.unreadable_lines.is_empty() {
+                let lines: Vec<String> = resume
+                    .unreadable_lines
+                    .iter()
+                    .map(usize::to_string)
+                    .collect();
+                (self.notices)(&format!(
+                    "warning: dropped line(s) {} of {}: not a JSON record with a `step` (a line torn when the run stopped)",
+                    lines.join(", "),
+                    out_dir.join("metrics.jsonl").display()
+                ));
+            }
+            return Ok(resume.first_step);
+        }
+        // Process 0 readies the directory: on a shared file system the others would find
+        // its fresh files and refuse.
+        if self.cluster.process == 0 {
+            let aside =
+                run_dir::prepare_new_run(out_dir, self.overwrite).map_err(RunError::Refused)?;
+            if let Some(aside) = aside {
+                (self.notices)(&format!(
+                    "moved the previous run in {} aside to {}",
+                    out_dir.display(),
+                    aside.display()
+                ));
+            }
+        }
+        write_atomic(
+            &out_dir.join("pipeline.ron"),
+            self.loaded.source.text.as_bytes(),
+        )
+        .map_err(|e| {
+            RunError::Io(format!(
+                "cannot write the pipeline copy into {}: {e}",
+                out_dir.display()
+            ))
+        })?;
+        Ok(0)
+    }
+
+    /// The executor's step callback: worker 0's reports go to the metrics log, then to the
+    /// user's observer.
+    fn step_sink(
+        &self,
+        log: MetricsLog,
+        started: Instant,
+    ) -> roll_flow_engine::executor::StepCallback {
+        let log = Mutex::new(log);
+        let observer = self.on_step.clone();
+        Arc::new(move |report: StepReport| {
+            if report.worker != 0 {
+                return;
+            }
+            let elapsed = started.elapsed().as_secs_f64();
+            let record = step_record(&report, elapsed);
+            let mut log = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Err(e) = log.append(&record) {
+                tracing::error!("cannot append to {}: {e}", log.path().display());
+            }
+            drop(log);
+            if let Some(observer) = &observer {
+                observer(&report, elapsed);
+            }
+        })
+    }
+
+    /// The plots of the run so far into `out_dir/plots`, also after a failed run (the
+    /// curves up to a failure are what one looks at). A plot that cannot be drawn is
+    /// reported but does not fail a run whose training went through.
+    fn write_plots(&self, out_dir: &Path) {
+        let plots = out_dir.join("plots");
+        match roll_flow_engine::metrics::plots::report(&[out_dir.to_path_buf()], &plots) {
+            Ok(written) if !written.is_empty() => {
+                (self.notices)(&format!("plots in {}", plots.display()))
+            }
+            Ok(_) => {}
+            Err(e) => (self.notices)(&format!("warning: no plots: {e}")),
+        }
+    }
+}
+
+/// The models the nodes use: a resumed run restores each from the checkpoint, so each must
+/// be in it.
+fn used_models(pipeline: &roll_flow_engine::Pipeline<RollFlow>) -> Vec<String> {
+    use roll_flow_engine::{NodeSpec, Reference};
+    let used: std::collections::BTreeSet<String> = pipeline
+        .nodes
+        .iter()
+        .flat_map(|(_, node)| node.references())
+        .filter_map(|r| match r {
+            Reference::Model { name, .. } => Some(name),
+            Reference::Env { .. } => None,
+        })
+        .collect();
+    used.into_iter().collect()
+}

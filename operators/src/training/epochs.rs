@@ -1,0 +1,154 @@
+//! Walking a batch for an update: epochs of shuffled mini-batches (one optimizer step
+//! each), each cut into micro-batches whose gradients are accumulated
+//! ([`train_epochs`]), with the loss divisor that makes the accumulated gradient the whole
+//! mini-batch's ([`loss_divisor`]); and the chunks scoring cuts a batch into.
+
+use roll_flow_engine::Batch;
+
+/// Tokens per forward pass when scoring: bounds activation memory, and cuts a CPU
+/// pipeline's batch (20,000-40,000 tokens in the FrozenLake ones) into enough chunks to
+/// score them concurrently on every core ([`crate::runtime::scoring::score_chunks`]).
+pub const SCORING_CHUNK_TOKENS: usize = 8_192;
+
+/// The batch in parts of `size` samples each, or whole, in batch order.
+pub fn parts_of(batch: &Batch, size: Option<usize>) -> Vec<Batch> {
+    let n = batch.num_samples();
+    match size {
+        Some(size) if size > 0 && size < n => batch.split(n.div_ceil(size)),
+        _ => vec![batch.clone()],
+    }
+}
+
+/// The micro-batches of a mini-batch: parts of `size` samples, or whole, cut from the
+/// samples sorted by length (stable), so each part pads to a length close to its own
+/// samples'. The model runs right-padded rows (`model::packed`); cut in batch order, a
+/// FrozenLake StarPO batch of whole chats (39 to 319 tokens) computed 1.6x its real tokens
+/// in micro-batches of 64, and 1.23x sorted. The accumulated gradient is the same whatever
+/// the parts are ([`train_epochs`] scales each by its share of the loss divisor).
+pub fn micro_batches(batch: &Batch, size: Option<usize>) -> Vec<Batch> {
+    if size.is_none_or(|s| s == 0 || s >= batch.num_samples()) {
+        return vec![batch.clone()];
+    }
+    parts_of(&batch.select(&batch.indices_by_length()), size)
+}
+
+/// The mini-batches of one epoch: the samples shuffled with `seed` (kept in order when the
+/// whole batch is one mini-batch), cut into parts of `mini_batch` samples.
+pub fn mini_batches(batch: &Batch, mini_batch: Option<usize>, seed: u64) -> Vec<Batch> {
+    let n = batch.num_samples();
+    if mini_batch.is_none_or(|m| m >= n) {
+        return vec![batch.clone()];
+    }
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut order: Vec<usize> = (0..n).collect();
+    order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+    parts_of(&batch.select(&order), mini_batch)
+}
+
+/// How [`train_epochs`] walks a batch: `epochs` shuffled passes (shuffled with `seed`), in
+/// mini-batches and micro-batches ([`micro_batches`]) of the given sizes (`None`: whole).
+#[derive(Clone, Copy, Debug)]
+pub struct EpochSchedule {
+    pub epochs: usize,
+    pub mini_batch: Option<usize>,
+    pub micro_batch: Option<usize>,
+    pub seed: u64,
+}
+
+/// Runs `ppo_epochs` epochs of mini-batch updates: for each mini-batch, `micro` is called
+/// with its micro-batches and their loss scales (to compute and accumulate their
+/// gradients, [`crate::runtime::concurrent::part_gradients`]), then `apply` takes the optimizer step.
+/// Statistics are averaged over micro-batches.
+///
+/// A micro-batch's scale is N_micro / N_mini: the loss's batch-wide divisor, as
+/// `normalizer` computes it (e.g. [`loss_divisor`]), in the micro-batch over the one in
+/// the mini-batch, so the accumulated gradient is the whole
+/// mini-batch's, whatever `micro_batch` is (verl's and ROLL's 1 / micro-batches is exact
+/// only for equal divisors).
+pub fn train_epochs(
+    batch: &Batch,
+    schedule: EpochSchedule,
+    stats: &mut StatMeans,
+    normalizer: impl Fn(&Batch) -> Result<f64, String>,
+    mut micro: impl FnMut(&[Batch], &[f32]) -> Result<Vec<roll_flow_algo::AlgoStats>, String>,
+    mut apply: impl FnMut() -> crate::runtime::trainable::UpdateStats,
+) -> Result<(), String> {
+    let EpochSchedule {
+        epochs,
+        mini_batch: mini,
+        micro_batch: micro_size,
+        seed,
+    } = schedule;
+    for epoch in 0..epochs.max(1) {
+        let epoch_seed = seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for mini_batch in mini_batches(batch, mini, epoch_seed) {
+            let whole = normalizer(&mini_batch)?;
+            let parts: Vec<Batch> = micro_batches(&mini_batch, micro_size)
+                .into_iter()
+                .filter(|p| p.num_samples() > 0)
+                .collect();
+            let scales = parts
+                .iter()
+                .map(|p| Ok((normalizer(p)? / whole) as f32))
+                .collect::<Result<Vec<f32>, String>>()?;
+            for part_stats in micro(&parts, &scales)? {
+                for (k, v) in part_stats {
+                    stats.add(&k, v);
+                }
+            }
+            let update = apply();
+            stats.add("grad_norm", update.grad_norm);
+            stats.add("lr", update.lr);
+            stats.add("skipped_updates", if update.skipped { 1.0 } else { 0.0 });
+            stats.add_sum("optimizer_steps", 1.0);
+        }
+    }
+    Ok(())
+}
+
+/// The batch-wide divisor of loss aggregation `agg` over `batch`'s response tokens
+/// ([`roll_flow_kernels::loss_normalizer`] of each sample's response-token count).
+pub fn loss_divisor(
+    batch: &Batch,
+    agg: roll_flow_algo::LossAgg,
+    norm_length: Option<u32>,
+) -> Result<f64, String> {
+    let mask = batch
+        .bools(&roll_flow_engine::batch::column::RESPONSE_MASK)
+        .map_err(|e| e.to_string())?;
+    let counts: Vec<f64> = (0..batch.num_samples())
+        .map(|i| mask[batch.sample_range(i)].iter().filter(|&&m| m).count() as f64)
+        .collect();
+    Ok(roll_flow_kernels::loss_normalizer(
+        &counts,
+        agg,
+        norm_length,
+    ))
+}
+
+/// Running means of per-micro-batch statistics.
+#[derive(Default)]
+pub struct StatMeans {
+    sums: std::collections::BTreeMap<String, (f64, usize)>,
+}
+
+impl StatMeans {
+    pub fn add(&mut self, key: &str, value: f64) {
+        let entry = self.sums.entry(key.to_string()).or_insert((0.0, 0));
+        entry.0 += value;
+        entry.1 += 1;
+    }
+
+    /// A statistic reported as a total rather than a mean.
+    pub fn add_sum(&mut self, key: &str, value: f64) {
+        let entry = self.sums.entry(key.to_string()).or_insert((0.0, 1));
+        entry.0 += value;
+    }
+
+    pub fn into_metrics(self, metrics: &mut std::collections::BTreeMap<String, f64>) {
+        for (k, (sum, n)) in self.sums {
+            metrics.insert(k, sum / n.max(1) as f64);
+        }
+    }
+}

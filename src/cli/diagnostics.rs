@@ -1,0 +1,40 @@
+//! Loading a pipeline for a subcommand and printing its diagnostics.
+
+use std::path::Path;
+
+use roll_flow::engine::spec::{self, Diagnostic, Loaded};
+use roll_flow::engine::{validate as validate_graph, PipelineGraph};
+use roll_flow::operators::catalog::RollFlow;
+
+/// Loads and validates one file. Prints warnings; on errors prints them and returns None.
+pub(crate) fn load_valid(
+    path: &Path,
+    overrides: &[String],
+) -> Option<(Loaded<RollFlow>, PipelineGraph)> {
+    let loaded = match spec::load::<RollFlow>(path, overrides) {
+        Ok(loaded) => loaded,
+        Err(diagnostics) => {
+            print_diagnostics(&diagnostics);
+            return None;
+        }
+    };
+    let validation = validate_graph(&loaded);
+    print_diagnostics(&validation.diagnostics);
+    validation.graph.map(|graph| (loaded, graph))
+}
+
+/// The pipeline a run in `run_dir` ran (its `pipeline.ron` copy), writing into `run_dir`
+/// wherever the run was started from: what `run --resume`, `play --policy` and `export`
+/// load.
+pub(crate) fn load_run(run_dir: &Path) -> Option<(Loaded<RollFlow>, PipelineGraph)> {
+    load_valid(
+        &run_dir.join("pipeline.ron"),
+        &[format!("out_dir={run_dir:?}")],
+    )
+}
+
+pub(crate) fn print_diagnostics(diagnostics: &[Diagnostic]) {
+    for d in diagnostics {
+        eprintln!("{d}");
+    }
+}
