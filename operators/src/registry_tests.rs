@@ -10,10 +10,12 @@ use super::*;
 use crate::catalog::RollFlow;
 use crate::nodes::rollout::{STEP_COLUMNS, TRAJECTORY_COLUMNS};
 
+/// The shipped pipelines and the GPU benchmark's.
 fn pipeline_files() -> Vec<std::path::PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pipelines");
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files: Vec<_> = ["pipelines", "bench/gpu"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(root.join(dir)).unwrap())
         .map(|e| e.unwrap().path())
         .collect();
     files.retain(|p| p.extension().is_some_and(|e| e == "ron"));

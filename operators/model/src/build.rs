@@ -128,6 +128,26 @@ mod tests {
         assert_eq!(weights(&a), weights(&b), "same seed, same weights");
     }
 
+    /// A real model's vocabulary over the smaller builtin tokenizer (the Qwen2.5-0.5B shape
+    /// of `bench/gpu`); one smaller than the tokenizer's is refused.
+    #[test]
+    fn tiny_vocab_sets_the_embedding_rows() {
+        let parse = |text: &str| -> ModelSpec { crate::spec::tests::parse(text).unwrap() };
+        let spec = parse("(arch: Tiny(layers: 1, dim: 16, heads: 2, vocab: 1000))");
+        let (model, tokenizer) =
+            build_causal_lm::<B>(&spec, Path::new("."), 0, &Default::default()).unwrap();
+        assert!(tokenizer.vocab_size() < 1000);
+        assert_eq!(model.config.vocab_size, 1000);
+        assert_eq!(model.model.embed_tokens.weight.val().dims(), [1000, 16]);
+        let small = parse("(arch: Tiny(layers: 1, dim: 16, heads: 2, vocab: 100))");
+        let err = build_causal_lm::<B>(&small, Path::new("."), 0, &Default::default()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("but the model's vocab_size is 100"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn bad_tiny_shape_is_a_config_error() {
         let spec: ModelSpec = crate::spec::tests::parse("(arch: Tiny(dim: 30, heads: 4))").unwrap();

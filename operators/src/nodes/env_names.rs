@@ -11,14 +11,22 @@ use serde::Deserialize;
 pub struct EnvNames(pub Vec<String>);
 
 impl EnvNames {
-    pub fn references(&self, field: &'static str) -> Vec<Reference> {
-        self.0
+    /// The references of a node that plays these env sets (its `envs:`) with `policy` (its
+    /// `policy:`): `Rollout` and `Eval`.
+    pub fn played_by(&self, policy: &str) -> Vec<Reference> {
+        let mut refs: Vec<Reference> = self
+            .0
             .iter()
             .map(|name| Reference::Env {
-                field,
+                field: "envs",
                 name: name.clone(),
             })
-            .collect()
+            .collect();
+        refs.push(Reference::Model {
+            field: "policy",
+            name: policy.to_string(),
+        });
+        refs
     }
 }
 

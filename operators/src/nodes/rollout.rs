@@ -152,12 +152,7 @@ impl NodeKind for RolloutSpec {
     }
 
     fn references(&self) -> Vec<Reference> {
-        let mut refs = self.envs.references("envs");
-        refs.push(Reference::Model {
-            field: "policy",
-            name: self.policy.clone(),
-        });
-        refs
+        self.envs.played_by(&self.policy)
     }
 
     fn check(&self) -> Result<(), String> {

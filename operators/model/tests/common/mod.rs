@@ -10,12 +10,23 @@ use roll_flow_model::generate::{
 use roll_flow_model::hf::load_causal_lm;
 use roll_flow_model::qwen2::Qwen2CausalLm;
 
-/// The default CPU backend.
+/// The backend the model tests run on: the CPU, or CUDA device 0 in a build with the
+/// `cuda` feature (`bench/gpu/run.sh` runs the HF parity test that way on a GPU).
+#[cfg(not(feature = "cuda"))]
 pub type B = burn::backend::Flex;
+#[cfg(feature = "cuda")]
+pub type B = burn::backend::Cuda;
 
-/// The CPU device.
+/// The device of [`B`].
+#[cfg(not(feature = "cuda"))]
 pub fn device() -> burn::tensor::Device<B> {
     Default::default()
+}
+
+/// The device of [`B`].
+#[cfg(feature = "cuda")]
+pub fn device() -> burn::tensor::Device<B> {
+    burn::backend::cuda::CudaDevice { index: 0 }
 }
 
 /// The `tiny_qwen2` fixture model.

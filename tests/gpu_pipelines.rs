@@ -1,7 +1,9 @@
-//! The FrozenLake pipelines on burn's wgpu backend (`device: Wgpu`), through the binary
-//! built with `--features wgpu`: the same operators as on the CPU, with the CubeCL kernels
-//! (log-prob + entropy, GAE, PPO loss) and burn's wgpu tensor ops underneath. On a machine
-//! without a GPU this runs on Mesa's software Vulkan (lavapipe).
+//! The FrozenLake pipelines on a GPU backend through the binary: burn's wgpu backend
+//! (`device: Wgpu`, built with `--features wgpu`; on a machine without a GPU it runs on
+//! Mesa's software Vulkan, lavapipe) or CUDA (`device: Cuda(0)`, built with `--features
+//! cuda`, run on an NVIDIA GPU by `bench/gpu/run.sh`). The same operators as on the CPU,
+//! with the CubeCL kernels (log-prob + entropy, GAE, PPO loss) and burn's GPU tensor ops
+//! underneath.
 //!
 //! The first step of a run starts from the same seeded weights on both backends, so its
 //! rollout samples the same episodes (a sampled token could only differ if a uniform draw
@@ -14,7 +16,7 @@
 //! replies, a reference model and a KL term) runs one step the same way, with the tiny
 //! Qwen2 fixture in place of Qwen2.5-0.5B.
 
-#![cfg(feature = "wgpu")]
+#![cfg(any(feature = "wgpu", feature = "cuda"))]
 
 mod common;
 
@@ -30,6 +32,13 @@ const PIPELINES: [&str; 3] = [
     "pipelines/frozen_lake_ppo.ron",
 ];
 
+/// The device the binary's GPU feature serves (CUDA when both are built).
+const GPU: &str = if cfg!(feature = "cuda") {
+    "Cuda(0)"
+} else {
+    "Wgpu"
+};
+
 fn value(record: &Map<String, Value>, key: &str) -> f64 {
     record
         .get(key)
@@ -37,30 +46,31 @@ fn value(record: &Map<String, Value>, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("no `{key}` in {record:?}"))
 }
 
-fn assert_close(file: &str, key: &str, cpu: f64, wgpu: f64) {
-    let tolerance = 1e-3 * cpu.abs().max(wgpu.abs()).max(1e-3);
+fn assert_close(file: &str, key: &str, cpu: f64, gpu: f64) {
+    let tolerance = 1e-3 * cpu.abs().max(gpu.abs()).max(1e-3);
+    eprintln!("{file}: `{key}` CPU {cpu} {GPU} {gpu}");
     assert!(
-        (cpu - wgpu).abs() <= tolerance,
-        "{file}: `{key}` is {cpu} on the CPU and {wgpu} on wgpu"
+        (cpu - gpu).abs() <= tolerance,
+        "{file}: `{key}` is {cpu} on the CPU and {gpu} on {GPU}"
     );
 }
 
 #[test]
-fn frozen_lake_pipelines_train_on_wgpu_as_on_the_cpu() {
+fn frozen_lake_pipelines_train_on_the_gpu_as_on_the_cpu() {
     for file in PIPELINES {
         let dir = tempfile::tempdir().unwrap();
-        let (cpu_dir, wgpu_dir) = (dir.path().join("cpu"), dir.path().join("wgpu"));
+        let (cpu_dir, gpu_dir) = (dir.path().join("cpu"), dir.path().join("gpu"));
         assert_ok(&run(file, &cpu_dir, &[]));
-        assert_ok(&run(file, &wgpu_dir, &["--set", "device=Wgpu"]));
-        let (cpu, wgpu) = (metrics(&cpu_dir), metrics(&wgpu_dir));
-        assert_eq!(wgpu.len(), 2, "{file}: one record per step on wgpu");
+        assert_ok(&run(file, &gpu_dir, &["--set", &format!("device={GPU}")]));
+        let (cpu, gpu) = (metrics(&cpu_dir), metrics(&gpu_dir));
+        assert_eq!(gpu.len(), 2, "{file}: one record per step on {GPU}");
         for key in [
             "rollout/success",
             "rollout/response_length",
             "eval/val/success",
         ] {
             assert_eq!(
-                cpu[0][key], wgpu[0][key],
+                cpu[0][key], gpu[0][key],
                 "{file}: `{key}` differs at step 0"
             );
         }
@@ -74,16 +84,16 @@ fn frozen_lake_pipelines_train_on_wgpu_as_on_the_cpu() {
             "values/values/mean",
         ] {
             if cpu[0].contains_key(key) {
-                assert_close(file, key, value(&cpu[0], key), value(&wgpu[0], key));
+                assert_close(file, key, value(&cpu[0], key), value(&gpu[0], key));
                 compared += 1;
             }
         }
         assert!(compared >= 3, "{file}: the actor's metrics are compared");
         assert!(
-            value(&wgpu[1], "actor_step/grad_norm").is_finite(),
-            "{file}: the second step trains on wgpu"
+            value(&gpu[1], "actor_step/grad_norm").is_finite(),
+            "{file}: the second step trains on {GPU}"
         );
-        let checkpoint = wgpu_dir.join("checkpoints/step_2/models/policy");
+        let checkpoint = gpu_dir.join("checkpoints/step_2/models/policy");
         for f in ["model.bin", "optimizer.bin", "hf/model.safetensors"] {
             assert!(checkpoint.join(f).is_file(), "{file}: checkpoint lacks {f}");
         }
@@ -91,7 +101,7 @@ fn frozen_lake_pipelines_train_on_wgpu_as_on_the_cpu() {
 }
 
 #[test]
-fn the_gpu_pipeline_runs_an_hf_directory_on_wgpu_as_on_the_cpu() {
+fn the_gpu_pipeline_runs_an_hf_directory_on_the_gpu_as_on_the_cpu() {
     let file = "pipelines/qwen2.5-0.5b_frozen_lake.ron";
     let dir = tempfile::tempdir().unwrap();
     let fixture = "HfDir(\"tests/fixtures/tiny_qwen2\")";
@@ -110,7 +120,7 @@ fn the_gpu_pipeline_runs_an_hf_directory_on_wgpu_as_on_the_cpu() {
         "nodes.actor_step.entropy=0.01".into(),
     ];
     let mut records = Vec::new();
-    for device in ["Cpu", "Wgpu"] {
+    for device in ["Cpu", GPU] {
         let out_dir = dir.path().join(device);
         let mut args = vec!["run".to_string(), file.into(), "--steps".into(), "1".into()];
         args.extend(["--out".into(), out_dir.display().to_string()]);
@@ -122,13 +132,13 @@ fn the_gpu_pipeline_runs_an_hf_directory_on_wgpu_as_on_the_cpu() {
         assert_ok(&roll_flow(&refs));
         records.push(metrics(&out_dir).remove(0));
     }
-    let (cpu, wgpu) = (&records[0], &records[1]);
+    let (cpu, gpu) = (&records[0], &records[1]);
     for key in [
         "rollout/response_length",
         "rollout/format_error_rate",
         "eval/val/success",
     ] {
-        assert_eq!(cpu[key], wgpu[key], "{file}: `{key}` differs");
+        assert_eq!(cpu[key], gpu[key], "{file}: `{key}` differs");
     }
     for key in [
         "old_logprob/entropy",
@@ -136,7 +146,7 @@ fn the_gpu_pipeline_runs_an_hf_directory_on_wgpu_as_on_the_cpu() {
         "actor_step/grad_norm",
         "actor_step/kl_loss",
     ] {
-        assert_close(file, key, value(cpu, key), value(wgpu, key));
+        assert_close(file, key, value(cpu, key), value(gpu, key));
     }
     assert!(
         value(cpu, "actor_step/grad_norm") > 0.0,

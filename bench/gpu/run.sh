@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The GPU checks and figures (bench/README.md, "GPU"), as one command on a lent GPU machine
+# from the repository root, with the binaries bench/gpu/build.sh made here:
+#   bench/gpu/run.sh [cuda|wgpu|cpu] [BIN_ARCHIVE] [OUT_DIR]
+# Defaults: cuda, .bin/gpu.tar.xz, $OUT (the device tool's result folder). Nothing is
+# installed or downloaded; models are built on the device with random weights. Each part
+# has its own time limit, the whole stays within BUDGET seconds (default 480), and every
+# result is a small text or JSON file in OUT_DIR:
+#   summary.txt        the GPU, driver and CUDA paths found; each part's exit status and
+#                      seconds
+#   kernels.txt        the kernel suite: every kernel against the burn-ops reference
+#   hf_parity.txt      the HF fixture's logits against transformers' (max |Δlogit|)
+#   pipelines.txt      the FrozenLake pipelines' first step on the GPU against the CPU
+#   gpu_bench.json     kernel bandwidth, unfused speed-ups, 0.5B-shape tokens/s and FLOP/s
+#   bench.txt          the same as tables
+#   step.txt, step_metrics.json  one FrozenLake step at the 0.5B shape: each node's seconds
+# With `wgpu` the same runs on a wgpu build (lavapipe on a machine without a GPU) at small
+# sizes, which is how the script is checked before GPU minutes are spent on it; `cpu` runs
+# the bench and the step on the CPU at small sizes with whatever build is given.
+set -u
+cd "$(dirname "$0")/../.."
+device="${1:-cuda}"
+archive="${2:-.bin/gpu.tar.xz}"
+out="${3:-${OUT:-/tmp/roll-flow-gpu}}"
+budget="${BUDGET:-480}"
+mkdir -p "$out"
+start=$(date +%s)
+bin="$(mktemp -d)"
+summary="$out/summary.txt"
+: > "$summary"
+
+tar -C "$bin" -xJf "$archive" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$archive" "$bin"
+# shellcheck disable=SC1091
+. "$bin/paths.env"
+
+# The test binaries start roll-flow and read the fixtures at the paths they were built with.
+if [ "$(cd "$WORKSPACE" 2>/dev/null && pwd -P)" != "$(pwd -P)" ]; then
+    mkdir -p "$(dirname "$WORKSPACE")"
+    rm -rf "$WORKSPACE" && ln -s "$(pwd -P)" "$WORKSPACE"
+fi
+if [ "$(readlink -f "$CARGO_BIN_EXE" 2>/dev/null)" != "$(readlink -f "$bin/roll-flow")" ]; then
+    mkdir -p "$(dirname "$CARGO_BIN_EXE")"
+    cp "$bin/roll-flow" "$CARGO_BIN_EXE"
+fi
+
+if [ "$device" = cuda ]; then
+    {
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+        for dir in "${CUDA_PATH:-}" /usr/local/cuda /usr/local/cuda-13.0 /opt/cuda; do
+            if [ -n "$dir" ] && [ -e "$dir/include/cuda_runtime.h" ]; then
+                export CUDA_PATH="$dir"
+                break
+            fi
+        done
+        echo "CUDA_PATH=${CUDA_PATH:-none found}"
+        nvrtc="$(ldconfig -p | grep -o '/[^ ]*libnvrtc.so.13[^ ]*' | head -1)"
+        [ -z "$nvrtc" ] && nvrtc="$(ls "${CUDA_PATH:-/usr/local/cuda}"/lib64/libnvrtc.so.13* 2>/dev/null | head -1)"
+        echo "nvrtc=${nvrtc:-none found}"
+        if [ -n "$nvrtc" ]; then
+            export LD_LIBRARY_PATH="$(dirname "$nvrtc")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        fi
+        "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" --version | tail -2
+    } >> "$summary" 2>&1
+    # Kernels compiled by NVRTC once, cached for the later processes.
+    printf '[compilation]\ncache = { file = "%s" }\n' "$bin/ptx-cache" > cubecl.toml
+    trap 'rm -f cubecl.toml' EXIT
+    gpu_device="Cuda(0)"
+    bench_size=""
+    shape="Tiny(layers: 24, dim: 896, heads: 14, kv_heads: 2, ffn_dim: 4864, vocab: 151936, rope_theta: 1e6)"
+    step_sets=()
+else
+    echo "device $device: a check of this script, at small sizes" >> "$summary"
+    gpu_device="$([ "$device" = wgpu ] && echo Wgpu || echo Cpu)"
+    bench_size="--small"
+    shape="Tiny(layers: 2, dim: 64, heads: 4, kv_heads: 2, ffn_dim: 256, vocab: 4096)"
+    step_sets=(--set envs.train.groups=2 --set envs.train.group_size=2 --set envs.train.max_turns=2)
+fi
+
+# part NAME LIMIT_SECONDS COMMAND...: runs COMMAND with its output in OUT/NAME.txt, within
+# LIMIT and what is left of the budget.
+part() {
+    local name="$1" limit="$2"
+    shift 2
+    local left=$((budget - ($(date +%s) - start)))
+    [ "$limit" -gt "$left" ] && limit="$left"
+    if [ "$limit" -le 5 ]; then
+        echo "$name skipped: budget spent" >> "$summary"
+        return
+    fi
+    local t0=$(date +%s)
+    timeout "$limit" "$@" > "$out/$name.txt" 2>&1
+    local rc=$?
+    echo "$name exit $rc in $(($(date +%s) - t0)) s (limit $limit s)" >> "$summary"
+    tail -c 12000 "$out/$name.txt" > "$out/$name.tmp" && mv "$out/$name.tmp" "$out/$name.txt"
+}
+
+part kernels 90 "$bin/kernels" --test-threads 1
+part hf_parity 60 "$bin/model_hf_parity" --test-threads 1 --nocapture
+part pipelines 180 "$bin/gpu_pipelines" --test-threads 1 --nocapture
+part bench 150 "$bin/gpu" --device "$device" $bench_size --out "$out"
+run_dir="$(mktemp -d)"
+part step 120 "$bin/roll-flow" run bench/gpu/frozen_lake_0.5b_shape.ron --steps 1 --out "$run_dir/step" \
+    --set "device=$gpu_device" --set "models.policy.arch=$shape" --set "models.reference.arch=$shape" \
+    "${step_sets[@]}"
+[ -f "$run_dir/step/metrics.jsonl" ] && cp "$run_dir/step/metrics.jsonl" "$out/step_metrics.json"
+rm -rf "$run_dir" "$bin"
+echo "total $(($(date +%s) - start)) s" >> "$summary"
+cat "$summary"
