@@ -28,7 +28,7 @@ use std::time::Instant;
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Distribution, Int, Tensor, TensorData};
-use roll_flow_kernels::{reference, KernelBackend, PpoClipConfig};
+use roll_flow_kernels::{reference, KernelBackend, LogProbSaved, PpoClipConfig, PpoTokens};
 use roll_flow_model::config::{Qwen2Config, TinyArch};
 use roll_flow_model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
 use roll_flow_model::logprob::response_logprobs;
@@ -179,6 +179,33 @@ fn logprob_rows<B: KernelBackend>(
         bytes,
         ceiling,
     )];
+    // The kernels alone (the backend's primitives, no autodiff bookkeeping around them).
+    let raw = median_s(s.reps, || {
+        let (out, lse) = B::logprob_entropy_forward(
+            logits.clone().into_primitive().tensor(),
+            targets.clone().into_primitive(),
+            1.0,
+        );
+        let grad = Tensor::<B, 2>::ones([n, 2], device)
+            .into_primitive()
+            .tensor();
+        let saved = LogProbSaved {
+            logits: logits.clone().into_primitive().tensor(),
+            targets: targets.clone().into_primitive(),
+            lse,
+            out,
+            temperature: 1.0,
+        };
+        black_box(B::logprob_entropy_backward(saved, grad));
+        sync::<B>(device);
+    });
+    rows.push(kernel_row(
+        &format!("log-prob + entropy kernels fwd then bwd, {n}×{v} {label}"),
+        raw,
+        None,
+        3.0 * bytes,
+        ceiling,
+    ));
     let logits_a = Tensor::<A<B>, 2>::from_inner(logits.clone());
     let targets_a = Tensor::<A<B>, 1, Int>::from_inner(targets.clone());
     let backward = |fused: bool| {
@@ -224,7 +251,8 @@ fn gae_row<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) -> Valu
         );
         sync::<B>(device);
     });
-    let unfused = median_s(s.reps.min(3), || {
+    // The unfused scan runs sequence by sequence, token by token: seconds at full size.
+    let unfused = median_s(1, || {
         black_box(reference::gae(
             r.clone(),
             v.clone(),
@@ -244,7 +272,7 @@ fn gae_row<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) -> Valu
     )
 }
 
-fn ppo_row<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) -> Value {
+fn ppo_rows<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) -> Vec<Value> {
     type A<B> = Autodiff<B>;
     let n = s.ppo_tokens;
     let len = 512;
@@ -295,13 +323,44 @@ fn ppo_row<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) -> Valu
     };
     let fused = median_s(s.reps, || run(true));
     let unfused = median_s(s.reps.min(3), || run(false));
-    kernel_row(
-        &format!("PPO clip loss fwd+bwd, {:.1}M tokens", n as f64 / 1e6),
-        fused,
-        Some(unfused),
-        (9 * n * 4) as f64,
-        ceiling,
-    )
+    let primitive = |t: &Tensor<A<B>, 1>| t.clone().inner().into_primitive().tensor();
+    let tokens = || PpoTokens::<B> {
+        logp: primitive(&lp),
+        old_logp: primitive(&o),
+        advantages: primitive(&a),
+        mask: primitive(&m),
+        weight: None,
+    };
+    // The kernels alone: forward, then backward from its sequence weights.
+    let raw = median_s(s.reps, || {
+        let forward = B::ppo_clip_forward(tokens(), &offsets, &config);
+        let grad = Tensor::<B, 1>::ones([1], device).into_primitive().tensor();
+        black_box(B::ppo_clip_backward(
+            tokens(),
+            &offsets,
+            forward.seq_weight,
+            grad,
+            &config,
+        ));
+        sync::<B>(device);
+    });
+    let million = n as f64 / 1e6;
+    vec![
+        kernel_row(
+            &format!("PPO clip loss fwd+bwd, {million:.1}M tokens"),
+            fused,
+            Some(unfused),
+            (9 * n * 4) as f64,
+            ceiling,
+        ),
+        kernel_row(
+            &format!("PPO clip loss kernels fwd then bwd, {million:.1}M tokens"),
+            raw,
+            None,
+            (9 * n * 4) as f64,
+            ceiling,
+        ),
+    ]
 }
 
 /// The model config at the given shape with random weights.
@@ -364,14 +423,14 @@ fn model_rows<B: KernelBackend>(
         black_box(grads);
         sync::<B>(device);
     };
-    let train_s = median_s(s.reps.min(5), step);
+    let train_s = median_s(s.reps.min(3), step);
     let train_tokens = (batch * len) as f64;
     let train_flops = 3.0 * train_tokens * forward_flops_per_token(&config, len / 2);
     drop(model);
     let model = Qwen2CausalLm::<B>::random(&config, 0, device);
     let (gen_batch, prompt, new) = s.generate;
     let mut generated = 0;
-    let generate_s = median_s(s.reps.min(3), || {
+    let generate_s = median_s(1, || {
         let mut batcher = ContinuousBatcher::<B>::new(gen_batch, device);
         for i in 0..gen_batch {
             let request = GenerationRequest {
@@ -432,7 +491,7 @@ fn kernel_figures<B: KernelBackend>(device: &B::Device, s: Sizes, bf16: bool) ->
         }));
     }
     rows.push(gae_row::<B>(device, s, ceiling));
-    rows.push(ppo_row::<B>(device, s, ceiling));
+    rows.extend(ppo_rows::<B>(device, s, ceiling));
     json!({"copy_bytes_per_s": ceiling, "kernels": rows})
 }
 

@@ -4,7 +4,8 @@
 #   bench/gpu/run.sh [cuda|wgpu|cpu] [BIN_ARCHIVE] [OUT_DIR]
 # Defaults: cuda, .bin/gpu.tar.xz, $OUT (the device tool's result folder). Nothing is
 # installed or downloaded; models are built on the device with random weights. Each part
-# has its own time limit, the whole stays within BUDGET seconds (default 480), and every
+# has its own time limit, the whole stays within BUDGET seconds (default 480; PARTS names
+# the parts to run, default all: kernels hf_parity pipelines bench step), and every
 # result is a small text or JSON file in OUT_DIR:
 #   summary.txt        the GPU, driver and CUDA paths found; each part's exit status and
 #                      seconds
@@ -23,6 +24,7 @@ device="${1:-cuda}"
 archive="${2:-.bin/gpu.tar.xz}"
 out="${3:-${OUT:-/tmp/roll-flow-gpu}}"
 budget="${BUDGET:-480}"
+parts=" ${PARTS:-kernels hf_parity pipelines bench step} "
 mkdir -p "$out"
 start=$(date +%s)
 bin="$(mktemp -d)"
@@ -82,6 +84,7 @@ fi
 part() {
     local name="$1" limit="$2"
     shift 2
+    [[ "$parts" == *" $name "* ]] || return 0
     local left=$((budget - ($(date +%s) - start)))
     [ "$limit" -gt "$left" ] && limit="$left"
     if [ "$limit" -le 5 ]; then
@@ -95,12 +98,12 @@ part() {
     tail -c 12000 "$out/$name.txt" > "$out/$name.tmp" && mv "$out/$name.tmp" "$out/$name.txt"
 }
 
-part kernels 90 "$bin/kernels" --test-threads 1
-part hf_parity 60 "$bin/model_hf_parity" --test-threads 1 --nocapture
-part pipelines 180 "$bin/gpu_pipelines" --test-threads 1 --nocapture
-part bench 150 "$bin/gpu" --device "$device" $bench_size --out "$out"
+part kernels 60 "$bin/kernels" --test-threads 1
+part hf_parity 40 "$bin/model_hf_parity" --test-threads 1 --nocapture
+part pipelines 90 "$bin/gpu_pipelines" --test-threads 1 --nocapture
+part bench 220 "$bin/gpu" --device "$device" $bench_size --out "$out"
 run_dir="$(mktemp -d)"
-part step 120 "$bin/roll-flow" run bench/gpu/frozen_lake_0.5b_shape.ron --steps 1 --out "$run_dir/step" \
+part step 100 "$bin/roll-flow" run bench/gpu/frozen_lake_0.5b_shape.ron --steps 1 --out "$run_dir/step" \
     --set "device=$gpu_device" --set "models.policy.arch=$shape" --set "models.reference.arch=$shape" \
     "${step_sets[@]}"
 [ -f "$run_dir/step/metrics.jsonl" ] && cp "$run_dir/step/metrics.jsonl" "$out/step_metrics.json"

@@ -42,6 +42,8 @@ pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
     let v = vocab as usize;
     let base = row * v;
     let inv = F::cast_from(inv_t);
+    // Every unit reads the row's target up front, as the PPO kernels read their offsets.
+    let y = u32::cast_from(targets[row]) as usize;
     let mut m = F::new(NEG_BIG);
     let mut s0 = F::new(0.0);
     let mut s1 = F::new(0.0);
@@ -61,39 +63,41 @@ pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
         s1 += e * x;
         i += CUBE_DIM_X as usize;
     }
-    let mut sm = SharedMemory::<F>::new(block as usize);
-    let mut ss0 = SharedMemory::<F>::new(block as usize);
-    let mut ss1 = SharedMemory::<F>::new(block as usize);
+    // One shared array holding the three per-unit values side by side, (m | S₀ | S₁), as
+    // the PPO kernel keeps its partials: with three arrays the CUDA build read wrong row
+    // sums on an H100 (bench/history/gpu.md) while wgpu was right.
+    let b = block as usize;
+    let mut acc = SharedMemory::<F>::new(3 * b);
     let u = UNIT_POS_X as usize;
-    sm[u] = m;
-    ss0[u] = s0;
-    ss1[u] = s1;
+    acc[u] = m;
+    acc[b + u] = s0;
+    acc[2 * b + u] = s1;
     sync_cube();
     let mut stride = CUBE_DIM_X as usize / 2;
     while stride > 0 {
         if u < stride {
-            let ma = sm[u];
-            let mb = sm[u + stride];
+            let ma = acc[u];
+            let mb = acc[u + stride];
             let mx = F::max(ma, mb);
             let da = ma - mx;
             let db = mb - mx;
             let fa = da.exp();
             let fb = db.exp();
-            let a0 = ss0[u];
-            let b0 = ss0[u + stride];
-            ss1[u] = fa * (ss1[u] + da * a0) + fb * (ss1[u + stride] + db * b0);
-            ss0[u] = fa * a0 + fb * b0;
-            sm[u] = mx;
+            let a0 = acc[b + u];
+            let b0 = acc[b + u + stride];
+            acc[2 * b + u] =
+                fa * (acc[2 * b + u] + da * a0) + fb * (acc[2 * b + u + stride] + db * b0);
+            acc[b + u] = fa * a0 + fb * b0;
+            acc[u] = mx;
         }
         sync_cube();
         stride /= 2;
     }
     if u == 0 {
-        let log_s0 = ss0[0].ln();
-        let l = sm[0] + log_s0;
-        let y = u32::cast_from(targets[row]) as usize;
+        let log_s0 = acc[b].ln();
+        let l = acc[0] + log_s0;
         out[row * 2] = logits[base + y] * inv - l;
-        out[row * 2 + 1] = log_s0 - ss1[0] / ss0[0];
+        out[row * 2 + 1] = log_s0 - acc[2 * b] / acc[b];
         lse[row] = l;
     }
 }
