@@ -6,8 +6,10 @@
 //! cargo run --release --example custom_env -- [STEPS] [OUT_DIR]
 //! ```
 //!
-//! It prints the validation success before training and after each evaluation. With the
-//! default 60 steps a Tiny policy learns to walk toward the goal on most episodes.
+//! It prints the validation success before training and after each evaluation: 0.50 at
+//! first (a policy that always walks one way reaches the goal when it is on that side),
+//! 1.00 from step 40 of the 150 (seeds 1, 2 and 3; about 20 s for a release build on 2
+//! cores).
 
 mod corridor;
 
@@ -18,10 +20,10 @@ use roll_flow::run::Run;
 const PIPELINE: &str = r#"Pipeline(
     name: "corridor_starpo",
     seed: 1,
-    steps: 60,
+    steps: 150,
     out_dir: "runs/corridor_starpo",
     models: {
-        "policy": (arch: Tiny(layers: 1, dim: 32, heads: 4), optim: AdamW(lr: 3e-3)),
+        "policy": (arch: Tiny(layers: 2, dim: 32, heads: 4, rope_theta: 3.0), optim: AdamW(lr: 3e-3)),
     },
     envs: {
         "train": (env: Custom(name: "Corridor", params: (length: 5)), groups: 8, group_size: 4),
