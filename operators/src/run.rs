@@ -77,24 +77,14 @@ pub type StepObserver = Arc<dyn Fn(&StepReport, f64) + Send + Sync>;
 /// plots are); `roll-flow` prints them.
 pub type NoticeSink = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// timely's worker and cluster options (`-w`, `-n`, `-p`, `--hostfile`).
+/// timely's worker and cluster options (`-w`, `-n`, `-p`, `--hostfile`); the executor's
+/// defaults ([`ExecutorOptions::default`]) when not given.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cluster {
     pub threads: usize,
     pub processes: usize,
     pub process: usize,
     pub hostfile: Option<PathBuf>,
-}
-
-impl Default for Cluster {
-    fn default() -> Self {
-        Cluster {
-            threads: 1,
-            processes: 1,
-            process: 0,
-            hostfile: None,
-        }
-    }
 }
 
 /// A pipeline ready to run; see the module docs.
@@ -104,8 +94,8 @@ pub struct Run {
     warnings: Vec<Diagnostic>,
     resume: bool,
     overwrite: bool,
-    stop_after: Option<u64>,
-    cluster: Cluster,
+    /// The executor's options but `first_step`, which the run directory decides.
+    options: ExecutorOptions,
     envs: Vec<(String, EnvFactory)>,
     on_step: Option<StepObserver>,
     notices: NoticeSink,
@@ -147,8 +137,7 @@ impl Run {
             warnings: validation.diagnostics,
             resume,
             overwrite: false,
-            stop_after: None,
-            cluster: Cluster::default(),
+            options: ExecutorOptions::default(),
             envs: Vec::new(),
             on_step: None,
             notices: Arc::new(|notice| tracing::info!("{notice}")),
@@ -174,7 +163,7 @@ impl Run {
 
     /// Stops after this many steps; schedules and the last checkpoint still span `steps`.
     pub fn stop_after(mut self, steps: u64) -> Run {
-        self.stop_after = Some(steps);
+        self.options.stop_after = Some(steps);
         self
     }
 
@@ -186,7 +175,10 @@ impl Run {
 
     /// Runs on timely's workers and processes (env groups are sharded across them).
     pub fn cluster(mut self, cluster: Cluster) -> Run {
-        self.cluster = cluster;
+        self.options.threads = cluster.threads;
+        self.options.processes = cluster.processes;
+        self.options.process = cluster.process;
+        self.options.hostfile = cluster.hostfile;
         self
     }
 
@@ -202,10 +194,10 @@ impl Run {
         self
     }
 
-    /// The steps this run will execute: from its first step to `stop_after` or `steps`.
-    fn last_step(&self) -> u64 {
+    /// The step this run stops before: `stop_after` or the pipeline's `steps`.
+    pub fn last_step(&self) -> u64 {
         let steps = self.loaded.pipeline.steps;
-        self.stop_after.map_or(steps, |s| s.min(steps))
+        self.options.stop_after.map_or(steps, |s| s.min(steps))
     }
 
     /// Runs the pipeline to its last step (or `stop_after`).
@@ -233,13 +225,8 @@ impl Run {
         let started = Instant::now();
         let on_step = self.step_sink(log, started);
         let options = ExecutorOptions {
-            threads: self.cluster.threads,
-            processes: self.cluster.processes,
-            process: self.cluster.process,
-            hostfile: self.cluster.hostfile.clone(),
-            staleness: 0,
             first_step,
-            stop_after: self.stop_after,
+            ..self.options.clone()
         };
         let result = execute_on_device(
             self.loaded.pipeline.clone(),
@@ -247,7 +234,7 @@ impl Run {
             options,
             on_step,
         );
-        if self.cluster.process == 0 {
+        if self.options.process == 0 {
             self.write_plots(&out_dir);
         }
         result?;
@@ -285,7 +272,7 @@ impl Run {
                 }
             }
         }
-        let workers = self.cluster.threads.saturating_mul(self.cluster.processes);
+        let workers = self.options.threads.saturating_mul(self.options.processes);
         refuse_multi_worker_training(training_nodes(pipeline), workers).map_err(RunError::Refused)
     }
 
@@ -320,7 +307,7 @@ impl Run {
         }
         // Process 0 readies the directory: on a shared file system the others would find
         // its fresh files and refuse.
-        if self.cluster.process == 0 {
+        if self.options.process == 0 {
             let aside =
                 run_dir::prepare_new_run(out_dir, self.overwrite).map_err(RunError::Refused)?;
             if let Some(aside) = aside {

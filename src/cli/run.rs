@@ -85,10 +85,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     print_diagnostics(run.warnings());
-    let steps = run.pipeline().steps;
-    let last = args.stop_after.map_or(steps, |s| s.min(steps));
-    let progress = Arc::new(Progress::new(last));
-    let shown = progress.clone();
     let mut run = run
         .overwrite(args.overwrite)
         .cluster(Cluster {
@@ -97,11 +93,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             process: args.process,
             hostfile: args.hostfile.clone(),
         })
-        .on_step(Arc::new(move |report, _| shown.step_done(report)))
         .notices(Arc::new(|notice| eprintln!("{notice}")));
     if let Some(n) = args.stop_after {
         run = run.stop_after(n);
     }
+    let progress = Arc::new(Progress::new(run.last_step()));
+    let shown = progress.clone();
+    let run = run.on_step(Arc::new(move |report, _| shown.step_done(report)));
     let result = run.execute();
     progress.finish();
     let summary = result?;

@@ -42,8 +42,6 @@ pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
     let v = vocab as usize;
     let base = row * v;
     let inv = F::cast_from(inv_t);
-    // Every unit reads the row's target up front, as the PPO kernels read their offsets.
-    let y = u32::cast_from(targets[row]) as usize;
     let mut m = F::new(NEG_BIG);
     let mut s0 = F::new(0.0);
     let mut s1 = F::new(0.0);
@@ -96,6 +94,7 @@ pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
     if u == 0 {
         let log_s0 = acc[b].ln();
         let l = acc[0] + log_s0;
+        let y = u32::cast_from(targets[row]) as usize;
         out[row * 2] = logits[base + y] * inv - l;
         out[row * 2 + 1] = log_s0 - acc[2 * b] / acc[b];
         lse[row] = l;

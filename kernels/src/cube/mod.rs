@@ -74,7 +74,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         targets: IntTensor<Self>,
         temperature: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let x = RowsLaunch::new(logits, u32_targets::<Self>(targets));
+        let x = RowsLaunch::new(logits, targets);
         let (rows, vocab) = (x.rows, x.vocab);
         let out = empty(&x.logits, &[rows, 2]);
         let lse = empty(&x.logits, &[rows]);
@@ -99,7 +99,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         saved: LogProbSaved<Self>,
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        let x = RowsLaunch::new(saved.logits, u32_targets::<Self>(saved.targets));
+        let x = RowsLaunch::new(saved.logits, saved.targets);
         let (rows, vocab) = (x.rows, x.vocab);
         let dlogits = empty(&x.logits, &[rows, vocab]);
         logprob::logprob_backward_kernel::launch::<R>(
@@ -252,19 +252,6 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
 
 /// Logits and targets ready for a one-cube-per-row launch: contiguous, with their sizes,
 /// dtypes and client.
-/// The target ids as u32, whatever integer type they came in (on CUDA a tensor made from
-/// i64 data keeps that type): the log-prob kernels are then instantiated for one integer
-/// type, the one the GAE and PPO kernels' offsets have.
-fn u32_targets<B: IntTensorOps<B> + burn::tensor::backend::Backend>(
-    targets: IntTensor<B>,
-) -> IntTensor<B> {
-    if targets.dtype() == burn::tensor::DType::U32 {
-        targets
-    } else {
-        B::int_cast(targets, burn::tensor::IntDType::U32)
-    }
-}
-
 struct RowsLaunch<R: CubeRuntime> {
     logits: CubeTensor<R>,
     targets: CubeTensor<R>,

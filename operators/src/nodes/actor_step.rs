@@ -42,7 +42,7 @@ use roll_flow_engine::{
 use roll_flow_model::Qwen2CausalLm;
 use serde::Deserialize;
 
-use super::kind::{at_least_one, model_ref, NodeKind};
+use super::kind::{at_least_one, default_policy, model_ref, NodeKind};
 use crate::runtime::backend::{RunBackend, TrainBackend};
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
@@ -116,7 +116,7 @@ impl OldLogProb {
 impl Default for ActorStepSpec {
     fn default() -> Self {
         ActorStepSpec {
-            model: "policy".into(),
+            model: default_policy(),
             loss: PolicyLoss::PpoClip(Default::default()),
             entropy: 0.0,
             adaptive_entropy: None,

@@ -20,7 +20,7 @@ use roll_flow_model::TextTokenizer;
 use serde::Deserialize;
 
 use super::env_names::EnvNames;
-use super::kind::{at_least_one, NodeKind};
+use super::kind::{at_least_one, default_max_new_tokens, default_policy, NodeKind};
 use crate::play_settings::{untrained_eval_settings, EvalPlay, Guide};
 use crate::rollout::env_player::EnvPlayer;
 use crate::rollout::episode::Episode;
@@ -36,7 +36,7 @@ pub struct EvalSpec {
     /// Env set(s) to play: a name from `envs:` or a list of names.
     pub envs: EnvNames,
     /// The policy evaluated (default `"policy"`).
-    #[serde(default = "policy")]
+    #[serde(default = "default_policy")]
     pub policy: String,
     /// Evaluate at step 0 and every `every` steps (default 10).
     #[serde(default = "eval_every")]
@@ -45,21 +45,15 @@ pub struct EvalSpec {
     #[serde(default)]
     pub temperature: f32,
     /// Tokens per reply (default 64, as `Rollout`).
-    #[serde(default = "max_new_tokens")]
+    #[serde(default = "default_max_new_tokens")]
     pub max_new_tokens: usize,
     /// Episodes saved as renders per eval (default 4).
     #[serde(default = "render_episodes")]
     pub render: usize,
 }
 
-fn policy() -> String {
-    "policy".into()
-}
 fn eval_every() -> u64 {
     10
-}
-fn max_new_tokens() -> usize {
-    64
 }
 fn render_episodes() -> usize {
     4

@@ -66,6 +66,16 @@ pub trait NodeKind {
         Self: Sized;
 }
 
+/// The model a node uses when its file names none: `"policy"`.
+pub fn default_policy() -> String {
+    "policy".into()
+}
+
+/// Tokens per reply of `Rollout` and `Eval` when the file gives none (ROLL's 64).
+pub fn default_max_new_tokens() -> usize {
+    64
+}
+
 /// `field` must be at least 1 (counts and periods).
 pub fn at_least_one(field: &str, value: u64) -> Result<(), String> {
     if value == 0 {

@@ -21,7 +21,7 @@ use roll_flow_engine::{
 use roll_flow_model::weights::to_f32_vec;
 use serde::Deserialize;
 
-use super::kind::{model_ref, NodeKind};
+use super::kind::{default_policy, model_ref, NodeKind};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
@@ -39,7 +39,7 @@ pub struct LogProbSpec {
 impl Default for LogProbSpec {
     fn default() -> Self {
         LogProbSpec {
-            model: "policy".into(),
+            model: default_policy(),
         }
     }
 }

@@ -13,7 +13,7 @@ use roll_flow_engine::{
 };
 use serde::Deserialize;
 
-use super::kind::{model_ref, NodeKind};
+use super::kind::{default_policy, model_ref, NodeKind};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::Runtime;
@@ -29,7 +29,7 @@ pub struct ModelUpdateSpec {
 impl Default for ModelUpdateSpec {
     fn default() -> Self {
         ModelUpdateSpec {
-            model: "policy".into(),
+            model: default_policy(),
         }
     }
 }

@@ -17,7 +17,7 @@ use roll_flow_model::generate::SamplingParams;
 use serde::Deserialize;
 
 use super::env_names::EnvNames;
-use super::kind::{at_least_one, NodeKind};
+use super::kind::{at_least_one, default_max_new_tokens, default_policy, NodeKind};
 use crate::play_settings::{Guide, PlaySettings, PolicyPlay, SampleMode};
 use crate::rollout::env_player::EnvPlayer;
 use crate::rollout::episode::{check_room_to_reply, Episode};
@@ -32,7 +32,7 @@ pub struct RolloutSpec {
     /// Env set(s) to play: a name from `envs:` or a list of names (each is an env tag).
     pub envs: EnvNames,
     /// The model that generates (default `"policy"`).
-    #[serde(default = "policy")]
+    #[serde(default = "default_policy")]
     pub policy: String,
     /// `Trajectory` (default) or `Step(history: N)`.
     #[serde(default = "trajectory")]
@@ -47,7 +47,7 @@ pub struct RolloutSpec {
     #[serde(default)]
     pub top_k: Option<usize>,
     /// Tokens the model may generate per turn (default 64, ROLL's).
-    #[serde(default = "max_new_tokens")]
+    #[serde(default = "default_max_new_tokens")]
     pub max_new_tokens: usize,
     /// Longest sample (prompt + all turns); a trajectory reaching it ends as truncated
     /// (default 2048).
@@ -71,17 +71,11 @@ pub struct RolloutSpec {
     pub inference_loops: usize,
 }
 
-fn policy() -> String {
-    "policy".into()
-}
 fn trajectory() -> SampleMode {
     SampleMode::Trajectory
 }
 fn one() -> f32 {
     1.0
-}
-fn max_new_tokens() -> usize {
-    64
 }
 fn sequence_length() -> usize {
     2048
