@@ -25,7 +25,12 @@ pub fn run(args: &ImportRollArgs) -> anyhow::Result<ExitCode> {
         }
     };
     for notice in &imported.notices {
-        eprintln!("{}: {}: {}", notice.kind.label(), notice.key, notice.message);
+        eprintln!(
+            "{}: {}: {}",
+            notice.kind.label(),
+            notice.key,
+            notice.message
+        );
     }
     match &args.out {
         Some(out) => {

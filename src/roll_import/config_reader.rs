@@ -74,11 +74,20 @@ impl ConfigReader {
         }
     }
 
-    fn typed<T>(&mut self, path: &str, what: &str, get: impl Fn(&Value) -> Option<T>) -> Result<Option<T>, ImportError> {
+    fn typed<T>(
+        &mut self,
+        path: &str,
+        what: &str,
+        get: impl Fn(&Value) -> Option<T>,
+    ) -> Result<Option<T>, ImportError> {
         match self.value(path) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => get(&v).map(Some).ok_or_else(|| {
-                self.error(path, format!("expected {what}, got {} `{v}`", v.kind()), &format!("write {what}"))
+                self.error(
+                    path,
+                    format!("expected {what}, got {} `{v}`", v.kind()),
+                    &format!("write {what}"),
+                )
             }),
         }
     }
@@ -163,10 +172,17 @@ impl ConfigReader {
         self.walk(&tree, "", &mut unknown, &mut grouped, &mut from_defaults);
         if !unknown.is_empty() {
             let keys = unknown.into_iter().map(|path| self.suggest(path)).collect();
-            return Err(ImportError::UnknownKeys { file: self.file, keys });
+            return Err(ImportError::UnknownKeys {
+                file: self.file,
+                keys,
+            });
         }
         for ((kind, pattern, message), (first, n)) in grouped {
-            let key = if n > 1 { format!("{pattern} ({n} keys)") } else { first };
+            let key = if n > 1 {
+                format!("{pattern} ({n} keys)")
+            } else {
+                first
+            };
             self.notices.push(Notice { kind, key, message });
         }
         for (file, keys) in from_defaults {
@@ -174,7 +190,10 @@ impl ConfigReader {
             self.notices.push(Notice {
                 kind: NoticeKind::Ignored,
                 key: keys.join(", "),
-                message: format!("set only by the defaults file {} and never used", file.display()),
+                message: format!(
+                    "set only by the defaults file {} and never used",
+                    file.display()
+                ),
             });
         }
         self.notices.sort();
@@ -194,7 +213,10 @@ impl ConfigReader {
             if self.used.contains(path) || self.composed.referenced.contains(path) {
                 return;
             }
-            for (kind, table) in [(NoticeKind::NotSupported, NOT_SUPPORTED), (NoticeKind::Ignored, IGNORED)] {
+            for (kind, table) in [
+                (NoticeKind::NotSupported, NOT_SUPPORTED),
+                (NoticeKind::Ignored, IGNORED),
+            ] {
                 if let Some((pattern, why)) = matching(table, path) {
                     let entry = grouped.entry((kind, pattern.to_string(), why.to_string()));
                     entry.or_insert_with(|| (path.to_string(), 0)).1 += 1;
@@ -213,7 +235,10 @@ impl ConfigReader {
                 match self.composed.from_defaults.get(top) {
                     Some(file) => {
                         let shown: Vec<&str> = path.split('.').take(2).collect();
-                        from_defaults.entry(file.clone()).or_default().insert(shown.join("."));
+                        from_defaults
+                            .entry(file.clone())
+                            .or_default()
+                            .insert(shown.join("."));
                     }
                     None => unknown.push(path.to_string()),
                 }

@@ -28,9 +28,17 @@ pub fn env_sets(r: &mut ConfigReader, manager: &str, prefix: &str) -> Result<Env
     let tags_key = format!("{manager}.tags");
     let tags: Vec<String> = match r.list(&tags_key)? {
         Some(items) => items.iter().map(Value::to_string).collect(),
-        None => return Err(r.error(&tags_key, "missing".into(), "list the env tags this manager plays, e.g. `tags: [FrozenLake]`")),
+        None => {
+            return Err(r.error(
+                &tags_key,
+                "missing".into(),
+                "list the env tags this manager plays, e.g. `tags: [FrozenLake]`",
+            ))
+        }
     };
-    let groups = r.count(&format!("{manager}.num_env_groups"))?.unwrap_or(128);
+    let groups = r
+        .count(&format!("{manager}.num_env_groups"))?
+        .unwrap_or(128);
     let group_size = r.count(&format!("{manager}.group_size"))?.unwrap_or(1);
     let partition_key = format!("{manager}.num_groups_partition");
     let partition: Vec<u64> = match r.list(&partition_key)? {
@@ -38,11 +46,26 @@ pub fn env_sets(r: &mut ConfigReader, manager: &str, prefix: &str) -> Result<Env
             .iter()
             .map(|v| match v {
                 Value::Int(n) if *n >= 0 => Ok(*n as u64),
-                other => Err(r.error(&partition_key, format!("`{other}` is not a group count"), "write non-negative integers")),
+                other => Err(r.error(
+                    &partition_key,
+                    format!("`{other}` is not a group count"),
+                    "write non-negative integers",
+                )),
             })
             .collect::<Result<_, _>>()?,
-        None if !tags.is_empty() && groups % tags.len() as u64 == 0 => vec![groups / tags.len() as u64; tags.len()],
-        None => return Err(r.error(&partition_key, format!("missing, and {groups} groups do not split evenly over {} tags", tags.len()), "give one group count per tag")),
+        None if !tags.is_empty() && groups % tags.len() as u64 == 0 => {
+            vec![groups / tags.len() as u64; tags.len()]
+        }
+        None => {
+            return Err(r.error(
+                &partition_key,
+                format!(
+                    "missing, and {groups} groups do not split evenly over {} tags",
+                    tags.len()
+                ),
+                "give one group count per tag",
+            ))
+        }
     };
     if partition.len() != tags.len() || partition.iter().sum::<u64>() != groups {
         return Err(r.error(
@@ -52,25 +75,42 @@ pub fn env_sets(r: &mut ConfigReader, manager: &str, prefix: &str) -> Result<Env
         ));
     }
     let penalty = r.num(&format!("{manager}.format_penalty"))?.unwrap_or(0.0);
-    let mut sets = EnvSets { entries: Vec::new(), envs: groups * group_size, max_tokens_per_step: None, step_history: None };
+    let mut sets = EnvSets {
+        entries: Vec::new(),
+        envs: groups * group_size,
+        max_tokens_per_step: None,
+        step_history: None,
+    };
     let mut step_flags = Vec::new();
     for (tag, n) in tags.iter().zip(partition) {
         let base = format!("custom_envs.{tag}");
         let env = env_value(r, &base, penalty)?;
         if let Some(tokens) = r.count(&format!("{base}.max_tokens_per_step"))? {
-            sets.max_tokens_per_step = Some(sets.max_tokens_per_step.map_or(tokens, |m: u64| m.max(tokens)));
+            sets.max_tokens_per_step = Some(
+                sets.max_tokens_per_step
+                    .map_or(tokens, |m: u64| m.max(tokens)),
+            );
         }
-        let step = r.text(&format!("{base}.env_manager_cls"))?.is_some_and(|c| c.ends_with("StepEnvManager"));
+        let step = r
+            .text(&format!("{base}.env_manager_cls"))?
+            .is_some_and(|c| c.ends_with("StepEnvManager"));
         let history = r.count(&format!("{base}.history_length"))?;
         if step {
             sets.step_history = Some(history.unwrap_or(5));
         }
         step_flags.push(step);
         let seed = if prefix == "val" { ", seed: 10000" } else { "" };
-        sets.entries.push((format!("{prefix}_{tag}"), format!("(env: {env}, groups: {n}, group_size: {group_size}{seed})")));
+        sets.entries.push((
+            format!("{prefix}_{tag}"),
+            format!("(env: {env}, groups: {n}, group_size: {group_size}{seed})"),
+        ));
     }
     if step_flags.iter().any(|s| *s) && !step_flags.iter().all(|s| *s) {
-        return Err(r.error(&tags_key, "mixes StepEnvManager and TrajEnvManager tags".into(), "play one kind of env manager per manager"));
+        return Err(r.error(
+            &tags_key,
+            "mixes StepEnvManager and TrajEnvManager tags".into(),
+            "play one kind of env manager per manager",
+        ));
     }
     Ok(sets)
 }

@@ -66,14 +66,21 @@ fn load_with_defaults(
     let mut own = match parse_yaml(path, &text)? {
         Value::Map(entries) => entries,
         Value::Null => Vec::new(),
-        other => return Err(config_error(format!("the top level must be a mapping, got {}", other.kind()))),
+        other => {
+            return Err(config_error(format!(
+                "the top level must be a mapping, got {}",
+                other.kind()
+            )))
+        }
     };
     let defaults = match own.iter().position(|(k, _)| k == "defaults") {
         Some(i) => own.remove(i).1,
         None => Value::List(Vec::new()),
     };
     let Value::List(entries) = defaults else {
-        return Err(config_error("`defaults` must be a list of config names".into()));
+        return Err(config_error(
+            "`defaults` must be a list of config names".into(),
+        ));
     };
     let folder = path.parent().unwrap_or(Path::new("."));
     let mut merged = Value::Map(Vec::new());
@@ -115,7 +122,9 @@ fn load_with_defaults(
         let (value, file) = included;
         if let Value::Map(keys) = &value {
             for (key, _) in keys {
-                from_defaults.entry(key.clone()).or_insert_with(|| file.clone());
+                from_defaults
+                    .entry(key.clone())
+                    .or_insert_with(|| file.clone());
             }
         }
         merge(&mut merged, value);
@@ -162,7 +171,11 @@ impl Resolver<'_> {
     fn error(&self, key: &str, message: String, help: &str) -> ImportError {
         ImportError::Value {
             file: self.file.to_path_buf(),
-            key: if key.is_empty() { "(top level)".into() } else { key.into() },
+            key: if key.is_empty() {
+                "(top level)".into()
+            } else {
+                key.into()
+            },
             message,
             help: help.into(),
         }
@@ -170,7 +183,12 @@ impl Resolver<'_> {
 
     /// `value` (found at `key`) with its interpolations resolved; `stack` holds the
     /// references being resolved, to catch cycles.
-    fn resolve(&mut self, value: &Value, key: &str, stack: &mut Vec<String>) -> Result<Value, ImportError> {
+    fn resolve(
+        &mut self,
+        value: &Value,
+        key: &str,
+        stack: &mut Vec<String>,
+    ) -> Result<Value, ImportError> {
         match value {
             Value::Str(text) if text.contains("${") => self.interpolate(text, key, stack),
             Value::List(items) => items
@@ -188,12 +206,21 @@ impl Resolver<'_> {
         }
     }
 
-    fn interpolate(&mut self, text: &str, key: &str, stack: &mut Vec<String>) -> Result<Value, ImportError> {
+    fn interpolate(
+        &mut self,
+        text: &str,
+        key: &str,
+        stack: &mut Vec<String>,
+    ) -> Result<Value, ImportError> {
         let mut out = String::new();
         let mut rest = text;
         while let Some(start) = rest.find("${") {
             let Some(len) = rest[start..].find('}') else {
-                return Err(self.error(key, format!("`{text}` opens `${{` without a closing `}}`"), "close the interpolation"));
+                return Err(self.error(
+                    key,
+                    format!("`{text}` opens `${{` without a closing `}}`"),
+                    "close the interpolation",
+                ));
             };
             let reference = rest[start + 2..start + len].trim();
             let whole = start == 0 && start + len + 1 == rest.len() && out.is_empty();
@@ -202,7 +229,14 @@ impl Resolver<'_> {
                 return Ok(value);
             }
             if matches!(value, Value::Map(_) | Value::List(_)) {
-                return Err(self.error(key, format!("`${{{reference}}}` is {} and cannot be spliced into the string `{text}`", value.kind()), "make the value exactly `${...}` to take the whole value"));
+                return Err(self.error(
+                    key,
+                    format!(
+                        "`${{{reference}}}` is {} and cannot be spliced into the string `{text}`",
+                        value.kind()
+                    ),
+                    "make the value exactly `${...}` to take the whole value",
+                ));
             }
             out.push_str(&rest[..start]);
             out.push_str(&value.to_string());
@@ -212,12 +246,27 @@ impl Resolver<'_> {
         Ok(Value::Str(out))
     }
 
-    fn reference(&mut self, reference: &str, key: &str, stack: &mut Vec<String>) -> Result<Value, ImportError> {
+    fn reference(
+        &mut self,
+        reference: &str,
+        key: &str,
+        stack: &mut Vec<String>,
+    ) -> Result<Value, ImportError> {
         if reference.contains(':') || reference.starts_with('.') {
-            return Err(self.error(key, format!("`${{{reference}}}`: resolvers and relative interpolations are not supported"), "write the value itself, or an absolute `${a.b.c}`"));
+            return Err(self.error(
+                key,
+                format!(
+                    "`${{{reference}}}`: resolvers and relative interpolations are not supported"
+                ),
+                "write the value itself, or an absolute `${a.b.c}`",
+            ));
         }
         if stack.iter().any(|r| r == reference) {
-            return Err(self.error(key, format!("interpolation cycle: {} -> {reference}", stack.join(" -> ")), "make one of these keys a plain value"));
+            return Err(self.error(
+                key,
+                format!("interpolation cycle: {} -> {reference}", stack.join(" -> ")),
+                "make one of these keys a plain value",
+            ));
         }
         stack.push(reference.to_string());
         let mut node = self.root.clone();
@@ -225,7 +274,11 @@ impl Resolver<'_> {
         for seg in reference.split('.') {
             path = join(&path, seg);
             let next = node.get(seg).cloned().ok_or_else(|| {
-                self.error(key, format!("`${{{reference}}}` names no key (`{path}` is missing)"), "define the key, or fix the path in the interpolation")
+                self.error(
+                    key,
+                    format!("`${{{reference}}}` names no key (`{path}` is missing)"),
+                    "define the key, or fix the path in the interpolation",
+                )
             })?;
             node = match &next {
                 Value::Str(s) if s.contains("${") => self.interpolate(s, &path, stack)?,

@@ -36,7 +36,10 @@ pub enum ImportError {
         help: String,
     },
     /// Keys the importer does not know.
-    UnknownKeys { file: PathBuf, keys: Vec<UnknownKey> },
+    UnknownKeys {
+        file: PathBuf,
+        keys: Vec<UnknownKey>,
+    },
 }
 
 impl fmt::Display for ImportError {

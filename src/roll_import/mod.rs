@@ -51,7 +51,11 @@ pub fn import_roll(path: &Path) -> Result<Imported, ImportError> {
             ron.push_str(&format!("//   {}: {}\n", notice.key, notice.message));
         }
     }
-    let ignored = notices.len() - notices.iter().filter(|n| n.kind == NoticeKind::NotSupported).count();
+    let ignored = notices.len()
+        - notices
+            .iter()
+            .filter(|n| n.kind == NoticeKind::NotSupported)
+            .count();
     if ignored > 0 {
         ron.push_str(&format!(
             "// Ignored on this engine: {ignored} key group(s) of ROLL's machinery (placement, strategies, logging); the import lists them.\n"

@@ -6,7 +6,7 @@ use super::config_reader::ConfigReader;
 use super::env_mapping::{env_sets, EnvSets};
 use super::import_error::ImportError;
 use super::roll_keys::NoticeKind;
-use super::training_mapping::{advantage, actor_step, critic_step, optimizer, Estimator};
+use super::training_mapping::{actor_step, advantage, critic_step, optimizer, Estimator};
 use super::yaml_value::Value;
 
 /// The pipeline text, without the header.
@@ -17,14 +17,24 @@ pub struct Mapped {
 
 /// Maps the whole config.
 pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
-    let name = r.text("exp_name")?.unwrap_or_else(|| "agentic_pipeline".into());
+    let name = r
+        .text("exp_name")?
+        .unwrap_or_else(|| "agentic_pipeline".into());
     let seed = r.count("seed")?.unwrap_or(42);
     let Some(steps) = r.count("max_steps")? else {
-        return Err(r.error("max_steps", "missing".into(), "give the number of training steps, e.g. `max_steps: 1024`"));
+        return Err(r.error(
+            "max_steps",
+            "missing".into(),
+            "give the number of training steps, e.g. `max_steps: 1024`",
+        ));
     };
     let out_dir = r.text("output_dir")?.unwrap_or_else(|| "./output".into());
     let Some(pretrain) = r.text("pretrain")? else {
-        return Err(r.error("pretrain", "missing".into(), "give the policy's model directory, e.g. `pretrain: models/Qwen2.5-0.5B-Instruct`"));
+        return Err(r.error(
+            "pretrain",
+            "missing".into(),
+            "give the policy's model directory, e.g. `pretrain: models/Qwen2.5-0.5B-Instruct`",
+        ));
     };
     let estimator = Estimator::read(r)?;
     let train = env_sets(r, "train_env_manager", "train")?;
@@ -34,24 +44,40 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
     };
     let adv = advantage(r, &estimator)?;
     let actor = actor_step(r, &estimator, train.envs)?;
-    let critic = if estimator == Estimator::Gae { Some(critic_step(r, train.envs)?) } else { None };
+    let critic = if estimator == Estimator::Gae {
+        Some(critic_step(r, train.envs)?)
+    } else {
+        None
+    };
     let mut out = String::new();
     out.push_str("Pipeline(\n    // exp_name, seed, max_steps, output_dir\n");
-    out.push_str(&format!("    name: {name:?},\n    seed: {seed},\n    steps: {steps},\n"));
-    out.push_str("    device: Cuda(0), // ROLL trains on GPUs; `--set device=Cpu` on a CPU build\n");
+    out.push_str(&format!(
+        "    name: {name:?},\n    seed: {seed},\n    steps: {steps},\n"
+    ));
+    out.push_str(
+        "    device: Cuda(0), // ROLL trains on GPUs; `--set device=Cpu` on a CPU build\n",
+    );
     out.push_str(&format!("    out_dir: {out_dir:?},\n    models: {{\n"));
     let policy_optim = optimizer(r, "actor_train")?;
     out.push_str("        // pretrain; actor_train.training_args (learning_rate, weight_decay, warmup_steps, lr_scheduler_type, adam_*); max_grad_norm\n");
-    out.push_str(&format!("        \"policy\": (arch: HfDir({pretrain:?}), optim: {policy_optim}),\n"));
+    out.push_str(&format!(
+        "        \"policy\": (arch: HfDir({pretrain:?}), optim: {policy_optim}),\n"
+    ));
     if actor.kl_loss || adv.kl_penalty {
         out.push_str("        // pretrain (the reference model of the KL term)\n");
-        out.push_str(&format!("        \"reference\": (arch: HfDir({pretrain:?})),\n"));
+        out.push_str(&format!(
+            "        \"reference\": (arch: HfDir({pretrain:?})),\n"
+        ));
     }
     if critic.is_some() {
-        let critic_model = r.text("reward_pretrain")?.unwrap_or_else(|| pretrain.clone());
+        let critic_model = r
+            .text("reward_pretrain")?
+            .unwrap_or_else(|| pretrain.clone());
         let critic_optim = optimizer(r, "critic")?;
         out.push_str("        // reward_pretrain (the critic, adv_estimator: gae); critic.training_args; max_grad_norm\n");
-        out.push_str(&format!("        \"critic\": (arch: HfDir({critic_model:?}), optim: {critic_optim}),\n"));
+        out.push_str(&format!(
+            "        \"critic\": (arch: HfDir({critic_model:?}), optim: {critic_optim}),\n"
+        ));
     }
     out.push_str("    },\n    envs: {\n");
     write_env_sets(&mut out, "train_env_manager", &train);
@@ -63,7 +89,13 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
     let sampling = sampling_args(r)?;
     let samples = match (train.step_history, estimator) {
         (Some(history), _) => format!("Step(history: {history})"),
-        (None, Estimator::GiGpo) => return Err(r.error("adv_estimator", "gigpo needs step-wise samples, but the train tags use TrajEnvManager".into(), "set the tags' env_manager_cls to StepEnvManager (ROLL's step_envs.yaml)")),
+        (None, Estimator::GiGpo) => {
+            return Err(r.error(
+                "adv_estimator",
+                "gigpo needs step-wise samples, but the train tags use TrajEnvManager".into(),
+                "set the tags' env_manager_cls to StepEnvManager (ROLL's step_envs.yaml)",
+            ))
+        }
         (None, _) => "Trajectory".into(),
     };
     let max_new = max_new_tokens(sampling.max_new_tokens, train.max_tokens_per_step);
@@ -87,12 +119,21 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
         edges.extend([("rollout", "values"), ("values", "adv")]);
     }
     edges.push(("old_logprob", "adv"));
-    out.push_str(&format!("        // {}\n        \"adv\": {},\n", adv.keys, adv.ron));
+    out.push_str(&format!(
+        "        // {}\n        \"adv\": {},\n",
+        adv.keys, adv.ron
+    ));
     if let Some(critic) = &critic {
-        out.push_str(&format!("        // {}\n        \"critic_step\": {},\n", critic.keys, critic.ron));
+        out.push_str(&format!(
+            "        // {}\n        \"critic_step\": {},\n",
+            critic.keys, critic.ron
+        ));
         edges.push(("adv", "critic_step"));
     }
-    out.push_str(&format!("        // {}\n        \"actor_step\": {},\n", actor.keys, actor.ron));
+    out.push_str(&format!(
+        "        // {}\n        \"actor_step\": {},\n",
+        actor.keys, actor.ron
+    ));
     edges.extend([("adv", "actor_step"), ("actor_step", "checkpoint")]);
     if let Some(val) = &val {
         let every = r.count("eval_steps")?.unwrap_or(10).max(1);
@@ -117,7 +158,11 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
         r.notice(NoticeKind::NotSupported, "rollout_batch_size", format!("{batch}: each train env plays one episode a step, so a step's batch is num_env_groups × group_size = {} trajectories", train.envs));
     }
     if let Some(ratio) = r.num("async_generation_ratio")?.filter(|x| *x > 0.0) {
-        r.notice(NoticeKind::NotSupported, "async_generation_ratio", format!("{ratio}: the imported pipeline rolls out synchronously"));
+        r.notice(
+            NoticeKind::NotSupported,
+            "async_generation_ratio",
+            format!("{ratio}: the imported pipeline rolls out synchronously"),
+        );
     }
     Ok(Mapped { body: out })
 }
@@ -152,11 +197,23 @@ struct Sampling {
 fn sampling_args(r: &mut ConfigReader) -> Result<Sampling, ImportError> {
     let base = "actor_infer.generating_args";
     let top_k = r.count(&format!("{base}.top_k"))?.filter(|k| *k > 0);
-    r.unsupported_unless(&format!("{base}.num_beams"), |v| *v == Value::Int(1), "roll-flow samples, it does not beam-search");
-    r.unsupported_unless(&format!("{base}.repetition_penalty"), |v| v.as_f64() == Some(1.0), "no repetition penalty");
+    r.unsupported_unless(
+        &format!("{base}.num_beams"),
+        |v| *v == Value::Int(1),
+        "roll-flow samples, it does not beam-search",
+    );
+    r.unsupported_unless(
+        &format!("{base}.repetition_penalty"),
+        |v| v.as_f64() == Some(1.0),
+        "no repetition penalty",
+    );
     let greedy = r.flag(&format!("{base}.do_sample"))? == Some(false);
     Ok(Sampling {
-        temperature: if greedy { 0.0 } else { r.num(&format!("{base}.temperature"))?.unwrap_or(1.0) },
+        temperature: if greedy {
+            0.0
+        } else {
+            r.num(&format!("{base}.temperature"))?.unwrap_or(1.0)
+        },
         top_p: r.num(&format!("{base}.top_p"))?.unwrap_or(1.0),
         top_k,
         max_new_tokens: r.count(&format!("{base}.max_new_tokens"))?,

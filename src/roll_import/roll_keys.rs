@@ -35,55 +35,139 @@ pub const IGNORED: &[(&str, &str)] = &[
     ("logging_dir", "logs and metrics go to `out_dir`"),
     ("render_save_dir", "eval renders go to `out_dir/renders`"),
     ("system_envs", "environment variables of ROLL's workers"),
-    ("track_with", "metrics.jsonl and TensorBoard events are always written to `out_dir`"),
-    ("tracker_kwargs", "metrics.jsonl and TensorBoard events are always written to `out_dir`"),
+    (
+        "track_with",
+        "metrics.jsonl and TensorBoard events are always written to `out_dir`",
+    ),
+    (
+        "tracker_kwargs",
+        "metrics.jsonl and TensorBoard events are always written to `out_dir`",
+    ),
     ("checkpoint_config", "checkpoints go to `out_dir`"),
     ("num_gpus_per_node", WORKERS),
     ("logging_steps", "metrics are written every step"),
-    ("resume_from_checkpoint", "resume with `roll-flow run --resume RUN_DIR`"),
+    (
+        "resume_from_checkpoint",
+        "resume with `roll-flow run --resume RUN_DIR`",
+    ),
     ("val_batch_size", "Eval plays each validation env once"),
-    ("rng_state_dir", "random streams derive from `seed` and the step"),
-    ("model_download_type", "models are read from a local directory"),
-    ("reward_pretrain", "only a critic (`adv_estimator: gae`) is built from it"),
+    (
+        "rng_state_dir",
+        "random streams derive from `seed` and the step",
+    ),
+    (
+        "model_download_type",
+        "models are read from a local directory",
+    ),
+    (
+        "reward_pretrain",
+        "only a critic (`adv_estimator: gae`) is built from it",
+    ),
     ("profiler_timeline", "ROLL's profiler"),
     ("profiler_output_dir", "ROLL's profiler"),
-    ("*.strategy_args", "distributed strategy (Megatron, DeepSpeed, vLLM); roll-flow runs its own kernels"),
+    (
+        "*.strategy_args",
+        "distributed strategy (Megatron, DeepSpeed, vLLM); roll-flow runs its own kernels",
+    ),
     ("*.device_mapping", WORKERS),
     ("*.world_size", WORKERS),
     ("*.num_gpus_per_worker", WORKERS),
     ("*.worker_cls", WORKERS),
     ("*.name", WORKERS),
     ("*.offload_nccl", WORKERS),
-    ("*.infer_batch_size", "scoring batches are sized by the engine"),
-    ("*.data_args", "the chat template is the model directory's own"),
-    ("*.model_args.attn_implementation", "attention kernels are the engine's"),
-    ("*.model_args.disable_gradient_checkpointing", "activation memory is the engine's"),
+    (
+        "*.infer_batch_size",
+        "scoring batches are sized by the engine",
+    ),
+    (
+        "*.data_args",
+        "the chat template is the model directory's own",
+    ),
+    (
+        "*.model_args.attn_implementation",
+        "attention kernels are the engine's",
+    ),
+    (
+        "*.model_args.disable_gradient_checkpointing",
+        "activation memory is the engine's",
+    ),
     ("*.model_args.dtype", "roll-flow trains in f32"),
-    ("*.model_args.model_type", "the architecture is read from config.json"),
-    ("*.model_args.model_name_or_path", "every model is built from `pretrain`"),
+    (
+        "*.model_args.model_type",
+        "the architecture is read from config.json",
+    ),
+    (
+        "*.model_args.model_name_or_path",
+        "every model is built from `pretrain`",
+    ),
     ("*.training_args.bf16", "roll-flow trains in f32"),
     ("*.training_args.fp16", "roll-flow trains in f32"),
     ("*.training_args.output_dir", "checkpoints go to `out_dir`"),
-    ("*.training_args.logging_steps", "metrics are written every step"),
-    ("*.training_args.save_steps", "checkpoints follow `save_steps`"),
+    (
+        "*.training_args.logging_steps",
+        "metrics are written every step",
+    ),
+    (
+        "*.training_args.save_steps",
+        "checkpoints follow `save_steps`",
+    ),
     ("*.training_args.max_steps", "the run length is `max_steps`"),
     ("*.training_args.seed", "random streams derive from `seed`"),
-    ("*.training_args.gradient_checkpointing", "activation memory is the engine's"),
+    (
+        "*.training_args.gradient_checkpointing",
+        "activation memory is the engine's",
+    ),
     ("*.training_args.dataloader_num_workers", WORKERS),
     ("actor_infer.training_args", "actor_infer does not train"),
-    ("reference.training_args", "the reference model does not train"),
-    ("reference.generating_args", "the reference model does not generate"),
-    ("actor_train.generating_args", "generation follows `actor_infer.generating_args`"),
+    (
+        "reference.training_args",
+        "the reference model does not train",
+    ),
+    (
+        "reference.generating_args",
+        "the reference model does not generate",
+    ),
+    (
+        "actor_train.generating_args",
+        "generation follows `actor_infer.generating_args`",
+    ),
     ("critic.generating_args", "the critic does not generate"),
-    ("actor_infer.generating_args.num_return_sequences", "ROLL forces 1"),
-    ("*_env_manager.max_env_num_per_worker", "each env runs its own loop on its own thread"),
-    ("*_env_manager.max_traj_per_env", "each env plays one episode per step"),
-    ("*_env_manager.llm_proxy", "envs are played by the policy being trained"),
-    ("*_env_manager.generating_args", "generation follows `actor_infer.generating_args`"),
-    ("*_env_manager.model_args", "envs are played by the policy being trained"),
-    ("custom_envs.*.use_thread_lock", "each env runs on its own thread"),
-    ("custom_envs.*.env_config.render_mode", "eval renders are always written"),
-    ("batch_adjust_mode", "roll-flow trains on the whole batch the rollout gives"),
+    (
+        "actor_infer.generating_args.num_return_sequences",
+        "ROLL forces 1",
+    ),
+    (
+        "*_env_manager.max_env_num_per_worker",
+        "each env runs its own loop on its own thread",
+    ),
+    (
+        "*_env_manager.max_traj_per_env",
+        "each env plays one episode per step",
+    ),
+    (
+        "*_env_manager.llm_proxy",
+        "envs are played by the policy being trained",
+    ),
+    (
+        "*_env_manager.generating_args",
+        "generation follows `actor_infer.generating_args`",
+    ),
+    (
+        "*_env_manager.model_args",
+        "envs are played by the policy being trained",
+    ),
+    (
+        "custom_envs.*.use_thread_lock",
+        "each env runs on its own thread",
+    ),
+    (
+        "custom_envs.*.env_config.render_mode",
+        "eval renders are always written",
+    ),
+    (
+        "batch_adjust_mode",
+        "roll-flow trains on the whole batch the rollout gives",
+    ),
 ];
 
 /// The keys whose every value is unsupported.
@@ -118,7 +202,10 @@ mod tests {
 
     #[test]
     fn patterns_match_whole_segments_and_wildcards() {
-        assert_eq!(matching(IGNORED, "actor_train.strategy_args").map(|m| m.0), Some("*.strategy_args"));
+        assert_eq!(
+            matching(IGNORED, "actor_train.strategy_args").map(|m| m.0),
+            Some("*.strategy_args")
+        );
         assert_eq!(
             matching(IGNORED, "val_env_manager.max_env_num_per_worker").map(|m| m.0),
             Some("*_env_manager.max_env_num_per_worker")

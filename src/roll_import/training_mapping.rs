@@ -23,7 +23,11 @@ impl Estimator {
             "grpo" => Ok(Estimator::Grpo),
             "reinforce" => Ok(Estimator::Reinforce),
             "gigpo" => Ok(Estimator::GiGpo),
-            other => Err(r.error("adv_estimator", format!("`{other}` is not supported"), "use gae, grpo, reinforce or gigpo")),
+            other => Err(r.error(
+                "adv_estimator",
+                format!("`{other}` is not supported"),
+                "use gae, grpo, reinforce or gigpo",
+            )),
         }
     }
 }
@@ -39,7 +43,12 @@ pub struct NodeText {
 }
 
 fn node(ron: String, keys: &'static str) -> NodeText {
-    NodeText { ron, keys, kl_penalty: false, kl_loss: false }
+    NodeText {
+        ron,
+        keys,
+        kl_penalty: false,
+        kl_loss: false,
+    }
 }
 
 const NO_OP: &str = "roll-flow has no equivalent";
@@ -56,7 +65,14 @@ pub fn advantage(r: &mut ConfigReader, estimator: &Estimator) -> Result<NodeText
     if let Some(c) = r.num("advantage_clip")? {
         shaping.push(format!("advantage_clip: {c:?}"));
     }
-    for key in ["whiten_rewards", "use_reward_scaling", "use_reward_norm", "reward_shift", "reward_scale", "add_len_reward"] {
+    for key in [
+        "whiten_rewards",
+        "use_reward_scaling",
+        "use_reward_norm",
+        "reward_shift",
+        "reward_scale",
+        "add_len_reward",
+    ] {
         r.unsupported_unless(key, |v| *v == Value::Bool(false), NO_OP);
     }
     r.unsupported_unless("reward_norm", |v| *v == Value::Null, NO_OP);
@@ -69,7 +85,10 @@ pub fn advantage(r: &mut ConfigReader, estimator: &Estimator) -> Result<NodeText
     let horizon = r.num("kl_horizon")?;
     let mut kl = None;
     if token_kl && kl_coef > 0.0 {
-        let mut fields = vec![format!("estimator: {estimator_name}"), format!("coef: {kl_coef:?}")];
+        let mut fields = vec![
+            format!("estimator: {estimator_name}"),
+            format!("coef: {kl_coef:?}"),
+        ];
         fields.extend(target.map(|t| format!("target: {t:?}")));
         fields.extend(horizon.map(|h| format!("horizon: {h:?}")));
         kl = Some(format!("kl_penalty: ({})", fields.join(", ")));
@@ -82,21 +101,39 @@ pub fn advantage(r: &mut ConfigReader, estimator: &Estimator) -> Result<NodeText
             ("Gae", "adv_estimator: gae, gamma, lambd, reward_clip, whiten_advantages, advantage_clip, add_token_level_kl, init_kl_coef, target_kl, kl_horizon, kl_penalty")
         }
         Estimator::Grpo | Estimator::Reinforce => {
-            fields.push(format!("gamma: {gamma:?}, group_by: {group_by}, norm: {norm}"));
-            let kind = if *estimator == Estimator::Grpo { "Grpo" } else { "Reinforce" };
+            fields.push(format!(
+                "gamma: {gamma:?}, group_by: {group_by}, norm: {norm}"
+            ));
+            let kind = if *estimator == Estimator::Grpo {
+                "Grpo"
+            } else {
+                "Reinforce"
+            };
             (kind, "adv_estimator, gamma, reward_normalization (grouping, method), reward_clip, whiten_advantages, advantage_clip, add_token_level_kl, init_kl_coef, target_kl, kl_horizon, kl_penalty")
         }
         Estimator::GiGpo => {
             let step_gamma = r.num("step_reward_gamma")?.unwrap_or(0.95);
             let step_weight = r.num("step_reward_weight")?.unwrap_or(1.0);
-            r.unsupported_unless("episode_reward_weight", |v| v.as_f64() == Some(1.0), "roll-flow weighs the episode advantage 1; scale `step_weight` instead");
+            r.unsupported_unless(
+                "episode_reward_weight",
+                |v| v.as_f64() == Some(1.0),
+                "roll-flow weighs the episode advantage 1; scale `step_weight` instead",
+            );
             let gigpo_norm = if norm == "MeanStd" { "MeanStd" } else { "Mean" };
             if norm == "Identity" {
-                r.notice(NoticeKind::NotSupported, "reward_normalization.method", "GiGPO normalises by `mean` or `mean_std`; wrote Mean");
+                r.notice(
+                    NoticeKind::NotSupported,
+                    "reward_normalization.method",
+                    "GiGPO normalises by `mean` or `mean_std`; wrote Mean",
+                );
             }
             fields.push(format!("step_gamma: {step_gamma:?}, step_weight: {step_weight:?}, norm: {gigpo_norm}, episode_stats: Trajectories"));
             if kl.take().is_some() {
-                r.notice(NoticeKind::NotSupported, "add_token_level_kl", "GiGPO takes no KL reward penalty; use `use_kl_loss`");
+                r.notice(
+                    NoticeKind::NotSupported,
+                    "add_token_level_kl",
+                    "GiGPO takes no KL reward penalty; use `use_kl_loss`",
+                );
             }
             ("GiGPO", "adv_estimator: gigpo, step_reward_gamma, step_reward_weight, episode_reward_weight, reward_normalization.method, reward_clip, whiten_advantages, advantage_clip")
         }
@@ -117,30 +154,54 @@ fn kl_estimator(r: &mut ConfigReader) -> Result<&'static str, ImportError> {
         "abs" => Ok("Abs"),
         "mse" => Ok("Mse"),
         "full" => {
-            r.notice(NoticeKind::NotSupported, "kl_penalty", "`full` needs the reference's whole distribution; wrote K1");
+            r.notice(
+                NoticeKind::NotSupported,
+                "kl_penalty",
+                "`full` needs the reference's whole distribution; wrote K1",
+            );
             Ok("K1")
         }
-        other => Err(r.error("kl_penalty", format!("`{other}` is not a KL estimator"), "use kl, abs, mse or full")),
+        other => Err(r.error(
+            "kl_penalty",
+            format!("`{other}` is not a KL estimator"),
+            "use kl, abs, mse or full",
+        )),
     }
 }
 
 /// `reward_normalization` as (`group_by`, `norm`).
 fn reward_normalization(r: &mut ConfigReader) -> Result<(&'static str, &'static str), ImportError> {
-    let group_by = match r.text("reward_normalization.grouping")?.as_deref().unwrap_or("state") {
+    let group_by = match r
+        .text("reward_normalization.grouping")?
+        .as_deref()
+        .unwrap_or("state")
+    {
         "state" | "traj_group_id" => "Group",
         "tags" => "EnvTag",
         "batch" => "Batch",
         other => {
-            r.notice(NoticeKind::NotSupported, "reward_normalization.grouping", format!("`{other}`; wrote Group (traj_group_id)"));
+            r.notice(
+                NoticeKind::NotSupported,
+                "reward_normalization.grouping",
+                format!("`{other}`; wrote Group (traj_group_id)"),
+            );
             "Group"
         }
     };
-    let norm = match r.text("reward_normalization.method")?.as_deref().unwrap_or("identity") {
+    let norm = match r
+        .text("reward_normalization.method")?
+        .as_deref()
+        .unwrap_or("identity")
+    {
         "identity" => "Identity",
         "mean" => "Mean",
         "mean_std" => "MeanStd",
         other => {
-            r.notice(NoticeKind::NotSupported, "reward_normalization.method", format!("`{other}`; wrote Identity"));
+            r.notice(
+                NoticeKind::NotSupported,
+                "reward_normalization.method",
+                format!("`{other}`; wrote Identity"),
+            );
             "Identity"
         }
     };
@@ -149,9 +210,17 @@ fn reward_normalization(r: &mut ConfigReader) -> Result<(&'static str, &'static 
 
 /// Mini-batch (one optimizer step) and micro-batch sizes of `worker`'s training args.
 fn batches(r: &mut ConfigReader, worker: &str, samples: u64) -> Result<String, ImportError> {
-    let per_device = r.count(&format!("{worker}.training_args.per_device_train_batch_size"))?;
-    let accumulation = r.count(&format!("{worker}.training_args.gradient_accumulation_steps"))?.unwrap_or(1);
-    let Some(per_device) = per_device else { return Ok(String::new()) };
+    let per_device = r.count(&format!(
+        "{worker}.training_args.per_device_train_batch_size"
+    ))?;
+    let accumulation = r
+        .count(&format!(
+            "{worker}.training_args.gradient_accumulation_steps"
+        ))?
+        .unwrap_or(1);
+    let Some(per_device) = per_device else {
+        return Ok(String::new());
+    };
     let mini = per_device * accumulation * data_parallel(r, worker);
     let mut out = String::new();
     if mini < samples {
@@ -181,8 +250,14 @@ fn data_parallel(r: &ConfigReader, worker: &str) -> u64 {
 
 /// The length of ROLL's `list(range(a,b))` device mappings.
 fn range_len(text: &str) -> Option<u64> {
-    let inner = text.trim().strip_prefix("list(range(")?.strip_suffix("))")?;
-    let bounds: Vec<u64> = inner.split(',').map(|s| s.trim().parse().ok()).collect::<Option<_>>()?;
+    let inner = text
+        .trim()
+        .strip_prefix("list(range(")?
+        .strip_suffix("))")?;
+    let bounds: Vec<u64> = inner
+        .split(',')
+        .map(|s| s.trim().parse().ok())
+        .collect::<Option<_>>()?;
     match bounds.as_slice() {
         [end] => Some(*end),
         [start, end] => Some(end.saturating_sub(*start)),
@@ -191,15 +266,31 @@ fn range_len(text: &str) -> Option<u64> {
 }
 
 /// The `actor_step` node.
-pub fn actor_step(r: &mut ConfigReader, estimator: &Estimator, samples: u64) -> Result<NodeText, ImportError> {
+pub fn actor_step(
+    r: &mut ConfigReader,
+    estimator: &Estimator,
+    samples: u64,
+) -> Result<NodeText, ImportError> {
     let clip = r.num("pg_clip")?.unwrap_or(0.2);
-    let dual = if r.flag("dual_clip_loss")? == Some(true) { ", dual_clip: 3.0" } else { "" };
-    let agg = match r.text("loss_agg_mode")?.as_deref().unwrap_or("seq-mean-token-sum") {
+    let dual = if r.flag("dual_clip_loss")? == Some(true) {
+        ", dual_clip: 3.0"
+    } else {
+        ""
+    };
+    let agg = match r
+        .text("loss_agg_mode")?
+        .as_deref()
+        .unwrap_or("seq-mean-token-sum")
+    {
         "token-mean" => "TokenMean",
         "seq-mean-token-sum" => "SeqMeanTokenSum",
         "seq-mean-token-mean" => "SeqMeanTokenMean",
         "seq-mean-token-sum-norm" => "SeqMeanTokenSumNorm",
-        other => return Err(r.error("loss_agg_mode", format!("`{other}` is not a loss aggregation"), "use token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm")),
+        other => return Err(r.error(
+            "loss_agg_mode",
+            format!("`{other}` is not a loss aggregation"),
+            "use token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm",
+        )),
     };
     let mut ron = format!("ActorStep(model: \"policy\", loss: PpoClip(low: {clip:?}, high: {clip:?}{dual}, agg: {agg})");
     r.unsupported_unless("l2", |v| v.as_f64() == Some(0.0), NO_OP);
@@ -212,10 +303,16 @@ pub fn actor_step(r: &mut ConfigReader, estimator: &Estimator, samples: u64) -> 
     if kl_loss {
         ron.push_str(&format!(", kl: (coef: {kl_coef:?}, estimator: K3)"));
     }
-    ron.push_str(&format!(", ppo_epochs: {}", r.count("ppo_epochs")?.unwrap_or(1).max(1)));
+    ron.push_str(&format!(
+        ", ppo_epochs: {}",
+        r.count("ppo_epochs")?.unwrap_or(1).max(1)
+    ));
     ron.push_str(&batches(r, "actor_train", samples)?);
     if *estimator == Estimator::Gae {
-        ron.push_str(&format!(", critic_warmup: {}", r.count("critic_warmup")?.unwrap_or(0)));
+        ron.push_str(&format!(
+            ", critic_warmup: {}",
+            r.count("critic_warmup")?.unwrap_or(0)
+        ));
     }
     ron.push(')');
     let mut text = node(ron, "pg_clip, dual_clip_loss, loss_agg_mode, entropy_loss_coef, use_kl_loss, kl_loss_coef, ppo_epochs, critic_warmup; actor_train.training_args (per_device_train_batch_size × gradient_accumulation_steps × data-parallel devices)");
