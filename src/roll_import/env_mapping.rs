@@ -122,7 +122,24 @@ fn env_value(r: &mut ConfigReader, base: &str, format_penalty: f64) -> Result<St
     for written_by_roll in ["group_id", "group_size"] {
         r.value(&format!("{config}.{written_by_roll}"));
     }
-    let max_actions = r.count(&format!("{config}.max_steps"))?;
+    r.unsupported_unless(
+        &format!("{base}.agent_runner_cls"),
+        |v| *v == Value::Null,
+        "roll-flow plays each env in its own loop, not through an agent runner",
+    );
+    // The env ends an episode at its own `max_steps`; the env manager also stops at the
+    // tag's `max_steps`: the episode ends at the smaller.
+    let max_actions = match (
+        r.count(&format!("{config}.max_steps"))?,
+        r.count(&format!("{base}.max_steps"))?,
+    ) {
+        (Some(env), Some(manager)) => Some(env.min(manager)),
+        (one, other) => one.or(other),
+    };
+    // ROLL's envs take the penalty from their env_config; the manager's is the fallback.
+    let format_penalty = r
+        .num(&format!("{config}.format_penalty"))?
+        .unwrap_or(format_penalty);
     let mut fields = Vec::new();
     match r.text(&type_key)?.as_deref() {
         Some("frozen_lake") => {
@@ -138,8 +155,13 @@ fn env_value(r: &mut ConfigReader, base: &str, format_penalty: f64) -> Result<St
             Ok(format!("FrozenLake({})", fields.join(", ")))
         }
         Some("sokoban") => {
-            let x = r.count(&format!("{config}.dim_x"))?.unwrap_or(6);
-            let y = r.count(&format!("{config}.dim_y"))?.unwrap_or(6);
+            let (x, y) = match dim_room(r, &format!("{config}.dim_room"))? {
+                Some(dims) => dims,
+                None => (
+                    r.count(&format!("{config}.dim_x"))?.unwrap_or(6),
+                    r.count(&format!("{config}.dim_y"))?.unwrap_or(6),
+                ),
+            };
             fields.push(format!("dim_room: ({x}, {y})"));
             fields.push(format!("num_boxes: {}", r.count(&format!("{config}.num_boxes"))?.unwrap_or(1)));
             if let Some(depth) = r.count(&format!("{config}.search_depth"))? {
@@ -160,6 +182,21 @@ fn env_value(r: &mut ConfigReader, base: &str, format_penalty: f64) -> Result<St
         }
         Some(other) => Err(r.error(&type_key, format!("env_type `{other}` is not supported"), "roll-flow has frozen_lake and sokoban built in; a Rust program can register its own (README, \"Your own environment, from Rust\")")),
         None => Err(r.error(&type_key, "missing".into(), "name the env: `env_type: frozen_lake` or `env_type: sokoban`")),
+    }
+}
+
+/// ROLL's `dim_room: [x, y]` (newer configs; older ones write `dim_x` and `dim_y`).
+fn dim_room(r: &mut ConfigReader, key: &str) -> Result<Option<(u64, u64)>, ImportError> {
+    match r.list(key)?.as_deref() {
+        None => Ok(None),
+        Some([Value::Int(x), Value::Int(y)]) if *x > 0 && *y > 0 => {
+            Ok(Some((*x as u64, *y as u64)))
+        }
+        Some(other) => Err(r.error(
+            key,
+            format!("`{}` is not a room size", Value::List(other.to_vec())),
+            "write two positive integers, e.g. `dim_room: [6, 6]`",
+        )),
     }
 }
 

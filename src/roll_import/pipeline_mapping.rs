@@ -42,6 +42,7 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
         Some(_) => Some(env_sets(r, "val_env_manager", "val")?),
         None => None,
     };
+    ignore_unplayed_tags(r);
     let adv = advantage(r, &estimator)?;
     let actor = actor_step(r, &estimator, train.envs)?;
     let critic = if estimator == Estimator::Gae {
@@ -165,6 +166,28 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
         );
     }
     Ok(Mapped { body: out })
+}
+
+/// `custom_envs` entries that neither env manager lists in its `tags` (ROLL's examples
+/// declare more tags than they play).
+fn ignore_unplayed_tags(r: &mut ConfigReader) {
+    let played: Vec<String> = ["train_env_manager", "val_env_manager"]
+        .iter()
+        .filter_map(|manager| match r.peek(&format!("{manager}.tags")) {
+            Some(Value::List(tags)) => Some(tags),
+            _ => None,
+        })
+        .flatten()
+        .map(|tag| tag.to_string())
+        .collect();
+    for tag in r.keys("custom_envs") {
+        if !played.contains(&tag) {
+            r.ignore(
+                &format!("custom_envs.{tag}"),
+                "no env manager plays this tag",
+            );
+        }
+    }
 }
 
 fn write_env_sets(out: &mut String, manager: &str, sets: &EnvSets) {
