@@ -358,3 +358,38 @@ fn unknown_keys_are_reported_by_path_and_nothing_is_written() {
         "{stderr}"
     );
 }
+
+#[test]
+fn without_actor_infer_generating_args_each_env_manager_brings_its_own() {
+    // ROLL's agent_val_frozen_lake.yaml of late 2025 sets sampling per env manager.
+    let text = FROZEN_LAKE_GRPO
+        .replace(
+            "actor_infer:\n  generating_args: {max_new_tokens: 128, top_p: 0.99, top_k: 100, num_beams: 1, temperature: 0.99}\n",
+            "",
+        )
+        .replace(
+            "train_env_manager: {",
+            "train_env_manager: {generating_args: {max_new_tokens: 128, top_p: 0.99, top_k: 100, temperature: 0.99}, ",
+        )
+        .replace(
+            "val_env_manager: {",
+            "val_env_manager: {generating_args: {max_new_tokens: 128, top_p: 0.99, top_k: 100, temperature: 0.2}, ",
+        );
+    assert!(
+        !text.contains("num_beams"),
+        "the actor_infer line was removed"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (p, _) = import(&write(dir.path(), "frozen_lake.yaml", &text));
+    let Node::Rollout(rollout) = node(&p, "rollout") else {
+        panic!()
+    };
+    assert_eq!(
+        (rollout.temperature, rollout.top_p, rollout.top_k),
+        (0.99, 0.99, Some(100))
+    );
+    let Node::Eval(eval) = node(&p, "eval") else {
+        panic!()
+    };
+    assert_eq!(eval.temperature, 0.2);
+}

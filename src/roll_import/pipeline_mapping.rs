@@ -87,7 +87,7 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
     }
     out.push_str("    },\n    nodes: {\n");
     let mut edges = Vec::new();
-    let sampling = sampling_args(r)?;
+    let sampling = sampling_args(r, "train_env_manager")?;
     let samples = match (train.step_history, estimator) {
         (Some(history), _) => format!("Step(history: {history})"),
         (None, Estimator::GiGpo) => {
@@ -138,14 +138,15 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
     edges.extend([("adv", "actor_step"), ("actor_step", "checkpoint")]);
     if let Some(val) = &val {
         let every = r.count("eval_steps")?.unwrap_or(10).max(1);
-        let eval_new = max_new_tokens(sampling.max_new_tokens, val.max_tokens_per_step);
-        if sampling.top_p < 1.0 || sampling.top_k.is_some() {
-            r.notice(NoticeKind::NotSupported, "actor_infer.generating_args (validation)", "Eval samples with the temperature alone; top_p and top_k apply to training rollouts only");
+        let val_sampling = sampling_args(r, "val_env_manager")?;
+        let eval_new = max_new_tokens(val_sampling.max_new_tokens, val.max_tokens_per_step);
+        if val_sampling.top_p < 1.0 || val_sampling.top_k.is_some() {
+            r.notice(NoticeKind::NotSupported, "generating_args (validation)", "Eval samples with the temperature alone; top_p and top_k apply to training rollouts only");
         }
-        out.push_str("        // eval_steps; val_env_manager plays with actor_infer.generating_args (temperature) and its tags' max_tokens_per_step\n");
+        out.push_str("        // eval_steps; val_env_manager plays with actor_infer.generating_args (else its own generating_args: temperature) and its tags' max_tokens_per_step\n");
         out.push_str(&format!(
             "        \"eval\": Eval(envs: {}, every: {every}, temperature: {:?}, max_new_tokens: {eval_new}),\n",
-            set_names(val), sampling.temperature
+            set_names(val), val_sampling.temperature
         ));
     }
     let save = r.count("save_steps")?.unwrap_or(50).max(1);
@@ -217,8 +218,15 @@ struct Sampling {
     max_new_tokens: Option<u64>,
 }
 
-fn sampling_args(r: &mut ConfigReader) -> Result<Sampling, ImportError> {
-    let base = "actor_infer.generating_args";
+/// The generation settings ROLL plays `manager` (`train_env_manager`/`val_env_manager`)
+/// with, as its `agentic_config.py` picks them: `actor_infer.generating_args` when that has
+/// any key, for both managers; otherwise the manager's own `generating_args`.
+fn sampling_args(r: &mut ConfigReader, manager: &str) -> Result<Sampling, ImportError> {
+    let base = if r.keys("actor_infer.generating_args").is_empty() {
+        format!("{manager}.generating_args")
+    } else {
+        "actor_infer.generating_args".to_string()
+    };
     let top_k = r.count(&format!("{base}.top_k"))?.filter(|k| *k > 0);
     r.unsupported_unless(
         &format!("{base}.num_beams"),

@@ -150,7 +150,7 @@ pub const IGNORED: &[(&str, &str)] = &[
     ),
     (
         "*_env_manager.generating_args",
-        "generation follows `actor_infer.generating_args`",
+        "generation follows `actor_infer.generating_args` where it is set (ROLL's rule)",
     ),
     (
         "*_env_manager.model_args",
