@@ -1,6 +1,5 @@
-//! The shop's data: [`Product`]s as WebShop's engine holds them after loading, the
-//! [`Goal`]s (instructions) an episode is given, and the [`Catalog`] that ties products,
-//! goals and the search index together.
+//! The [`Catalog`]: a shop's products ([`ProductStore`]), its goals ([`GoalStore`]) and the
+//! search index over the products.
 //!
 //! A catalog is built once per source and shared read-only (`Arc`) by every env instance
 //! that names the same source ([`shared_catalog`]): a pipeline's 256 envs search one index.
@@ -14,67 +13,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::EnvError;
 use crate::webshop::generator::CatalogGenerator;
-use crate::webshop::search::SearchIndex;
-
-/// One product, with the fields WebShop's engine gives it after `load_products`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Product {
-    /// WebShop's ASIN, upper case (`B07XYZ1234`); the result link shows it.
-    pub asin: String,
-    /// The title (`Title`, also the `name` the type reward compares).
-    pub title: String,
-    /// The search query the product was found under (lower case; the type reward's
-    /// `query_match`).
-    pub query: String,
-    /// The top-level category (`beauty`, `fashion`, ...).
-    pub category: String,
-    /// The breadcrumb, parts joined by ` › ` (the type reward's `category_match`).
-    pub product_category: String,
-    /// `Description`.
-    pub description: String,
-    /// `BulletPoints`, the Features page.
-    pub bullet_points: Vec<String>,
-    /// `Attributes`: short phrases the attribute reward matches (`natural looking`).
-    pub attributes: Vec<String>,
-    /// Buying options in page order: a name (`color`, lower case) and its values (lower
-    /// case, `/` written ` | ` as WebShop's loader does).
-    pub options: Vec<(String, Vec<String>)>,
-    /// The price the shop charges: one of `pricing`, or a point drawn inside a range as
-    /// WebShop's `generate_product_prices` does.
-    pub price: f64,
-    /// The price as the pages show it (`$12.99` or `$10.0 to $20.0`).
-    pub price_tag: String,
-}
-
-impl Product {
-    /// The option name that offers `value`, if any.
-    pub fn option_offering(&self, value: &str) -> Option<&str> {
-        self.options
-            .iter()
-            .find(|(_, values)| values.iter().any(|v| v == value))
-            .map(|(name, _)| name.as_str())
-    }
-}
-
-/// What an episode asks for: WebShop's goal dict.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Goal {
-    /// The product the instruction was written from (its row in the catalog).
-    pub target: usize,
-    /// `instruction_text`, shown on every page.
-    pub instruction: String,
-    /// The attributes asked for (`attributes`).
-    pub attributes: Vec<String>,
-    /// The option values asked for (`goal_options`).
-    pub options: Vec<String>,
-    /// `price_upper`: the most the buyer pays (1,000,000 when the instruction names no
-    /// price, as in WebShop).
-    pub price_upper: f64,
-    /// The target's `query`, `product_category` and title (`name`): the type reward's side.
-    pub query: String,
-    pub product_category: String,
-    pub name: String,
-}
+use crate::webshop::product::{Goal, Product};
+use crate::webshop::search::{indexed_text, SearchIndex};
 
 /// Where products live: stored (loaded from WebShop's files) or generated on demand.
 pub enum ProductStore {
@@ -122,7 +62,8 @@ pub struct Catalog {
 impl Catalog {
     /// Indexes `products` for search and keeps them with their goals.
     pub fn new(products: ProductStore, goals: GoalStore) -> Result<Catalog, EnvError> {
-        let index = SearchIndex::build(&products)?;
+        let index =
+            SearchIndex::build((0..products.len()).map(|r| indexed_text(&products.get(r))))?;
         let asins = match &products {
             ProductStore::Stored(list) => list
                 .iter()
@@ -137,6 +78,14 @@ impl Catalog {
             index,
             asins,
         })
+    }
+
+    /// The ASIN of product `row`, without generating the whole product.
+    pub fn asin(&self, row: usize) -> String {
+        match &self.products {
+            ProductStore::Stored(products) => products[row].asin.clone(),
+            ProductStore::Generated(generator) => generator.asin(row),
+        }
     }
 
     /// The row of the product whose ASIN is `asin` (any case).

@@ -9,7 +9,6 @@ use serde::Deserialize;
 
 use crate::error::EnvError;
 use crate::webshop::catalog::{shared_catalog, Catalog, GoalStore, ProductStore};
-use crate::webshop::env::WebShop;
 use crate::webshop::generator::CatalogGenerator;
 use crate::webshop::loader;
 
@@ -167,11 +166,5 @@ impl WebShopConfig {
                 Catalog::new(ProductStore::Stored(products), GoalStore::Listed(goals))
             }
         })
-    }
-
-    /// A validated env on the shared catalog.
-    pub fn build(&self) -> Result<WebShop, EnvError> {
-        self.validate()?;
-        Ok(WebShop::new(self.clone(), self.catalog()?))
     }
 }

@@ -19,9 +19,10 @@ use crate::action::extract_answer;
 use crate::env::{Env, EnvInfo, Reset, StepMetrics, StepResult};
 use crate::error::EnvError;
 use crate::render::frame::Frame;
-use crate::webshop::catalog::{Catalog, Goal};
+use crate::webshop::catalog::Catalog;
 use crate::webshop::config::WebShopConfig;
 use crate::webshop::pages::{Click, Page, Session};
+use crate::webshop::product::Goal;
 use crate::webshop::reward::{purchase_reward, RewardParts};
 
 /// What the search box stands for in the admissible actions.
@@ -35,6 +36,14 @@ pub fn parse_action(text: &str) -> Option<(&str, &str)> {
         return None;
     }
     Some((text[..open].trim(), &text[open + 1..close]))
+}
+
+impl WebShopConfig {
+    /// A validated env on the shared catalog ([`WebShopConfig::catalog`]).
+    pub fn build(&self) -> Result<WebShop, EnvError> {
+        self.validate()?;
+        Ok(WebShop::new(self.clone(), self.catalog()?))
+    }
 }
 
 /// A WebShop episode.

@@ -20,7 +20,7 @@ use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::webshop::catalog::{Goal, Product};
+use crate::webshop::product::{Goal, Product};
 use crate::webshop::vocabulary::{
     ProductKind, BRAND_SYLLABLES, INSTRUCTION_TEMPLATES, KINDS, TITLE_TAILS,
 };

@@ -30,8 +30,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
 use crate::error::EnvError;
-use crate::webshop::catalog::{Goal, Product};
 use crate::webshop::generator::{price_cap, NO_PRICE_CAP};
+use crate::webshop::product::{Goal, Product};
 
 #[derive(Deserialize)]
 #[serde(untagged)]

@@ -5,7 +5,8 @@
 //! - [`pages`]: the pages, their clickables and WebShop's `simple` text observations.
 //! - [`reward`]: WebShop's purchase reward and its parts; [`text_match`]: the fuzzy
 //!   matching it uses.
-//! - [`catalog`]: products, goals and the catalog shared by all envs of one source;
+//! - [`product`]: a product and a goal; [`catalog`]: the catalog shared by all envs of
+//!   one source;
 //!   [`generator`] (with [`vocabulary`]): a seeded generated catalog and its instructions;
 //!   [`loader`]: WebShop's own JSON files; [`search`]: the tantivy BM25 index.
 //! - [`scripted`]: the scripted expert and the random policy the tests and bench play.
@@ -16,6 +17,7 @@ pub mod env;
 pub mod generator;
 pub mod loader;
 pub mod pages;
+pub mod product;
 pub mod reward;
 pub mod scripted;
 pub mod search;

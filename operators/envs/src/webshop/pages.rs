@@ -147,7 +147,7 @@ impl Session {
                 }
                 button(NEXT_PAGE, Click::NextPage);
                 for &row in self.shown_results() {
-                    button(&catalog.products.get(row).asin, Click::Open(row));
+                    button(&catalog.asin(row), Click::Open(row));
                 }
             }
             Page::Item => {

@@ -20,7 +20,7 @@
 
 use serde::Serialize;
 
-use crate::webshop::catalog::{Goal, Product};
+use crate::webshop::product::{Goal, Product};
 use crate::webshop::text_match::{content_words, fuzzy_match, normalize_color};
 
 /// The type reward and what it was made of (`get_type_reward`'s dict).

@@ -26,13 +26,13 @@ pub fn expert_action(env: &WebShop) -> String {
         Page::Search => format!("search[{}]", goal.instruction),
         Page::Results => {
             if session.shown_results().contains(&goal.target) {
-                let asin = env.catalog().products.get(goal.target).asin.to_lowercase();
+                let asin = env.catalog().asin(goal.target).to_lowercase();
                 format!("click[{asin}]")
             } else if session.results_page * RESULTS_PER_PAGE < session.results.len() {
                 "click[next >]".into()
             } else {
-                // Not found: WebShop's rule baseline, the first result.
-                first_result(session.results.first().copied(), env)
+                // Not found: the first result of this page.
+                first_result(session.shown_results().first().copied(), env)
             }
         }
         Page::Item => {

@@ -4,9 +4,10 @@
 //! first bullet point and the options (`name: v1, v2, and name: ...`), lower-cased
 //! (`search_engine/convert_product_file_format.py`), and returns the top 50 hits
 //! (`SEARCH_RETURN_N`). roll-flow indexes the same text plus the product's attributes in
-//! one tantivy field, tokenised by tantivy's default analyser (split on anything but
-//! letters and digits, lower-cased, words over 40 bytes dropped; Lucene's English analyser
-//! would also stem and drop stop words).
+//! one tantivy field. Words are split on anything but letters and digits, lower-cased,
+//! dropped when over 40 bytes or one of Lucene's 33 English stop words (`and`, `with`,
+//! `the`, ...: Lucene's `ENGLISH_STOP_WORDS_SET`, which Pyserini's analyser drops too; it
+//! also stems, which roll-flow does not).
 //!
 //! The score is tantivy's BM25 (Robertson et al.; tantivy `query/bm25.rs`), summed over
 //! the query's words (each word once per occurrence in the query, as Lucene's bag of words):
@@ -16,31 +17,57 @@
 //!
 //! with k₁ = 1.2 and b = 0.75 (Lucene's defaults; Pyserini's are 0.9 and 0.4), N the number
 //! of products, n(w) the products containing w, |d| the product's word count (tantivy
-//! stores it in one byte, exact up to 40 words) and avgdl the mean word count. Ties are
-//! broken by catalog row, so a search gives the same list however the index was segmented.
+//! stores it in one byte, exact up to 40 words) and avgdl the mean word count. The index
+//! is one segment whose document ids are the catalog rows, so ties rank by row and a
+//! search gives the same list on every build; tantivy's block-max WAND skips the documents
+//! that cannot enter the top 50.
 //!
 //! The query text is never parsed as a query language: its words become plain term
 //! clauses, so any text a model writes (`search[a:"b" -c (d]`) is a valid search.
 
-use tantivy::collector::sort_key::{SortBySimilarityScore, SortByStaticFastValue};
 use tantivy::collector::TopDocs;
+use tantivy::columnar::Column;
+use tantivy::indexer::NoMergePolicy;
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
-use tantivy::schema::{Field, IndexRecordOption, Schema, FAST, TEXT};
-use tantivy::tokenizer::TextAnalyzer;
-use tantivy::{Index, IndexWriter, Order, Searcher, TantivyDocument, Term};
+use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST};
+use tantivy::tokenizer::{
+    LowerCaser, RemoveLongFilter, SimpleTokenizer, StopWordFilter, TextAnalyzer,
+};
+use tantivy::{Index, IndexWriter, Searcher, TantivyDocument, Term};
 
 use crate::error::EnvError;
-use crate::webshop::catalog::{Product, ProductStore};
+use crate::webshop::product::Product;
 
 /// Hits a search returns (WebShop's `SEARCH_RETURN_N`).
 pub const SEARCH_RETURN_N: usize = 50;
 
-/// Indexing memory per writer thread (tantivy needs at least 15 MB).
-const HEAP_PER_THREAD: usize = 64 << 20;
+/// Lucene's `EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`.
+pub const STOP_WORDS: [&str; 33] = [
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with",
+];
+
+/// The analyser of index and queries: split, drop long words, lower-case, drop stop words.
+fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(StopWordFilter::remove(STOP_WORDS.map(String::from)))
+        .build()
+}
+
+/// The analyser's name in the index.
+const ANALYZER: &str = "webshop";
+
+/// Indexing memory of the one writer thread (tantivy needs at least 15 MB).
+const WRITER_HEAP: usize = 512 << 20;
 
 /// The read-only BM25 index over a catalog's products.
 pub struct SearchIndex {
     searcher: Searcher,
+    /// The catalog row of each document of the one segment (`None`: no product).
+    rows: Option<Column<u64>>,
     contents: Field,
     analyzer: TextAnalyzer,
 }
@@ -70,32 +97,60 @@ pub fn indexed_text(product: &Product) -> String {
 }
 
 impl SearchIndex {
-    /// Indexes every product of `products` (with as many writer threads as cores, up to 4).
-    pub fn build(products: &ProductStore) -> Result<SearchIndex, EnvError> {
+    /// Indexes one text per product ([`indexed_text`]), row by row, into one segment whose
+    /// document ids are the rows (one writer thread keeps the order within a segment; the
+    /// segments it flushed are merged in row order), so equal scores rank by row.
+    pub fn build(texts: impl Iterator<Item = String>) -> Result<SearchIndex, EnvError> {
         let mut schema = Schema::builder();
-        let contents = schema.add_text_field("contents", TEXT);
+        let indexing = TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqs);
+        let options = TextOptions::default().set_indexing_options(indexing);
+        let contents = schema.add_text_field("contents", options);
         let row = schema.add_u64_field("row", FAST);
         let index = Index::create_in_ram(schema.build());
-        let threads = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .clamp(1, 4);
+        index.tokenizers().register(ANALYZER, analyzer());
         let mut writer: IndexWriter<TantivyDocument> = index
-            .writer_with_num_threads(threads, threads * HEAP_PER_THREAD)
+            .writer_with_num_threads(1, WRITER_HEAP)
             .map_err(search_error)?;
-        for r in 0..products.len() {
+        writer.set_merge_policy(Box::new(NoMergePolicy));
+        for (r, text) in texts.enumerate() {
             let mut doc = TantivyDocument::new();
-            doc.add_text(contents, indexed_text(&products.get(r)));
+            doc.add_text(contents, text);
             doc.add_u64(row, r as u64);
             writer.add_document(doc).map_err(search_error)?;
         }
         writer.commit().map_err(search_error)?;
+        let flushed = index.searchable_segment_ids().map_err(search_error)?;
+        if flushed.len() > 1 {
+            let searcher = index.reader().map_err(search_error)?.searcher();
+            let mut by_row = Vec::new();
+            for segment in searcher.segment_readers() {
+                let rows = segment.fast_fields().u64("row").map_err(search_error)?;
+                by_row.push((rows.first(0).unwrap_or(u64::MAX), segment.segment_id()));
+            }
+            by_row.sort_unstable();
+            let ordered: Vec<_> = by_row.into_iter().map(|(_, id)| id).collect();
+            writer.merge(&ordered).wait().map_err(search_error)?;
+        }
         writer.wait_merging_threads().map_err(search_error)?;
         let reader = index.reader().map_err(search_error)?;
-        let analyzer = index.tokenizer_for_field(contents).map_err(search_error)?;
+        let searcher = reader.searcher();
+        let rows = match searcher.segment_readers() {
+            [] => None,
+            [segment] => Some(segment.fast_fields().u64("row").map_err(search_error)?),
+            more => {
+                return Err(EnvError::Data {
+                    env: "WebShop",
+                    reason: format!("search index: {} segments after the merge", more.len()),
+                })
+            }
+        };
         Ok(SearchIndex {
-            searcher: reader.searcher(),
+            searcher,
+            rows,
             contents,
-            analyzer,
+            analyzer: index.tokenizer_for_field(contents).map_err(search_error)?,
         })
     }
 
@@ -127,17 +182,16 @@ impl SearchIndex {
             return Ok(Vec::new());
         }
         let query = BooleanQuery::new(clauses);
-        let order = (
-            (SortBySimilarityScore, Order::Desc),
-            (SortByStaticFastValue::<u64>::for_field("row"), Order::Asc),
-        );
         let hits = self
             .searcher
-            .search(&query, &TopDocs::with_limit(limit).order_by(order))
+            .search(&query, &TopDocs::with_limit(limit).order_by_score())
             .map_err(search_error)?;
+        let Some(rows) = &self.rows else {
+            return Ok(Vec::new());
+        };
         Ok(hits
             .into_iter()
-            .filter_map(|((score, row), _)| row.map(|r| (score, r as usize)))
+            .filter_map(|(score, address)| rows.first(address.doc_id).map(|r| (score, r as usize)))
             .collect())
     }
 

@@ -1,7 +1,6 @@
 //! The BM25 ranking against scores computed by hand from the formula in the module doc.
 
 use super::*;
-use crate::webshop::catalog::ProductStore;
 
 /// A product whose indexed text is its title alone.
 fn titled(title: &str) -> Product {
@@ -21,10 +20,7 @@ fn titled(title: &str) -> Product {
 }
 
 fn index(titles: &[&str]) -> SearchIndex {
-    SearchIndex::build(&ProductStore::Stored(
-        titles.iter().map(|t| titled(t)).collect(),
-    ))
-    .unwrap()
+    SearchIndex::build(titles.iter().map(|t| indexed_text(&titled(t)))).unwrap()
 }
 
 /// One word's BM25 term: idf · (k₁ + 1) · tf / (tf + k₁ · (1 − b + b · dl / avgdl)).
@@ -79,6 +75,8 @@ fn ties_go_to_the_lower_row_and_any_text_is_a_query() {
     let hits = idx.search_scored("mug", 10).unwrap();
     assert_eq!(hits.iter().map(|h| h.1).collect::<Vec<_>>(), vec![0, 1]);
     assert_eq!(hits[0].0, hits[1].0);
+    // Stop words are not searched: "the mug" is "mug".
+    assert_eq!(idx.search_scored("the mug and", 10).unwrap(), hits);
     // Query syntax characters are plain separators; no words, no hits.
     let odd = idx.search_scored("mug:\"(  -[", 10).unwrap();
     assert_eq!(odd, hits);
