@@ -150,9 +150,9 @@ fn a_price_exactly_at_the_cap_counts_and_a_cent_over_does_not() {
 #[test]
 fn missing_options_and_attributes_give_partial_credit() {
     // Asked: 2 attributes, 2 options, a price. Matched: 1 attribute ("natural looking";
-    // "waterproof" is nowhere), 1 option (black; "24 inch" against the chosen "16 inch"
-    // scores ratio("24 inch", "16 inch") → I = "inch", C = "inch 24" / "inch 16":
-    // 200·5/14 = 71 < 85), price under the cap: (1 + 1 + 1) / 5 = 0.6.
+    // "waterproof" is nowhere), 1 option (black; "24 inch" against the chosen "16 inch":
+    // I = "inch", C₁ = "inch 24", C₂ = "inch 16"; ratio(I, C) = 200·4/11 = 72.7 and
+    // ratio(C₁, C₂) = 200·5/14 = 71.4, so 73 < 85), price under the cap: (1 + 1 + 1) / 5.
     let g = goal(
         &["natural looking", "waterproof"],
         &["black", "24 inch"],

@@ -252,8 +252,6 @@ mod tests {
 
     #[test]
     fn token_set_ratio_is_100_when_one_token_set_holds_the_other() {
-        // WebShop's test_goal.py: "essential oil" matches "essential oils"? No: the sets
-        // {essential, oil} and {essential, oils} differ in one word each.
         assert_eq!(token_set_ratio("tea tree", "Tea-Tree"), 100);
         assert_eq!(token_set_ratio("powder snow", "cool powder snow"), 100);
         assert_eq!(token_set_ratio("", "x"), 0);
