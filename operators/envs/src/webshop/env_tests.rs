@@ -265,3 +265,42 @@ fn the_scripted_expert_reaches_reward_one_on_95_percent_of_1000_instructions() {
     assert!(perfect >= 950, "expert perfect on {perfect} of 1000");
     assert!(random_sum < expert_sum);
 }
+
+#[test]
+fn play_scripted_shops_to_a_perfect_purchase_with_the_parts_in_info() {
+    use crate::play::{play_scripted, PlayOptions};
+    // The expert's actions for seed 4, as a user would type them (no answer tags).
+    let config = EnvConfig::parse("WebShop()").unwrap();
+    let mut env = WebShopConfig::default().build().unwrap();
+    env.reset(4).unwrap();
+    let mut lines = Vec::new();
+    loop {
+        let action = expert_action(&env);
+        lines.push(action.clone());
+        if env.step(&answer(&action)).unwrap().done() {
+            break;
+        }
+    }
+    let options = PlayOptions {
+        seed: 4,
+        ..PlayOptions::default()
+    };
+    let mut out = Vec::new();
+    let summary = play_scripted(&config, &options, lines.join("\n").as_bytes(), &mut out).unwrap();
+    assert!(summary.success && summary.done);
+    let text = String::from_utf8(out).unwrap();
+    let json: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let goal = env.goal().unwrap().instruction.clone();
+    assert!(json[0]["instruction"].as_str().unwrap().contains(&goal));
+    let last = json.last().unwrap();
+    assert_eq!(last["reward"], 1.0);
+    assert_eq!(last["info"]["metrics"]["r_type"], 1.0);
+    assert_eq!(last["info"]["metrics"]["r_price"], 1.0);
+    assert!(
+        json[1]["info"].get("metrics").is_none(),
+        "no parts before buying"
+    );
+}

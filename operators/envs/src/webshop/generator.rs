@@ -1,4 +1,4 @@
-//! A generated catalog: products and instructions made from [`vocabulary`], deterministic
+//! A generated catalog: products and instructions made from [`vocabulary`](super::vocabulary), deterministic
 //! from a seed, any size from one product to millions.
 //!
 //! - Product `i` is drawn from its own random stream (the catalog seed and `i` mixed), so

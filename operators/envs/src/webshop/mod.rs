@@ -1,7 +1,7 @@
 //! WebShop (Yao et al. 2022, princeton-nlp/WebShop): shop for a product that fits an
 //! instruction by searching, browsing results, opening items, choosing options and buying.
 //!
-//! - [`config`]: `WebShop(..)`, every field defaulted; [`env`]: the [`WebShop`] env.
+//! - [`config`]: `WebShop(..)`, every field defaulted; [`env`](mod@env): the [`WebShop`] env.
 //! - [`pages`]: the pages, their clickables and WebShop's `simple` text observations.
 //! - [`reward`]: WebShop's purchase reward and its parts; [`text_match`]: the fuzzy
 //!   matching it uses.
