@@ -36,6 +36,9 @@ use roll_flow_model::packed::PackedSequences;
 use roll_flow_model::Qwen2CausalLm;
 use serde_json::{json, Value};
 
+#[path = "gpu/probe.rs"]
+mod probe;
+
 /// Problem sizes: the full sizes, or small ones for checking the run on a CPU.
 #[derive(Clone, Copy)]
 struct Sizes {
@@ -519,6 +522,9 @@ fn figures<B: KernelBackend>(
     wants: &dyn Fn(&str) -> bool,
     report: &mut BTreeMap<&'static str, Value>,
 ) {
+    if wants("probe") {
+        report.insert("probe", probe::logprob_probe::<B>(device));
+    }
     if wants("kernels") {
         report.insert("kernels", kernel_figures::<B>(device, s, false));
     }
@@ -571,6 +577,9 @@ fn main() {
             type B = burn::backend::Cuda;
             type H = burn::backend::Cuda<burn::tensor::bf16>;
             let device = burn::backend::cuda::CudaDevice { index: 0 };
+            if wants("probe") {
+                report.insert("probe", probe::logprob_probe::<B>(&device));
+            }
             if wants("kernels") {
                 report.insert("kernels", kernel_figures::<B>(&device, s, true));
             }

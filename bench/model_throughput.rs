@@ -112,7 +112,7 @@ where
         Ok((out.logprobs.mean().neg(), ()))
     };
     let step = || {
-        let grads = part_gradients(&model, &batches, &scales, loss).unwrap();
+        let grads = part_gradients(&model, &batches, &scales, true, loss).unwrap();
         let mut sum = GradientsAccumulator::<Qwen2CausalLm<B>>::new();
         for (g, ()) in grads {
             sum.accumulate(&model, g);

@@ -11,7 +11,8 @@
 //! ```
 //!
 //! A custom env implements [`envs::env::Env`] and is registered with [`run::Run::env`];
-//! `examples/custom_env.rs` trains on one. The crates, lowest layer first:
+//! `examples/custom_env.rs` trains on one. [`roll_import`] turns a ROLL
+//! agentic config into a pipeline file. The crates, lowest layer first:
 //! [`kernels`], [`engine`], [`envs`], [`model`], [`algo`], [`operators`] (see
 //! `docs/ARCHITECTURE.md`).
 
@@ -22,3 +23,5 @@ pub use roll_flow_kernels as kernels;
 pub use roll_flow_model as model;
 pub use roll_flow_operators as operators;
 pub use roll_flow_operators::run;
+
+pub mod roll_import;

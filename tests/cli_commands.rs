@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::roll_flow;
+use common::{assert_ok, metrics, roll_flow, run};
 use std::process::Command;
 
 #[test]
@@ -84,20 +84,32 @@ fn run_with_a_missing_model_directory_names_the_model_and_keeps_the_pipeline_cop
 }
 
 #[test]
-fn resume_without_a_checkpoint_says_so() {
+fn resume_before_the_first_checkpoint_starts_again_from_step_0_in_place() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
+    let out_dir = dir.path().join("run");
+    // Stopped after step 0 of 2, before any checkpoint (every 5 and at the last step).
+    let stopped = run(
         "pipelines/frozen_lake_starpo.ron",
-        dir.path().join("pipeline.ron"),
-    )
-    .unwrap();
-    let out = roll_flow(&["run", "--resume", dir.path().to_str().unwrap()]);
+        &out_dir,
+        &["--stop-after", "1", "--set", "nodes.checkpoint.every=5"],
+    );
+    assert_ok(&stopped);
+    assert!(!out_dir.join("checkpoints/step_1").exists());
+    let out = roll_flow(&["run", "--resume", out_dir.to_str().unwrap()]);
+    assert_ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("has no checkpoint to resume from"),
+        stderr.contains("has no checkpoint yet")
+            && stderr.contains("starting the run again from step 0 in place"),
         "{stderr}"
     );
+    let steps: Vec<u64> = metrics(&out_dir)
+        .iter()
+        .map(|r| r["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, vec![0, 1], "every step once");
+    assert!(out_dir.join("checkpoints/step_2/meta.json").is_file());
+    assert!(out_dir.join("metrics.jsonl.before-resume-0").is_file());
 }
 
 #[test]

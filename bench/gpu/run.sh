@@ -5,10 +5,14 @@
 # Defaults: cuda, .bin/gpu.tar.xz, $OUT (the device tool's result folder). Nothing is
 # installed or downloaded; models are built on the device with random weights. Each part
 # has its own time limit, the whole stays within BUDGET seconds (default 480; PARTS names
-# the parts to run, default all: kernels hf_parity pipelines bench step), and every
-# result is a small text or JSON file in OUT_DIR:
+# the parts to run, default all: kernels hf_parity pipelines bench step; `probe` is asked
+# for by name), and every result is a small text or JSON file in OUT_DIR (the device tool
+# brings back 8 files at most: pick PARTS to fit):
 #   summary.txt        the GPU, driver and CUDA paths found; each part's exit status and
 #                      seconds
+#   probe.txt, probe/gpu_bench.json, kernel_sources.log
+#                      the log-prob kernel's raw outputs on small host-made logits against
+#                      f64, and the CUDA source CubeCL generated for each kernel it ran
 #   kernels.txt        the kernel suite: every kernel against the burn-ops reference
 #   hf_parity.txt      the HF fixture's logits against transformers' (max |Δlogit|)
 #   pipelines.txt      the FrozenLake pipelines' first step on the GPU against the CPU
@@ -65,7 +69,8 @@ if [ "$device" = cuda ]; then
         "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" --version | tail -2
     } >> "$summary" 2>&1
     # Kernels compiled by NVRTC once, cached for the later processes.
-    printf '[compilation]\ncache = { file = "%s" }\n' "$bin/ptx-cache" > cubecl.toml
+    cache_config="$(printf '[compilation]\ncache = { file = "%s" }\n' "$bin/ptx-cache")"
+    echo "$cache_config" > cubecl.toml
     trap 'rm -f cubecl.toml' EXIT
     gpu_device="Cuda(0)"
     bench_size=""
@@ -98,6 +103,11 @@ part() {
     tail -c 12000 "$out/$name.txt" > "$out/$name.tmp" && mv "$out/$name.tmp" "$out/$name.txt"
 }
 
+if [[ "$parts" == *" probe "* ]] && [ "$device" = cuda ]; then
+    printf '[compilation]\nlogger = { level = "full", file = "%s" }\n' "$out/kernel_sources.log" > cubecl.toml
+fi
+part probe 60 "$bin/gpu" --device "$device" --only probe --out "$out/probe"
+[ "$device" = cuda ] && echo "$cache_config" > cubecl.toml
 part kernels 60 "$bin/kernels" --test-threads 1
 part hf_parity 40 "$bin/model_hf_parity" --test-threads 1 --nocapture
 part pipelines 90 "$bin/gpu_pipelines" --test-threads 1 --nocapture

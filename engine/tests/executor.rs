@@ -219,6 +219,26 @@ fn an_operator_error_stops_the_run_and_names_node_and_step() {
 }
 
 #[test]
+fn an_operator_that_panics_stops_the_run_with_an_error_naming_node_and_step() {
+    let run = run(
+        &pipeline(
+            "panic",
+            1,
+            6,
+            r#""boom": Fail(at_step: 3, panics: true),"#,
+            r#"("adv", "boom")"#,
+        ),
+        ExecutorOptions::default(),
+    );
+    let err = run.result.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "node `boom` at step 3: panicked: deliberate panic at step 3"
+    );
+    assert!(run.events.iter().all(|e| e.step <= 3));
+}
+
+#[test]
 fn several_workers_each_run_every_step_deterministically() {
     let options = ExecutorOptions {
         threads: 2,

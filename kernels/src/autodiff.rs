@@ -297,6 +297,14 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         }
     }
 
+    fn matmul_forward(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        untracked::<B>(B::matmul_forward(lhs.primitive, rhs.primitive))
+    }
+
+    fn matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        crate::autodiff_linear::matmul::<B, C>(lhs, rhs)
+    }
+
     fn dense_forward(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,

@@ -1,6 +1,7 @@
-//! The dense layer under autodiff: `Autodiff<B>`'s `dense` records one op with two
-//! parents (x, weight) or three (x, weight, bias), keeping x and the weight for the
-//! backward ([`KernelBackend::dense_backward`], which returns all the gradients at once).
+//! The dense layer and the matrix product under autodiff: `Autodiff<B>`'s `dense` records
+//! one op with two parents (x, weight) or three (x, weight, bias), keeping x and the weight
+//! for the backward ([`KernelBackend::dense_backward`], which returns all the gradients at
+//! once); `matmul` records one with two parents, keeping both factors.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -8,6 +9,7 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::autodiff::Autodiff;
 use burn::tensor::ops::FloatTensor;
+use burn::tensor::TensorMetadata;
 
 use crate::backend::KernelBackend;
 
@@ -89,5 +91,53 @@ pub(crate) fn dense<B: KernelBackend, C: CheckpointStrategy>(
             weight.primitive,
             Some(bias.primitive),
         )),
+    }
+}
+
+#[derive(Debug)]
+struct MatmulBackward;
+
+/// `t` with its last two axes swapped (a view).
+fn transposed<B: KernelBackend>(t: FloatTensor<B>) -> FloatTensor<B> {
+    let rank = t.shape().num_dims();
+    B::float_swap_dims(t, rank - 2, rank - 1)
+}
+
+impl<B: KernelBackend> Backward<B, 2> for MatmulBackward {
+    /// (lhs, rhs).
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let (lhs, rhs) = ops.state;
+        let [lhs_node, rhs_node] = ops.parents;
+        if let Some(node) = lhs_node {
+            grads.register::<B>(
+                node.id,
+                B::matmul_forward(grad.clone(), transposed::<B>(rhs)),
+            );
+        }
+        if let Some(node) = rhs_node {
+            grads.register::<B>(node.id, B::matmul_forward(transposed::<B>(lhs), grad));
+        }
+    }
+}
+
+/// `Autodiff<B>`'s differentiable `matmul`.
+pub(crate) fn matmul<B: KernelBackend, C: CheckpointStrategy>(
+    lhs: FloatTensor<Autodiff<B, C>>,
+    rhs: FloatTensor<Autodiff<B, C>>,
+) -> FloatTensor<Autodiff<B, C>> {
+    let parents = [lhs.node.clone(), rhs.node.clone()];
+    match MatmulBackward
+        .prepare::<C>(parents)
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let y = B::matmul_forward(lhs.primitive.clone(), rhs.primitive.clone());
+            prep.finish((lhs.primitive, rhs.primitive), y)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(B::matmul_forward(lhs.primitive, rhs.primitive)),
     }
 }

@@ -229,6 +229,20 @@ pub trait KernelBackend: Backend {
         Self::rms_norm_forward(x, weight, eps)
     }
 
+    /// The batched matrix product over the last two axes, `lhs [.., n, k] · rhs [.., k, m]`
+    /// with equal leading axes, f32 products kept in f32. Default: burn's matmul. The
+    /// CubeCL backends override it on devices with TF32 tensor cores (CUDA from Ampere on),
+    /// where burn's matmul multiplies f32 in TF32 (10-bit mantissas; `cube/f32_matmul.rs`).
+    fn matmul_forward(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::float_matmul(lhs, rhs)
+    }
+
+    /// The differentiable op (w.r.t. both): d lhs = g·rhsᵀ, d rhs = lhsᵀ·g, each by
+    /// [`KernelBackend::matmul_forward`].
+    fn matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::matmul_forward(lhs, rhs)
+    }
+
     /// A dense layer y = x·W (+ b): x `[n, k]`, `weight` `[k, m]` (burn's `Linear` layout),
     /// `bias` `[m]`; see [`crate::cpu::linear`]. Default: burn's matmul and add; `Flex`
     /// overrides it. (Named `dense` so as not to collide with burn's `ModuleOps::linear`.)
@@ -237,7 +251,7 @@ pub trait KernelBackend: Backend {
         weight: FloatTensor<Self>,
         bias: Option<FloatTensor<Self>>,
     ) -> FloatTensor<Self> {
-        unfused::linear_forward::<Self>(x, weight, bias)
+        unfused::linear_forward::<Self>(x, weight, bias, Self::matmul_forward)
     }
 
     /// Its backward: (dx, dweight, dbias) for the incoming gradient `grad` (`[n, m]`);
@@ -248,7 +262,7 @@ pub trait KernelBackend: Backend {
         grad: FloatTensor<Self>,
         with_bias: bool,
     ) -> DenseGradients<Self> {
-        unfused::linear_backward::<Self>(x, weight, grad, with_bias)
+        unfused::linear_backward::<Self>(x, weight, grad, with_bias, Self::matmul_forward)
     }
 
     /// The differentiable op (w.r.t. `x`, `weight` and `bias`).

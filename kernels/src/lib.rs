@@ -150,6 +150,24 @@ pub fn block_write<B: KernelBackend, const D: usize>(
     Tensor::from_primitive(TensorPrimitive::Float(out))
 }
 
+/// The batched matrix product `lhs · rhs` over the last two axes (`[.., n, k] · [.., k,
+/// m]`, the leading axes equal), differentiable w.r.t. both, with f32 products kept in f32
+/// on every backend ([`KernelBackend::matmul_forward`]).
+///
+/// # Panics
+/// If the shapes do not fit.
+pub fn matmul<B: KernelBackend, const D: usize>(
+    lhs: Tensor<B, D>,
+    rhs: Tensor<B, D>,
+) -> Tensor<B, D> {
+    let (l, r) = (lhs.dims(), rhs.dims());
+    assert!(
+        D >= 2 && l[..D - 2] == r[..D - 2] && l[D - 1] == r[D - 2],
+        "matmul: {l:?} · {r:?} do not fit"
+    );
+    wrap(B::matmul(float(lhs), float(rhs)))
+}
+
 /// A dense layer `x·weight (+ bias)` on the last axis of `x` (`[…, k]`), with `weight`
 /// `[k, m]` (burn's `Linear` layout) and `bias` `[m]`, computed on the tokens flattened to
 /// `[tokens, k]` (one matrix product, not one per sequence); differentiable w.r.t. all

@@ -12,6 +12,9 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Shape, Tensor, TensorMetadata, TensorPrimitive};
 
+/// The matrix product the dense layer uses (`KernelBackend::matmul_forward`).
+pub(crate) type MatrixProduct<B> = fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>;
+
 /// The gradients of a dense layer: (dx, dweight, dbias when it has a bias).
 pub type DenseGradients<B> = (FloatTensor<B>, FloatTensor<B>, Option<FloatTensor<B>>);
 
@@ -170,8 +173,9 @@ pub(crate) fn linear_forward<B: Backend>(
     x: FloatTensor<B>,
     weight: FloatTensor<B>,
     bias: Option<FloatTensor<B>>,
+    matmul: MatrixProduct<B>,
 ) -> FloatTensor<B> {
-    let y = matrix::<B>(x).matmul(matrix::<B>(weight));
+    let y = matrix::<B>(matmul(x, weight));
     // (CubeCL refuses to broadcast the bias row over zero rows.)
     let y = match bias {
         Some(b) if y.dims()[0] > 0 => {
@@ -188,10 +192,17 @@ pub(crate) fn linear_backward<B: Backend>(
     weight: FloatTensor<B>,
     grad: FloatTensor<B>,
     with_bias: bool,
+    matmul: MatrixProduct<B>,
 ) -> DenseGradients<B> {
+    let dx = matrix::<B>(matmul(
+        grad.clone(),
+        matrix::<B>(weight).transpose().into_primitive().tensor(),
+    ));
+    let dw = matrix::<B>(matmul(
+        matrix::<B>(x).transpose().into_primitive().tensor(),
+        grad.clone(),
+    ));
     let dy = matrix::<B>(grad);
-    let dx = dy.clone().matmul(matrix::<B>(weight).transpose());
-    let dw = matrix::<B>(x).transpose().matmul(dy.clone());
     let [n, m] = dy.dims();
     let db = with_bias.then(|| match n {
         0 => B::float_zeros([m].into(), &dy.device(), dy.dtype().into()),

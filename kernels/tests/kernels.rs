@@ -67,6 +67,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn matmul_and_its_gradients_match_f64() {
+                super::suite::matmul::matmul_forward_backward::<A>(&device());
+            }
+
+            #[test]
             fn rotary_and_its_gradient_match_reference() {
                 super::suite::rotary::rotary_forward_backward::<A>(&device());
             }

@@ -17,6 +17,7 @@
 //!   --policy`); [`export`]: a checkpoint's policy as a Hugging Face directory.
 
 pub mod catalog;
+pub mod checkpoint_commits;
 pub mod export;
 pub mod nodes;
 pub mod play_settings;

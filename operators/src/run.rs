@@ -32,6 +32,7 @@ use roll_flow_envs::config::EnvConfig;
 use roll_flow_envs::registry::{register_env, registered_names, EnvFactory};
 
 use crate::catalog::RollFlow;
+use crate::checkpoint_commits;
 use crate::registry::training_nodes;
 use crate::run_device::{execute_on_device, missing_backend};
 use crate::run_dir;
@@ -223,7 +224,8 @@ impl Run {
             out_dir.display()
         ));
         let started = Instant::now();
-        let on_step = self.step_sink(log, started);
+        let failure = Arc::new(Mutex::new(None));
+        let on_step = self.step_sink(log, started, failure.clone());
         let options = ExecutorOptions {
             first_step,
             ..self.options.clone()
@@ -234,10 +236,21 @@ impl Run {
             options,
             on_step,
         );
+        // What a failed or stopped run staged stays a staging folder, never in place.
+        checkpoint_commits::discard(&out_dir);
         if self.options.process == 0 {
             self.write_plots(&out_dir);
         }
         result?;
+        let failure = failure.lock().map(|f| f.clone()).unwrap_or_default();
+        if let Some(failure) = failure {
+            return Err(RunError::Io(format!(
+                "{failure}; the steps after it ran but their metrics and checkpoints were not written, \
+                 and the last checkpoint in place is whole: free space or fix the directory, then \
+                 `roll-flow run --resume {}`",
+                out_dir.display()
+            )));
+        }
         Ok(RunSummary {
             out_dir,
             first_step,
@@ -284,6 +297,13 @@ impl Run {
             let models = used_models(pipeline);
             let models: Vec<&str> = models.iter().map(String::as_str).collect();
             let resume = run_dir::prepare_resume(out_dir, &models).map_err(RunError::Refused)?;
+            if resume.from_start {
+                (self.notices)(&format!(
+                    "{} has no checkpoint yet (none in {}): starting the run again from step 0 in place",
+                    out_dir.display(),
+                    out_dir.join("checkpoints").display()
+                ));
+            }
             if let Some(before) = &resume.metrics_before {
                 (self.notices)(&format!(
                     "resuming at step {}: metrics.jsonl keeps the steps before it; the whole file was copied to {}",
@@ -331,15 +351,19 @@ impl Run {
         Ok(0)
     }
 
-    /// The executor's step callback: worker 0's reports go to the metrics log, then to the
-    /// user's observer.
+    /// The executor's step callback: worker 0's reports go to the metrics log (durably),
+    /// then the checkpoints covering the step are put in place
+    /// ([`crate::checkpoint_commits`]), then the report goes to the user's observer. The
+    /// first write that fails is kept in `failure` (and nothing is committed after it).
     fn step_sink(
         &self,
         log: MetricsLog,
         started: Instant,
+        failure: Arc<Mutex<Option<String>>>,
     ) -> roll_flow_engine::executor::StepCallback {
         let log = Mutex::new(log);
         let observer = self.on_step.clone();
+        let out_dir = self.loaded.pipeline.out_dir.clone();
         Arc::new(move |report: StepReport| {
             if report.worker != 0 {
                 return;
@@ -347,10 +371,27 @@ impl Run {
             let elapsed = started.elapsed().as_secs_f64();
             let record = step_record(&report, elapsed);
             let mut log = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if let Err(e) = log.append(&record) {
-                tracing::error!("cannot append to {}: {e}", log.path().display());
+            let mut failure = failure
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if failure.is_none() {
+                let written = log.append(&record).map_err(|e| {
+                    format!(
+                        "step {}: cannot append to {}: {e}",
+                        report.step,
+                        log.path().display()
+                    )
+                });
+                let committed = written.and_then(|()| {
+                    checkpoint_commits::commit_through(&out_dir, report.step)
+                        .map_err(|e| format!("step {}: {e}", report.step))
+                });
+                if let Err(e) = committed {
+                    tracing::error!("{e}");
+                    *failure = Some(e);
+                }
             }
-            drop(log);
+            drop((log, failure));
             if let Some(observer) = &observer {
                 observer(&report, elapsed);
             }

@@ -81,8 +81,11 @@ fn aside_path(out_dir: &Path, now: u64) -> Result<PathBuf, String> {
 /// Where a resumed run starts, and what was dropped from its `metrics.jsonl`.
 #[derive(Debug, PartialEq)]
 pub struct Resume {
-    /// The step the run continues at (its newest checkpoint's completed-step count).
+    /// The step the run continues at (its newest checkpoint's completed-step count; 0 when
+    /// it has none yet).
     pub first_step: u64,
+    /// The run had no checkpoint yet, so it starts again from step 0 in place.
+    pub from_start: bool,
     /// 1-based numbers of the lines of `metrics.jsonl` that were not a JSON record with a
     /// `step` (a line torn when the run stopped) and were dropped.
     pub unreadable_lines: Vec<usize>,
@@ -94,21 +97,20 @@ pub struct Resume {
 
 /// Readies `out_dir` for `run --resume`: finds the newest checkpoint, checks it holds what
 /// a resume restores (`models` are the models the pipeline's nodes use), then drops the
-/// metrics of the steps that will be redone (after copying the file aside). Nothing is
-/// changed when a check fails.
+/// metrics of the steps that will be redone (after copying the file aside). A run killed
+/// before its first checkpoint starts again from step 0 in place (`from_start`), its
+/// metrics copied aside the same way. Nothing is changed when a check fails.
 pub fn prepare_resume(out_dir: &Path, models: &[&str]) -> Result<Resume, String> {
-    let Some(&first_step) = saved_steps(out_dir).last() else {
-        return Err(format!(
-            "{} has no checkpoint to resume from (looked in {}); add a Checkpoint node or start a new run",
-            out_dir.display(),
-            out_dir.join("checkpoints").display()
-        ));
-    };
-    check_complete(&step_dir(out_dir, first_step), models)?;
+    let newest = saved_steps(out_dir).last().copied();
+    if let Some(step) = newest {
+        check_complete(&step_dir(out_dir, step), models)?;
+    }
+    let first_step = newest.unwrap_or(0);
     let (unreadable_lines, metrics_before) =
         keep_metrics_before(&out_dir.join("metrics.jsonl"), first_step)?;
     Ok(Resume {
         first_step,
+        from_start: newest.is_none(),
         unreadable_lines,
         metrics_before,
     })

@@ -108,6 +108,7 @@ fn resume_drops_the_redone_steps_and_unreadable_lines_only() {
         resume,
         Resume {
             first_step: 2,
+            from_start: false,
             unreadable_lines: vec![3, 5],
             metrics_before: Some(dir.path().join("metrics.jsonl.before-resume-2")),
         }
@@ -177,4 +178,29 @@ fn resume_without_metrics_leaves_none() {
         2
     );
     assert!(!dir.path().join("metrics.jsonl").exists());
+}
+
+#[test]
+fn resume_before_any_checkpoint_starts_from_step_0_keeping_the_old_metrics_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = b"{\"step\":0}\n{\"step\":1}\n";
+    std::fs::write(dir.path().join("metrics.jsonl"), metrics).unwrap();
+    let resume = prepare_resume(dir.path(), &["policy"]).unwrap();
+    assert_eq!(
+        resume,
+        Resume {
+            first_step: 0,
+            from_start: true,
+            unreadable_lines: vec![],
+            metrics_before: Some(dir.path().join("metrics.jsonl.before-resume-0")),
+        }
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("metrics.jsonl")).unwrap(),
+        b""
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("metrics.jsonl.before-resume-0")).unwrap(),
+        metrics
+    );
 }

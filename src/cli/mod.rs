@@ -4,6 +4,7 @@ mod diagnostics;
 mod export;
 mod generate;
 mod graph;
+mod import_roll;
 mod play;
 mod progress;
 mod report;
@@ -41,6 +42,9 @@ enum Command {
     /// Write a run's trained policy as a Hugging Face model directory (config.json,
     /// model.safetensors, tokenizer files) that transformers loads as Qwen2.
     Export(export::ExportArgs),
+    /// Write a ROLL agentic config (YAML) as a pipeline file, reporting the keys it does not
+    /// carry over.
+    ImportRoll(import_roll::ImportRollArgs),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -52,5 +56,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Generate(args) => generate::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Report(args) => report::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Export(args) => export::run(&args),
+        Command::ImportRoll(args) => import_roll::run(&args),
     }
 }

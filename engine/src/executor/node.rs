@@ -15,7 +15,7 @@ use super::error::ExecError;
 use crate::batch::column::Column;
 use crate::batch::Batch;
 use crate::node_spec::WorkerInfo;
-use crate::operator::{Operator, Role, StepContext};
+use crate::operator::{Operator, OperatorError, Role, StepContext};
 
 /// What travels along a dataflow edge: a batch, the step it belongs to, the policy
 /// version that generated it, and which of the receiver's inputs it arrived on.
@@ -130,7 +130,18 @@ impl NodeRuntime {
             metrics: BTreeMap::new(),
         };
         let started = Instant::now();
-        let result = self.operator.process(&mut ctx, input);
+        // A panic inside an operator (its own code, a rayon task it awaited, a library it
+        // called) fails the run at this node and step like an error does.
+        let operator = &mut self.operator;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            operator.process(&mut ctx, input)
+        }))
+        .unwrap_or_else(|panic| {
+            Err(OperatorError(format!(
+                "panicked: {}",
+                panic_message(&*panic)
+            )))
+        });
         let seconds = started.elapsed().as_secs_f64();
         match result {
             Ok(batch) => {
@@ -206,6 +217,15 @@ impl NodeRuntime {
         });
         None
     }
+}
+
+/// The text a panic carried (`panic!`'s message), or a note that it carried none.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 fn merge_inputs(arrived: Vec<Envelope>) -> Result<Batch, String> {

@@ -84,12 +84,14 @@ impl MetricsLog {
         &self.path
     }
 
-    /// Appends one record and flushes it to the file, then writes its numbers (all but
-    /// `step`, which is the event's step) as TensorBoard scalars.
+    /// Appends one record, flushes and fsyncs it, then writes its numbers (all but `step`,
+    /// which is the event's step) as TensorBoard scalars, also fsynced: when this returns
+    /// the step is durable, and a checkpoint covering it may be put in place.
     pub fn append(&mut self, record: &Map<String, Value>) -> io::Result<()> {
         serde_json::to_writer(&mut self.out, record)?;
         self.out.write_all(b"\n")?;
         self.out.flush()?;
+        self.out.get_ref().sync_data()?;
         let step = record.get("step").and_then(Value::as_u64).unwrap_or(0);
         let scalars: Vec<(&str, f32)> = record
             .iter()

@@ -92,7 +92,8 @@ impl EventWriter {
         &self.path
     }
 
-    /// Appends one event holding every `(tag, value)` of a step, then flushes.
+    /// Appends one event holding every `(tag, value)` of a step, then flushes and fsyncs
+    /// it (a checkpoint covering the step is put in place only after).
     pub fn write_scalars(
         &mut self,
         step: u64,
@@ -110,7 +111,8 @@ impl EventWriter {
         let mut event = event_header(wall_time, step as i64);
         put_bytes(&mut event, 5, &summary);
         self.write_record(&event)?;
-        self.out.flush()
+        self.out.flush()?;
+        self.out.get_ref().sync_data()
     }
 
     fn write_record(&mut self, data: &[u8]) -> io::Result<()> {

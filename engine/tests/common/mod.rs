@@ -34,6 +34,9 @@ pub enum TestNode {
     },
     Fail {
         at_step: u64,
+        /// Panic instead of returning an error.
+        #[serde(default)]
+        panics: bool,
     },
     Sink {},
     /// Declares it gives `values` but passes its input on unchanged.
@@ -254,10 +257,13 @@ fn process(node: &TestNode, ctx: &mut StepContext, batch: Batch) -> Result<Batch
             );
             batch
         }
-        TestNode::Fail { at_step } if ctx.step == *at_step => {
+        TestNode::Fail { at_step, panics } if ctx.step == *at_step => {
+            if *panics {
+                panic!("deliberate panic at step {at_step}");
+            }
             return Err(OperatorError(format!(
                 "deliberate failure at step {at_step}"
-            )))
+            )));
         }
         TestNode::Fail { .. } | TestNode::Sink {} | TestNode::Liar {} => batch,
     })

@@ -62,8 +62,7 @@ pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
         i += CUBE_DIM_X as usize;
     }
     // One shared array holding the three per-unit values side by side, (m | S₀ | S₁), as
-    // the PPO kernel keeps its partials: with three arrays the CUDA build read wrong row
-    // sums on an H100 (bench/history/gpu.md) while wgpu was right.
+    // the PPO kernel keeps its partials.
     let b = block as usize;
     let mut acc = SharedMemory::<F>::new(3 * b);
     let u = UNIT_POS_X as usize;

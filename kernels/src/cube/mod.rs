@@ -2,16 +2,19 @@
 //! [`logprob`], [`gae`] and [`ppo`]. Inputs are made contiguous first; outputs are fresh
 //! device tensors of the input float dtype. Packed-sequence offsets are uploaded as a
 //! small u32 tensor per call.
+//! On devices with TF32 tensor cores the f32 matrix product is [`f32_matmul`]'s.
 
+mod f32_matmul;
 mod gae;
 mod logprob;
 mod ppo;
 
-use burn::tensor::ops::{FloatTensor, IntTensor, IntTensorOps};
+use burn::tensor::ops::{FloatTensor, FloatTensorOps, IntTensor, IntTensorOps};
+use burn::tensor::DType;
 use burn::tensor::{Shape, TensorData, TensorMetadata};
 use burn_cubecl::element::BoolElement;
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
@@ -32,8 +35,13 @@ fn grid(items: usize) -> CubeCount {
     CubeCount::Static(x as u32, items.div_ceil(x).max(1) as u32, 1)
 }
 
+/// A fresh output of `like`'s dtype with compact row-major strides, which the kernels
+/// index by hand (`row * vocab + i`). `empty_device_dtype` may pad each row to an
+/// aligned pitch on CUDA, and a kernel that writes compactly into a pitched `[rows, 2]`
+/// or `[rows, vocab]` tensor leaves every row after the first in the wrong place (the
+/// log-prob suite's failures on an H100, bench/history/gpu.md).
 fn empty<R: CubeRuntime>(like: &CubeTensor<R>, shape: &[usize]) -> CubeTensor<R> {
-    empty_device_dtype::<R>(
+    empty_device_contiguous_dtype::<R>(
         like.client.clone(),
         like.device.clone(),
         Shape::from(shape.to_vec()),
@@ -69,6 +77,14 @@ fn dual(config: &PpoClipConfig) -> f32 {
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBackend
     for CubeBackend<R, F, I, BT>
 {
+    fn matmul_forward(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        if lhs.dtype == DType::F32 && rhs.dtype == DType::F32 && f32_matmul::has_tf32(&lhs.client) {
+            f32_matmul::f32_matmul(lhs, rhs)
+        } else {
+            Self::float_matmul(lhs, rhs)
+        }
+    }
+
     fn logprob_entropy_forward(
         logits: FloatTensor<Self>,
         targets: IntTensor<Self>,

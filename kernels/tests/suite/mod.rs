@@ -11,7 +11,10 @@
 //! - masked softmax and its gradient: ≤ 1e-6 + 1e-4·|ref| (`masked_softmax.rs`);
 //! - RMSNorm: y, dx ≤ 1e-5 + 1e-4·|ref|, dweight against max |ref| (`rms_norm.rs`);
 //! - rotary embedding and its gradient: ≤ 1e-6 + 1e-5·|ref| (`rotary.rs`);
-//! - dense layer: y ≤ 1e-5 + 1e-4·|ref|, dx, dweight, dbias against max |ref| (`linear.rs`).
+//! - dense layer: y ≤ 1e-5 + 1e-4·|ref|, dx, dweight, dbias against max |ref|, the
+//!   reference in f64 on the host (`linear.rs`);
+//! - batched matrix product and its gradients: ≤ 2e-5·max |ref|, against f64 on the host
+//!   (`matmul.rs`; TF32 products would be off by about 1e-3).
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
@@ -20,6 +23,7 @@ use roll_flow_kernels::{reference, KernelBackend, LossAgg, PpoClipConfig, PpoSta
 pub mod block_write;
 pub mod linear;
 pub mod masked_softmax;
+pub mod matmul;
 pub mod rms_norm;
 pub mod rotary;
 pub mod swiglu;
@@ -66,6 +70,27 @@ fn assert_close(what: &str, got: &[f32], want: &[f32], abs: f32, rel: f32) {
             "{what}[{i}]: fused {g} vs reference {w}"
         );
     }
+}
+
+/// `a [n, k] · b [k, m]`, row-major, accumulated in f64.
+fn host_matmul(a: &[f32], b: &[f32], n: usize, k: usize, m: usize) -> Vec<f32> {
+    let mut out = vec![0.0f32; n * m];
+    for i in 0..n {
+        for j in 0..m {
+            let dot: f64 = (0..k)
+                .map(|l| a[i * k + l] as f64 * b[l * m + j] as f64)
+                .sum();
+            out[i * m + j] = dot as f32;
+        }
+    }
+    out
+}
+
+/// `a [rows, cols]` transposed, row-major.
+fn transpose(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..cols * rows)
+        .map(|i| a[(i % rows) * cols + i / rows])
+        .collect()
 }
 
 fn assert_close_scaled(what: &str, got: &[f32], want: &[f32], abs: f32, rel: f32) {

@@ -4,14 +4,16 @@
 //!
 //! There is no RNG state to save: every random stream (env seeds, sampling) is derived
 //! from (pipeline seed, node, step, worker), so the step number restores it. A checkpoint
-//! is written into a temporary folder and renamed into place, so a crash never leaves a
-//! half-written `step_N`; a `step_N` already there is renamed aside first and deleted only
-//! once the new one is in place. `keep: N` removes all but the newest N.
+//! is written into a staging folder and renamed into place once the metrics line of the
+//! step it covers is on disk ([`crate::checkpoint_commits`]), so a crash never leaves a
+//! half-written `step_N` nor a checkpoint ahead of `metrics.jsonl`; a `step_N` already
+//! there is renamed aside first and deleted only once the new one is in place. `keep: N`
+//! removes all but the newest N as each is put in place.
 //!
 //! RON: `"checkpoint": Checkpoint(every: 50, keep: 3)`.
 
 use std::cell::RefCell;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 
 use roll_flow_engine::atomic_file::replace_dir;
@@ -19,6 +21,7 @@ use roll_flow_engine::{Batch, Column, Contract, Operator, OperatorError, StepCon
 use serde::Deserialize;
 
 use super::kind::{at_least_one, NodeKind};
+use crate::checkpoint_commits;
 use crate::run_layout::{saved_steps, state_file, step_dir};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::resources::{ModelTable, Runtime, SavedStates};
@@ -99,7 +102,9 @@ struct CheckpointNode<B: RunBackend> {
 }
 
 impl<B: RunBackend> CheckpointNode<B> {
-    fn save(&self, completed: u64) -> Result<PathBuf, String> {
+    /// Writes the checkpoint of `completed` steps into its staging folder and stages its
+    /// move into place (with pruning) until the last step's metrics are durable.
+    fn save(&self, completed: u64) -> Result<(), String> {
         let target = step_dir(&self.run.out_dir, completed);
         let staging = self
             .run
@@ -126,23 +131,28 @@ impl<B: RunBackend> CheckpointNode<B> {
             "pipeline": self.run.name,
         });
         write_text(&staging, "meta.json", &meta.to_string())?;
-        move_into_place(&staging, &target)?;
-        self.prune()?;
-        Ok(target)
-    }
-
-    fn prune(&self) -> Result<(), String> {
-        let Some(keep) = self.spec.keep else {
-            return Ok(());
+        let (out_dir, keep) = (self.run.out_dir.clone(), self.spec.keep);
+        let commit = move || {
+            move_into_place(&staging, &target)?;
+            prune(&out_dir, keep)
         };
-        let steps = saved_steps(&self.run.out_dir);
-        for &old in steps.iter().take(steps.len().saturating_sub(keep.max(1))) {
-            let dir = step_dir(&self.run.out_dir, old);
-            std::fs::remove_dir_all(&dir)
-                .map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
-        }
+        checkpoint_commits::stage(&self.run.out_dir, completed - 1, Box::new(commit));
         Ok(())
     }
+}
+
+/// Removes all but the newest `keep` checkpoints of `out_dir`.
+fn prune(out_dir: &Path, keep: Option<usize>) -> Result<(), String> {
+    let Some(keep) = keep else {
+        return Ok(());
+    };
+    let steps = saved_steps(out_dir);
+    for &old in steps.iter().take(steps.len().saturating_sub(keep.max(1))) {
+        let dir = step_dir(out_dir, old);
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
+    }
+    Ok(())
 }
 
 impl<B: RunBackend> Operator for CheckpointNode<B> {

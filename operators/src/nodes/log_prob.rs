@@ -111,7 +111,7 @@ impl<B: RunBackend> Operator for LogProbNode<B> {
         let mut entropy_sum = 0.0;
         let mut count = 0usize;
         let (temperature, guides) = (self.temperature, &*guides);
-        let chunks = score_chunks(&batch, SCORING_CHUNK_TOKENS, |part| {
+        let chunks = score_chunks(&batch, SCORING_CHUNK_TOKENS, B::CONCURRENT_PASSES, |part| {
             let scored = score_responses(&weights, part, temperature, guides, false)?;
             let (values, entropy) = (to_f32_vec(&scored.logprobs), to_f32_vec(&scored.entropy));
             Ok((scored.token_index, values, entropy))

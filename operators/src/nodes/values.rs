@@ -60,7 +60,7 @@ impl<B: RunBackend> Operator for ValuesNode<B> {
     fn process(&mut self, ctx: &mut StepContext, mut batch: Batch) -> Result<Batch, OperatorError> {
         let weights = self.critic.borrow().train.module().valid();
         let mut column = vec![0.0f32; batch.num_tokens()];
-        let chunks = score_chunks(&batch, SCORING_CHUNK_TOKENS, |part| {
+        let chunks = score_chunks(&batch, SCORING_CHUNK_TOKENS, B::CONCURRENT_PASSES, |part| {
             Ok(to_f32_vec(&token_values(&weights, part)?))
         })
         .map_err(OperatorError)?;

@@ -19,11 +19,22 @@ pub type InferBackend<B = Flex> = B;
 /// A backend the operators run on: the fused kernels, plus the burn device a pipeline's
 /// `device:` names on it.
 pub trait RunBackend: KernelBackend {
+    /// Whether independent passes (the micro-batches of a training step, the chunks of a
+    /// scoring) run at once, one per rayon thread
+    /// ([`super::concurrent::in_order`]). On the CPU they do: a pass splits only its
+    /// matrix products over threads, so two passes keep two cores busy. On a GPU they do
+    /// not: one pass's kernels already fill the device, and passes at once would each hold
+    /// their activations in its memory (16 concurrent micro-batches at the Qwen2.5-0.5B
+    /// shape, one per core of the host, ran an H100's 80 GB out; bench/history/gpu.md).
+    const CONCURRENT_PASSES: bool;
+
     /// The device `device` names, or why this backend cannot serve it.
     fn device_for(device: Device) -> Result<Self::Device, String>;
 }
 
 impl RunBackend for Flex {
+    const CONCURRENT_PASSES: bool = true;
+
     fn device_for(device: Device) -> Result<Self::Device, String> {
         match device {
             Device::Cpu => Ok(Default::default()),
@@ -40,6 +51,8 @@ pub type WgpuBackend =
 
 #[cfg(feature = "wgpu")]
 impl RunBackend for WgpuBackend {
+    const CONCURRENT_PASSES: bool = false;
+
     fn device_for(device: Device) -> Result<Self::Device, String> {
         match device {
             Device::Wgpu => Ok(burn::backend::wgpu::WgpuDevice::default()),
@@ -54,6 +67,8 @@ pub type CudaBackend = burn::backend::Cuda;
 
 #[cfg(feature = "cuda")]
 impl RunBackend for CudaBackend {
+    const CONCURRENT_PASSES: bool = false;
+
     fn device_for(device: Device) -> Result<Self::Device, String> {
         match device {
             Device::Cuda(index) => Ok(burn::backend::cuda::CudaDevice { index }),

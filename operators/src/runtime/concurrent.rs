@@ -1,5 +1,7 @@
-//! The micro-batches of a mini-batch, trained concurrently: one forward and backward pass
-//! per rayon thread, gradients accumulated in micro-batch order afterwards.
+//! The micro-batches of a mini-batch, trained concurrently on the CPU: one forward and
+//! backward pass per rayon thread, gradients accumulated in micro-batch order afterwards.
+//! On a GPU backend the passes run one after another
+//! ([`super::backend::RunBackend::CONCURRENT_PASSES`]).
 //!
 //! Why: on the CPU only the matrix products of a pass split over threads; burn's
 //! elementwise ops and its autodiff bookkeeping run on one, so a second thread sped a
@@ -38,13 +40,29 @@ impl<B: AutodiffBackend> ModuleMapper<B> for FreshLeaves {
     }
 }
 
-/// The gradients of `scale[i] · loss(part[i])` for every part, computed concurrently
-/// (each on its own [`FreshLeaves`] copy of `module`), with what `loss` reported, in
-/// part order. The first error, in part order, is returned.
+/// `f` of every item, in item order: at once on rayon's threads when `concurrent`, else
+/// one after another. The first error, in item order, is returned.
+pub fn in_order<T, R, F>(items: Vec<T>, concurrent: bool, f: F) -> Result<Vec<R>, String>
+where
+    T: Send,
+    R: Send,
+    F: Fn(T) -> Result<R, String> + Sync,
+{
+    if concurrent {
+        items.into_par_iter().map(&f).collect()
+    } else {
+        items.into_iter().map(f).collect()
+    }
+}
+
+/// The gradients of `scale[i] · loss(part[i])` for every part, computed concurrently when
+/// `concurrent` (each on its own [`FreshLeaves`] copy of `module`), with what `loss`
+/// reported, in part order. The first error, in part order, is returned.
 pub fn part_gradients<B, M, P, S>(
     module: &M,
     parts: &[P],
     scales: &[f32],
+    concurrent: bool,
     loss: impl Fn(&M, &P) -> Result<(Tensor<B, 1>, S), String> + Sync,
 ) -> Result<Vec<(GradientsParams, S)>, String>
 where
@@ -54,14 +72,11 @@ where
     S: Send,
 {
     assert_eq!(parts.len(), scales.len(), "one scale per part");
-    parts
-        .par_iter()
-        .zip(scales)
-        .map(|(part, &scale)| {
-            let copy = module.clone().map(&mut FreshLeaves);
-            let (value, report) = loss(&copy, part)?;
-            let grads = value.mul_scalar(scale).backward();
-            Ok((GradientsParams::from_grads(grads, &copy), report))
-        })
-        .collect()
+    let work: Vec<(&P, f32)> = parts.iter().zip(scales.iter().copied()).collect();
+    in_order(work, concurrent, |(part, scale)| {
+        let copy = module.clone().map(&mut FreshLeaves);
+        let (value, report) = loss(&copy, part)?;
+        let grads = value.mul_scalar(scale).backward();
+        Ok((GradientsParams::from_grads(grads, &copy), report))
+    })
 }

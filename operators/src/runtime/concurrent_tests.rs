@@ -107,7 +107,7 @@ fn split_micro_batches_give_the_whole_batch_gradient() {
     for (agg, norm) in modes {
         let whole = summed(
             &m,
-            part_gradients(&m, std::slice::from_ref(&b), &[1.0], loss(agg, norm)).unwrap(),
+            part_gradients(&m, std::slice::from_ref(&b), &[1.0], true, loss(agg, norm)).unwrap(),
         );
         let cuts = [1, 3].into_iter().flat_map(|size| {
             [
@@ -123,7 +123,7 @@ fn split_micro_batches_give_the_whole_batch_gradient() {
                 .collect();
             let split = summed(
                 &m,
-                part_gradients(&m, &parts, &scales, loss(agg, norm)).unwrap(),
+                part_gradients(&m, &parts, &scales, true, loss(agg, norm)).unwrap(),
             );
             for (got, want) in probes(&m, &split).iter().zip(probes(&m, &whole)) {
                 let scale = want.iter().fold(0.0f32, |a, v| a.max(v.abs()));
@@ -140,19 +140,22 @@ fn split_micro_batches_give_the_whole_batch_gradient() {
 }
 
 #[test]
-fn concurrent_parts_match_one_thread_bit_for_bit() {
+fn concurrent_parts_match_one_thread_and_one_after_another_bit_for_bit() {
     let (m, b) = (model(), batch());
     let parts = parts_of(&b, Some(2));
     let scales = [0.25f32, 0.75];
-    let run = |threads: usize| {
+    let run = |threads: usize, concurrent: bool| {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .unwrap();
         pool.install(|| {
-            let grads = part_gradients(&m, &parts, &scales, loss(LossAgg::TokenMean, None));
+            let loss = loss(LossAgg::TokenMean, None);
+            let grads = part_gradients(&m, &parts, &scales, concurrent, loss);
             probes(&m, &summed(&m, grads.unwrap()))
         })
     };
-    assert_eq!(run(1), run(2));
+    let sequential = run(2, false);
+    assert_eq!(run(1, true), sequential);
+    assert_eq!(run(2, true), sequential);
 }

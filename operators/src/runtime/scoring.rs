@@ -20,6 +20,8 @@ use roll_flow_model::logprob::{response_scores, ResponseLogProbs, Scoring};
 use roll_flow_model::packed::PackedSequences;
 use roll_flow_model::{Qwen2CausalLm, Qwen2ValueModel};
 
+use super::concurrent::in_order;
+
 /// The batch's tokens as packed sequences.
 pub fn packed(batch: &Batch) -> PackedSequences {
     PackedSequences {
@@ -177,18 +179,18 @@ pub fn token_positions(batch: &Batch, chunk: &[usize]) -> Vec<usize> {
     chunk.iter().flat_map(|&i| batch.sample_range(i)).collect()
 }
 
-/// `score` of every chunk of [`sample_chunks`], the chunks scored concurrently (one per
-/// rayon thread; on the CPU a forward pass splits only its matrix products over threads),
-/// with each chunk's sample indices, in chunk order. The first error, in chunk order, is
+/// `score` of every chunk of [`sample_chunks`], the chunks scored concurrently when
+/// `concurrent` (one per rayon thread; on the CPU a forward pass splits only its matrix
+/// products over threads; see [`super::backend::RunBackend::CONCURRENT_PASSES`]), with
+/// each chunk's sample indices, in chunk order. The first error, in chunk order, is
 /// returned.
 pub fn score_chunks<R: Send>(
     batch: &Batch,
     max_tokens: usize,
+    concurrent: bool,
     score: impl Fn(&Batch) -> Result<R, String> + Sync,
 ) -> Result<Vec<(Vec<usize>, R)>, String> {
-    use rayon::prelude::*;
-    sample_chunks(batch, max_tokens)
-        .into_par_iter()
-        .map(|chunk| score(&batch.select(&chunk)).map(|scored| (chunk, scored)))
-        .collect()
+    in_order(sample_chunks(batch, max_tokens), concurrent, |chunk| {
+        score(&batch.select(&chunk)).map(|scored| (chunk, scored))
+    })
 }

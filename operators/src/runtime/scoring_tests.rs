@@ -56,26 +56,31 @@ fn chunked_scores_equal_the_whole_batch_scores_on_every_token() {
         .into_data()
         .into_vec()
         .unwrap();
-    let chunks = score_chunks(&b, 8, |part| {
-        let scored = score_responses(&model, part, 0.7, &guides, false)?;
-        Ok((
-            scored.token_index,
-            scored.logprobs.into_data().into_vec::<f32>().unwrap(),
-        ))
-    })
-    .unwrap();
-    assert_eq!(chunks.len(), 4);
-    let mut chunked = vec![0.0f32; n];
-    for (chunk, (token_index, values)) in chunks {
-        let positions = token_positions(&b, &chunk);
-        for (t, v) in token_index.into_iter().zip(values) {
-            chunked[positions[t]] = v;
+    for concurrent in [true, false] {
+        let chunks = score_chunks(&b, 8, concurrent, |part| {
+            let scored = score_responses(&model, part, 0.7, &guides, false)?;
+            Ok((
+                scored.token_index,
+                scored.logprobs.into_data().into_vec::<f32>().unwrap(),
+            ))
+        })
+        .unwrap();
+        assert_eq!(chunks.len(), 4);
+        let mut chunked = vec![0.0f32; n];
+        for (chunk, (token_index, values)) in chunks {
+            let positions = token_positions(&b, &chunk);
+            for (t, v) in token_index.into_iter().zip(values) {
+                chunked[positions[t]] = v;
+            }
         }
-    }
-    let scored = whole.iter().filter(|v| **v != 0.0).count();
-    assert_eq!(scored, 11, "every response token has a log-prob");
-    for (t, (c, w)) in chunked.iter().zip(&whole).enumerate() {
-        assert!((c - w).abs() <= 1e-5, "token {t}: chunked {c} vs whole {w}");
+        let scored = whole.iter().filter(|v| **v != 0.0).count();
+        assert_eq!(scored, 11, "every response token has a log-prob");
+        for (t, (c, w)) in chunked.iter().zip(&whole).enumerate() {
+            assert!(
+                (c - w).abs() <= 1e-5,
+                "concurrent {concurrent}, token {t}: chunked {c} vs whole {w}"
+            );
+        }
     }
 }
 

@@ -103,7 +103,7 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     }
 
     /// Adds the gradients of `scale[i] · loss(part[i])` for every part, computed
-    /// concurrently ([`super::concurrent::part_gradients`]) and accumulated in
+    /// concurrently on the CPU ([`super::concurrent::part_gradients`]) and accumulated in
     /// part order; returns what `loss` reported for each part.
     pub fn accumulate_parts<P: Sync>(
         &mut self,
@@ -114,7 +114,7 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     where
         M: Sync,
     {
-        let results = part_gradients(self.module(), parts, scales, loss)?;
+        let results = part_gradients(self.module(), parts, scales, B::CONCURRENT_PASSES, loss)?;
         Ok(results
             .into_iter()
             .map(|(grads, stats)| {

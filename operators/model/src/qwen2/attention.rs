@@ -239,14 +239,17 @@ impl<B: KernelBackend> Attention<B> {
         let grouped = |n: usize| [batch, kv, rep * queries, n];
         let per_head = |n: usize| [batch, heads, queries, n];
         let scores = regroup(
-            regroup(q, grouped(d)).matmul(k.swap_dims(2, 3)),
+            roll_flow_kernels::matmul(regroup(q, grouped(d)), k.swap_dims(2, 3)),
             per_head(keys),
         );
         // Fused mask add + softmax (one pass each way; `roll-flow-kernels`).
         let probs = roll_flow_kernels::masked_softmax(scores, mask.clone());
-        regroup(regroup(probs, grouped(keys)).matmul(v), per_head(d))
-            .swap_dims(1, 2)
-            .reshape([batch, queries, heads * d])
+        regroup(
+            roll_flow_kernels::matmul(regroup(probs, grouped(keys)), v),
+            per_head(d),
+        )
+        .swap_dims(1, 2)
+        .reshape([batch, queries, heads * d])
     }
 }
 

@@ -127,9 +127,9 @@ pub fn banded_attention<B: KernelBackend>(
     };
     let k = key_blocks(k, band);
     let v = key_blocks(v, band);
-    let scores = q.matmul(k.swap_dims(3, 4));
+    let scores = roll_flow_kernels::matmul(q, k.swap_dims(3, 4));
     let probs = roll_flow_kernels::masked_softmax(scores, band.mask.clone());
-    let out = probs.matmul(v);
+    let out = roll_flow_kernels::matmul(probs, v);
     let out = if rep == 1 {
         out.reshape([batch, heads, blocks * block, d])
     } else {

@@ -1,0 +1,366 @@
+//! The training keys: the advantage estimator and its shaping and KL penalty, the actor's
+//! and critic's updates, and their optimizers.
+
+use super::config_reader::ConfigReader;
+use super::import_error::ImportError;
+use super::roll_keys::NoticeKind;
+use super::yaml_value::Value;
+
+/// ROLL's `adv_estimator`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Estimator {
+    Gae,
+    Grpo,
+    Reinforce,
+    GiGpo,
+}
+
+impl Estimator {
+    /// Reads `adv_estimator` (ROLL's default `gae`).
+    pub fn read(r: &mut ConfigReader) -> Result<Estimator, ImportError> {
+        match r.text("adv_estimator")?.as_deref().unwrap_or("gae") {
+            "gae" => Ok(Estimator::Gae),
+            "grpo" => Ok(Estimator::Grpo),
+            "reinforce" => Ok(Estimator::Reinforce),
+            "gigpo" => Ok(Estimator::GiGpo),
+            other => Err(r.error(
+                "adv_estimator",
+                format!("`{other}` is not supported"),
+                "use gae, grpo, reinforce or gigpo",
+            )),
+        }
+    }
+}
+
+/// A node's RON text, the ROLL keys it came from, and what it needs upstream.
+pub struct NodeText {
+    pub ron: String,
+    pub keys: &'static str,
+    /// It has a KL penalty on the rewards (needs the reference model).
+    pub kl_penalty: bool,
+    /// It has a KL loss term (needs the reference model).
+    pub kl_loss: bool,
+}
+
+fn node(ron: String, keys: &'static str) -> NodeText {
+    NodeText {
+        ron,
+        keys,
+        kl_penalty: false,
+        kl_loss: false,
+    }
+}
+
+const NO_OP: &str = "roll-flow has no equivalent";
+
+/// The `adv` node.
+pub fn advantage(r: &mut ConfigReader, estimator: &Estimator) -> Result<NodeText, ImportError> {
+    let mut shaping = Vec::new();
+    if let Some(c) = r.num("reward_clip")? {
+        shaping.push(format!("reward_clip: {c:?}"));
+    }
+    if r.flag("whiten_advantages")? == Some(true) {
+        shaping.push("whiten: true".into());
+    }
+    if let Some(c) = r.num("advantage_clip")? {
+        shaping.push(format!("advantage_clip: {c:?}"));
+    }
+    for key in [
+        "whiten_rewards",
+        "use_reward_scaling",
+        "use_reward_norm",
+        "reward_shift",
+        "reward_scale",
+        "add_len_reward",
+    ] {
+        r.unsupported_unless(key, |v| *v == Value::Bool(false), NO_OP);
+    }
+    r.unsupported_unless("reward_norm", |v| *v == Value::Null, NO_OP);
+    let gamma = r.num("gamma")?.unwrap_or(1.0);
+    let lambda = r.num("lambd")?.unwrap_or(0.95);
+    let kl_coef = r.num("init_kl_coef")?.unwrap_or(0.2);
+    let token_kl = r.flag("add_token_level_kl")?.unwrap_or(false);
+    let estimator_name = kl_estimator(r)?;
+    let target = r.num("target_kl")?;
+    let horizon = r.num("kl_horizon")?;
+    let mut kl = None;
+    if token_kl && kl_coef > 0.0 {
+        let mut fields = vec![
+            format!("estimator: {estimator_name}"),
+            format!("coef: {kl_coef:?}"),
+        ];
+        fields.extend(target.map(|t| format!("target: {t:?}")));
+        fields.extend(horizon.map(|h| format!("horizon: {h:?}")));
+        kl = Some(format!("kl_penalty: ({})", fields.join(", ")));
+    }
+    let (group_by, norm) = reward_normalization(r)?;
+    let mut fields = Vec::new();
+    let (kind, keys) = match estimator {
+        Estimator::Gae => {
+            fields.push(format!("gamma: {gamma:?}, lambda: {lambda:?}"));
+            ("Gae", "adv_estimator: gae, gamma, lambd, reward_clip, whiten_advantages, advantage_clip, add_token_level_kl, init_kl_coef, target_kl, kl_horizon, kl_penalty")
+        }
+        Estimator::Grpo | Estimator::Reinforce => {
+            fields.push(format!(
+                "gamma: {gamma:?}, group_by: {group_by}, norm: {norm}"
+            ));
+            let kind = if *estimator == Estimator::Grpo {
+                "Grpo"
+            } else {
+                "Reinforce"
+            };
+            (kind, "adv_estimator, gamma, reward_normalization (grouping, method), reward_clip, whiten_advantages, advantage_clip, add_token_level_kl, init_kl_coef, target_kl, kl_horizon, kl_penalty")
+        }
+        Estimator::GiGpo => {
+            let step_gamma = r.num("step_reward_gamma")?.unwrap_or(0.95);
+            let step_weight = r.num("step_reward_weight")?.unwrap_or(1.0);
+            r.unsupported_unless(
+                "episode_reward_weight",
+                |v| v.as_f64() == Some(1.0),
+                "roll-flow weighs the episode advantage 1; scale `step_weight` instead",
+            );
+            let gigpo_norm = if norm == "MeanStd" { "MeanStd" } else { "Mean" };
+            if norm == "Identity" {
+                r.notice(
+                    NoticeKind::NotSupported,
+                    "reward_normalization.method",
+                    "GiGPO normalises by `mean` or `mean_std`; wrote Mean",
+                );
+            }
+            fields.push(format!("step_gamma: {step_gamma:?}, step_weight: {step_weight:?}, norm: {gigpo_norm}, episode_stats: Trajectories"));
+            if kl.take().is_some() {
+                r.notice(
+                    NoticeKind::NotSupported,
+                    "add_token_level_kl",
+                    "GiGPO takes no KL reward penalty; use `use_kl_loss`",
+                );
+            }
+            ("GiGPO", "adv_estimator: gigpo, step_reward_gamma, step_reward_weight, episode_reward_weight, reward_normalization.method, reward_clip, whiten_advantages, advantage_clip")
+        }
+    };
+    if !shaping.is_empty() {
+        fields.push(format!("shaping: ({})", shaping.join(", ")));
+    }
+    let kl_penalty = kl.is_some();
+    fields.extend(kl);
+    let mut text = node(format!("{kind}({})", fields.join(", ")), keys);
+    text.kl_penalty = kl_penalty;
+    Ok(text)
+}
+
+fn kl_estimator(r: &mut ConfigReader) -> Result<&'static str, ImportError> {
+    match r.text("kl_penalty")?.as_deref().unwrap_or("kl") {
+        "kl" => Ok("K1"),
+        "abs" => Ok("Abs"),
+        "mse" => Ok("Mse"),
+        "full" => {
+            r.notice(
+                NoticeKind::NotSupported,
+                "kl_penalty",
+                "`full` needs the reference's whole distribution; wrote K1",
+            );
+            Ok("K1")
+        }
+        other => Err(r.error(
+            "kl_penalty",
+            format!("`{other}` is not a KL estimator"),
+            "use kl, abs, mse or full",
+        )),
+    }
+}
+
+/// `reward_normalization` as (`group_by`, `norm`).
+fn reward_normalization(r: &mut ConfigReader) -> Result<(&'static str, &'static str), ImportError> {
+    let group_by = match r
+        .text("reward_normalization.grouping")?
+        .as_deref()
+        .unwrap_or("state")
+    {
+        "state" | "traj_group_id" => "Group",
+        "tags" => "EnvTag",
+        "batch" => "Batch",
+        other => {
+            r.notice(
+                NoticeKind::NotSupported,
+                "reward_normalization.grouping",
+                format!("`{other}`; wrote Group (traj_group_id)"),
+            );
+            "Group"
+        }
+    };
+    let norm = match r
+        .text("reward_normalization.method")?
+        .as_deref()
+        .unwrap_or("identity")
+    {
+        "identity" => "Identity",
+        "mean" => "Mean",
+        "mean_std" => "MeanStd",
+        other => {
+            r.notice(
+                NoticeKind::NotSupported,
+                "reward_normalization.method",
+                format!("`{other}`; wrote Identity"),
+            );
+            "Identity"
+        }
+    };
+    Ok((group_by, norm))
+}
+
+/// Mini-batch (one optimizer step) and micro-batch sizes of `worker`'s training args.
+fn batches(r: &mut ConfigReader, worker: &str, samples: u64) -> Result<String, ImportError> {
+    let per_device = r.count(&format!(
+        "{worker}.training_args.per_device_train_batch_size"
+    ))?;
+    let accumulation = r
+        .count(&format!(
+            "{worker}.training_args.gradient_accumulation_steps"
+        ))?
+        .unwrap_or(1);
+    let Some(per_device) = per_device else {
+        return Ok(String::new());
+    };
+    let mini = per_device * accumulation * data_parallel(r, worker);
+    let mut out = String::new();
+    if mini < samples {
+        out.push_str(&format!(", mini_batch: {mini}"));
+    }
+    if per_device < mini.min(samples) {
+        out.push_str(&format!(", micro_batch: {per_device}"));
+    }
+    Ok(out)
+}
+
+/// Data-parallel ranks of `worker`: its devices over tensor × pipeline parallel sizes.
+fn data_parallel(r: &ConfigReader, worker: &str) -> u64 {
+    let devices = match r.peek(&format!("{worker}.device_mapping")) {
+        Some(Value::List(items)) => items.len() as u64,
+        Some(Value::Str(text)) => range_len(&text).unwrap_or(1),
+        _ => 1,
+    };
+    let parallel: u64 = ["tensor_model_parallel_size", "pipeline_model_parallel_size"]
+        .iter()
+        .filter_map(|k| r.peek(&format!("{worker}.strategy_args.strategy_config.{k}")))
+        .filter_map(|v| v.as_f64())
+        .map(|x| x.max(1.0) as u64)
+        .product();
+    (devices / parallel.max(1)).max(1)
+}
+
+/// The length of ROLL's `list(range(a,b))` device mappings.
+fn range_len(text: &str) -> Option<u64> {
+    let inner = text
+        .trim()
+        .strip_prefix("list(range(")?
+        .strip_suffix("))")?;
+    let bounds: Vec<u64> = inner
+        .split(',')
+        .map(|s| s.trim().parse().ok())
+        .collect::<Option<_>>()?;
+    match bounds.as_slice() {
+        [end] => Some(*end),
+        [start, end] => Some(end.saturating_sub(*start)),
+        _ => None,
+    }
+}
+
+/// The `actor_step` node.
+pub fn actor_step(
+    r: &mut ConfigReader,
+    estimator: &Estimator,
+    samples: u64,
+) -> Result<NodeText, ImportError> {
+    let clip = r.num("pg_clip")?.unwrap_or(0.2);
+    let dual = if r.flag("dual_clip_loss")? == Some(true) {
+        ", dual_clip: 3.0"
+    } else {
+        ""
+    };
+    let agg = match r
+        .text("loss_agg_mode")?
+        .as_deref()
+        .unwrap_or("seq-mean-token-sum")
+    {
+        "token-mean" => "TokenMean",
+        "seq-mean-token-sum" => "SeqMeanTokenSum",
+        "seq-mean-token-mean" => "SeqMeanTokenMean",
+        "seq-mean-token-sum-norm" => "SeqMeanTokenSumNorm",
+        other => return Err(r.error(
+            "loss_agg_mode",
+            format!("`{other}` is not a loss aggregation"),
+            "use token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm",
+        )),
+    };
+    let mut ron = format!("ActorStep(model: \"policy\", loss: PpoClip(low: {clip:?}, high: {clip:?}{dual}, agg: {agg})");
+    r.unsupported_unless("l2", |v| v.as_f64() == Some(0.0), NO_OP);
+    let entropy = r.num("entropy_loss_coef")?.unwrap_or(0.0);
+    if entropy != 0.0 {
+        ron.push_str(&format!(", entropy: {entropy:?}"));
+    }
+    let kl_loss = r.flag("use_kl_loss")? == Some(true);
+    let kl_coef = r.num("kl_loss_coef")?.unwrap_or(0.0);
+    if kl_loss {
+        ron.push_str(&format!(", kl: (coef: {kl_coef:?}, estimator: K3)"));
+    }
+    ron.push_str(&format!(
+        ", ppo_epochs: {}",
+        r.count("ppo_epochs")?.unwrap_or(1).max(1)
+    ));
+    ron.push_str(&batches(r, "actor_train", samples)?);
+    if *estimator == Estimator::Gae {
+        ron.push_str(&format!(
+            ", critic_warmup: {}",
+            r.count("critic_warmup")?.unwrap_or(0)
+        ));
+    }
+    ron.push(')');
+    let mut text = node(ron, "pg_clip, dual_clip_loss, loss_agg_mode, entropy_loss_coef, use_kl_loss, kl_loss_coef, ppo_epochs, critic_warmup; actor_train.training_args (per_device_train_batch_size × gradient_accumulation_steps × data-parallel devices)");
+    text.kl_loss = kl_loss;
+    Ok(text)
+}
+
+/// The `critic_step` node.
+pub fn critic_step(r: &mut ConfigReader, samples: u64) -> Result<NodeText, ImportError> {
+    let clip = match r.num("value_clip")? {
+        Some(c) => format!("Some({c:?})"),
+        None => "None".into(),
+    };
+    let epochs = r.count("ppo_epochs")?.unwrap_or(1).max(1);
+    let batches = batches(r, "critic", samples)?;
+    Ok(node(
+        format!("CriticStep(model: \"critic\", loss: ValueLoss(clip: {clip}), ppo_epochs: {epochs}{batches})"),
+        "value_clip, ppo_epochs; critic.training_args (per_device_train_batch_size × gradient_accumulation_steps × data-parallel devices)",
+    ))
+}
+
+/// The `optim:` of `worker`'s training args (transformers' defaults where absent).
+pub fn optimizer(r: &mut ConfigReader, worker: &str) -> Result<String, ImportError> {
+    let args = format!("{worker}.training_args");
+    let lr = r.num(&format!("{args}.learning_rate"))?.unwrap_or(5e-5);
+    let beta1 = r.num(&format!("{args}.adam_beta1"))?.unwrap_or(0.9);
+    let beta2 = r.num(&format!("{args}.adam_beta2"))?.unwrap_or(0.999);
+    let eps = r.num(&format!("{args}.adam_epsilon"))?.unwrap_or(1e-8);
+    let decay = r.num(&format!("{args}.weight_decay"))?.unwrap_or(0.0);
+    let steps = r.peek("max_steps").and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let mut warmup = r.count(&format!("{args}.warmup_steps"))?.unwrap_or(0);
+    if let Some(ratio) = r.num(&format!("{args}.warmup_ratio"))?.filter(|x| *x > 0.0) {
+        warmup = warmup.max((ratio * steps).ceil() as u64);
+    }
+    let schedule_key = format!("{args}.lr_scheduler_type");
+    let schedule = match r.text(&schedule_key)?.as_deref().unwrap_or("linear") {
+        "cosine" => "Cosine",
+        "constant" | "constant_with_warmup" => "Constant",
+        other => {
+            r.notice(NoticeKind::NotSupported, &schedule_key, format!("`{other}` (transformers' default is linear): roll-flow has constant and cosine; wrote Cosine"));
+            "Cosine"
+        }
+    };
+    let clip = match r.num("max_grad_norm")?.or(Some(1.0)).filter(|c| *c > 0.0) {
+        Some(c) => format!("Some({c:?})"),
+        None => "None".into(),
+    };
+    Ok(format!(
+        "AdamW(lr: {lr:?}, betas: ({beta1:?}, {beta2:?}), eps: {eps:?}, weight_decay: {decay:?}, warmup_steps: {warmup}, schedule: {schedule}, grad_clip: {clip})"
+    ))
+}
