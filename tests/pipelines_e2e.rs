@@ -8,7 +8,7 @@ mod common;
 use common::{assert_ok, metrics, roll_flow, run};
 use serde_json::Value;
 
-const CPU_PIPELINES: [&str; 7] = [
+const CPU_PIPELINES: [&str; 9] = [
     "pipelines/frozen_lake_starpo.ron",
     "pipelines/frozen_lake_gigpo.ron",
     "pipelines/frozen_lake_ppo.ron",
@@ -16,6 +16,8 @@ const CPU_PIPELINES: [&str; 7] = [
     "pipelines/sokoban_gigpo.ron",
     "pipelines/bandit_grpo.ron",
     "pipelines/math_multi_turn.ron",
+    "pipelines/webshop_gigpo.ron",
+    "pipelines/webshop_grpo.ron",
 ];
 
 #[test]

@@ -1,6 +1,6 @@
 //! [`EnvConfig`]: the `env:` value of a pipeline's `envs:` entries, as users write it:
 //! `FrozenLake(size: 4, p: 0.8)`, `Sokoban(dim_room: (8, 8), num_boxes: 2)`, `Bandit()`,
-//! `Math(operands: 3)`, or `Custom(name: "Maze", params: (...))` for a registered env.
+//! `Math(operands: 3)`, `WebShop()`, or `Custom(name: "Maze", params: (...))` for a registered env.
 //!
 //! The variants wrap config structs, written without the inner parentheses; this needs
 //! RON's `unwrap_variant_newtypes` extension, which [`ron_options`] enables and the
@@ -82,6 +82,8 @@ env_registry! {
     Bandit(crate::bandit::BanditConfig),
     /// Multi-turn arithmetic: `Math(operands: 3, max_operand: 20, max_turns: 5)`.
     Math(crate::math::MathConfig),
+    /// WebShop: `WebShop(catalog: Generated(products: 1000, seed: 0), max_turns: 15)`.
+    WebShop(crate::webshop::WebShopConfig),
 }
 
 /// RON options for env specs: newtype variants may omit their inner parentheses.

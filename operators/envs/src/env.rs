@@ -15,6 +15,50 @@ pub struct Reset {
     pub instruction: String,
 }
 
+/// Most named numbers one step's [`StepMetrics`] holds.
+pub const STEP_METRICS: usize = 8;
+
+/// Named per-step numbers an env reports beside the standard flags (WebShop's reward
+/// parts on a purchase). Rollout and eval log the mean of each name over the turns that
+/// report it, as `info/<name>`. Holds up to [`STEP_METRICS`]; it stays `Copy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepMetrics {
+    entries: [(&'static str, f32); STEP_METRICS],
+    len: usize,
+}
+
+impl StepMetrics {
+    /// Adds `name = value`; returns false (and keeps nothing) when full.
+    pub fn push(&mut self, name: &'static str, value: f32) -> bool {
+        if self.len == STEP_METRICS {
+            return false;
+        }
+        self.entries[self.len] = (name, value);
+        self.len += 1;
+        true
+    }
+
+    /// The value of `name`, if reported.
+    pub fn get(&self, name: &str) -> Option<f32> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// The reported names and values, in the order added.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, f32)> + '_ {
+        self.entries[..self.len].iter().copied()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Serialize for StepMetrics {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
 /// Per-step metrics, named as ROLL and RAGEN log them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct EnvInfo {
@@ -27,6 +71,9 @@ pub struct EnvInfo {
     /// The format penalty applied this step (0 when the action was valid); it is already
     /// included in the step's reward.
     pub format_penalty: f32,
+    /// The env's own numbers for this step (none for most envs).
+    #[serde(skip_serializing_if = "StepMetrics::is_empty")]
+    pub metrics: StepMetrics,
 }
 
 /// The result of one `step`: gymnasium's `(observation, reward, terminated, truncated, info)`.
@@ -79,5 +126,12 @@ pub trait Env: Send {
     /// constrain replies to `<answer>NAME</answer>`); empty for open-ended answers.
     fn action_names(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// The actions the current state accepts, as the model would write them inside
+    /// `<answer>`: the fixed action names by default; envs whose actions change with the
+    /// state (WebShop's page buttons) list the current ones.
+    fn valid_actions(&self) -> Vec<String> {
+        self.action_names()
     }
 }

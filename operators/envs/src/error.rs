@@ -26,6 +26,9 @@ pub enum EnvError {
     /// A custom env's parameters did not fit its config type.
     #[error("custom env `{name}`: {reason}")]
     CustomParams { name: String, reason: String },
+    /// A data file the env reads is missing or malformed, or its index failed.
+    #[error("{env}: {reason}")]
+    Data { env: &'static str, reason: String },
     /// The env spec given on the command line or in a file did not parse.
     #[error("env spec: {0}")]
     Spec(String),

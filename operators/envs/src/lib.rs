@@ -10,7 +10,7 @@
 //! - [`env`](mod@env): the [`Env`] trait, its reset and step results; [`error`]: [`EnvError`].
 //! - [`action`]: the `<answer>…</answer>` parser shared by all envs.
 //! - [`anchor`]: stable observation hashes, the GiGPO anchor-state key.
-//! - [`frozen_lake`], [`sokoban`], [`bandit`], [`math`]: the built-in envs.
+//! - [`frozen_lake`], [`sokoban`], [`bandit`], [`math`], [`webshop`]: the built-in envs.
 //! - [`config`]: [`EnvConfig`], the RON `env:` value, and [`registry`] for custom envs.
 //! - [`manager`]: groups × group_size envs per env tag, their seeds and worker shards.
 //! - [`render`]: PNG frames and GIFs; [`recording`]: an episode's renders for eval.
@@ -30,10 +30,11 @@ pub mod recording;
 pub mod registry;
 pub mod render;
 pub mod sokoban;
+pub mod webshop;
 
 pub use anchor::observation_hash;
 pub use config::EnvConfig;
-pub use env::{Env, EnvInfo, Reset, StepResult};
+pub use env::{Env, EnvInfo, Reset, StepMetrics, StepResult};
 pub use error::EnvError;
 pub use manager::{EnvManager, EnvSlot, Shard};
 pub use registry::{register_env, EnvFactory};

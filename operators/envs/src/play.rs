@@ -181,6 +181,11 @@ fn describe(info: &EnvInfo) -> String {
     if info.success {
         notes.push("success".to_string());
     }
+    notes.extend(
+        info.metrics
+            .iter()
+            .map(|(name, value)| format!("{name} {value}")),
+    );
     notes.join(", ")
 }
 

@@ -6,7 +6,8 @@
 //! text is its user message, the observation; step-wise episodes build a whole prompt
 //! each turn, shown decoded), the model's raw reply, the action parsed from it (the
 //! `<answer>` text, with whether the env accepted it and whether it changed the state),
-//! the reward and, when asked, every reply token with its log-prob.
+//! the reward, the env's own metrics when it reports some (WebShop's reward parts on a
+//! purchase) and, when asked, every reply token with its log-prob.
 
 use std::fmt::Write as _;
 
@@ -70,6 +71,15 @@ pub fn turn_text(
         "reply: {}\naction: {action} | valid: {} | effective: {}\nreward: {}\n",
         turn.reply_text, turn.info.action_is_valid, turn.info.action_is_effective, turn.reward
     );
+    if !turn.info.metrics.is_empty() {
+        let parts: Vec<String> = turn
+            .info
+            .metrics
+            .iter()
+            .map(|(name, value)| format!("{name} {value}"))
+            .collect();
+        let _ = writeln!(text, "env metrics: {}", parts.join(" | "));
+    }
     if options.token_logprobs {
         text.push_str(&logprob_lines(turn, tokenizer));
     }
@@ -128,6 +138,7 @@ mod tests {
                     action_is_valid: true,
                     action_is_effective: true,
                     format_penalty: 0.0,
+                    ..Default::default()
                 },
             }],
             transcript: None,

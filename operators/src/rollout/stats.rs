@@ -5,7 +5,9 @@
 //! - `effective_action_rate`: fraction of turns whose actions changed the state;
 //! - `format_error_rate`: fraction of turns whose reply did not parse into valid actions;
 //! - `response_length`: mean generated tokens per turn; `turns`: mean turns per episode;
-//! - `truncated`: fraction of episodes cut by a turn, action or length limit.
+//! - `truncated`: fraction of episodes cut by a turn, action or length limit;
+//! - `info/<name>`: the mean of an env's own step metric over the turns that report it
+//!   (WebShop's reward parts, reported on purchases: `info/r_type`, `info/r_att`, ...).
 
 use std::collections::BTreeMap;
 
@@ -52,4 +54,75 @@ pub fn episode_metrics(episodes: &[&Episode], metrics: &mut BTreeMap<String, f64
         "truncated",
         mean(episodes.iter().map(|e| flag(e.truncated))),
     );
+    let mut reported: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+    for (name, value) in turns().flat_map(|t| t.info.metrics.iter()) {
+        let entry = reported.entry(name).or_default();
+        entry.0 += f64::from(value);
+        entry.1 += 1;
+    }
+    for (name, (sum, n)) in reported {
+        put(&format!("info/{name}"), sum / n as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use roll_flow_envs::{EnvInfo, EnvSlot, StepMetrics};
+
+    use super::episode_metrics;
+    use crate::rollout::episode::{Episode, TurnRecord};
+
+    fn turn(metrics: &[(&'static str, f32)]) -> TurnRecord {
+        let mut info = EnvInfo::default();
+        for &(name, value) in metrics {
+            info.metrics.push(name, value);
+        }
+        TurnRecord {
+            observation: String::new(),
+            prompt: Vec::new(),
+            reply: vec![1, 2],
+            logprobs: vec![0.0, 0.0],
+            reply_text: String::new(),
+            reward: 0.0,
+            info,
+        }
+    }
+
+    fn episode(turns: Vec<TurnRecord>) -> Episode {
+        Episode {
+            slot: EnvSlot {
+                env_tag: "train".into(),
+                group_id: 0,
+                group_in_tag: 0,
+                index_in_group: 0,
+                seed: 0,
+                max_turns: 4,
+            },
+            instruction: String::new(),
+            turns,
+            transcript: None,
+            success: false,
+            truncated: false,
+            recording: None,
+            first_prompt_without_room: None,
+        }
+    }
+
+    #[test]
+    fn env_metrics_are_averaged_over_the_turns_that_report_them() {
+        // Two purchases (r_type 1 and 0.5; r_option only on the first) among three turns.
+        let a = episode(vec![turn(&[]), turn(&[("r_type", 1.0), ("r_option", 0.5)])]);
+        let b = episode(vec![turn(&[("r_type", 0.5)])]);
+        let mut metrics = BTreeMap::new();
+        episode_metrics(&[&a, &b], &mut metrics, "eval/");
+        assert_eq!(metrics["eval/info/r_type"], 0.75);
+        assert_eq!(metrics["eval/info/r_option"], 0.5);
+        // No env metrics, no `info/` keys.
+        let mut plain = BTreeMap::new();
+        episode_metrics(&[&episode(vec![turn(&[])])], &mut plain, "");
+        assert!(plain.keys().all(|k| !k.starts_with("info/")));
+        assert!(StepMetrics::default().is_empty());
+    }
 }

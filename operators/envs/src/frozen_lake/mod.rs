@@ -169,6 +169,7 @@ impl Env for FrozenLake {
                 action_is_valid: true,
                 action_is_effective: effective,
                 format_penalty: 0.0,
+                ..Default::default()
             },
         })
     }

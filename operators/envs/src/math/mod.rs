@@ -164,6 +164,7 @@ impl Env for Math {
                 action_is_valid: parsed.is_some(),
                 action_is_effective: parsed.is_some(),
                 format_penalty: 0.0,
+                ..Default::default()
             },
         })
     }

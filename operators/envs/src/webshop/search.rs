@@ -1,0 +1,219 @@
+//! BM25 product search with tantivy: WebShop's `search[query]`.
+//!
+//! WebShop indexes one text per product with Pyserini (Lucene): title, description, the
+//! first bullet point and the options (`name: v1, v2, and name: ...`), lower-cased
+//! (`search_engine/convert_product_file_format.py`), and returns the top 50 hits
+//! (`SEARCH_RETURN_N`). roll-flow indexes the same text plus the product's attributes in
+//! one tantivy field. Words are split on anything but letters and digits, lower-cased,
+//! dropped when over 40 bytes or one of Lucene's 33 English stop words (`and`, `with`,
+//! `the`, ...: Lucene's `ENGLISH_STOP_WORDS_SET`, which Pyserini's analyser drops too; it
+//! also stems, which roll-flow does not).
+//!
+//! The score is tantivy's BM25 (Robertson et al.; tantivy `query/bm25.rs`), summed over
+//! the query's words (each word once per occurrence in the query, as Lucene's bag of words):
+//!
+//! `score(d) = Σ_w idf(w) · (k₁ + 1) · tf(w, d) / (tf(w, d) + k₁ · (1 − b + b · |d| / avgdl))`,
+//! `idf(w) = ln(1 + (N − n(w) + 0.5) / (n(w) + 0.5))`,
+//!
+//! with k₁ = 1.2 and b = 0.75 (Lucene's defaults; Pyserini's are 0.9 and 0.4), N the number
+//! of products, n(w) the products containing w, |d| the product's word count (tantivy
+//! stores it in one byte, exact up to 40 words) and avgdl the mean word count. The index
+//! is one segment whose document ids are the catalog rows, so ties rank by row and a
+//! search gives the same list on every build; tantivy's block-max WAND skips the documents
+//! that cannot enter the top 50.
+//!
+//! The query text is never parsed as a query language: its words become plain term
+//! clauses, so any text a model writes (`search[a:"b" -c (d]`) is a valid search.
+
+use tantivy::collector::TopDocs;
+use tantivy::columnar::Column;
+use tantivy::indexer::NoMergePolicy;
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST};
+use tantivy::tokenizer::{
+    LowerCaser, RemoveLongFilter, SimpleTokenizer, StopWordFilter, TextAnalyzer,
+};
+use tantivy::{Index, IndexWriter, Searcher, TantivyDocument, Term};
+
+use crate::error::EnvError;
+use crate::webshop::product::Product;
+
+/// Hits a search returns (WebShop's `SEARCH_RETURN_N`).
+pub const SEARCH_RETURN_N: usize = 50;
+
+/// Lucene's `EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`.
+pub const STOP_WORDS: [&str; 33] = [
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with",
+];
+
+/// The analyser of index and queries: split, drop long words, lower-case, drop stop words.
+fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(StopWordFilter::remove(STOP_WORDS.map(String::from)))
+        .build()
+}
+
+/// The analyser's name in the index.
+const ANALYZER: &str = "webshop";
+
+/// Indexing memory of the one writer thread (tantivy needs at least 15 MB).
+const WRITER_HEAP: usize = 512 << 20;
+
+/// The read-only BM25 index over a catalog's products.
+pub struct SearchIndex {
+    searcher: Searcher,
+    /// The catalog row of each document of the one segment (`None`: no product).
+    rows: Option<Column<u64>>,
+    contents: Field,
+    analyzer: TextAnalyzer,
+}
+
+fn search_error(e: tantivy::TantivyError) -> EnvError {
+    EnvError::Data {
+        env: "WebShop",
+        reason: format!("search index: {e}"),
+    }
+}
+
+/// The text WebShop indexes for a product, with its attributes added (see the module doc).
+pub fn indexed_text(product: &Product) -> String {
+    let options: Vec<String> = product
+        .options
+        .iter()
+        .map(|(name, values)| format!("{name}: {}", values.join(", ")))
+        .collect();
+    let parts = [
+        product.title.as_str(),
+        product.description.as_str(),
+        product.bullet_points.first().map_or("", String::as_str),
+        &product.attributes.join(", "),
+        &options.join(", and "),
+    ];
+    parts.join(" ").to_lowercase()
+}
+
+impl SearchIndex {
+    /// Indexes one text per product ([`indexed_text`]), row by row, into one segment whose
+    /// document ids are the rows (one writer thread keeps the order within a segment; the
+    /// segments it flushed are merged in row order), so equal scores rank by row.
+    pub fn build(texts: impl Iterator<Item = String>) -> Result<SearchIndex, EnvError> {
+        let mut schema = Schema::builder();
+        let indexing = TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqs);
+        let options = TextOptions::default().set_indexing_options(indexing);
+        let contents = schema.add_text_field("contents", options);
+        let row = schema.add_u64_field("row", FAST);
+        let index = Index::create_in_ram(schema.build());
+        index.tokenizers().register(ANALYZER, analyzer());
+        let mut writer: IndexWriter<TantivyDocument> = index
+            .writer_with_num_threads(1, WRITER_HEAP)
+            .map_err(search_error)?;
+        writer.set_merge_policy(Box::new(NoMergePolicy));
+        for (r, text) in texts.enumerate() {
+            let mut doc = TantivyDocument::new();
+            doc.add_text(contents, text);
+            doc.add_u64(row, r as u64);
+            writer.add_document(doc).map_err(search_error)?;
+        }
+        writer.commit().map_err(search_error)?;
+        let flushed = index.searchable_segment_ids().map_err(search_error)?;
+        if flushed.len() > 1 {
+            let searcher = index.reader().map_err(search_error)?.searcher();
+            let mut by_row = Vec::new();
+            for segment in searcher.segment_readers() {
+                let rows = segment.fast_fields().u64("row").map_err(search_error)?;
+                by_row.push((rows.first(0).unwrap_or(u64::MAX), segment.segment_id()));
+            }
+            by_row.sort_unstable();
+            let ordered: Vec<_> = by_row.into_iter().map(|(_, id)| id).collect();
+            writer.merge(&ordered).wait().map_err(search_error)?;
+        }
+        writer.wait_merging_threads().map_err(search_error)?;
+        let reader = index.reader().map_err(search_error)?;
+        let searcher = reader.searcher();
+        let rows = match searcher.segment_readers() {
+            [] => None,
+            [segment] => Some(segment.fast_fields().u64("row").map_err(search_error)?),
+            more => {
+                return Err(EnvError::Data {
+                    env: "WebShop",
+                    reason: format!("search index: {} segments after the merge", more.len()),
+                })
+            }
+        };
+        Ok(SearchIndex {
+            searcher,
+            rows,
+            contents,
+            analyzer: index.tokenizer_for_field(contents).map_err(search_error)?,
+        })
+    }
+
+    /// The words of `text` as the index sees them.
+    pub fn words(&self, text: &str) -> Vec<String> {
+        let mut analyzer = self.analyzer.clone();
+        let mut stream = analyzer.token_stream(text);
+        let mut words = Vec::new();
+        while stream.advance() {
+            words.push(stream.token().text.clone());
+        }
+        words
+    }
+
+    /// The best `limit` products for `query` with their BM25 scores, best first (ties by
+    /// row); empty when the query has no word.
+    pub fn search_scored(&self, query: &str, limit: usize) -> Result<Vec<(f32, usize)>, EnvError> {
+        let clauses: Vec<(Occur, Box<dyn Query>)> = self
+            .words(query)
+            .into_iter()
+            .map(|word| {
+                let term = Term::from_field_text(self.contents, &word);
+                let query: Box<dyn Query> =
+                    Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs));
+                (Occur::Should, query)
+            })
+            .collect();
+        if clauses.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let query = BooleanQuery::new(clauses);
+        let hits = self
+            .searcher
+            .search(&query, &TopDocs::with_limit(limit).order_by_score())
+            .map_err(search_error)?;
+        let Some(rows) = &self.rows else {
+            return Ok(Vec::new());
+        };
+        Ok(hits
+            .into_iter()
+            .filter_map(|(score, address)| rows.first(address.doc_id).map(|r| (score, r as usize)))
+            .collect())
+    }
+
+    /// The rows of the top [`SEARCH_RETURN_N`] products for `query`, best first.
+    pub fn search(&self, query: &str) -> Result<Vec<usize>, EnvError> {
+        Ok(self
+            .search_scored(query, SEARCH_RETURN_N)?
+            .into_iter()
+            .map(|(_, row)| row)
+            .collect())
+    }
+
+    /// Number of indexed products.
+    pub fn len(&self) -> u64 {
+        self.searcher.num_docs()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+#[path = "search_tests.rs"]
+mod tests;
