@@ -49,7 +49,10 @@ fn run(text: &str, options: ExecutorOptions) -> Run {
         Arc::new(loaded.pipeline),
         Arc::new(graph),
         options,
-        Arc::new(move |r| sink.lock().unwrap().push(r)),
+        Arc::new(move |r| {
+            sink.lock().unwrap().push(r);
+            Ok(())
+        }),
     );
     let events = trace.lock().unwrap().clone();
     let reports = reports.lock().unwrap().clone();
@@ -236,6 +239,33 @@ fn an_operator_that_panics_stops_the_run_with_an_error_naming_node_and_step() {
         "node `boom` at step 3: panicked: deliberate panic at step 3"
     );
     assert!(run.events.iter().all(|e| e.step <= 3));
+}
+
+#[test]
+fn a_step_callback_that_fails_stops_the_run_at_that_step() {
+    let loaded = loaded(&pipeline("sink_fails", 1, 8, "", ""));
+    let graph = validate(&loaded).graph.unwrap();
+    let trace = trace_for(&loaded.pipeline.name);
+    trace.lock().unwrap().clear();
+    let result = execute::<TestCatalog>(
+        Arc::new(loaded.pipeline),
+        Arc::new(graph),
+        ExecutorOptions::default(),
+        Arc::new(|r| match r.step {
+            2 => Err("cannot append to metrics.jsonl: No space left on device".into()),
+            _ => Ok(()),
+        }),
+    );
+    assert_eq!(
+        result.unwrap_err().to_string(),
+        "step 2: cannot append to metrics.jsonl: No space left on device"
+    );
+    let events = trace.lock().unwrap().clone();
+    assert!(
+        events.iter().all(|e| e.step <= 3),
+        "no step starts after the one in flight: {:?}",
+        events.iter().map(|e| e.step).max()
+    );
 }
 
 #[test]

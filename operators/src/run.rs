@@ -224,8 +224,7 @@ impl Run {
             out_dir.display()
         ));
         let started = Instant::now();
-        let failure = Arc::new(Mutex::new(None));
-        let on_step = self.step_sink(log, started, failure.clone());
+        let on_step = self.step_sink(log, started);
         let options = ExecutorOptions {
             first_step,
             ..self.options.clone()
@@ -242,15 +241,6 @@ impl Run {
             self.write_plots(&out_dir);
         }
         result?;
-        let failure = failure.lock().map(|f| f.clone()).unwrap_or_default();
-        if let Some(failure) = failure {
-            return Err(RunError::Io(format!(
-                "{failure}; the steps after it ran but their metrics and checkpoints were not written, \
-                 and the last checkpoint in place is whole: free space or fix the directory, then \
-                 `roll-flow run --resume {}`",
-                out_dir.display()
-            )));
-        }
         Ok(RunSummary {
             out_dir,
             first_step,
@@ -353,48 +343,40 @@ impl Run {
 
     /// The executor's step callback: worker 0's reports go to the metrics log (durably),
     /// then the checkpoints covering the step are put in place
-    /// ([`crate::checkpoint_commits`]), then the report goes to the user's observer. The
-    /// first write that fails is kept in `failure` (and nothing is committed after it).
+    /// ([`crate::checkpoint_commits`]), then the report goes to the user's observer. A write
+    /// that fails stops the run there, with the last checkpoint in place whole.
     fn step_sink(
         &self,
         log: MetricsLog,
         started: Instant,
-        failure: Arc<Mutex<Option<String>>>,
     ) -> roll_flow_engine::executor::StepCallback {
         let log = Mutex::new(log);
         let observer = self.on_step.clone();
         let out_dir = self.loaded.pipeline.out_dir.clone();
         Arc::new(move |report: StepReport| {
             if report.worker != 0 {
-                return;
+                return Ok(());
             }
             let elapsed = started.elapsed().as_secs_f64();
             let record = step_record(&report, elapsed);
             let mut log = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let mut failure = failure
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            if failure.is_none() {
-                let written = log.append(&record).map_err(|e| {
+            let written = log
+                .append(&record)
+                .map_err(|e| format!("cannot append to {}: {e}", log.path().display()));
+            drop(log);
+            written
+                .and_then(|()| checkpoint_commits::commit_through(&out_dir, report.step))
+                .map_err(|e| {
                     format!(
-                        "step {}: cannot append to {}: {e}",
-                        report.step,
-                        log.path().display()
+                        "{e}; the run stopped here, its last checkpoint in place is whole: \
+                         free space or fix the directory, then `roll-flow run --resume {}`",
+                        out_dir.display()
                     )
-                });
-                let committed = written.and_then(|()| {
-                    checkpoint_commits::commit_through(&out_dir, report.step)
-                        .map_err(|e| format!("step {}: {e}", report.step))
-                });
-                if let Err(e) = committed {
-                    tracing::error!("{e}");
-                    *failure = Some(e);
-                }
-            }
-            drop((log, failure));
+                })?;
             if let Some(observer) = &observer {
                 observer(&report, elapsed);
             }
+            Ok(())
         })
     }
 

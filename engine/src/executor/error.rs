@@ -13,6 +13,7 @@ fn location(node: &Option<String>, step: &Option<u64>) -> String {
     match (node, step) {
         (Some(n), Some(s)) => format!("node `{n}` at step {s}: "),
         (Some(n), None) => format!("node `{n}`: "),
-        _ => String::new(),
+        (None, Some(s)) => format!("step {s}: "),
+        (None, None) => String::new(),
     }
 }

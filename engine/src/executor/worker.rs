@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use timely::dataflow::operators::vec::Map;
@@ -19,8 +19,10 @@ use super::error::ExecError;
 use super::node::{self, Envelope, StepReport, WorkerState};
 use super::options::ExecutorOptions;
 
-/// Called with each finished step's report, from the worker that ran it.
-pub type StepCallback = Arc<dyn Fn(StepReport) + Send + Sync>;
+/// Called with each finished step's report, from the worker that ran it. An error (the
+/// step's record could not be written, say) stops the run as a failing node does: no
+/// node starts another step, and the run ends with that error at that step.
+pub type StepCallback = Arc<dyn Fn(StepReport) -> Result<(), String> + Send + Sync>;
 
 /// Runs the pipeline to completion (or the first error).
 pub fn execute<C: Catalog>(
@@ -146,19 +148,21 @@ fn run_worker<C: Catalog>(
 
     let mut next_report = first;
     while worker.step_or_park(None) {
-        flush_reports(&probe, &state, &mut next_report, on_step);
+        flush_reports(&probe, &state, &mut next_report, on_step, failed);
     }
-    flush_reports(&probe, &state, &mut next_report, on_step);
+    flush_reports(&probe, &state, &mut next_report, on_step, failed);
     let error = state.borrow_mut().error.take();
     error.map_or(Ok(()), Err)
 }
 
-/// Hands out the reports of every step the probe has passed, in step order.
+/// Hands out the reports of every step the probe has passed, in step order; the first
+/// report the callback refuses fails the run.
 fn flush_reports(
     probe: &ProbeHandle<u64>,
     state: &Rc<RefCell<WorkerState>>,
     next: &mut u64,
     on_step: &StepCallback,
+    failed: &AtomicBool,
 ) {
     loop {
         let Some((&step, _)) = state.borrow().reports.first_key_value() else {
@@ -169,6 +173,14 @@ fn flush_reports(
         }
         let report = state.borrow_mut().reports.remove(&step).expect("present");
         *next = step + 1;
-        on_step(report);
+        if let Err(message) = on_step(report) {
+            failed.store(true, Ordering::SeqCst);
+            state.borrow_mut().error.get_or_insert(ExecError {
+                node: None,
+                step: Some(step),
+                message,
+            });
+            return;
+        }
     }
 }
