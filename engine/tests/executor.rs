@@ -247,13 +247,18 @@ fn a_step_callback_that_fails_stops_the_run_at_that_step() {
     let graph = validate(&loaded).graph.unwrap();
     let trace = trace_for(&loaded.pipeline.name);
     trace.lock().unwrap().clear();
+    let handed = Arc::new(Mutex::new(Vec::new()));
+    let sink = handed.clone();
     let result = execute::<TestCatalog>(
         Arc::new(loaded.pipeline),
         Arc::new(graph),
         ExecutorOptions::default(),
-        Arc::new(|r| match r.step {
-            2 => Err("cannot append to metrics.jsonl: No space left on device".into()),
-            _ => Ok(()),
+        Arc::new(move |r| {
+            sink.lock().unwrap().push(r.step);
+            match r.step {
+                2 => Err("cannot append to metrics.jsonl: No space left on device".into()),
+                _ => Ok(()),
+            }
         }),
     );
     assert_eq!(
@@ -265,6 +270,11 @@ fn a_step_callback_that_fails_stops_the_run_at_that_step() {
         events.iter().all(|e| e.step <= 3),
         "no step starts after the one in flight: {:?}",
         events.iter().map(|e| e.step).max()
+    );
+    assert_eq!(
+        *handed.lock().unwrap(),
+        vec![0, 1, 2],
+        "no report after the refused one, so the record has no hole"
     );
 }
 

@@ -146,7 +146,9 @@ fn run_worker<C: Catalog>(
     }
     drop(versions_in);
 
-    let mut next_report = first;
+    // The next step to hand to `on_step`; `None` once it refused one (no later step is
+    // handed out then, so the caller's record never skips a step).
+    let mut next_report = Some(first);
     while worker.step_or_park(None) {
         flush_reports(&probe, &state, &mut next_report, on_step, failed);
     }
@@ -156,24 +158,25 @@ fn run_worker<C: Catalog>(
 }
 
 /// Hands out the reports of every step the probe has passed, in step order; the first
-/// report the callback refuses fails the run.
+/// report the callback refuses fails the run and ends the handing out.
 fn flush_reports(
     probe: &ProbeHandle<u64>,
     state: &Rc<RefCell<WorkerState>>,
-    next: &mut u64,
+    next: &mut Option<u64>,
     on_step: &StepCallback,
     failed: &AtomicBool,
 ) {
-    loop {
+    while let Some(expected) = *next {
         let Some((&step, _)) = state.borrow().reports.first_key_value() else {
             return;
         };
-        if probe.less_equal(&step) || step < *next {
+        if probe.less_equal(&step) || step < expected {
             return;
         }
         let report = state.borrow_mut().reports.remove(&step).expect("present");
-        *next = step + 1;
+        *next = Some(step + 1);
         if let Err(message) = on_step(report) {
+            *next = None;
             failed.store(true, Ordering::SeqCst);
             state.borrow_mut().error.get_or_insert(ExecError {
                 node: None,
