@@ -5,18 +5,15 @@
 //! it validates, carries ROLL's settings, and its first step runs on the CPU with a Tiny model.
 
 mod common;
+mod roll_examples;
 
 use std::path::Path;
 
 use common::roll_flow;
-use roll_flow::algo::grouping::{Grouping, Norm};
-use roll_flow::algo::{PolicyLoss, Shaping};
 use roll_flow::engine::spec;
 use roll_flow::envs::config::EnvConfig;
 use roll_flow::envs::sokoban::Vocabulary;
-use roll_flow::model::spec::{ArchSpec, LrSchedule, OptimSpec};
 use roll_flow::operators::catalog::RollFlow;
-use roll_flow::operators::registry::Node;
 
 const FROZEN_LAKE_GRPO: &str = "tests/fixtures/roll/frozen_lake_grpo.yaml";
 const SOKOBAN_YAML: &str = "tests/fixtures/roll/qwen2.5-0.5B-agentic/agentic_val_sokoban.yaml";
@@ -115,23 +112,7 @@ fn shipped_sokoban_is_the_import_of_rolls_example() {
         .unwrap_or_else(|d| panic!("{d:?}"))
         .pipeline;
     assert_eq!((p.seed, p.steps), (42, 1024));
-    let policy = p.models.get("policy").unwrap();
-    assert_eq!(
-        policy.arch,
-        ArchSpec::HfDir("Qwen/Qwen2.5-0.5B-Instruct".into())
-    );
-    let OptimSpec::AdamW {
-        lr,
-        warmup_steps,
-        schedule,
-        grad_clip,
-        ..
-    } = policy.optim;
-    assert_eq!(
-        (lr, warmup_steps, schedule, grad_clip),
-        (1e-6, 10, LrSchedule::Cosine, Some(1.0))
-    );
-    assert!(!p.models.contains("reference"), "init_kl_coef 0: no KL");
+    roll_examples::assert_rolls_example_training(&p);
     let names: Vec<&str> = p.envs.names().collect();
     assert_eq!(
         names,
@@ -177,40 +158,6 @@ fn shipped_sokoban_is_the_import_of_rolls_example() {
         "the env_config's penalty, not the val manager's (none)"
     );
     assert_eq!((val_lake.groups, val_lake.group_size), (256, 1));
-    let Node::Rollout(rollout) = &p.nodes.get("rollout").unwrap() else {
-        panic!()
-    };
-    assert_eq!(
-        (rollout.temperature, rollout.top_p, rollout.top_k),
-        (0.99, 0.99, Some(100))
-    );
-    assert_eq!(
-        (rollout.max_new_tokens, rollout.sequence_length),
-        (64, 8192)
-    );
-    let Node::Grpo(grpo) = &p.nodes.get("adv").unwrap() else {
-        panic!()
-    };
-    assert_eq!(
-        (grpo.group_by, grpo.norm, grpo.kl_penalty.clone()),
-        (Grouping::Group, Norm::MeanStd, None)
-    );
-    assert_eq!(
-        grpo.shaping,
-        Shaping {
-            whiten: true,
-            advantage_clip: Some(0.2),
-            ..Shaping::default()
-        }
-    );
-    let Node::ActorStep(actor) = &p.nodes.get("actor_step").unwrap() else {
-        panic!()
-    };
-    let PolicyLoss::PpoClip(clip) = &actor.loss else {
-        panic!()
-    };
-    assert_eq!((clip.low, clip.high, clip.dual_clip), (0.2, 0.2, None));
-    assert_eq!((actor.kl.clone(), actor.ppo_epochs), (None, 1));
 }
 
 #[test]
