@@ -136,9 +136,14 @@ pub fn watch_policy(
         .swap_remove(0);
     let fixed_seed = pipeline.envs.get(&tag).and_then(|set| set.seed);
     slot.seed = options.seed.or(fixed_seed).unwrap_or(0);
-    let (mut episodes, _, version) = player.play_slots(vec![slot], 0)?;
+    let played = player.play_slots(vec![slot], 0)?;
+    let (mut episodes, version) = (played.episodes, played.version);
+    let lost = played
+        .faults
+        .first
+        .unwrap_or_else(|| "no episode was played".into());
     Ok(Watched {
-        episode: episodes.pop().ok_or("no episode was played")?,
+        episode: episodes.pop().ok_or(lost)?,
         checkpoint: step_dir(run_dir, step),
         policy,
         version,

@@ -1,6 +1,7 @@
 //! The subcommands; each file maps its arguments onto library calls ([`roll_flow`]).
 
 mod diagnostics;
+mod env_server;
 mod export;
 mod generate;
 mod graph;
@@ -34,6 +35,9 @@ enum Command {
     /// Play an env by hand in a terminal, or from a script (one action per line in, one
     /// JSON line per step out); or watch a run's trained policy play (`--policy RUN_DIR`).
     Play(play::PlayArgs),
+    /// Serve an env over the env-server protocol on stdin/stdout (docs/ENV_PROTOCOL.md),
+    /// for a pipeline's `env: Process(command: [...])` or another trainer.
+    EnvServer(env_server::EnvServerArgs),
     /// Complete a prompt with a model directory: the quick check before training on it.
     Generate(generate::GenerateArgs),
     /// Draw PNG charts of runs' metrics (success, score, KL, entropy, response length,
@@ -53,6 +57,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Validate(args) => Ok(validate::validate(&args)),
         Command::Graph(args) => Ok(graph::graph(&args)),
         Command::Play(args) => play::run(&args),
+        Command::EnvServer(args) => env_server::run(&args),
         Command::Generate(args) => generate::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Report(args) => report::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Export(args) => export::run(&args),

@@ -84,6 +84,8 @@ env_registry! {
     Math(crate::math::MathConfig),
     /// WebShop: `WebShop(catalog: Generated(products: 1000, seed: 0), max_turns: 15)`.
     WebShop(crate::webshop::WebShopConfig),
+    /// An env server roll-flow starts: `Process(command: ["python3", "my_env.py"])`.
+    Process(crate::process::ProcessEnvConfig),
 }
 
 /// RON options for env specs: newtype variants may omit their inner parentheses.

@@ -119,6 +119,12 @@ pub trait Env: Send {
     /// The current state as an RGB image ([`crate::render::Frame::from_tiles`] draws a grid).
     fn render_frame(&self) -> Result<Frame, EnvError>;
 
+    /// Whether [`Env::render_frame`] draws anything (eval then records frames); false for
+    /// envs with text observations only, such as env servers.
+    fn renders_frames(&self) -> bool {
+        true
+    }
+
     /// The env's own turn limit, used when the env set gives no `max_turns`.
     fn default_max_turns(&self) -> usize;
 

@@ -35,4 +35,26 @@ pub enum EnvError {
     /// Rendering or writing an image failed.
     #[error("render: {0}")]
     Render(String),
+    /// An env server failed one call (crashed, hung, wrote a bad reply): the episode is
+    /// lost and the server is restarted on the next call.
+    #[error("env server `{command}`: {reason}")]
+    ServerFault { command: String, reason: String },
+    /// An env server failed `failures` calls in a row: the run stops.
+    #[error(
+        "env server `{command}` failed {failures} calls in a row (the Process env's \
+         `max_failures`), so the run stops; the last: {reason}"
+    )]
+    ServerGaveUp {
+        command: String,
+        failures: usize,
+        reason: String,
+    },
+}
+
+impl EnvError {
+    /// Whether this error loses one episode (its group is dropped and counted) rather than
+    /// stopping the run.
+    pub fn loses_only_the_episode(&self) -> bool {
+        matches!(self, EnvError::ServerFault { .. })
+    }
 }

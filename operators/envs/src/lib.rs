@@ -15,6 +15,8 @@
 //! - [`manager`]: groups × group_size envs per env tag, their seeds and worker shards.
 //! - [`render`]: PNG frames and GIFs; [`recording`]: an episode's renders for eval.
 //! - [`play`]: `roll-flow play`, scripted (JSON lines) or interactive.
+//! - [`protocol`]: the env-server protocol and `roll-flow env-server`; [`process`]: envs
+//!   served by processes roll-flow starts (`env: Process(command: [...])`).
 
 pub mod action;
 pub mod anchor;
@@ -26,6 +28,8 @@ pub mod frozen_lake;
 pub mod manager;
 pub mod math;
 pub mod play;
+pub mod process;
+pub mod protocol;
 pub mod recording;
 pub mod registry;
 pub mod render;

@@ -64,6 +64,9 @@ struct ManagedSet {
     first_group: usize,
     tag_hash: u64,
     max_turns: usize,
+    /// The env built to check the entry, kept so that an env server's processes
+    /// ([`crate::process`]) run as long as the manager, not one step at a time.
+    _probe: Box<dyn Env>,
 }
 
 /// All env sets of a pipeline (or the subset a rollout or eval node uses).
@@ -118,6 +121,7 @@ impl EnvManager {
                 first_group,
                 tag_hash: tag_hash(tag),
                 max_turns,
+                _probe: env,
             });
             first_group += set.groups;
         }

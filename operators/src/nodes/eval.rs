@@ -136,7 +136,9 @@ impl<B: RunBackend> Operator for EvalNode<B> {
         if !self.due(ctx.step) {
             return Ok(Batch::new());
         }
-        let (episodes, _, _) = self.player.play(ctx).map_err(OperatorError)?;
+        let played = self.player.play(ctx).map_err(OperatorError)?;
+        played.faults.report(ctx.step, &mut ctx.metrics);
+        let episodes = played.episodes;
         for tag in self.player.tags() {
             let mine: Vec<&Episode> = episodes.iter().filter(|e| &e.slot.env_tag == tag).collect();
             stats::episode_metrics(&mine, &mut ctx.metrics, &format!("{tag}/"));

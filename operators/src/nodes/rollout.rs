@@ -210,7 +210,15 @@ struct RolloutNode<B: RunBackend> {
 impl<B: RunBackend> Operator for RolloutNode<B> {
     fn process(&mut self, ctx: &mut StepContext, _input: Batch) -> Result<Batch, OperatorError> {
         let started = std::time::Instant::now();
-        let (episodes, stats, version) = self.player.play(ctx).map_err(OperatorError)?;
+        let played = self.player.play(ctx).map_err(OperatorError)?;
+        played.faults.report(ctx.step, &mut ctx.metrics);
+        if let (true, Some(first)) = (played.episodes.is_empty(), &played.faults.first) {
+            return Err(OperatorError(format!(
+                "every group of the step was lost to env faults, so there is nothing to \
+                 train on; the first: {first}"
+            )));
+        }
+        let (episodes, stats, version) = (played.episodes, played.inference, played.version);
         let seconds = started.elapsed().as_secs_f64();
         let manager = self.player.manager();
         let group_size = |tag: &str| manager.group_size(tag).unwrap_or(1);

@@ -11,6 +11,7 @@ use roll_flow_model::generate::AnswerChoices;
 use roll_flow_model::TextTokenizer;
 
 use super::episode::Episode;
+use super::faults::EnvFaults;
 use super::inference::InferenceStats;
 use super::play::play_episodes;
 use crate::play_settings::{Guide, PlaySettings};
@@ -120,20 +121,16 @@ impl<B: RunBackend> EnvPlayer<B> {
         self.policy.borrow().tokenizer.clone()
     }
 
-    /// Plays this worker's slots of `ctx.step`; also returns the policy version played.
-    pub fn play(&self, ctx: &StepContext) -> Result<(Vec<Episode>, InferenceStats, u64), String> {
+    /// Plays this worker's slots of `ctx.step`.
+    pub fn play(&self, ctx: &StepContext) -> Result<Played, String> {
         let slots = step_slots(&self.manager, &self.tags, ctx)?;
         self.play_slots(slots, ctx.seed)
     }
 
-    /// Plays the given slots with sampling seed `seed`; also returns the policy version.
-    pub fn play_slots(
-        &self,
-        slots: Vec<EnvSlot>,
-        seed: u64,
-    ) -> Result<(Vec<Episode>, InferenceStats, u64), String> {
+    /// Plays the given slots with sampling seed `seed`.
+    pub fn play_slots(&self, slots: Vec<EnvSlot>, seed: u64) -> Result<Played, String> {
         let policy = self.policy.borrow();
-        let (episodes, stats) = play_episodes(
+        let (episodes, inference, faults) = play_episodes(
             policy.inference(),
             &policy.tokenizer,
             &self.settings,
@@ -142,8 +139,23 @@ impl<B: RunBackend> EnvPlayer<B> {
             &self.guides.borrow(),
             seed,
         )?;
-        Ok((episodes, stats, policy.version))
+        Ok(Played {
+            episodes,
+            inference,
+            faults,
+            version: policy.version,
+        })
     }
+}
+
+/// What one [`EnvPlayer::play`] gave.
+pub struct Played {
+    /// The episodes, in slot order, less the groups env faults lost.
+    pub episodes: Vec<Episode>,
+    pub inference: InferenceStats,
+    pub faults: EnvFaults,
+    /// The policy version that played.
+    pub version: u64,
 }
 
 /// An env manager over the named env sets of the pipeline.

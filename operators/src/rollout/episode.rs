@@ -102,28 +102,63 @@ pub struct EpisodeJob<'a> {
     pub seed: u64,
 }
 
+/// How an episode ended.
+pub enum EpisodeOutcome {
+    Played(Box<Episode>),
+    /// The env failed a call in a way that loses only this episode (an env server's
+    /// fault, [`roll_flow_envs::EnvError::loses_only_the_episode`]); its group is dropped.
+    Lost {
+        slot: EnvSlot,
+        reason: String,
+    },
+}
+
+/// Why [`play`] stopped early.
+enum Stop {
+    Lost(String),
+    Fatal(String),
+}
+
+impl From<String> for Stop {
+    fn from(message: String) -> Stop {
+        Stop::Fatal(message)
+    }
+}
+
 /// Runs the episode; always tells the inference loop when it is done.
 pub fn run_episode(
     job: EpisodeJob<'_>,
     calls: Sender<EnvMessage>,
     replies: Receiver<GenerationOutput>,
-) -> Result<Episode, String> {
+) -> Result<EpisodeOutcome, String> {
     let index = job.index;
+    let slot = job.slot.clone();
     let result = play(job, &calls, &replies);
     let _ = calls.send(EnvMessage {
         env: index,
         request: None,
         continues_chat: false,
     });
-    result
+    match result {
+        Ok(episode) => Ok(EpisodeOutcome::Played(Box::new(episode))),
+        Err(Stop::Lost(reason)) => Ok(EpisodeOutcome::Lost { slot, reason }),
+        Err(Stop::Fatal(message)) => Err(message),
+    }
 }
 
 fn play(
     mut job: EpisodeJob<'_>,
     calls: &Sender<EnvMessage>,
     replies: &Receiver<GenerationOutput>,
-) -> Result<Episode, String> {
-    let env_error = |e: roll_flow_envs::EnvError| format!("env `{}`: {e}", job.slot.env_tag);
+) -> Result<Episode, Stop> {
+    let tag = job.slot.env_tag.clone();
+    let env_error = |e: roll_flow_envs::EnvError| {
+        let message = format!("env `{tag}`: {e}");
+        match e.loses_only_the_episode() {
+            true => Stop::Lost(message),
+            false => Stop::Fatal(message),
+        }
+    };
     let reset = job.env.reset(job.slot.seed).map_err(env_error)?;
     let tokenizer = job.tokenizer;
     let settings = job.settings;
@@ -132,7 +167,8 @@ fn play(
         SampleMode::Trajectory => Some(Transcript::start(tokenizer, system, &reset.observation)?),
         SampleMode::Step { .. } => None,
     };
-    let mut recording = settings.record.then(EpisodeRecording::default);
+    let mut recording =
+        (settings.record && job.env.renders_frames()).then(EpisodeRecording::default);
     if let Some(r) = &mut recording {
         r.capture(job.env.as_ref()).map_err(env_error)?;
     }

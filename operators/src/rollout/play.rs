@@ -9,12 +9,14 @@ use roll_flow_envs::manager::{EnvManager, EnvSlot};
 use roll_flow_model::generate::{AnswerChoices, GenerationOutput};
 use roll_flow_model::{Qwen2CausalLm, TextTokenizer};
 
-use super::episode::{run_episode, EnvMessage, Episode, EpisodeJob};
+use super::episode::{run_episode, EnvMessage, Episode, EpisodeJob, EpisodeOutcome};
+use super::faults::{drop_lost_groups, EnvFaults};
 use super::inference::{self, InferenceStats};
 use crate::play_settings::PlaySettings;
 use crate::runtime::backend::RunBackend;
 
-/// Plays one episode per slot, all at once; episodes come back in slot order.
+/// Plays one episode per slot, all at once; episodes come back in slot order, less the
+/// groups an env fault lost ([`super::faults`]).
 pub fn play_episodes<B: RunBackend>(
     model: &Qwen2CausalLm<B>,
     tokenizer: &TextTokenizer,
@@ -23,7 +25,7 @@ pub fn play_episodes<B: RunBackend>(
     slots: Vec<EnvSlot>,
     guides: &BTreeMap<String, Arc<AnswerChoices>>,
     seed: u64,
-) -> Result<(Vec<Episode>, InferenceStats), String> {
+) -> Result<(Vec<Episode>, InferenceStats, EnvFaults), String> {
     let mut jobs = Vec::with_capacity(slots.len());
     for (index, slot) in slots.into_iter().enumerate() {
         let env = manager
@@ -53,16 +55,17 @@ pub fn play_episodes<B: RunBackend>(
             .into_iter()
             .map(|group| scope.spawn(move || serve_group(scope, model, group)))
             .collect();
-        let mut episodes = Vec::new();
+        let mut outcomes = Vec::new();
         let mut stats = InferenceStats::default();
         for handle in loops {
-            let (group_episodes, group_stats) = handle
+            let (group_outcomes, group_stats) = handle
                 .join()
                 .unwrap_or_else(|_| Err("an inference loop panicked".into()))?;
-            episodes.extend(group_episodes);
+            outcomes.extend(group_outcomes);
             stats.add(&group_stats);
         }
-        Ok((episodes, stats))
+        let (episodes, faults) = drop_lost_groups(outcomes);
+        Ok((episodes, stats, faults))
     })
 }
 
@@ -83,7 +86,7 @@ fn serve_group<'scope, 'env, B: RunBackend>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     model: &'env Qwen2CausalLm<B>,
     jobs: Vec<EpisodeJob<'env>>,
-) -> Result<(Vec<Episode>, InferenceStats), String> {
+) -> Result<(Vec<EpisodeOutcome>, InferenceStats), String> {
     let (calls, requests) = crossbeam_channel::unbounded();
     let (reply_senders, reply_receivers): (Vec<_>, Vec<_>) =
         jobs.iter().map(|_| crossbeam_channel::bounded(1)).unzip();
@@ -97,7 +100,7 @@ fn serve_group<'scope, 'env, B: RunBackend>(
         .collect();
     drop(calls);
     let served = serve_or_report(model, requests, reply_senders);
-    let episodes: Result<Vec<Episode>, String> = handles
+    let episodes: Result<Vec<EpisodeOutcome>, String> = handles
         .into_iter()
         .map(|h| {
             h.join()

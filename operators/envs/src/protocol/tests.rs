@@ -1,0 +1,104 @@
+//! Reply checks: hand-written replies, good and bad, and the Rust server's own lines.
+
+use serde_json::json;
+
+use super::server::serve;
+use super::{hello, reset_reply, step_reply, PROTOCOL_VERSION};
+use crate::config::EnvConfig;
+
+#[test]
+fn a_step_reply_with_play_shaped_info_and_extra_numbers_parses() {
+    let reply = json!({"id": 4, "obs": "s", "reward": 0.5, "terminated": true, "truncated": false,
+        "info": {"success": true, "action_is_valid": false, "format_penalty": -0.1,
+                 "metrics": {"r_att": 0.25}, "turn": 3, "note": "text is ignored"}});
+    let step = step_reply(&reply).unwrap();
+    assert_eq!(step.result.observation, "s");
+    assert_eq!(step.result.reward, 0.5);
+    assert!(step.result.terminated && !step.result.truncated);
+    let info = step.result.info;
+    assert!(info.success && !info.action_is_valid && info.action_is_effective);
+    assert_eq!(info.format_penalty, -0.1);
+    assert_eq!(info.metrics.get("r_att"), Some(0.25));
+    assert_eq!(info.metrics.get("turn"), Some(3.0));
+    assert_eq!(info.metrics.get("note"), None);
+    assert_eq!(step.valid_actions, None);
+}
+
+#[test]
+fn bad_replies_name_the_field_and_what_was_there() {
+    let base = json!({"obs": "s", "reward": 1.0, "terminated": false, "truncated": false});
+    let with = |key: &str, value: serde_json::Value| {
+        let mut r = base.clone();
+        r[key] = value;
+        step_reply(&r).unwrap_err()
+    };
+    assert_eq!(
+        with("reward", json!("1.0")),
+        "`reward` is a string, expected a finite number"
+    );
+    assert!(with("reward", json!(1e300)).contains("outside the finite f32 range"));
+    assert!(with("obs", json!(3)).contains("`obs` is a number, expected a string"));
+    assert!(with("terminated", json!(null)).contains("expected booleans"));
+    let mut missing = base.clone();
+    missing.as_object_mut().unwrap().remove("reward");
+    assert_eq!(
+        step_reply(&missing).unwrap_err(),
+        "the reply has no `reward` field"
+    );
+    assert_eq!(
+        step_reply(&json!({"id": 1, "error": "boom"})).unwrap_err(),
+        "the server said: boom"
+    );
+    assert!(reset_reply(&json!({"instruction": "i"}))
+        .unwrap_err()
+        .contains("`obs`"));
+    let old = json!({"protocol": PROTOCOL_VERSION + 1, "env": "X"});
+    assert!(hello(&old).unwrap_err().contains("speaks protocol"));
+}
+
+/// The Rust server answers each request with the native env's own results.
+#[test]
+fn the_rust_server_replays_the_native_env_exactly() {
+    let config = EnvConfig::parse("Sokoban(dim_room: (6, 6), num_boxes: 1)").unwrap();
+    let actions = [
+        "<answer>Up</answer>",
+        "Down",
+        "<answer>Left</answer>",
+        "<answer>Right</answer>",
+    ];
+    let mut input = vec![json!({"id": 0, "op": "handshake", "protocol": 1}).to_string()];
+    input.push(json!({"id": 1, "op": "reset", "instance": 7, "seed": 11}).to_string());
+    for (k, a) in actions.iter().enumerate() {
+        input.push(json!({"id": 2 + k, "op": "step", "instance": 7, "action": a}).to_string());
+    }
+    input.push(json!({"id": 9, "op": "step", "instance": 8, "action": "Up"}).to_string());
+    input.push("not json".into());
+    let mut out = Vec::new();
+    serve(&config, input.join("\n").as_bytes(), &mut out).unwrap();
+    let lines: Vec<serde_json::Value> = std::str::from_utf8(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let said = hello(&lines[0]).unwrap();
+    let mut native = config.build().unwrap();
+    assert_eq!(said.env, "Sokoban");
+    assert_eq!(said.actions, native.action_names());
+    assert_eq!(said.max_turns, Some(native.default_max_turns()));
+    let reset = reset_reply(&lines[1]).unwrap();
+    assert_eq!(reset.reset, native.reset(11).unwrap());
+    for (k, a) in actions.iter().enumerate() {
+        assert_eq!(lines[2 + k]["id"], 2 + k);
+        assert_eq!(
+            step_reply(&lines[2 + k]).unwrap().result,
+            native.step(a).unwrap()
+        );
+    }
+    assert_eq!(lines[6]["id"], 9);
+    assert!(lines[6]["error"].as_str().unwrap().contains("never reset"));
+    assert!(lines[7]["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("bad request"));
+    assert_eq!(lines.len(), 8);
+}

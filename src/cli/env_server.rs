@@ -1,0 +1,28 @@
+//! `roll-flow env-server SPEC`: serves a built-in env over the env-server protocol on
+//! stdin/stdout (docs/ENV_PROTOCOL.md), for `env: Process(command: ["roll-flow",
+//! "env-server", "FrozenLake(size: 4)"])` and for other trainers. The behaviour lives in
+//! `roll_flow::envs::protocol::server`.
+
+use std::process::ExitCode;
+
+use roll_flow::envs::play::resolve;
+use roll_flow::envs::protocol::server::serve;
+
+/// Serve an env over the env-server protocol.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EnvServerArgs {
+    /// An env spec in RON (`'FrozenLake(size: 4)'`), a file holding one, or a pipeline file.
+    pub spec: String,
+    /// Which `envs:` entry of a pipeline file to serve.
+    #[arg(long)]
+    pub env: Option<String>,
+}
+
+/// Runs `roll-flow env-server`.
+pub fn run(args: &EnvServerArgs) -> anyhow::Result<ExitCode> {
+    let target = resolve(&args.spec, args.env.as_deref())?;
+    // Buffered: replies to requests that arrived together leave in one write.
+    let output = std::io::BufWriter::new(std::io::stdout().lock());
+    serve(&target.config, std::io::stdin().lock(), output)?;
+    Ok(ExitCode::SUCCESS)
+}
