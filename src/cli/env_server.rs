@@ -1,12 +1,12 @@
 //! `roll-flow env-server SPEC`: serves a built-in env over the env-server protocol on
 //! stdin/stdout (docs/ENV_PROTOCOL.md), for `env: Process(command: ["roll-flow",
 //! "env-server", "FrozenLake(size: 4)"])` and for other trainers. The behaviour lives in
-//! `roll_flow::envs::protocol::server`.
+//! `roll_flow::envs::env_server`.
 
 use std::process::ExitCode;
 
+use roll_flow::envs::env_server::serve;
 use roll_flow::envs::play::resolve;
-use roll_flow::envs::protocol::server::serve;
 
 /// Serve an env over the env-server protocol.
 #[derive(clap::Args, Debug, Clone)]

@@ -15,7 +15,7 @@
 //! - [`manager`]: groups × group_size envs per env tag, their seeds and worker shards.
 //! - [`render`]: PNG frames and GIFs; [`recording`]: an episode's renders for eval.
 //! - [`play`]: `roll-flow play`, scripted (JSON lines) or interactive.
-//! - [`protocol`]: the env-server protocol and `roll-flow env-server`; [`process`]: envs
+//! - [`protocol`]: the env-server protocol; [`env_server`]: `roll-flow env-server`; [`process`]: envs
 //!   served by processes roll-flow starts (`env: Process(command: [...])`).
 
 pub mod action;
@@ -23,6 +23,7 @@ pub mod anchor;
 pub mod bandit;
 pub mod config;
 pub mod env;
+pub mod env_server;
 pub mod error;
 pub mod frozen_lake;
 pub mod manager;

@@ -19,8 +19,6 @@
 //! that cannot serve a request replies `{"id":N,"error":"..."}`. Replies may come in any
 //! order. A server exits when its stdin closes.
 
-pub mod server;
-
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 

@@ -1,6 +1,6 @@
-//! `roll-flow env-server SPEC`: serves a built-in env over the protocol, many instances
-//! per process, so the protocol path can be checked against the native path and other
-//! trainers can drive roll-flow's envs.
+//! `roll-flow env-server SPEC`: serves a built-in env over the protocol
+//! ([`crate::protocol`]), many instances per process, so the protocol path can be checked
+//! against the native path and other trainers can drive roll-flow's envs.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -8,10 +8,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Hello, Request, PROTOCOL_VERSION};
 use crate::config::EnvConfig;
 use crate::env::{Env, StepResult};
 use crate::error::EnvError;
+use crate::protocol::{Hello, Request, PROTOCOL_VERSION};
 
 #[derive(Serialize)]
 struct ResetLine<'a> {
@@ -183,3 +183,6 @@ fn request_id(request: &Request) -> u64 {
         | Request::Close { id, .. } => *id,
     }
 }
+
+#[cfg(test)]
+mod tests;
