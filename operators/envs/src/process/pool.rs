@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::config::ProcessEnvConfig;
 use super::connection::{Connection, Limits};
-use super::ProcessEnvConfig;
 use crate::error::EnvError;
 use crate::protocol::{self, Hello, PROTOCOL_VERSION};
 
