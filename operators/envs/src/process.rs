@@ -17,14 +17,14 @@ mod spawn;
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::json;
 
 use crate::env::{Env, Reset, StepResult};
 use crate::error::EnvError;
 use crate::protocol;
 use crate::render::frame::Frame;
 pub use config::ProcessEnvConfig;
-use pool::ServerPool;
+use pool::{request, ServerPool};
 
 impl ProcessEnvConfig {
     /// Starts (or joins) the entry's servers and makes a new instance.
@@ -53,13 +53,6 @@ pub struct ProcessEnv {
     over: bool,
 }
 
-fn request(op: &str, instance: u64) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("op".into(), op.into());
-    map.insert("instance".into(), instance.into());
-    map
-}
-
 impl Env for ProcessEnv {
     fn name(&self) -> &'static str {
         self.pool.name()
@@ -69,16 +62,16 @@ impl Env for ProcessEnv {
         let mut call = request("reset", self.instance);
         call.insert("seed".into(), seed.into());
         self.was_reset = true;
-        let what = format!("reset of instance {} (seed {seed})", self.instance);
+        let instance = self.instance;
+        let what = || format!("reset of instance {instance} (seed {seed})");
         let reply = self
             .pool
-            .call(self.instance, call, &what, protocol::reset_reply)?;
-        self.pool.trace(
-            self.instance,
-            "reset",
-            &Value::from(seed),
-            &serde_json::json!({"obs": reply.reset.observation, "instruction": reply.reset.instruction}),
-        );
+            .call(instance, call, what, protocol::reset_reply)?;
+        self.pool.trace(|| {
+            let reset = &reply.reset;
+            json!({"instance": instance, "op": "reset", "request": seed,
+                   "reply": {"obs": reset.observation, "instruction": reset.instruction}})
+        });
         self.observation = reply.reset.observation.clone();
         self.valid_actions = reply.valid_actions;
         self.over = false;
@@ -94,19 +87,16 @@ impl Env for ProcessEnv {
         }
         let mut call = request("step", self.instance);
         call.insert("action".into(), action_text.into());
-        let what = format!("step of instance {}", self.instance);
-        let reply = self
-            .pool
-            .call(self.instance, call, &what, protocol::step_reply);
+        let instance = self.instance;
+        let what = || format!("step of instance {instance}");
+        let reply = self.pool.call(instance, call, what, protocol::step_reply);
         // A failed step leaves the episode unplayable until the next reset.
         self.over = !reply.as_ref().is_ok_and(|r| !r.result.done());
         let reply = reply?;
-        self.pool.trace(
-            self.instance,
-            "step",
-            &Value::from(action_text),
-            &serde_json::to_value(&reply.result).unwrap_or_default(),
-        );
+        self.pool.trace(|| {
+            json!({"instance": instance, "op": "step", "request": action_text,
+                   "reply": reply.result})
+        });
         self.observation = reply.result.observation.clone();
         self.valid_actions = reply.valid_actions;
         Ok(reply.result)

@@ -127,14 +127,12 @@ impl ServerPool {
         self.name
     }
 
-    /// Appends one call to the `trace` file, if the entry keeps one: `op` is `reset` or
-    /// `step`, `request` the seed or the action text, `reply` what roll-flow made of the
-    /// reply.
-    pub fn trace(&self, instance: u64, op: &str, request: &Value, reply: &Value) {
+    /// Appends one call to the `trace` file, if the entry keeps one. `line` makes the
+    /// record (`instance`, `op`, `request`, `reply`: what roll-flow made of the reply); it
+    /// runs only when tracing, so an entry without a trace pays nothing per step.
+    pub fn trace(&self, line: impl FnOnce() -> Value) {
         if let Some(file) = &self.trace {
-            let line = serde_json::json!({
-                "instance": instance, "op": op, "request": request, "reply": reply
-            });
+            let line = line();
             let mut file = lock(file);
             // A trace is a debugging aid: a failed write loses trace lines, not the run.
             let _ = writeln!(file, "{line}").and_then(|()| file.flush());
@@ -156,10 +154,7 @@ impl ServerPool {
         if was_reset {
             let slot = self.slot_of(instance);
             let connection = lock(&self.slots[slot]).connection.clone();
-            let mut close = Map::new();
-            close.insert("op".into(), "close".into());
-            close.insert("instance".into(), instance.into());
-            connection.notify(close);
+            connection.notify(request("close", instance));
         }
         lock(&self.ids).free.insert(instance);
     }
@@ -169,12 +164,12 @@ impl ServerPool {
     }
 
     /// Sends `request` to the process serving `instance`, restarting it if it broke, and
-    /// checks the reply with `check`. `what` names the request in errors.
+    /// checks the reply with `check`. `what` names the request in errors (made only then).
     pub fn call<T>(
         &self,
         instance: u64,
         request: Map<String, Value>,
-        what: &str,
+        what: impl Fn() -> String,
         check: impl FnOnce(&Value) -> Result<T, String>,
     ) -> Result<T, EnvError> {
         if let Some(why) = &lock(&self.failures).gave_up {
@@ -183,7 +178,7 @@ impl ServerPool {
         let slot = self.slot_of(instance);
         let (connection, generation) = match self.live_connection(slot) {
             Ok(live) => live,
-            Err(why) => return Err(self.failed(None, format!("{what}: {why}"))),
+            Err(why) => return Err(self.failed(None, format!("{}: {why}", what()))),
         };
         let outcome = connection.call(request).and_then(|reply| check(&reply));
         match outcome {
@@ -195,7 +190,7 @@ impl ServerPool {
             }
             Err(why) => {
                 let incident = connection.is_broken().then_some((slot, generation));
-                Err(self.failed(incident, format!("{what}: {why}")))
+                Err(self.failed(incident, format!("{}: {why}", what())))
             }
         }
     }
@@ -230,6 +225,14 @@ impl ServerPool {
         }
         self.config.fault(why)
     }
+}
+
+/// A request to `instance` without its `id` (the connection adds it).
+pub fn request(op: &str, instance: u64) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("op".into(), op.into());
+    map.insert("instance".into(), instance.into());
+    map
 }
 
 /// Starts one process and handshakes with it.
