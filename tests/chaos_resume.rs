@@ -13,23 +13,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_ok, metrics, run, tiny};
-use serde_json::Value;
+use common::{assert_ok, run, tiny, untimed};
 
 const FILE: &str = "pipelines/frozen_lake_starpo.ron";
 const STEPS: u64 = 8;
-
-fn is_timing(key: &str) -> bool {
-    key == "wall_s" || key.ends_with("seconds") || key.ends_with("_per_s")
-}
-
-/// The records without their timing fields.
-fn untimed(dir: &Path) -> Vec<Vec<(String, Value)>> {
-    metrics(dir)
-        .into_iter()
-        .map(|r| r.into_iter().filter(|(k, _)| !is_timing(k)).collect())
-        .collect()
-}
 
 fn start(args: &[String]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_roll-flow"))

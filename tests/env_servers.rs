@@ -9,24 +9,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_ok, metrics, run};
-use serde_json::Value;
+use common::{assert_ok, metrics, run, untimed};
 
 const FILE: &str = "pipelines/frozen_lake_starpo.ron";
 const LAKE: &str = "FrozenLake(size: 4, p: 0.8, slippery: false)";
 
-fn is_timing(key: &str) -> bool {
-    key == "wall_s" || key.ends_with("seconds") || key.ends_with("_per_s")
-}
-
-fn untimed(dir: &Path) -> Vec<Vec<(String, Value)>> {
-    metrics(dir)
-        .into_iter()
-        .map(|r| r.into_iter().filter(|(k, _)| !is_timing(k)).collect())
-        .collect()
-}
-
-/// A RON string list.
 fn ron_list(items: &[&str]) -> String {
     let quoted: Vec<String> = items.iter().map(|i| format!("{i:?}")).collect();
     format!("[{}]", quoted.join(", "))

@@ -79,3 +79,16 @@ pub fn assert_ok(out: &std::process::Output) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Whether a `metrics.jsonl` key is a timing (it differs between equal runs).
+pub fn is_timing(key: &str) -> bool {
+    key == "wall_s" || key.ends_with("seconds") || key.ends_with("_per_s")
+}
+
+/// The records of `dir/metrics.jsonl` without their timing fields.
+pub fn untimed(dir: &Path) -> Vec<Vec<(String, Value)>> {
+    metrics(dir)
+        .into_iter()
+        .map(|r| r.into_iter().filter(|(k, _)| !is_timing(k)).collect())
+        .collect()
+}

@@ -50,6 +50,20 @@ pub struct Episode {
 }
 
 impl Episode {
+    /// An episode of `slot` before its first turn.
+    pub fn start(slot: EnvSlot, instruction: String) -> Episode {
+        Episode {
+            slot,
+            instruction,
+            turns: Vec::new(),
+            transcript: None,
+            success: false,
+            truncated: false,
+            recording: None,
+            first_prompt_without_room: None,
+        }
+    }
+
     pub fn total_reward(&self) -> f32 {
         self.turns.iter().map(|t| t.reward).sum()
     }
@@ -173,16 +187,7 @@ fn play(
         r.capture(job.env.as_ref()).map_err(env_error)?;
     }
     let stop_tokens = tokenizer.stop_tokens();
-    let mut episode = Episode {
-        slot: job.slot.clone(),
-        instruction: reset.instruction.clone(),
-        turns: Vec::new(),
-        transcript: None,
-        success: false,
-        truncated: false,
-        recording: None,
-        first_prompt_without_room: None,
-    };
+    let mut episode = Episode::start(job.slot.clone(), reset.instruction.clone());
     let mut observation = reset.observation;
     for turn in 0..job.slot.max_turns {
         let prompt = match &transcript {

@@ -74,16 +74,7 @@ mod tests {
     }
 
     fn played(group_id: usize) -> EpisodeOutcome {
-        EpisodeOutcome::Played(Box::new(Episode {
-            slot: slot(group_id),
-            instruction: String::new(),
-            turns: Vec::new(),
-            transcript: None,
-            success: false,
-            truncated: false,
-            recording: None,
-            first_prompt_without_room: None,
-        }))
+        EpisodeOutcome::Played(Box::new(Episode::start(slot(group_id), String::new())))
     }
 
     #[test]

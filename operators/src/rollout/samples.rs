@@ -172,22 +172,19 @@ mod tests {
     }
 
     fn episode(turns: Vec<TurnRecord>, transcript: Option<Transcript>) -> Episode {
+        let slot = EnvSlot {
+            env_tag: "train".into(),
+            group_id: 3,
+            group_in_tag: 3,
+            index_in_group: 1,
+            seed: 9,
+            max_turns: 5,
+        };
         Episode {
-            slot: EnvSlot {
-                env_tag: "train".into(),
-                group_id: 3,
-                group_in_tag: 3,
-                index_in_group: 1,
-                seed: 9,
-                max_turns: 5,
-            },
-            instruction: String::new(),
             turns,
             transcript,
             success: true,
-            truncated: false,
-            recording: None,
-            first_prompt_without_room: None,
+            ..Episode::start(slot, String::new())
         }
     }
 

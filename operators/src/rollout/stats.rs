@@ -91,22 +91,17 @@ mod tests {
     }
 
     fn episode(turns: Vec<TurnRecord>) -> Episode {
+        let slot = EnvSlot {
+            env_tag: "train".into(),
+            group_id: 0,
+            group_in_tag: 0,
+            index_in_group: 0,
+            seed: 0,
+            max_turns: 4,
+        };
         Episode {
-            slot: EnvSlot {
-                env_tag: "train".into(),
-                group_id: 0,
-                group_in_tag: 0,
-                index_in_group: 0,
-                seed: 0,
-                max_turns: 4,
-            },
-            instruction: String::new(),
             turns,
-            transcript: None,
-            success: false,
-            truncated: false,
-            recording: None,
-            first_prompt_without_room: None,
+            ..Episode::start(slot, String::new())
         }
     }
 
