@@ -21,6 +21,7 @@ pub mod checkpoint_commits;
 pub mod export;
 pub mod nodes;
 pub mod play_settings;
+pub mod prompt;
 pub mod registry;
 pub mod rollout;
 pub mod run;

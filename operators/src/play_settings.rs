@@ -4,6 +4,8 @@
 //! them down, so no operator reads another node's settings.
 
 use roll_flow_model::generate::SamplingParams;
+
+use crate::prompt::PromptTemplates;
 use serde::Deserialize;
 
 /// How rollout turns episodes into samples.
@@ -35,8 +37,8 @@ pub struct PlaySettings {
     pub sampling: SamplingParams,
     pub max_new_tokens: usize,
     pub sequence_length: usize,
-    /// Put the env's instruction in the system message.
-    pub instruction: bool,
+    /// What the model reads: the system message and each turn's user message.
+    pub prompt: PromptTemplates,
     /// Keep frames and texts of every state (eval renders).
     pub record: bool,
     /// Inference loops serving the env loops (`Rollout`'s `inference_loops`).
@@ -83,7 +85,7 @@ pub fn untrained_eval_settings(
         sampling: SamplingParams::default(),
         max_new_tokens,
         sequence_length: usize::MAX,
-        instruction: true,
+        prompt: PromptTemplates::default(),
         record,
         inference_loops: 1,
     };

@@ -19,6 +19,7 @@ use serde::Deserialize;
 use super::env_names::EnvNames;
 use super::kind::{at_least_one, default_max_new_tokens, default_policy, NodeKind};
 use crate::play_settings::{Guide, PlaySettings, PolicyPlay, SampleMode};
+use crate::prompt::PromptTemplates;
 use crate::rollout::env_player::EnvPlayer;
 use crate::rollout::episode::{check_room_to_reply, Episode};
 use crate::rollout::{samples, stats};
@@ -61,6 +62,11 @@ pub struct RolloutSpec {
     /// from scratch cannot read it; turning it off saves most of the prompt.
     #[serde(default = "yes")]
     pub instruction: bool,
+    /// What the model reads, as minijinja templates: `prompt: (system: "...", turn:
+    /// "...")`, each optional; the defaults are the instruction and the observation
+    /// (`crate::prompt` lists the variables).
+    #[serde(default)]
+    pub prompt: PromptTemplates,
     /// Inference loops (default 1): the env loops are split into this many contiguous
     /// groups, each served by its own continuous batcher on its own thread, so decoding
     /// uses more than one core on the CPU (a decode step's small products do not split
@@ -118,7 +124,10 @@ impl RolloutSpec {
             },
             max_new_tokens: self.max_new_tokens,
             sequence_length: self.sequence_length,
-            instruction: self.instruction,
+            prompt: self.prompt.played(
+                self.instruction,
+                matches!(self.samples, SampleMode::Step { .. }),
+            ),
             record: false,
             inference_loops: self.inference_loops,
         }
@@ -164,6 +173,7 @@ impl NodeKind for RolloutSpec {
         }
         at_least_one("max_new_tokens", self.max_new_tokens as u64)?;
         at_least_one("inference_loops", self.inference_loops as u64)?;
+        self.prompt.check_instruction(self.instruction)?;
         if self.sequence_length <= self.max_new_tokens {
             return Err(format!(
                 "`sequence_length` ({}) must exceed `max_new_tokens` ({}) to leave room for the prompt",

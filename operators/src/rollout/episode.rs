@@ -5,6 +5,7 @@
 //! Prompts follow REFERENCE.md, "Sample construction": trajectory-wise episodes grow one
 //! [`Transcript`]; step-wise episodes build a fresh prompt each step from the instruction,
 //! the last `history` (observation, action, reward) entries and the current observation.
+//! The `Rollout`'s prompt templates (`crate::prompt`) write the system and user messages.
 //! A turn's token budget is min(max_new_tokens, sequence_length − prompt length, model
 //! context − prompt length); an episode that has no budget left ends as truncated.
 
@@ -14,6 +15,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::transcript::Transcript;
 use crate::play_settings::{PlaySettings, SampleMode};
+use crate::prompt::{EpisodeVars, HistoryTurn, TurnVars};
 use roll_flow_envs::recording::EpisodeRecording;
 use roll_flow_envs::{Env, EnvInfo, EnvSlot};
 use roll_flow_model::generate::{AnswerChoices, FinishReason, GenerationOutput, GenerationRequest};
@@ -176,9 +178,28 @@ fn play(
     let reset = job.env.reset(job.slot.seed).map_err(env_error)?;
     let tokenizer = job.tokenizer;
     let settings = job.settings;
-    let system = settings.instruction.then_some(reset.instruction.as_str());
+    let vars = EpisodeVars {
+        instruction: &reset.instruction,
+        env: &tag,
+        max_turns: job.slot.max_turns,
+        actions: job.env.action_names(),
+    };
+    let system = settings.prompt.system(&vars)?;
+    let user = |env: &dyn Env, index: usize, observation: &str, turns: &[TurnRecord]| {
+        let turn = TurnVars {
+            observation,
+            index,
+            valid_actions: env.valid_actions(),
+            history: history(turns, settings),
+        };
+        settings.prompt.turn(&vars, &turn)
+    };
     let mut transcript = match settings.samples {
-        SampleMode::Trajectory => Some(Transcript::start(tokenizer, system, &reset.observation)?),
+        SampleMode::Trajectory => Some(Transcript::start(
+            tokenizer,
+            system.as_deref(),
+            &user(job.env.as_ref(), 0, &reset.observation, &[])?,
+        )?),
         SampleMode::Step { .. } => None,
     };
     let mut recording =
@@ -192,7 +213,10 @@ fn play(
     for turn in 0..job.slot.max_turns {
         let prompt = match &transcript {
             Some(t) => t.tokens.clone(),
-            None => step_prompt(tokenizer, system, &episode.turns, &observation, settings)?,
+            None => {
+                let text = user(job.env.as_ref(), turn, &observation, &episode.turns)?;
+                Transcript::start(tokenizer, system.as_deref(), &text)?.tokens
+            }
         };
         let limit = settings.sequence_length.min(job.context);
         let budget = settings
@@ -268,7 +292,10 @@ fn play(
             break;
         }
         if let Some(t) = &mut transcript {
-            t.add_user(tokenizer, &observation)?;
+            t.add_user(
+                tokenizer,
+                &user(job.env.as_ref(), turn + 1, &observation, &[])?,
+            )?;
         }
     }
     if let Some(mut t) = transcript {
@@ -279,31 +306,19 @@ fn play(
     Ok(episode)
 }
 
-/// A step-wise prompt: instruction, the last `history` turns, the current observation.
-fn step_prompt(
-    tokenizer: &TextTokenizer,
-    system: Option<&str>,
-    turns: &[TurnRecord],
-    observation: &str,
-    settings: &PlaySettings,
-) -> Result<Vec<u32>, String> {
+/// The earlier turns a step-wise prompt shows (the last `history`); none for trajectories,
+/// whose chat holds them.
+fn history(turns: &[TurnRecord], settings: &PlaySettings) -> Vec<HistoryTurn> {
     let SampleMode::Step { history } = settings.samples else {
-        unreachable!("step prompts are only built for step-wise samples")
+        return Vec::new();
     };
     let first = turns.len().saturating_sub(history);
-    let mut user = String::new();
-    for (k, t) in turns.iter().enumerate().skip(first) {
-        user.push_str(&format!(
-            "Step {}: state\n{}\naction: {}\nreward: {}\n\n",
-            k + 1,
-            t.observation,
-            t.reply_text,
-            t.reward
-        ));
-    }
-    if !user.is_empty() {
-        user.push_str("Current state\n");
-    }
-    user.push_str(observation);
-    Ok(Transcript::start(tokenizer, system, &user)?.tokens)
+    (turns.iter().enumerate().skip(first))
+        .map(|(k, t)| HistoryTurn {
+            step: k + 1,
+            observation: t.observation.clone(),
+            action: t.reply_text.clone(),
+            reward: format!("{}", t.reward),
+        })
+        .collect()
 }
