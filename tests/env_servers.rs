@@ -127,12 +127,13 @@ fn every_fault_loses_its_group_and_the_run_goes_on() {
     ];
     for fault in faults {
         let tmp = tempfile::tempdir().unwrap();
-        // One process per env (the manager's probe env holds instance 0; the step's four
-        // envs are 1 to 4), so a fault that kills a process loses only instance 1's episode.
+        // One process per env (the run's pre-flight env holds instance 0, the manager's
+        // probe env 1; the step's four envs are 2 to 5, on processes 2, 3, 0, 1), so a
+        // fault that kills a process loses only instance 2's episode.
         let out = run_faulty(
             tmp.path(),
             fault,
-            When::Once { instance: 1 },
+            When::Once { instance: 2 },
             "processes: 4",
         );
         assert_ok(&out);
@@ -181,7 +182,7 @@ fn a_server_that_keeps_failing_stops_the_run_with_its_stderr() {
     for expected in [
         "env `train`",
         "faulty.py",
-        "calls in a row (the Process env's `max_failures`)",
+        "calls in a row (the env's `max_failures`)",
         "reset of instance",
         "committing fault `crash`",
     ] {

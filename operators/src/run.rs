@@ -29,6 +29,7 @@ use roll_flow_engine::metrics::{step_record, MetricsLog};
 use roll_flow_engine::spec::{self, Diagnostic, Loaded};
 use roll_flow_engine::{validate, ExecError, ExecutorOptions, PipelineGraph, StepReport};
 use roll_flow_envs::config::EnvConfig;
+use roll_flow_envs::preflight::start_servers;
 use roll_flow_envs::registry::{register_env, registered_names, EnvFactory};
 
 use crate::catalog::RollFlow;
@@ -208,6 +209,9 @@ impl Run {
         }
         self.refuse_what_cannot_run()?;
         let pipeline = &self.loaded.pipeline;
+        // Env servers answer before any model loads or any file is written, and stay up.
+        let entries = pipeline.envs.iter().map(|(tag, set)| (tag, &set.env));
+        let _servers = start_servers(entries).map_err(RunError::Refused)?;
         let out_dir = pipeline.out_dir.clone();
         let first_step = self.ready_directory()?;
         let log = MetricsLog::open(&out_dir, first_step).map_err(|e| {

@@ -36,7 +36,8 @@ enum Command {
     /// JSON line per step out); or watch a run's trained policy play (`--policy RUN_DIR`).
     Play(play::PlayArgs),
     /// Serve an env over the env-server protocol on stdin/stdout (docs/ENV_PROTOCOL.md),
-    /// for a pipeline's `env: Process(command: [...])` or another trainer.
+    /// for a pipeline's `env: Process(command: [...])` or another trainer; with `--listen
+    /// ADDR`, as an OpenEnv server on the network, for `env: Remote(url: ...)`.
     EnvServer(env_server::EnvServerArgs),
     /// Complete a prompt with a model directory: the quick check before training on it.
     Generate(generate::GenerateArgs),

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use roll_flow::envs::preflight::start_servers;
 
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
@@ -13,6 +14,10 @@ pub struct ValidateArgs {
     /// `key=value` overrides, applied as `roll-flow run --set` would.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// Also start every env server (`Process` and `Remote` entries), check its handshake,
+    /// and stop it.
+    #[arg(long)]
+    handshake: bool,
 }
 
 pub fn validate(args: &ValidateArgs) -> ExitCode {
@@ -20,6 +25,21 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
     for file in &args.files {
         match super::diagnostics::load_valid(file, &args.set) {
             Some((loaded, graph)) => {
+                if args.handshake {
+                    let envs = loaded.pipeline.envs.iter();
+                    match start_servers(envs.map(|(tag, set)| (tag, &set.env))) {
+                        Ok(held) => {
+                            for (tag, env) in &held.envs {
+                                println!("handshake ok: env set `{tag}` serves {}", env.name());
+                            }
+                        }
+                        Err(e) => {
+                            eprintln!("error: {}: {e}", file.display());
+                            failed += 1;
+                            continue;
+                        }
+                    }
+                }
                 let edges: usize = graph.nodes.iter().map(|n| n.outputs.len()).sum();
                 println!(
                     "ok: {} ({} nodes, {edges} edges)",

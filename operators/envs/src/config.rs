@@ -86,6 +86,9 @@ env_registry! {
     WebShop(crate::webshop::WebShopConfig),
     /// An env server roll-flow starts: `Process(command: ["python3", "my_env.py"])`.
     Process(crate::process::ProcessEnvConfig),
+    /// An env served over the network, OpenEnv's session protocol:
+    /// `Remote(url: "http://10.0.0.2:8000")`.
+    Remote(crate::remote::RemoteEnvConfig),
 }
 
 /// RON options for env specs: newtype variants may omit their inner parentheses.

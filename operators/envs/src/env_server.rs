@@ -2,6 +2,8 @@
 //! ([`crate::protocol`]), many instances per process, so the protocol path can be checked
 //! against the native path and other trainers can drive roll-flow's envs.
 
+mod listen;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 
@@ -12,6 +14,7 @@ use crate::config::EnvConfig;
 use crate::env::{Env, StepResult};
 use crate::error::EnvError;
 use crate::protocol::{Hello, Request, PROTOCOL_VERSION};
+pub use listen::listen;
 
 #[derive(Serialize)]
 struct ResetLine<'a> {

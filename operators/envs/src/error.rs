@@ -41,7 +41,7 @@ pub enum EnvError {
     ServerFault { command: String, reason: String },
     /// An env server failed `failures` calls in a row: the run stops.
     #[error(
-        "env server `{command}` failed {failures} calls in a row (the Process env's \
+        "env server `{command}` failed {failures} calls in a row (the env's \
          `max_failures`), so the run stops; the last: {reason}"
     )]
     ServerGaveUp {
@@ -49,6 +49,12 @@ pub enum EnvError {
         failures: usize,
         reason: String,
     },
+    /// A network env server did not answer before the run started.
+    #[error(
+        "env server `{server}` did not answer before the run: {reason}; start it first, \
+         or fix the entry's `url`"
+    )]
+    ServerUnreachable { server: String, reason: String },
 }
 
 impl EnvError {

@@ -80,13 +80,16 @@ pub struct StepReply {
 /// Why a reply was refused; the message names the field and what was there.
 pub type ReplyError = String;
 
-fn field<'a>(reply: &'a Map<String, Value>, name: &str) -> Result<&'a Value, ReplyError> {
+pub(crate) fn field<'a>(
+    reply: &'a Map<String, Value>,
+    name: &str,
+) -> Result<&'a Value, ReplyError> {
     reply
         .get(name)
         .ok_or_else(|| format!("the reply has no `{name}` field"))
 }
 
-fn kind(value: &Value) -> &'static str {
+pub(crate) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -97,14 +100,18 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-fn text(reply: &Map<String, Value>, name: &str) -> Result<String, ReplyError> {
+pub(crate) fn text(reply: &Map<String, Value>, name: &str) -> Result<String, ReplyError> {
     match field(reply, name)? {
         Value::String(s) => Ok(s.clone()),
         other => Err(format!("`{name}` is {}, expected a string", kind(other))),
     }
 }
 
-fn flag(reply: &Map<String, Value>, name: &str, default: bool) -> Result<bool, ReplyError> {
+pub(crate) fn flag(
+    reply: &Map<String, Value>,
+    name: &str,
+    default: bool,
+) -> Result<bool, ReplyError> {
     match reply.get(name) {
         None | Some(Value::Null) => Ok(default),
         Some(Value::Bool(b)) => Ok(*b),
@@ -115,7 +122,7 @@ fn flag(reply: &Map<String, Value>, name: &str, default: bool) -> Result<bool, R
     }
 }
 
-fn number(value: &Value, name: &str) -> Result<f32, ReplyError> {
+pub(crate) fn number(value: &Value, name: &str) -> Result<f32, ReplyError> {
     let Value::Number(n) = value else {
         return Err(format!(
             "`{name}` is {}, expected a finite number",
@@ -130,7 +137,7 @@ fn number(value: &Value, name: &str) -> Result<f32, ReplyError> {
     }
 }
 
-fn valid_actions(reply: &Map<String, Value>) -> Result<Option<Vec<String>>, ReplyError> {
+pub(crate) fn valid_actions(reply: &Map<String, Value>) -> Result<Option<Vec<String>>, ReplyError> {
     match reply.get("valid_actions") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Array(items)) => items
@@ -177,7 +184,7 @@ const INFO_FLAGS: [&str; 3] = ["success", "action_is_valid", "action_is_effectiv
 /// `action_is_effective` true when absent), `format_penalty`, and every other numeric
 /// field, top-level or inside `metrics`, as a step metric (the first
 /// [`crate::env::STEP_METRICS`] of them). Other fields are the server's own business.
-fn info(value: Option<&Value>) -> Result<EnvInfo, ReplyError> {
+pub(crate) fn info(value: Option<&Value>) -> Result<EnvInfo, ReplyError> {
     let empty = Map::new();
     let info = match value {
         None | Some(Value::Null) => &empty,
