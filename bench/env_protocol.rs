@@ -1,17 +1,20 @@
 //! Env-server protocol throughput: steps per second through `env: Process(...)` with a
 //! null Python env (1 and 2 server processes), GEM's GuessTheNumber and `roll-flow
-//! env-server FrozenLake`, beside the native FrozenLake and GEM's own Python loop, all in
-//! one sitting. 16 env threads step at once, as a rollout's env loops do.
+//! env-server FrozenLake`, and through `env: Remote(...)` (OpenEnv's WebSocket sessions)
+//! with `roll-flow env-server --listen`, beside the native FrozenLake and GEM's own Python
+//! loop, all in one sitting. 16 env threads step at once, as a rollout's env loops do.
 //!
 //! `cargo bench -p roll-flow-envs --bench env_protocol` (after `cargo build --release`,
 //! which makes the `roll-flow` binary this runs as an env server; `ROLL_FLOW_BIN` overrides
 //! its path). Figures: bench/README.md.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::io::BufRead;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use roll_flow_envs::process::ProcessEnvConfig;
+use roll_flow_envs::remote::RemoteEnvConfig;
 use roll_flow_envs::{Env, EnvConfig};
 
 const THREADS: usize = 16;
@@ -61,10 +64,10 @@ fn process(command: &[&str], processes: usize) -> ProcessEnvConfig {
 fn row(name: &str, value: f64, peer: Option<f64>) {
     match peer {
         Some(p) => println!(
-            "{name:<44} {value:>10.0} steps/s  ({:.2}× the peer)",
+            "{name:<50} {value:>10.0} steps/s  ({:.2}× the peer)",
             value / p
         ),
-        None => println!("{name:<44} {value:>10.0} steps/s"),
+        None => println!("{name:<50} {value:>10.0} steps/s"),
     }
 }
 
@@ -98,6 +101,30 @@ fn main() {
         steps_per_s(&|| Box::new(served.build().unwrap()), right),
         None,
     );
+    let mut listening = Command::new(&bin)
+        .args(["env-server", lake, "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("roll-flow env-server starts");
+    let mut line = String::new();
+    std::io::BufReader::new(listening.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the server prints its address")
+        .to_string();
+    let remote = RemoteEnvConfig {
+        url,
+        ..RemoteEnvConfig::default()
+    };
+    row(
+        "roll-flow env-server --listen FrozenLake, Remote",
+        steps_per_s(&|| Box::new(remote.build().unwrap()), right),
+        None,
+    );
+    let _ = listening.kill();
     let gem_loop = Command::new("python3")
         .arg(root().join("bench/env_protocol/gem_loop.py"))
         .arg(SECONDS.to_string())

@@ -201,34 +201,41 @@ fn a_server_that_keeps_failing_stops_the_run_with_its_stderr() {
 }
 
 #[test]
-fn a_killed_run_takes_its_servers_with_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let marker = format!("marker-kill-{}", std::process::id());
-    let state = dir.path().join("fault-state");
-    let command = faulty("hang", When::Every { at: 1 }, &state, &marker);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_roll-flow"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["run", FILE, "--steps", "2", "--out"])
-        .arg(dir.path().join("run"))
-        .args(common::tiny(FILE))
-        .args([
-            "--set",
-            &format!("envs.train.env=Process(command: {command}, timeout_s: 600.0)"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while processes_with(&marker).is_empty() {
-        assert!(Instant::now() < deadline, "the server never started");
-        std::thread::sleep(Duration::from_millis(50));
+fn a_killed_or_interrupted_run_takes_its_servers_with_it() {
+    // SIGINT to roll-flow alone is Ctrl-C's hard case: a terminal also signals the servers.
+    for signal in ["-KILL", "-INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = format!("marker-kill{signal}-{}", std::process::id());
+        let state = dir.path().join("fault-state");
+        let command = faulty("hang", When::Every { at: 1 }, &state, &marker);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_roll-flow"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["run", FILE, "--steps", "2", "--out"])
+            .arg(dir.path().join("run"))
+            .args(common::tiny(FILE))
+            .args([
+                "--set",
+                &format!("envs.train.env=Process(command: {command}, timeout_s: 600.0)"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while processes_with(&marker).is_empty() {
+            assert!(Instant::now() < deadline, "the server never started");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The server hangs on its first reset: the run waits on it when signalled.
+        std::thread::sleep(Duration::from_millis(500));
+        let sent = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        child.wait().unwrap();
+        assert_gone(&marker, &format!("a server outlived kill {signal} of roll-flow"));
     }
-    // The server hangs on its first reset: the run waits on it when killed.
-    std::thread::sleep(Duration::from_millis(500));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_gone(&marker, "the server outlived kill -9 of roll-flow");
 }
 
 /// Waits up to 5 s (the kernel's kill is not instant) for the marked processes to end.
