@@ -8,8 +8,8 @@
 //! which makes the `roll-flow` binary this runs as an env server; `ROLL_FLOW_BIN` overrides
 //! its path). Figures: bench/README.md.
 
-use std::path::PathBuf;
 use std::io::BufRead;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -125,6 +125,7 @@ fn main() {
         None,
     );
     let _ = listening.kill();
+    let _ = listening.wait();
     let gem_loop = Command::new("python3")
         .arg(root().join("bench/env_protocol/gem_loop.py"))
         .arg(SECONDS.to_string())

@@ -234,7 +234,10 @@ fn a_killed_or_interrupted_run_takes_its_servers_with_it() {
             .unwrap();
         assert!(sent.success());
         child.wait().unwrap();
-        assert_gone(&marker, &format!("a server outlived kill {signal} of roll-flow"));
+        assert_gone(
+            &marker,
+            &format!("a server outlived kill {signal} of roll-flow"),
+        );
     }
 }
 

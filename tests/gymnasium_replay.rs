@@ -11,7 +11,9 @@ use std::process::{Command, Stdio};
 
 use common::assert_ok;
 
-const ACTIONS: [&str; 8] = ["Right", "Down", "Right", "Down", "Down", "Right", "Left", "Up"];
+const ACTIONS: [&str; 8] = [
+    "Right", "Down", "Right", "Down", "Down", "Right", "Left", "Up",
+];
 const SEED: u64 = 5;
 
 /// gymnasium driven directly: (cell, reward, terminated, truncated) per step.
@@ -51,8 +53,16 @@ fn a_gymnasium_episode_through_the_protocol_equals_gymnasium_driven_directly() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let script: String = ACTIONS.iter().map(|a| format!("<answer>{a}</answer>\n")).collect();
-    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    let script: String = ACTIONS
+        .iter()
+        .map(|a| format!("<answer>{a}</answer>\n"))
+        .collect();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_ok(&out);
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
@@ -85,7 +95,10 @@ fn a_gymnasium_episode_through_the_protocol_equals_gymnasium_driven_directly() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(ours, theirs);
-    assert!(theirs.len() >= 2, "the episode is long enough to compare: {theirs:?}");
+    assert!(
+        theirs.len() >= 2,
+        "the episode is long enough to compare: {theirs:?}"
+    );
     let moved = theirs.iter().any(|t| t.0 != 0);
     assert!(moved, "the slippery lake moved the agent: {theirs:?}");
 }
