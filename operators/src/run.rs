@@ -244,6 +244,19 @@ impl Run {
         if self.options.process == 0 {
             self.write_plots(&out_dir);
         }
+        if result.is_err() {
+            // Where a failed run can go on from: the newest complete checkpoint.
+            let saved = crate::run_layout::saved_steps(&out_dir);
+            (self.notices)(&match saved.last() {
+                Some(&step) => format!(
+                    "the last checkpoint is {} ({step} steps done): `roll-flow run --resume {}` \
+                     continues from it",
+                    crate::run_layout::step_dir(&out_dir, step).display(),
+                    out_dir.display()
+                ),
+                None => "no checkpoint was written before the failure".to_string(),
+            });
+        }
         result?;
         Ok(RunSummary {
             out_dir,

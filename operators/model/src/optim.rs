@@ -39,6 +39,10 @@ pub enum OptimSpec {
         /// Clip the global gradient norm to this value; `None` disables clipping.
         #[serde(default = "default_grad_clip")]
         grad_clip: Option<f64>,
+        /// Non-finite updates in a row (each skipped, the weights kept) after which the
+        /// run stops with an error. Default 3.
+        #[serde(default = "default_max_nonfinite")]
+        max_nonfinite: usize,
     },
 }
 
@@ -57,6 +61,9 @@ fn default_weight_decay() -> f64 {
 fn default_grad_clip() -> Option<f64> {
     Some(1.0)
 }
+fn default_max_nonfinite() -> usize {
+    3
+}
 
 impl Default for OptimSpec {
     fn default() -> Self {
@@ -69,6 +76,7 @@ impl Default for OptimSpec {
             schedule: LrSchedule::default(),
             min_lr_ratio: 0.0,
             grad_clip: default_grad_clip(),
+            max_nonfinite: default_max_nonfinite(),
         }
     }
 }
@@ -109,7 +117,11 @@ impl OptimSpec {
             schedule: _,
             min_lr_ratio,
             grad_clip,
+            max_nonfinite,
         } = self;
+        if *max_nonfinite == 0 {
+            return out_of_range("max_nonfinite", "must be at least 1".into());
+        }
         if !(lr.is_finite() && *lr >= 0.0) {
             return out_of_range("lr", format!("must be a finite number >= 0, got {lr}"));
         }

@@ -126,7 +126,9 @@ pub(crate) mod tests {
             schedule,
             min_lr_ratio,
             grad_clip,
+            max_nonfinite,
         } = spec.optim;
+        assert_eq!(max_nonfinite, 3);
         assert_eq!(lr, 1e-3);
         assert_eq!(betas, (0.9, 0.999));
         assert_eq!((eps, weight_decay, warmup_steps), (1e-8, 0.01, 0));

@@ -57,6 +57,7 @@ mod tests {
             schedule,
             min_lr_ratio: min,
             grad_clip,
+            max_nonfinite: 3,
         }
     }
 

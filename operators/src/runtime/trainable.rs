@@ -6,7 +6,13 @@
 //! clipping, the schedule and checkpointing behave the same for both. AdamW is burn's
 //! (decoupled weight decay, Loshchilov & Hutter 2019) configured from the model's
 //! `optim: AdamW(..)`; clipping is [`roll_flow_algo::clip_grad_norm`] (PyTorch's
-//! `clip_grad_norm_`). A non-finite gradient norm skips the update and is reported.
+//! `clip_grad_norm_`).
+//!
+//! A non-finite update is skipped: a gradient norm that is not finite, or an update whose
+//! norm ‖θ_after − θ_before‖ is not finite (an lr of 1e30 makes one from finite
+//! gradients), leaves the weights and the optimizer state as they were before the step and
+//! is counted; `max_nonfinite` such updates in a row stop the run with an error, so no
+//! checkpoint or export ever holds a non-finite weight.
 //!
 //! Checkpoints are burn records in full precision (`BinBytesRecorder`), which keep the
 //! parameter ids the optimizer state is keyed by, so a resumed run continues bit for bit.
@@ -37,7 +43,9 @@ pub struct UpdateStats {
     pub grad_norm: f64,
     /// Learning rate used.
     pub lr: f64,
-    /// The update was skipped because the gradient norm was not finite.
+    /// ‖θ_after − θ_before‖ of the update (0 when skipped).
+    pub update_norm: f64,
+    /// The update was skipped: the gradient norm or the update norm was not finite.
     pub skipped: bool,
 }
 
@@ -49,6 +57,8 @@ pub struct Trainable<M: AutodiffModule<TrainBackend<B>>, B: RunBackend = CpuBack
     pending: usize,
     optim: OptimSpec,
     total_steps: u64,
+    /// Non-finite updates since the last finite one.
+    nonfinite_in_a_row: usize,
 }
 
 fn adamw<M: AutodiffModule<TrainBackend<B>>, B: RunBackend>(
@@ -82,6 +92,7 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
             pending: 0,
             optim,
             total_steps,
+            nonfinite_in_a_row: 0,
         })
     }
 
@@ -124,31 +135,57 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
             .collect())
     }
 
-    /// Applies the accumulated gradients at training step `step`.
-    pub fn apply(&mut self, step: u64) -> UpdateStats {
+    /// Applies the accumulated gradients at training step `step`, or skips a non-finite
+    /// update (module doc); the error says `max_nonfinite` were skipped in a row.
+    pub fn apply(&mut self, step: u64) -> Result<UpdateStats, String> {
         let mut grads = self.accumulated.grads();
         self.pending = 0;
-        let OptimSpec::AdamW { grad_clip, .. } = self.optim;
+        let OptimSpec::AdamW {
+            grad_clip,
+            max_nonfinite,
+            ..
+        } = self.optim;
         let module = self.module.take().expect("module present");
         let grad_norm = match grad_clip {
             Some(max) => clip_grad_norm(&module, &mut grads, max),
             None => roll_flow_algo::grad_norm(&module, &grads),
         };
         let lr = learning_rate(&self.optim, step, self.total_steps);
-        if !grad_norm.is_finite() {
-            self.module = Some(module);
-            return UpdateStats {
-                grad_norm,
-                lr,
-                skipped: true,
-            };
-        }
-        self.module = Some(self.optimizer.step(lr, module, grads));
-        UpdateStats {
+        let mut stats = UpdateStats {
             grad_norm,
             lr,
-            skipped: false,
+            update_norm: 0.0,
+            skipped: true,
+        };
+        let what = if grad_norm.is_finite() {
+            // Handles, not copies: the step writes new tensors, these keep the old ones.
+            let before = (module.clone(), self.optimizer.clone());
+            let updated = self.optimizer.step(lr, module, grads);
+            let update_norm = roll_flow_algo::update_norm(&before.0, &updated);
+            if update_norm.is_finite() {
+                self.module = Some(updated);
+                self.nonfinite_in_a_row = 0;
+                stats.update_norm = update_norm;
+                stats.skipped = false;
+                return Ok(stats);
+            }
+            (self.module, self.optimizer) = (Some(before.0), before.1);
+            format!("the update norm was {update_norm} (gradient norm {grad_norm:.4e}, lr {lr:e})")
+        } else {
+            self.module = Some(module);
+            format!("the gradient norm was {grad_norm}")
+        };
+        self.nonfinite_in_a_row += 1;
+        if self.nonfinite_in_a_row >= max_nonfinite {
+            return Err(format!(
+                "{} non-finite updates in a row (`max_nonfinite` of the model's optim), the \
+                 last at step {step}: {what}; each was skipped, so the weights and \
+                 every checkpoint are the last finite ones; lower the model's `lr` and \
+                 `--resume`",
+                self.nonfinite_in_a_row
+            ));
         }
+        Ok(stats)
     }
 
     /// Writes `model.bin` and `optimizer.bin` into `dir` (each atomically).
@@ -217,5 +254,68 @@ mod tests {
             "{err}"
         );
         assert!(Trainable::<_, CpuBackend>::new(model, OptimSpec::default(), 10).is_ok());
+    }
+
+    type Model = roll_flow_model::Qwen2CausalLm<TrainBackend<CpuBackend>>;
+
+    fn embeddings(model: &Model) -> Vec<f32> {
+        let weight = model.model.embed_tokens.weight.val();
+        weight.into_data().into_vec::<f32>().unwrap()
+    }
+
+    /// A Trainable at constant `lr` with the gradient of sum(embeddings) (all ones on the
+    /// embedding table, 64 × 16) accumulated.
+    fn with_unit_gradient(train: &mut Trainable<Model, CpuBackend>) {
+        let model = train.module().clone();
+        let grads = model.model.embed_tokens.weight.val().sum().backward();
+        train.accumulate(GradientsParams::from_grads(grads, &model));
+    }
+
+    fn trainable(lr: f64) -> Trainable<Model, CpuBackend> {
+        let mut optim = OptimSpec::default();
+        let OptimSpec::AdamW {
+            lr: rate, schedule, ..
+        } = &mut optim;
+        (*rate, *schedule) = (lr, roll_flow_model::spec::LrSchedule::Constant);
+        Trainable::new(crate::runtime::concurrent_tests::model(), optim, 10).unwrap()
+    }
+
+    #[test]
+    fn a_finite_update_reports_its_norm() {
+        // AdamW's first step moves each weight with a gradient by lr (m̂/√v̂ = 1), plus the
+        // decay lr·0.01·θ: 1024 weights, so the norm is 1e-3·√1024 = 0.032 within 1e-5.
+        let mut train = trainable(1e-3);
+        with_unit_gradient(&mut train);
+        let stats = train.apply(0).unwrap();
+        assert!(!stats.skipped);
+        assert!((stats.update_norm - 0.032).abs() < 1e-5, "{stats:?}");
+    }
+
+    #[test]
+    fn non_finite_updates_are_skipped_then_stop_the_run() {
+        let mut train = trainable(1e30);
+        let before = embeddings(train.module());
+        for step in 0..2 {
+            with_unit_gradient(&mut train);
+            let stats = train.apply(step).unwrap();
+            assert!(stats.skipped, "step {step}: {stats:?}");
+            assert_eq!(embeddings(train.module()), before, "the weights are kept");
+        }
+        with_unit_gradient(&mut train);
+        let error = train.apply(2).unwrap_err();
+        assert!(
+            error.starts_with("3 non-finite updates in a row (`max_nonfinite`")
+                && error.contains("the last at step 2: the update norm was inf"),
+            "{error}"
+        );
+        assert_eq!(embeddings(train.module()), before);
+        // The optimizer state is the one before the skipped steps: a sane rate now moves
+        // the weights by its own first step, as in a fresh optimizer.
+        let OptimSpec::AdamW { lr, .. } = &mut train.optim;
+        *lr = 1e-3;
+        train.nonfinite_in_a_row = 0;
+        with_unit_gradient(&mut train);
+        let stats = train.apply(3).unwrap();
+        assert!((stats.update_norm - 0.032).abs() < 1e-5, "{stats:?}");
     }
 }

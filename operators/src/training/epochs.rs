@@ -72,7 +72,7 @@ pub fn train_epochs(
     stats: &mut StatMeans,
     normalizer: impl Fn(&Batch) -> Result<f64, String>,
     mut micro: impl FnMut(&[Batch], &[f32]) -> Result<Vec<roll_flow_algo::AlgoStats>, String>,
-    mut apply: impl FnMut() -> crate::runtime::trainable::UpdateStats,
+    mut apply: impl FnMut() -> Result<crate::runtime::trainable::UpdateStats, String>,
 ) -> Result<(), String> {
     let EpochSchedule {
         epochs,
@@ -97,10 +97,11 @@ pub fn train_epochs(
                     stats.add(&k, v);
                 }
             }
-            let update = apply();
+            let update = apply()?;
             stats.add("grad_norm", update.grad_norm);
+            stats.add("update_norm", update.update_norm);
             stats.add("lr", update.lr);
-            stats.add("skipped_updates", if update.skipped { 1.0 } else { 0.0 });
+            stats.add_sum("skipped_nonfinite", if update.skipped { 1.0 } else { 0.0 });
             stats.add_sum("optimizer_steps", 1.0);
         }
     }
