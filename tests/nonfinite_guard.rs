@@ -95,3 +95,30 @@ fn non_finite_updates_are_skipped_then_stop_the_run_naming_the_last_checkpoint()
             > 0.0
     );
 }
+
+#[test]
+fn diverged_weights_stop_generation_with_an_error_not_a_panic() {
+    // lr 1e8: the updates stay finite but the weights grow until the logits overflow;
+    // the guided rollout (`guide: Actions`) then stops the run, naming the node.
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let out = run(
+        FILE,
+        &out_dir,
+        &[
+            "--steps",
+            "8",
+            "--set",
+            "models.policy.optim=AdamW(lr: 1e8)",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("node `rollout` at step ")
+            && stderr.contains("the policy's logits were not finite (NaN or infinite)")
+            && stderr.contains("the last checkpoint is"),
+        "{stderr}"
+    );
+}

@@ -247,6 +247,14 @@ fn play(
         let output = replies
             .recv()
             .map_err(|_| "the inference loop stopped".to_string())?;
+        if output.finish == FinishReason::NonFinite {
+            return Err(Stop::Fatal(format!(
+                "the policy's logits were not finite (NaN or infinite) in turn {} of an \
+                 episode of env `{tag}`: its weights have diverged (an `lr` too large for \
+                 its gradients); lower the model's `lr` and `--resume` from the last checkpoint",
+                turn + 1
+            )));
+        }
         let stop = (output.finish == FinishReason::Stop)
             .then(|| *output.tokens.last().expect("stopped on a token"));
         let content = match stop {

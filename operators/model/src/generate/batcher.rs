@@ -279,6 +279,12 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
         rows.enumerate()
             .map(|(i, mut row)| {
                 let logits = &values[i * vocab..(i + 1) * vocab];
+                // Diverged weights: sampling from NaNs would pick any token, even one a
+                // guide forbids.
+                if !logits.iter().all(|l| l.is_finite()) {
+                    row.finish = Some(FinishReason::NonFinite);
+                    return row;
+                }
                 let Sampled { token, logprob } = match &row.request.guide {
                     Some(guide) => {
                         // A running row has not completed a choice and only ever took

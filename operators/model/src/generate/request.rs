@@ -45,6 +45,9 @@ pub enum FinishReason {
     Length,
     /// The caller cancelled the request.
     Cancelled,
+    /// The model's logits for the next token were not finite (NaN or infinite: its
+    /// weights have diverged); the reply holds the tokens before.
+    NonFinite,
 }
 
 /// A finished request.
