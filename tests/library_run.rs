@@ -7,6 +7,7 @@ mod corridor;
 
 use std::sync::{Arc, Mutex};
 
+use roll_flow::envs::error::EnvError;
 use roll_flow::run::{Run, RunError};
 
 fn pipeline(out_dir: &std::path::Path, env: &str) -> String {
@@ -110,4 +111,62 @@ fn an_invalid_pipeline_comes_back_as_every_diagnostic() {
     let shown = diagnostics[0].to_string();
     assert!(shown.contains("bad.ron:"), "{shown}");
     assert!(shown.contains("StarPO"), "did you mean: {shown}");
+}
+
+/// The Corridor, except that its third step panics (a bug in a user's env).
+struct PanickingCorridor {
+    inner: Box<dyn roll_flow::envs::Env>,
+    steps: usize,
+}
+
+impl roll_flow::envs::Env for PanickingCorridor {
+    fn name(&self) -> &'static str {
+        "PanickingCorridor"
+    }
+    fn reset(&mut self, seed: u64) -> Result<roll_flow::envs::env::Reset, EnvError> {
+        self.inner.reset(seed)
+    }
+    fn step(&mut self, action: &str) -> Result<roll_flow::envs::env::StepResult, EnvError> {
+        self.steps += 1;
+        assert!(self.steps < 3, "the corridor's floor gave way");
+        self.inner.step(action)
+    }
+    fn observation(&self) -> String {
+        self.inner.observation()
+    }
+    fn render_frame(&self) -> Result<roll_flow::envs::render::frame::Frame, EnvError> {
+        self.inner.render_frame()
+    }
+    fn default_max_turns(&self) -> usize {
+        self.inner.default_max_turns()
+    }
+    fn action_names(&self) -> Vec<String> {
+        self.inner.action_names()
+    }
+}
+
+fn panicking(value: &ron::Value) -> Result<Box<dyn roll_flow::envs::Env>, EnvError> {
+    Ok(Box::new(PanickingCorridor {
+        inner: corridor::build(value)?,
+        steps: 0,
+    }))
+}
+
+#[test]
+fn a_panicking_env_stops_the_run_with_an_error_naming_the_node_and_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let Err(err) = Run::from_text("corridor.ron", &pipeline(&out, "PanickingCorridor"), &[])
+        .unwrap()
+        .env("PanickingCorridor", panicking)
+        .execute()
+    else {
+        panic!("a panicking env ran to the end");
+    };
+    let message = err.to_string();
+    assert!(
+        message.contains("node `rollout` at step 0")
+            && message.contains("the corridor's floor gave way"),
+        "{message}"
+    );
 }

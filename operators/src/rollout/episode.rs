@@ -21,6 +21,9 @@ use roll_flow_envs::{Env, EnvInfo, EnvSlot};
 use roll_flow_model::generate::{AnswerChoices, FinishReason, GenerationOutput, GenerationRequest};
 use roll_flow_model::TextTokenizer;
 
+/// An env loop's error when its inference loop went away (whose own error is the cause).
+pub(super) const INFERENCE_STOPPED: &str = "the inference loop stopped";
+
 /// One turn: the state, the reply, what the env made of it.
 #[derive(Clone, Debug)]
 pub struct TurnRecord {
@@ -243,10 +246,8 @@ fn play(
                 request: Some(request),
                 continues_chat: transcript.is_some(),
             })
-            .map_err(|_| "the inference loop stopped".to_string())?;
-        let output = replies
-            .recv()
-            .map_err(|_| "the inference loop stopped".to_string())?;
+            .map_err(|_| INFERENCE_STOPPED.to_string())?;
+        let output = replies.recv().map_err(|_| INFERENCE_STOPPED.to_string())?;
         if output.finish == FinishReason::NonFinite {
             return Err(Stop::Fatal(format!(
                 "the policy's logits were not finite (NaN or infinite) in turn {} of an \

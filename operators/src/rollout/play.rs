@@ -9,7 +9,9 @@ use roll_flow_envs::manager::{EnvManager, EnvSlot};
 use roll_flow_model::generate::{AnswerChoices, GenerationOutput};
 use roll_flow_model::{Qwen2CausalLm, TextTokenizer};
 
-use super::episode::{run_episode, EnvMessage, Episode, EpisodeJob, EpisodeOutcome};
+use super::episode::{
+    run_episode, EnvMessage, Episode, EpisodeJob, EpisodeOutcome, INFERENCE_STOPPED,
+};
 use super::faults::{drop_lost_groups, EnvFaults};
 use super::inference::{self, InferenceStats};
 use crate::play_settings::PlaySettings;
@@ -57,10 +59,15 @@ pub fn play_episodes<B: RunBackend>(
             .collect();
         let mut outcomes = Vec::new();
         let mut stats = InferenceStats::default();
-        for handle in loops {
-            let (group_outcomes, group_stats) = handle
-                .join()
-                .unwrap_or_else(|_| Err("an inference loop panicked".into()))?;
+        let joined: Vec<_> = loops
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|p| Err(panicked("an inference loop", p)))
+            })
+            .collect();
+        for group in joined {
+            let (group_outcomes, group_stats) = group?;
             outcomes.extend(group_outcomes);
             stats.add(&group_stats);
         }
@@ -100,15 +107,33 @@ fn serve_group<'scope, 'env, B: RunBackend>(
         .collect();
     drop(calls);
     let served = serve_or_report(model, requests, reply_senders);
-    let episodes: Result<Vec<EpisodeOutcome>, String> = handles
+    // Every handle is joined before any error returns: a panicked thread left to the
+    // scope would panic the scope itself and lose the message.
+    let joined: Vec<Result<EpisodeOutcome, String>> = handles
         .into_iter()
-        .map(|h| {
-            h.join()
-                .unwrap_or_else(|_| Err("an env loop panicked".into()))
-        })
+        .map(|h| h.join().unwrap_or_else(|p| Err(panicked("an env loop", p))))
         .collect();
-    let stats = served?;
-    Ok((episodes?, stats))
+    // The cause, not its echo: an env loop's own error (the inference loop only saw it
+    // stop), unless the env loop only saw the inference loop stop.
+    match (
+        joined.into_iter().collect::<Result<Vec<_>, String>>(),
+        served,
+    ) {
+        (Ok(episodes), Ok(stats)) => Ok((episodes, stats)),
+        (Err(env), Err(inference)) if env == INFERENCE_STOPPED => Err(inference),
+        (Err(env), _) => Err(env),
+        (Ok(_), Err(inference)) => Err(inference),
+    }
+}
+
+/// A thread's panic as an error: `who` and the panic's message.
+fn panicked(who: &str, payload: Box<dyn std::any::Any + Send>) -> String {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into());
+    format!("{who} panicked: {message}")
 }
 
 fn serve_or_report<B: RunBackend>(
