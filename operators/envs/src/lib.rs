@@ -36,6 +36,7 @@ pub mod recording;
 pub mod registry;
 pub mod remote;
 pub mod render;
+mod served_episode;
 pub mod sokoban;
 pub mod webshop;
 

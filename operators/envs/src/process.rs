@@ -23,6 +23,7 @@ use crate::env::{Env, Reset, StepResult};
 use crate::error::EnvError;
 use crate::protocol;
 use crate::render::frame::Frame;
+use crate::served_episode::{no_frames, ServedEpisode};
 pub use config::ProcessEnvConfig;
 use pool::{request, ServerPool};
 
@@ -34,10 +35,7 @@ impl ProcessEnvConfig {
         Ok(ProcessEnv {
             instance: pool.acquire(),
             pool,
-            observation: String::new(),
-            valid_actions: None,
-            was_reset: false,
-            over: false,
+            episode: ServedEpisode::default(),
         })
     }
 }
@@ -46,11 +44,7 @@ impl ProcessEnvConfig {
 pub struct ProcessEnv {
     pool: Arc<ServerPool>,
     instance: u64,
-    observation: String,
-    /// The state's actions, when the server lists them.
-    valid_actions: Option<Vec<String>>,
-    was_reset: bool,
-    over: bool,
+    episode: ServedEpisode,
 }
 
 impl Env for ProcessEnv {
@@ -61,56 +55,38 @@ impl Env for ProcessEnv {
     fn reset(&mut self, seed: u64) -> Result<Reset, EnvError> {
         let mut call = request("reset", self.instance);
         call.insert("seed".into(), seed.into());
-        self.was_reset = true;
         let instance = self.instance;
         let what = || format!("reset of instance {instance} (seed {seed})");
-        let reply = self
-            .pool
-            .call(instance, call, what, protocol::reset_reply)?;
+        let reply = self.pool.call(instance, call, what, protocol::reset_reply);
+        let reset = self.episode.reset(reply)?;
         self.pool.trace(|| {
-            let reset = &reply.reset;
             json!({"instance": instance, "op": "reset", "request": seed,
                    "reply": {"obs": reset.observation, "instruction": reset.instruction}})
         });
-        self.observation = reply.reset.observation.clone();
-        self.valid_actions = reply.valid_actions;
-        self.over = false;
-        Ok(reply.reset)
+        Ok(reset)
     }
 
     fn step(&mut self, action_text: &str) -> Result<StepResult, EnvError> {
-        if !self.was_reset {
-            return Err(EnvError::NotReset(self.name()));
-        }
-        if self.over {
-            return Err(EnvError::EpisodeOver(self.name()));
-        }
+        self.episode.check_step(self.name())?;
         let mut call = request("step", self.instance);
         call.insert("action".into(), action_text.into());
         let instance = self.instance;
         let what = || format!("step of instance {instance}");
         let reply = self.pool.call(instance, call, what, protocol::step_reply);
-        // A failed step leaves the episode unplayable until the next reset.
-        self.over = !reply.as_ref().is_ok_and(|r| !r.result.done());
-        let reply = reply?;
+        let result = self.episode.step(reply)?;
         self.pool.trace(|| {
             json!({"instance": instance, "op": "step", "request": action_text,
-                   "reply": reply.result})
+                   "reply": result})
         });
-        self.observation = reply.result.observation.clone();
-        self.valid_actions = reply.valid_actions;
-        Ok(reply.result)
+        Ok(result)
     }
 
     fn observation(&self) -> String {
-        self.observation.clone()
+        self.episode.observation()
     }
 
     fn render_frame(&self) -> Result<Frame, EnvError> {
-        Err(EnvError::Render(format!(
-            "a Process env ({}) has text observations only; record without frames",
-            self.name()
-        )))
+        Err(no_frames("Process", self.name()))
     }
 
     fn renders_frames(&self) -> bool {
@@ -126,9 +102,7 @@ impl Env for ProcessEnv {
     }
 
     fn valid_actions(&self) -> Vec<String> {
-        self.valid_actions
-            .clone()
-            .unwrap_or_else(|| self.action_names())
+        self.episode.valid_actions(|| self.action_names())
     }
 }
 
@@ -138,6 +112,6 @@ pub const DEFAULT_MAX_TURNS: usize = 100;
 
 impl Drop for ProcessEnv {
     fn drop(&mut self) {
-        self.pool.release(self.instance, self.was_reset);
+        self.pool.release(self.instance, self.episode.was_reset());
     }
 }

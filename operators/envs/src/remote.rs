@@ -27,6 +27,7 @@ use crate::env::{Env, Reset, StepResult};
 use crate::error::EnvError;
 use crate::process::DEFAULT_MAX_TURNS;
 use crate::render::frame::Frame;
+use crate::served_episode::{no_frames, ServedEpisode};
 pub use config::{Endpoint, RemoteEnvConfig};
 use session::{Limits, Session};
 
@@ -167,10 +168,7 @@ impl RemoteEnvConfig {
         Ok(RemoteEnv {
             entry: Entry::get(self)?,
             session: None,
-            observation: String::new(),
-            valid_actions: None,
-            was_reset: false,
-            over: false,
+            episode: ServedEpisode::default(),
         })
     }
 }
@@ -179,10 +177,7 @@ impl RemoteEnvConfig {
 pub struct RemoteEnv {
     entry: Arc<Entry>,
     session: Option<Session>,
-    observation: String,
-    valid_actions: Option<Vec<String>>,
-    was_reset: bool,
-    over: bool,
+    episode: ServedEpisode,
 }
 
 impl Env for RemoteEnv {
@@ -191,8 +186,6 @@ impl Env for RemoteEnv {
     }
 
     fn reset(&mut self, seed: u64) -> Result<Reset, EnvError> {
-        self.was_reset = true;
-        self.over = true;
         let message = json!({"type": "reset", "data": {"seed": seed}});
         let field = &self.entry.config.observation_field;
         let reply = self.entry.call(
@@ -200,20 +193,12 @@ impl Env for RemoteEnv {
             &message,
             || format!("reset (seed {seed})"),
             |r| reply::reset(r, field),
-        )?;
-        self.observation = reply.reset.observation.clone();
-        self.valid_actions = reply.valid_actions;
-        self.over = false;
-        Ok(reply.reset)
+        );
+        self.episode.reset(reply)
     }
 
     fn step(&mut self, action_text: &str) -> Result<StepResult, EnvError> {
-        if !self.was_reset {
-            return Err(EnvError::NotReset(self.name()));
-        }
-        if self.over {
-            return Err(EnvError::EpisodeOver(self.name()));
-        }
+        self.episode.check_step(self.name())?;
         let config = &self.entry.config;
         let mut action = serde_json::Map::new();
         action.insert(config.action_field.clone(), action_text.into());
@@ -224,23 +209,15 @@ impl Env for RemoteEnv {
             || "step".to_string(),
             |r| reply::step(r, &config.observation_field),
         );
-        // A failed step leaves the episode unplayable until the next reset.
-        self.over = !reply.as_ref().is_ok_and(|r| !r.result.done());
-        let reply = reply?;
-        self.observation = reply.result.observation.clone();
-        self.valid_actions = reply.valid_actions;
-        Ok(reply.result)
+        self.episode.step(reply)
     }
 
     fn observation(&self) -> String {
-        self.observation.clone()
+        self.episode.observation()
     }
 
     fn render_frame(&self) -> Result<Frame, EnvError> {
-        Err(EnvError::Render(format!(
-            "a Remote env ({}) has text observations only; record without frames",
-            self.name()
-        )))
+        Err(no_frames("Remote", self.name()))
     }
 
     fn renders_frames(&self) -> bool {
@@ -256,9 +233,7 @@ impl Env for RemoteEnv {
     }
 
     fn valid_actions(&self) -> Vec<String> {
-        self.valid_actions
-            .clone()
-            .unwrap_or_else(|| self.action_names())
+        self.episode.valid_actions(|| self.action_names())
     }
 }
 
