@@ -6,10 +6,9 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::assert_ok;
+use common::{assert_ok, play_script};
 
 const ACTIONS: [&str; 8] = [
     "Right", "Down", "Right", "Down", "Down", "Right", "Left", "Up",
@@ -42,28 +41,13 @@ fn highlighted_cell(obs: &str) -> i64 {
 
 #[test]
 fn a_gymnasium_episode_through_the_protocol_equals_gymnasium_driven_directly() {
-    let root = env!("CARGO_MANIFEST_DIR");
     let spec = "Process(command: [\"python3\", \"-m\", \"roll_flow_env.gymnasium\", \
                 \"FrozenLake-v1\"])";
-    let mut child = Command::new(env!("CARGO_BIN_EXE_roll-flow"))
-        .env("PYTHONPATH", format!("{root}/python"))
-        .args(["play", spec, "--seed", &SEED.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let script: String = ACTIONS
         .iter()
         .map(|a| format!("<answer>{a}</answer>\n"))
         .collect();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = play_script(spec, &SEED.to_string(), &script);
     assert_ok(&out);
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()

@@ -11,7 +11,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_ok, metrics, run, untimed};
+use common::{assert_ok, metrics, play_script, run, untimed};
 
 const FILE: &str = "pipelines/frozen_lake_starpo.ron";
 const LAKE: &str = "FrozenLake(size: 4, p: 0.8, slippery: false)";
@@ -135,29 +135,12 @@ fn openenv_server() -> (Server, String) {
     }
 }
 
-fn play(spec: &str, seed: &str, actions: &str) -> std::process::Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_roll-flow"))
-        .args(["play", spec, "--seed", seed])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(actions.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
 #[test]
 fn an_unchanged_openenv_server_plays_through_remote() {
     let (_server, url) = openenv_server();
     let spec = format!("Remote(url: {url:?}, observation_field: \"prompt\")");
     // Seed 13: the secret is 3; 5 is too high, 3 is right.
-    let out = play(&spec, "13", "<answer>5</answer>\n<answer>3</answer>\n");
+    let out = play_script(&spec, "13", "<answer>5</answer>\n<answer>3</answer>\n");
     assert_ok(&out);
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
@@ -184,7 +167,7 @@ fn an_unchanged_openenv_server_plays_through_remote() {
     );
 
     // The default field is roll-flow's `obs`: the error lists what the observation has.
-    let out = play(&format!("Remote(url: {url:?})"), "13", "x\n");
+    let out = play_script(&format!("Remote(url: {url:?})"), "13", "x\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("has no `obs` field (it has: guesses_left, prompt)")
@@ -194,7 +177,7 @@ fn an_unchanged_openenv_server_plays_through_remote() {
     // An action field the server's Action lacks: OpenEnv's validation error, passed on.
     let spec =
         format!("Remote(url: {url:?}, observation_field: \"prompt\", action_field: \"text\")");
-    let out = play(&spec, "13", "<answer>3</answer>\n");
+    let out = play_script(&spec, "13", "<answer>3</answer>\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("VALIDATION_ERROR"), "{stderr}");
 }

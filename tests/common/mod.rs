@@ -17,6 +17,27 @@ pub fn roll_flow(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// `roll-flow play SPEC --seed SEED` with `actions` on stdin (one per line), the
+/// repository's Python env package on PYTHONPATH; its output.
+pub fn play_script(spec: &str, seed: &str, actions: &str) -> Output {
+    use std::io::Write;
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_roll-flow"))
+        .env("PYTHONPATH", format!("{root}/python"))
+        .args(["play", spec, "--seed", seed])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    stdin
+        .write_all(actions.as_bytes())
+        .expect("stdin takes the actions");
+    drop(stdin);
+    child.wait_with_output().expect("the binary ends")
+}
+
 /// Shrinks a shipped pipeline: 1-layer 32-wide models, 2 groups of 2, short replies. A
 /// policy with a sliding window keeps one (8 keys, shorter than a turn), so the banded
 /// attention and the trimmed prefixes run through the binary too.
