@@ -41,8 +41,25 @@ pub struct PlaySettings {
     pub prompt: PromptTemplates,
     /// Keep frames and texts of every state (eval renders).
     pub record: bool,
-    /// Inference loops serving the env loops (`Rollout`'s `inference_loops`).
+    /// Inference loops serving the envs (`Rollout`'s `inference_loops`).
     pub inference_loops: usize,
+    /// Threads playing the envs (`Rollout`'s `env_threads`); `None`: [`DEFAULT_ENV_THREADS_PER_CORE`]
+    /// per core.
+    pub env_threads: Option<usize>,
+}
+
+/// Env threads per core when `env_threads` is left out: an env's step is short next to
+/// a reply's generation, and a few threads per core cover envs that wait on a server.
+pub const DEFAULT_ENV_THREADS_PER_CORE: usize = 4;
+
+impl PlaySettings {
+    /// The threads that play the envs.
+    pub fn env_threads(&self) -> usize {
+        self.env_threads.unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            DEFAULT_ENV_THREADS_PER_CORE * cores
+        })
+    }
 }
 
 /// A policy, the env sets it is trained on and how it plays them: what a `Rollout` node
@@ -88,6 +105,7 @@ pub fn untrained_eval_settings(
         prompt: PromptTemplates::default(),
         record,
         inference_loops: 1,
+        env_threads: None,
     };
     eval_settings(settings, temperature, max_new_tokens, record)
 }

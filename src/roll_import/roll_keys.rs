@@ -138,7 +138,7 @@ pub const IGNORED: &[(&str, &str)] = &[
     ),
     (
         "*_env_manager.max_env_num_per_worker",
-        "each env runs its own loop on its own thread",
+        "the envs share a bounded pool of threads (`Rollout(env_threads)`)",
     ),
     (
         "*_env_manager.max_traj_per_env",
@@ -158,7 +158,7 @@ pub const IGNORED: &[(&str, &str)] = &[
     ),
     (
         "custom_envs.*.use_thread_lock",
-        "each env runs on its own thread",
+        "an env is played by one thread at a time",
     ),
     (
         "custom_envs.*.env_config.render_mode",

@@ -2,7 +2,7 @@
 //! batch, trajectory-wise (one sample per episode, the whole chat) or step-wise (one
 //! sample per turn, its prompt the last `history` turns: GiGPO's anchor states).
 //!
-//! Each env runs its own loop on its own thread and asks a continuous-batching inference
+//! The envs play on a bounded pool of threads and ask a continuous-batching inference
 //! loop for replies (`crate::rollout`); `groups × group_size` envs per env set, the envs
 //! of a group sharing one seed (ROLL's env manager). Defaults follow ROLL's agentic
 //! examples unless noted.
@@ -67,7 +67,7 @@ pub struct RolloutSpec {
     /// (`crate::prompt` lists the variables).
     #[serde(default)]
     pub prompt: PromptTemplates,
-    /// Inference loops (default 1): the env loops are split into this many contiguous
+    /// Inference loops (default 1): the envs are split into this many contiguous
     /// groups, each served by its own continuous batcher on its own thread, so decoding
     /// uses more than one core on the CPU (a decode step's small products do not split
     /// over threads). Each request samples with its own seed, so the number changes the
@@ -75,6 +75,12 @@ pub struct RolloutSpec {
     /// and two loops, bench/history/learning_curve_frozen_lake_gigpo.md).
     #[serde(default = "one_loop")]
     pub inference_loops: usize,
+    /// Threads that play the envs (default 4 per core): an env's reset, parse and step run
+    /// on one of them between its replies, so any number of envs share a few threads. The
+    /// number changes the speed, not the samples. Envs that wait on a slow server
+    /// (`Process`, `Remote`) may want more.
+    #[serde(default)]
+    pub env_threads: Option<usize>,
 }
 
 fn trajectory() -> SampleMode {
@@ -130,6 +136,7 @@ impl RolloutSpec {
             ),
             record: false,
             inference_loops: self.inference_loops,
+            env_threads: self.env_threads,
         }
     }
 }
@@ -173,6 +180,9 @@ impl NodeKind for RolloutSpec {
         }
         at_least_one("max_new_tokens", self.max_new_tokens as u64)?;
         at_least_one("inference_loops", self.inference_loops as u64)?;
+        if let Some(threads) = self.env_threads {
+            at_least_one("env_threads", threads as u64)?;
+        }
         self.prompt.check_instruction(self.instruction)?;
         if self.sequence_length <= self.max_new_tokens {
             return Err(format!(

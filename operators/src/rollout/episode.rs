@@ -1,27 +1,17 @@
-//! One env's loop: reset, prompt, ask the inference loop for a reply, parse and step, until
-//! the episode ends. Each env runs this on its own thread and talks to the inference loop
-//! over crossbeam channels (AReaL's obs/act queues), so no env waits for another.
-//!
-//! Prompts follow REFERENCE.md, "Sample construction": trajectory-wise episodes grow one
-//! [`Transcript`]; step-wise episodes build a fresh prompt each step from the instruction,
-//! the last `history` (observation, action, reward) entries and the current observation.
-//! The `Rollout`'s prompt templates (`crate::prompt`) write the system and user messages.
-//! A turn's token budget is min(max_new_tokens, sequence_length − prompt length, model
-//! context − prompt length); an episode that has no budget left ends as truncated.
+//! Episodes: what one env's play gives ([`Episode`], one [`TurnRecord`] per turn), what it
+//! needs ([`EpisodeJob`]) and the messages between envs and the inference loop
+//! ([`EnvMessage`], AReaL's obs/act queues). [`super::episode_run`] plays them.
 
 use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, Sender};
-
 use super::transcript::Transcript;
-use crate::play_settings::{PlaySettings, SampleMode};
-use crate::prompt::{EpisodeVars, HistoryTurn, TurnVars};
+use crate::play_settings::PlaySettings;
 use roll_flow_envs::recording::EpisodeRecording;
 use roll_flow_envs::{Env, EnvInfo, EnvSlot};
-use roll_flow_model::generate::{AnswerChoices, FinishReason, GenerationOutput, GenerationRequest};
+use roll_flow_model::generate::{AnswerChoices, GenerationRequest};
 use roll_flow_model::TextTokenizer;
 
-/// An env loop's error when its inference loop went away (whose own error is the cause).
+/// An env's error when its inference loop went away (whose own error is the cause).
 pub(super) const INFERENCE_STOPPED: &str = "the inference loop stopped";
 
 /// One turn: the state, the reply, what the env made of it.
@@ -108,7 +98,7 @@ pub struct EnvMessage {
     pub continues_chat: bool,
 }
 
-/// Everything one env loop needs.
+/// Everything one env's play needs.
 pub struct EpisodeJob<'a> {
     pub index: usize,
     pub slot: EnvSlot,
@@ -130,204 +120,4 @@ pub enum EpisodeOutcome {
         slot: EnvSlot,
         reason: String,
     },
-}
-
-/// Why [`play`] stopped early.
-enum Stop {
-    Lost(String),
-    Fatal(String),
-}
-
-impl From<String> for Stop {
-    fn from(message: String) -> Stop {
-        Stop::Fatal(message)
-    }
-}
-
-/// Runs the episode; always tells the inference loop when it is done.
-pub fn run_episode(
-    job: EpisodeJob<'_>,
-    calls: Sender<EnvMessage>,
-    replies: Receiver<GenerationOutput>,
-) -> Result<EpisodeOutcome, String> {
-    let index = job.index;
-    let slot = job.slot.clone();
-    let result = play(job, &calls, &replies);
-    let _ = calls.send(EnvMessage {
-        env: index,
-        request: None,
-        continues_chat: false,
-    });
-    match result {
-        Ok(episode) => Ok(EpisodeOutcome::Played(Box::new(episode))),
-        Err(Stop::Lost(reason)) => Ok(EpisodeOutcome::Lost { slot, reason }),
-        Err(Stop::Fatal(message)) => Err(message),
-    }
-}
-
-fn play(
-    mut job: EpisodeJob<'_>,
-    calls: &Sender<EnvMessage>,
-    replies: &Receiver<GenerationOutput>,
-) -> Result<Episode, Stop> {
-    let tag = job.slot.env_tag.clone();
-    let env_error = |e: roll_flow_envs::EnvError| {
-        let message = format!("env `{tag}`: {e}");
-        match e.loses_only_the_episode() {
-            true => Stop::Lost(message),
-            false => Stop::Fatal(message),
-        }
-    };
-    let reset = job.env.reset(job.slot.seed).map_err(env_error)?;
-    let tokenizer = job.tokenizer;
-    let settings = job.settings;
-    let vars = EpisodeVars {
-        instruction: &reset.instruction,
-        env: &tag,
-        max_turns: job.slot.max_turns,
-        actions: job.env.action_names(),
-    };
-    let system = settings.prompt.system(&vars)?;
-    let user = |env: &dyn Env, index: usize, observation: &str, turns: &[TurnRecord]| {
-        let turn = TurnVars {
-            observation,
-            index,
-            valid_actions: env.valid_actions(),
-            history: history(turns, settings),
-        };
-        settings.prompt.turn(&vars, &turn)
-    };
-    let mut transcript = match settings.samples {
-        SampleMode::Trajectory => Some(Transcript::start(
-            tokenizer,
-            system.as_deref(),
-            &user(job.env.as_ref(), 0, &reset.observation, &[])?,
-        )?),
-        SampleMode::Step { .. } => None,
-    };
-    let mut recording =
-        (settings.record && job.env.renders_frames()).then(EpisodeRecording::default);
-    if let Some(r) = &mut recording {
-        r.capture(job.env.as_ref()).map_err(env_error)?;
-    }
-    let stop_tokens = tokenizer.stop_tokens();
-    let mut episode = Episode::start(job.slot.clone(), reset.instruction.clone());
-    let mut observation = reset.observation;
-    for turn in 0..job.slot.max_turns {
-        let prompt = match &transcript {
-            Some(t) => t.tokens.clone(),
-            None => {
-                let text = user(job.env.as_ref(), turn, &observation, &episode.turns)?;
-                Transcript::start(tokenizer, system.as_deref(), &text)?.tokens
-            }
-        };
-        let limit = settings.sequence_length.min(job.context);
-        let budget = settings
-            .max_new_tokens
-            .min(limit.saturating_sub(prompt.len()));
-        if budget == 0 {
-            episode.truncated = true;
-            if turn == 0 {
-                episode.first_prompt_without_room = Some(prompt.len());
-            }
-            break;
-        }
-        let request = GenerationRequest {
-            prompt: prompt.clone(),
-            max_new_tokens: budget,
-            sampling: settings.sampling.clone(),
-            stop_tokens: stop_tokens.clone(),
-            seed: job.seed ^ (turn as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            guide: job.guide.clone(),
-        };
-        calls
-            .send(EnvMessage {
-                env: job.index,
-                request: Some(request),
-                continues_chat: transcript.is_some(),
-            })
-            .map_err(|_| INFERENCE_STOPPED.to_string())?;
-        let output = replies.recv().map_err(|_| INFERENCE_STOPPED.to_string())?;
-        if output.finish == FinishReason::NonFinite {
-            return Err(Stop::Fatal(format!(
-                "the policy's logits were not finite (NaN or infinite) in turn {} of an \
-                 episode of env `{tag}`: its weights have diverged (an `lr` too large for \
-                 its gradients); lower the model's `lr` and `--resume` from the last checkpoint",
-                turn + 1
-            )));
-        }
-        let stop = (output.finish == FinishReason::Stop)
-            .then(|| *output.tokens.last().expect("stopped on a token"));
-        let content = match stop {
-            Some(_) => &output.tokens[..output.tokens.len() - 1],
-            None => &output.tokens[..],
-        };
-        let reply_text = tokenizer
-            .decode(content, false)
-            .map_err(|e| e.to_string())?;
-        let result = job.env.step(&reply_text).map_err(env_error)?;
-        if let Some(r) = &mut recording {
-            r.capture(job.env.as_ref()).map_err(env_error)?;
-        }
-        if let Some(t) = &mut transcript {
-            t.add_reply(
-                tokenizer,
-                &output.tokens,
-                &output.logprobs,
-                stop,
-                &reply_text,
-            )?;
-        }
-        episode.turns.push(TurnRecord {
-            observation: std::mem::replace(&mut observation, result.observation.clone()),
-            prompt: if transcript.is_some() {
-                Vec::new()
-            } else {
-                prompt
-            },
-            reply: output.tokens,
-            logprobs: output.logprobs,
-            reply_text,
-            reward: result.reward,
-            info: result.info,
-        });
-        episode.success |= result.info.success;
-        if result.done() {
-            episode.truncated = result.truncated && !result.terminated;
-            break;
-        }
-        if turn + 1 == job.slot.max_turns {
-            episode.truncated = true;
-            break;
-        }
-        if let Some(t) = &mut transcript {
-            t.add_user(
-                tokenizer,
-                &user(job.env.as_ref(), turn + 1, &observation, &[])?,
-            )?;
-        }
-    }
-    if let Some(mut t) = transcript {
-        t.trim_after_last_reply();
-        episode.transcript = Some(t);
-    }
-    episode.recording = recording;
-    Ok(episode)
-}
-
-/// The earlier turns a step-wise prompt shows (the last `history`); none for trajectories,
-/// whose chat holds them.
-fn history(turns: &[TurnRecord], settings: &PlaySettings) -> Vec<HistoryTurn> {
-    let SampleMode::Step { history } = settings.samples else {
-        return Vec::new();
-    };
-    let first = turns.len().saturating_sub(history);
-    (turns.iter().enumerate().skip(first))
-        .map(|(k, t)| HistoryTurn {
-            step: k + 1,
-            observation: t.observation.clone(),
-            action: t.reply_text.clone(),
-            reward: format!("{}", t.reward),
-        })
-        .collect()
 }

@@ -1,4 +1,4 @@
-//! The inference loop: serves the env loops' generation requests with one
+//! The inference loop: serves the envs' generation requests with one
 //! [`ContinuousBatcher`] over the policy's inference copy.
 //!
 //! Requests join the running batch between decode steps and leave when done, so a short
@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
 use super::episode::EnvMessage;
 use crate::runtime::RunBackend;
@@ -40,24 +40,26 @@ impl InferenceStats {
     }
 }
 
-/// Serves until every one of `envs` env loops has said it is done.
+/// Serves until every one of `envs` envs has said it is done; `reply(env, output)` hands
+/// an env its reply.
 pub fn serve<B: RunBackend>(
     model: &Qwen2CausalLm<B>,
     calls: Receiver<EnvMessage>,
-    replies: Vec<Sender<GenerationOutput>>,
+    envs: usize,
+    mut reply: impl FnMut(usize, GenerationOutput) -> Result<(), String>,
 ) -> Result<InferenceStats, String> {
-    let mut batcher = ContinuousBatcher::<B>::new(replies.len().max(1), &model.device());
+    let mut batcher = ContinuousBatcher::<B>::new(envs.max(1), &model.device());
     let mut owner = HashMap::new();
     let mut stats = InferenceStats::default();
-    let mut live = replies.len();
-    let mut awaiting = replies.len();
+    let mut live = envs;
+    let mut awaiting = envs;
     while live > 0 {
         let mut messages = Vec::with_capacity(awaiting);
         while messages.len() < awaiting {
             messages.push(
                 calls
                     .recv()
-                    .map_err(|_| "an env loop stopped unexpectedly".to_string())?,
+                    .map_err(|_| "the env pool stopped unexpectedly".to_string())?,
             );
         }
         messages.sort_by_key(|m| m.env);
@@ -92,9 +94,7 @@ pub fn serve<B: RunBackend>(
             let env = owner
                 .remove(&output.id)
                 .expect("every request has an owner");
-            replies[env]
-                .send(output)
-                .map_err(|_| format!("env loop {env} stopped before its reply"))?;
+            reply(env, output)?;
         }
     }
     stats.reused_prompt_tokens = batcher.reused_prompt_tokens();

@@ -1,17 +1,16 @@
-//! Playing env slots with a policy's inference copy: each env on its own thread
-//! ([`super::episode`]), served by one or more continuous-batching inference loops
+//! Playing env slots with a policy's inference copy: the envs on a bounded pool of threads
+//! ([`super::env_pool`]), served by one or more continuous-batching inference loops
 //! ([`super::inference`]), with no barrier between envs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use roll_flow_envs::manager::{EnvManager, EnvSlot};
-use roll_flow_model::generate::{AnswerChoices, GenerationOutput};
+use roll_flow_model::generate::AnswerChoices;
 use roll_flow_model::{Qwen2CausalLm, TextTokenizer};
 
-use super::episode::{
-    run_episode, EnvMessage, Episode, EpisodeJob, EpisodeOutcome, INFERENCE_STOPPED,
-};
+use super::env_pool::{panicked, EnvPool, EnvTask};
+use super::episode::{Episode, EpisodeJob, EpisodeOutcome, INFERENCE_STOPPED};
 use super::faults::{drop_lost_groups, EnvFaults};
 use super::inference::{self, InferenceStats};
 use crate::play_settings::PlaySettings;
@@ -44,36 +43,69 @@ pub fn play_episodes<B: RunBackend>(
             seed: seed ^ (index as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
         });
     }
-    // Each job is known to its inference loop by its index within the group (the seeds
-    // were drawn from the global index already).
-    let mut groups = contiguous_groups(jobs, settings.inference_loops);
-    for group in &mut groups {
-        for (local, job) in group.iter_mut().enumerate() {
-            job.index = local;
-        }
+    // Each job is known to its inference loop by its index within the loop's group (the
+    // seeds were drawn from the global index already).
+    let groups = contiguous_groups(jobs, settings.inference_loops);
+    let sizes: Vec<usize> = groups.iter().map(Vec::len).collect();
+    let (calls, requests): (Vec<_>, Vec<_>) =
+        sizes.iter().map(|_| crossbeam_channel::unbounded()).unzip();
+    let pool = EnvPool::new(
+        (groups.into_iter().enumerate())
+            .flat_map(|(l, group)| {
+                group.into_iter().enumerate().map(move |(local, mut job)| {
+                    job.index = local;
+                    (l, job)
+                })
+            })
+            .collect(),
+        calls,
+    );
+    let threads = settings.env_threads().clamp(1, pool.len().max(1));
+    let (tasks, task_queue) = crossbeam_channel::unbounded::<EnvTask>();
+    for env in 0..pool.len() {
+        tasks.send((env, None)).expect("the queue is open");
     }
-    std::thread::scope(|scope| {
-        let loops: Vec<_> = groups
-            .into_iter()
-            .map(|group| scope.spawn(move || serve_group(scope, model, group)))
+    let served: Vec<Result<InferenceStats, String>> = std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| pool.work(&task_queue));
+        }
+        let mut first = 0;
+        let loops: Vec<_> = (requests.into_iter().zip(&sizes))
+            .map(|(requests, &size)| {
+                let (tasks, offset) = (tasks.clone(), first);
+                first += size;
+                scope.spawn(move || {
+                    let reply = |env: usize, output| {
+                        tasks
+                            .send((offset + env, Some(output)))
+                            .map_err(|_| "the env pool stopped".to_string())
+                    };
+                    inference::serve(model, requests, size, reply)
+                        .map_err(|e| format!("generation: {e}"))
+                })
+            })
             .collect();
-        let mut outcomes = Vec::new();
-        let mut stats = InferenceStats::default();
-        let joined: Vec<_> = loops
-            .into_iter()
+        drop(tasks);
+        // Once every loop is done its task sender is gone and the pool's threads end.
+        (loops.into_iter())
             .map(|h| {
                 h.join()
                     .unwrap_or_else(|p| Err(panicked("an inference loop", p)))
             })
-            .collect();
-        for group in joined {
-            let (group_outcomes, group_stats) = group?;
-            outcomes.extend(group_outcomes);
-            stats.add(&group_stats);
-        }
-        let (episodes, faults) = drop_lost_groups(outcomes);
-        Ok((episodes, stats, faults))
-    })
+            .collect()
+    });
+    let mut outcomes: Vec<Vec<Result<EpisodeOutcome, String>>> =
+        sizes.iter().map(|&n| Vec::with_capacity(n)).collect();
+    for (l, outcome) in pool.outcomes() {
+        outcomes[l].push(outcome);
+    }
+    let mut played = Vec::new();
+    let mut stats = InferenceStats::default();
+    for (group, served) in outcomes.into_iter().zip(served) {
+        played.extend(group_result(group, served, &mut stats)?);
+    }
+    let (episodes, faults) = drop_lost_groups(played);
+    Ok((episodes, stats, faults))
 }
 
 /// `items` in `n` contiguous groups of near-equal size (at most one per item), in order.
@@ -87,61 +119,25 @@ fn contiguous_groups<T>(items: Vec<T>, n: usize) -> Vec<Vec<T>> {
     groups
 }
 
-/// One inference loop and its env loops (each env on its own thread); episodes in job
-/// order.
-fn serve_group<'scope, 'env, B: RunBackend>(
-    scope: &'scope std::thread::Scope<'scope, 'env>,
-    model: &'env Qwen2CausalLm<B>,
-    jobs: Vec<EpisodeJob<'env>>,
-) -> Result<(Vec<EpisodeOutcome>, InferenceStats), String> {
-    let (calls, requests) = crossbeam_channel::unbounded();
-    let (reply_senders, reply_receivers): (Vec<_>, Vec<_>) =
-        jobs.iter().map(|_| crossbeam_channel::bounded(1)).unzip();
-    let handles: Vec<_> = jobs
-        .into_iter()
-        .zip(reply_receivers)
-        .map(|(job, replies)| {
-            let calls = calls.clone();
-            scope.spawn(move || run_episode(job, calls, replies))
-        })
-        .collect();
-    drop(calls);
-    let served = serve_or_report(model, requests, reply_senders);
-    // Every handle is joined before any error returns: a panicked thread left to the
-    // scope would panic the scope itself and lose the message.
-    let joined: Vec<Result<EpisodeOutcome, String>> = handles
-        .into_iter()
-        .map(|h| h.join().unwrap_or_else(|p| Err(panicked("an env loop", p))))
-        .collect();
-    // The cause, not its echo: an env loop's own error (the inference loop only saw it
-    // stop), unless the env loop only saw the inference loop stop.
+/// One inference loop's episodes, or the cause of its failure: an env's own error (the
+/// inference loop only saw it stop), unless the env only saw the inference loop stop.
+fn group_result(
+    episodes: Vec<Result<EpisodeOutcome, String>>,
+    served: Result<InferenceStats, String>,
+    stats: &mut InferenceStats,
+) -> Result<Vec<EpisodeOutcome>, String> {
     match (
-        joined.into_iter().collect::<Result<Vec<_>, String>>(),
+        episodes.into_iter().collect::<Result<Vec<_>, String>>(),
         served,
     ) {
-        (Ok(episodes), Ok(stats)) => Ok((episodes, stats)),
+        (Ok(episodes), Ok(served)) => {
+            stats.add(&served);
+            Ok(episodes)
+        }
         (Err(env), Err(inference)) if env == INFERENCE_STOPPED => Err(inference),
         (Err(env), _) => Err(env),
         (Ok(_), Err(inference)) => Err(inference),
     }
-}
-
-/// A thread's panic as an error: `who` and the panic's message.
-fn panicked(who: &str, payload: Box<dyn std::any::Any + Send>) -> String {
-    let message = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into());
-    format!("{who} panicked: {message}")
-}
-
-fn serve_or_report<B: RunBackend>(
-    model: &Qwen2CausalLm<B>,
-    requests: crossbeam_channel::Receiver<EnvMessage>,
-    replies: Vec<crossbeam_channel::Sender<GenerationOutput>>,
-) -> Result<InferenceStats, String> {
-    inference::serve(model, requests, replies).map_err(|e| format!("generation: {e}"))
 }
 
 #[cfg(test)]
