@@ -7,11 +7,12 @@
 //! - [`runtime`]: what one worker's operators share (models, optimizers, versions, the
 //!   run's plan), generic over [`runtime::backend::RunBackend`] (the CPU, or burn's
 //!   wgpu/CUDA backends with those features).
-//! - [`rollout`]: env loops, the inference loop and the sample builders; [`training`]:
+//! - [`rollout`]: the env pool, the inference loop and the sample builders; [`training`]:
 //!   epochs, mini- and micro-batches, gradient accumulation.
 //! - [`nodes`]: one file per node kind (settings, contract, checks, operator).
 //! - [`registry`]: the list of node kinds; [`catalog`]: [`catalog::RollFlow`], the catalog
-//!   that ties nodes, models and envs to the engine.
+//!   that ties nodes, models and envs to the engine; [`memory_estimate`]: the least
+//!   memory a pipeline holds, from the file alone.
 //! - [`run`]: the run as a library ([`run::Run`]); [`run_dir`]: readying a run's
 //!   directory; [`watch`]: a checkpoint's policy playing one episode (`roll-flow play
 //!   --policy`); [`export`]: a checkpoint's policy as a Hugging Face directory.
@@ -19,6 +20,7 @@
 pub mod catalog;
 pub mod checkpoint_commits;
 pub mod export;
+pub mod memory_estimate;
 pub mod nodes;
 pub mod play_settings;
 pub mod prompt;

@@ -13,7 +13,7 @@ use roll_flow_envs::config::EnvConfig;
 use roll_flow_model::spec::ModelSpec;
 use serde::Deserialize;
 
-use crate::nodes::kind::NodeKind;
+use crate::nodes::kind::{NodeKind, TrainedModel};
 use crate::play_settings::{EvalPlay, PolicyPlay};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::resources::Runtime;
@@ -88,6 +88,10 @@ impl Node {
     }
 
     /// The model whose weights it publishes to the inference copy (`ModelUpdate`).
+    pub fn trained(&self) -> Option<TrainedModel> {
+        self.parts().1.trained()
+    }
+
     pub fn publishes(&self) -> Option<&str> {
         self.parts().1.publishes()
     }

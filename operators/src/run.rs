@@ -13,7 +13,8 @@
 //! ```
 //!
 //! A run validates the file, refuses before writing anything what cannot run (a backend
-//! the build lacks, a custom env nobody registered, training on several workers, an output
+//! the build lacks, a custom env nobody registered, training on several workers, a run
+//! that needs more memory than the machine has available, an output
 //! directory that holds another run), readies the directory (a new run copies the
 //! pipeline file into it; a resumed one checks its newest checkpoint and drops the metrics
 //! of the steps it redoes), executes the graph on the backend the file's `device:` names
@@ -34,6 +35,7 @@ use roll_flow_envs::registry::{register_env, registered_names, EnvFactory};
 
 use crate::catalog::RollFlow;
 use crate::checkpoint_commits;
+use crate::memory_estimate::{available_memory, check_fits, estimate};
 use crate::registry::training_nodes;
 use crate::run_device::{execute_on_device, missing_backend};
 use crate::run_dir;
@@ -96,6 +98,7 @@ pub struct Run {
     warnings: Vec<Diagnostic>,
     resume: bool,
     overwrite: bool,
+    memory_check: bool,
     /// The executor's options but `first_step`, which the run directory decides.
     options: ExecutorOptions,
     envs: Vec<(String, EnvFactory)>,
@@ -139,6 +142,7 @@ impl Run {
             warnings: validation.diagnostics,
             resume,
             overwrite: false,
+            memory_check: true,
             options: ExecutorOptions::default(),
             envs: Vec::new(),
             on_step: None,
@@ -172,6 +176,13 @@ impl Run {
     /// Moves an output directory that holds another run aside instead of refusing it.
     pub fn overwrite(mut self, overwrite: bool) -> Run {
         self.overwrite = overwrite;
+        self
+    }
+
+    /// Whether a run whose memory floor exceeds the machine's available memory is refused
+    /// before anything loads (default yes; [`crate::memory_estimate`]).
+    pub fn memory_check(mut self, check: bool) -> Run {
+        self.memory_check = check;
         self
     }
 
@@ -267,7 +278,7 @@ impl Run {
     }
 
     /// Refusals that need no file: a backend this build lacks, a custom env nobody
-    /// registered, training on several workers.
+    /// registered, training on several workers, a run that would not fit in memory.
     fn refuse_what_cannot_run(&self) -> Result<(), RunError> {
         let pipeline = &self.loaded.pipeline;
         if let Some(problem) = missing_backend(pipeline.device) {
@@ -293,7 +304,14 @@ impl Run {
             }
         }
         let workers = self.options.threads.saturating_mul(self.options.processes);
-        refuse_multi_worker_training(training_nodes(pipeline), workers).map_err(RunError::Refused)
+        refuse_multi_worker_training(training_nodes(pipeline), workers)
+            .map_err(RunError::Refused)?;
+        if let (true, Some(available)) = (self.memory_check, available_memory()) {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let estimate = estimate(pipeline, Path::new("."), cores);
+            check_fits(&estimate, available).map_err(RunError::Refused)?;
+        }
+        Ok(())
     }
 
     /// Readies the run directory; returns the first step to run.

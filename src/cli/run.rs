@@ -52,6 +52,10 @@ pub struct RunArgs {
     /// File with one `host:port` per process (timely `-h`).
     #[arg(long)]
     hostfile: Option<PathBuf>,
+    /// Start even when the least memory the run holds (estimated from the file before any
+    /// model loads) exceeds what the machine has available.
+    #[arg(long)]
+    no_memory_check: bool,
 }
 
 impl RunArgs {
@@ -87,6 +91,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     print_diagnostics(run.warnings());
     let mut run = run
         .overwrite(args.overwrite)
+        .memory_check(!args.no_memory_check)
         .cluster(Cluster {
             threads: args.workers,
             processes: args.processes,

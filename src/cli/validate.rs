@@ -1,10 +1,11 @@
-//! `roll-flow validate FILE... [--set KEY=VALUE ...]`
+//! `roll-flow validate FILE... [--set KEY=VALUE ...] [--handshake] [--memory]`
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
 use roll_flow::envs::preflight::start_servers;
+use roll_flow::operators::memory_estimate::{estimate, gib};
 
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
@@ -18,6 +19,10 @@ pub struct ValidateArgs {
     /// and stop it.
     #[arg(long)]
     handshake: bool,
+    /// Also print the least memory the run holds, part by part (what `run` checks against
+    /// the machine's available memory).
+    #[arg(long)]
+    memory: bool,
 }
 
 pub fn validate(args: &ValidateArgs) -> ExitCode {
@@ -39,6 +44,15 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
                             continue;
                         }
                     }
+                }
+                if args.memory {
+                    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                    let estimate = estimate(&loaded.pipeline, Path::new("."), cores);
+                    println!(
+                        "memory: at least {} on {cores} cores\n{}",
+                        gib(estimate.floor()),
+                        estimate.breakdown()
+                    );
                 }
                 let edges: usize = graph.nodes.iter().map(|n| n.outputs.len()).sum();
                 println!(

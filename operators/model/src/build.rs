@@ -45,6 +45,26 @@ pub fn build_causal_lm<B: Backend>(
     Ok((model, tokenizer))
 }
 
+/// The architecture `spec` builds, read without loading any weights: the `Tiny` preset at
+/// its vocabulary, or an `HfDir`'s config.json.
+pub fn model_config(spec: &ModelSpec, base_dir: &Path) -> Result<Qwen2Config, ModelError> {
+    match &spec.arch {
+        ArchSpec::HfDir(dir) => {
+            Qwen2Config::from_json_file(&resolve(base_dir, dir).join("config.json"))
+        }
+        ArchSpec::Tiny(tiny) if tiny.vocab.is_some() => {
+            tiny_config(spec, &TextTokenizer::builtin())
+        }
+        ArchSpec::Tiny(_) => {
+            let tokenizer = match tokenizer_dir(spec, base_dir) {
+                None => TextTokenizer::builtin(),
+                Some(dir) => TextTokenizer::from_model_dir(&dir)?,
+            };
+            tiny_config(spec, &tokenizer)
+        }
+    }
+}
+
 /// The directory a spec's tokenizer comes from; `None` for the built-in tokenizer.
 pub fn tokenizer_dir(spec: &ModelSpec, base_dir: &Path) -> Option<PathBuf> {
     match (&spec.tokenizer, &spec.arch) {

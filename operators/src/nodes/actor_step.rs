@@ -42,7 +42,7 @@ use roll_flow_engine::{
 use roll_flow_model::Qwen2CausalLm;
 use serde::Deserialize;
 
-use super::kind::{at_least_one, default_policy, model_ref, NodeKind};
+use super::kind::{at_least_one, default_policy, model_ref, NodeKind, TrainedModel};
 use crate::runtime::backend::{RunBackend, TrainBackend};
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
@@ -216,8 +216,12 @@ impl NodeKind for ActorStepSpec {
         loss.map_err(|e| e.to_string())
     }
 
-    fn trains(&self) -> bool {
-        true
+    fn trained(&self) -> Option<TrainedModel> {
+        Some(TrainedModel {
+            model: self.model.clone(),
+            micro_batch: self.micro_batch.or(self.mini_batch),
+            lm_head: true,
+        })
     }
 
     fn build<B: RunBackend>(

@@ -20,7 +20,7 @@ use roll_flow_engine::{
 use roll_flow_model::Qwen2ValueModel;
 use serde::Deserialize;
 
-use super::kind::{at_least_one, model_ref, NodeKind};
+use super::kind::{at_least_one, model_ref, NodeKind, TrainedModel};
 use crate::runtime::backend::{RunBackend, TrainBackend};
 use crate::runtime::models::CriticModel;
 use crate::runtime::resources::Runtime;
@@ -81,8 +81,12 @@ impl NodeKind for CriticStepSpec {
         at_least_one("micro_batch", self.micro_batch.unwrap_or(1) as u64)
     }
 
-    fn trains(&self) -> bool {
-        true
+    fn trained(&self) -> Option<TrainedModel> {
+        Some(TrainedModel {
+            model: self.model.clone(),
+            micro_batch: self.micro_batch.or(self.mini_batch),
+            lm_head: false,
+        })
     }
 
     fn build<B: RunBackend>(

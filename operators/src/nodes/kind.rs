@@ -37,7 +37,12 @@ pub trait NodeKind {
     /// It trains a model (so several workers must average its gradients, and
     /// `--dump-batches` saves its input).
     fn trains(&self) -> bool {
-        false
+        self.trained().is_some()
+    }
+
+    /// The model it trains and how (the pre-flight memory estimate's input).
+    fn trained(&self) -> Option<TrainedModel> {
+        None
     }
 
     /// The model whose trained weights it publishes to the inference copy, when a node
@@ -64,6 +69,17 @@ pub trait NodeKind {
     ) -> Result<Box<dyn Operator>, String>
     where
         Self: Sized;
+}
+
+/// What a training node trains: the model, the samples per micro-batch (its mini-batch when
+/// it sets no micro-batch; `None`: the whole
+/// batch at once) and whether the model ends in the vocabulary-wide LM head (a critic
+/// ends in one value per token).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainedModel {
+    pub model: String,
+    pub micro_batch: Option<usize>,
+    pub lm_head: bool,
 }
 
 /// The model a node uses when its file names none: `"policy"`.
