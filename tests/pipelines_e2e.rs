@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::{assert_ok, metrics, roll_flow, run};
+use common::{assert_ok, metrics, roll_flow, run, untimed};
+use roll_flow_engine::batch::column::{ADVANTAGES, BEHAVIOUR_LOGPROB, OLD_LOGPROB, RESPONSE_MASK};
 use serde_json::Value;
 
 const CPU_PIPELINES: [&str; 9] = [
@@ -74,13 +75,13 @@ fn every_cpu_pipeline_runs_two_steps_and_leaves_metrics_checkpoints_and_dumps() 
             assert!(ckpt.join(f).is_file(), "{file}: checkpoint lacks {f}");
         }
         let dump = dumps.join("step_000001/actor_step.json");
-        let batch: Value = serde_json::from_slice(&std::fs::read(&dump).unwrap()).unwrap();
-        let columns = batch["token_columns"].as_object().unwrap();
-        for c in ["response_mask", "advantages", "behaviour_logprob"] {
-            assert!(columns.contains_key(c), "{file}: dump lacks `{c}`");
+        let batch = roll_flow_engine::batch_dump::read(&dump).unwrap();
+        for c in [RESPONSE_MASK, ADVANTAGES, BEHAVIOUR_LOGPROB] {
+            assert!(batch.has(&c), "{file}: dump lacks `{}`", c.name());
         }
+        assert!(batch.num_samples() > 0, "{file}: the dump holds samples");
         assert_eq!(
-            columns.contains_key("old_logprob"),
+            batch.has(&OLD_LOGPROB),
             !actor_old,
             "{file}: the dump has `old_logprob` exactly when a LogProb node gives it"
         );
@@ -98,20 +99,6 @@ fn the_gpu_pipeline_validates() {
     assert_ok(&out);
 }
 
-/// Wall-clock fields are the only ones allowed to differ between two runs.
-fn without_timings(
-    records: Vec<serde_json::Map<String, Value>>,
-) -> Vec<serde_json::Map<String, Value>> {
-    records
-        .into_iter()
-        .map(|r| {
-            r.into_iter()
-                .filter(|(k, _)| !roll_flow_engine::metrics::is_timing_key(k))
-                .collect()
-        })
-        .collect()
-}
-
 /// The same seed gives the same metrics, whatever the threads: one env thread and one
 /// inference loop play the same episodes as the default pool and the file's two loops.
 #[test]
@@ -126,7 +113,7 @@ fn same_seed_same_metrics() {
         "nodes.rollout.inference_loops=1",
     ];
     assert_ok(&run("pipelines/frozen_lake_starpo.ron", &b, &threads));
-    let (ma, mb) = (without_timings(metrics(&a)), without_timings(metrics(&b)));
+    let (ma, mb) = (untimed(&a), untimed(&b));
     assert_eq!(ma, mb);
     assert!(ma[0].len() > 20, "records carry the metrics: {:?}", ma[0]);
 }
@@ -154,8 +141,5 @@ fn a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one() {
         let b = std::fs::read(split.join("checkpoints/step_4").join(f)).unwrap();
         assert!(a == b, "{f} differs after resuming");
     }
-    assert_eq!(
-        without_timings(metrics(&whole)),
-        without_timings(metrics(&split))
-    );
+    assert_eq!(untimed(&whole), untimed(&split));
 }

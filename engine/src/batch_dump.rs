@@ -12,9 +12,10 @@
 //! ```
 //!
 //! Sample `i` owns `tokens[offsets[i]..offsets[i+1]]` and the same range of every token
-//! column; sample columns hold one value per sample. Files are written atomically.
+//! column; sample columns hold one value per sample. Files are written atomically;
+//! [`read`] reads one back, checked.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::atomic_file::write_atomic;
 use crate::batch::Batch;
@@ -43,4 +44,11 @@ impl Operator for DumpInput {
         })?;
         self.inner.process(ctx, input)
     }
+}
+
+/// Reads a dump file back as the batch it holds; an error names the file and what is
+/// wrong (JSON with its line and column, or parts that do not fit together).
+pub fn read(path: &Path) -> Result<Batch, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }

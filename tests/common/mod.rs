@@ -101,15 +101,12 @@ pub fn assert_ok(out: &std::process::Output) {
     );
 }
 
-/// Whether a `metrics.jsonl` key is a timing (it differs between equal runs).
-pub fn is_timing(key: &str) -> bool {
-    key == "wall_s" || key.ends_with("seconds") || key.ends_with("_per_s")
-}
-
-/// The records of `dir/metrics.jsonl` without their timing fields.
+/// The records of `dir/metrics.jsonl` without their timing fields (the only ones that
+/// differ between equal runs).
 pub fn untimed(dir: &Path) -> Vec<Vec<(String, Value)>> {
+    let timing = roll_flow_engine::metrics::is_timing_key;
     metrics(dir)
         .into_iter()
-        .map(|r| r.into_iter().filter(|(k, _)| !is_timing(k)).collect())
+        .map(|r| r.into_iter().filter(|(k, _)| !timing(k)).collect())
         .collect()
 }

@@ -11,6 +11,7 @@
 
 pub mod column;
 
+mod packed;
 mod values;
 
 use std::collections::BTreeMap;
@@ -41,10 +42,15 @@ pub enum BatchError {
     },
     #[error("cannot join batches: {0}")]
     Mismatch(String),
+    /// A batch read from a file whose parts do not fit together.
+    #[error("not a well-formed batch: {0}")]
+    Malformed(String),
 }
 
-/// Columnar, packed, variable-length samples. See the module docs.
+/// Columnar, packed, variable-length samples. See the module docs. Read back (serde), a
+/// batch is checked whole (`packed.rs`), so no access can fail on its shape.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "packed::PackedBatch")]
 pub struct Batch {
     tokens: Vec<u32>,
     /// `offsets[i]..offsets[i + 1]` is sample `i`'s token range; always starts with 0.

@@ -91,3 +91,40 @@ fn round_trips_through_json() {
     let back: Batch = serde_json::from_str(&text).unwrap();
     assert_eq!(back, b);
 }
+
+#[test]
+fn a_batch_read_back_is_checked_whole() {
+    let read = |text: &str| serde_json::from_str::<Batch>(text).map_err(|e| e.to_string());
+    let ok = r#"{"tokens": [1, 2, 3], "offsets": [0, 1, 3],
+        "token_columns": {"advantages": {"F32": [0.5, 1.0, 2.0]}},
+        "sample_columns": {"score": {"F32": [1.0, 0.0]}}}"#;
+    let batch = read(ok).unwrap();
+    assert_eq!(batch.sample_tokens(1), &[2, 3]);
+    for (text, needed) in [
+        (r#"{"tokens": [1], "offsets": []}"#, "must start with 0"),
+        (r#"{"tokens": [1], "offsets": [1, 1]}"#, "must start with 0"),
+        (
+            r#"{"tokens": [1, 2], "offsets": [0, 2, 1, 2]}"#,
+            "entry 2 is 1 after 2",
+        ),
+        (
+            r#"{"tokens": [1, 2], "offsets": [0, 5]}"#,
+            "ends at 5, but there are 2 tokens",
+        ),
+        (
+            r#"{"tokens": [1, 2], "offsets": [0, 2], "token_columns": {"advantages": {"F32": [1.0]}}}"#,
+            "column `advantages` has 1 values but the batch has 2 Tokens",
+        ),
+        (
+            r#"{"tokens": [1, 2], "offsets": [0, 2], "sample_columns": {"score": {"F32": []}}}"#,
+            "column `score` has 0 values but the batch has 1 Samples",
+        ),
+        (
+            r#"{"tokens": [], "offsets": [0], "extra": 1}"#,
+            "unknown field `extra`",
+        ),
+    ] {
+        let err = read(text).unwrap_err();
+        assert!(err.contains(needed), "{text}: {err}");
+    }
+}

@@ -44,11 +44,19 @@ impl TextTokenizer {
 
     /// A tokenizer from the bytes of a `tokenizer.json`; `origin` names it in errors.
     pub fn from_bytes(bytes: &[u8], origin: &str) -> Result<Self, ModelError> {
-        let inner =
-            tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| ModelError::Tokenizer {
-                origin: origin.to_string(),
-                message: e.to_string(),
-            })?;
+        let error = |message: String| ModelError::Tokenizer {
+            origin: origin.to_string(),
+            message,
+        };
+        // The text and its JSON are checked first: the `tokenizers` crate (0.22) panics on a
+        // syntax error or invalid UTF-8 inside `decoder` ("Helper"), and this error names
+        // the line and column. Its other panics are caught as errors too.
+        let text = std::str::from_utf8(bytes).map_err(|e| error(format!("not UTF-8 text: {e}")))?;
+        serde_json::from_str::<serde::de::IgnoredAny>(text)
+            .map_err(|e| error(format!("not valid JSON: {e}")))?;
+        let inner = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(bytes))
+            .map_err(|_| error("the tokenizers library could not read it (it panicked)".into()))?
+            .map_err(|e| error(e.to_string()))?;
         Ok(TextTokenizer {
             inner,
             origin: origin.to_string(),
@@ -198,6 +206,40 @@ mod tests {
         );
         assert_eq!(t.stop_tokens(), vec![0, 2]);
         assert_eq!(t.vocab_size(), 516);
+    }
+
+    /// A syntax error or invalid UTF-8 inside `decoder` made the `tokenizers` crate panic
+    /// (found by `fuzz/run.sh`, seeds `fuzz/seeds/tokenizer/decoder_*`); each is an error,
+    /// naming the line and column where it can.
+    #[test]
+    fn a_broken_tokenizer_json_is_an_error_not_a_panic() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/tiny_qwen2/tokenizer.json");
+        let good = std::fs::read_to_string(dir).unwrap();
+        let broken = good.replacen(
+            "\"add_prefix_space\": true",
+            "\"add_prefix_space\": urue",
+            1,
+        );
+        assert_ne!(good, broken);
+        let Err(e) = TextTokenizer::from_bytes(broken.as_bytes(), "t.json") else {
+            panic!("a broken tokenizer.json loaded");
+        };
+        let message = e.to_string();
+        assert!(
+            message.contains("t.json") && message.contains("not valid JSON"),
+            "{message}"
+        );
+        assert!(message.contains("line "), "{message}");
+        // Invalid UTF-8 inside the decoder's type, `decoder_invalid_utf8`.
+        let mut bytes = good.clone().into_bytes();
+        let at = good.find("\"ByteLevel\"").unwrap() + 6;
+        bytes[at] = 0x92;
+        let Err(e) = TextTokenizer::from_bytes(&bytes, "t.json") else {
+            panic!("a tokenizer.json that is not UTF-8 loaded");
+        };
+        assert!(e.to_string().contains("not UTF-8 text"), "{e}");
+        assert!(TextTokenizer::from_bytes(good.as_bytes(), "t.json").is_ok());
     }
 
     /// Every grid cell and line break of the envs' boards is one token, so a small model sees
