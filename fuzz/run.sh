@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every fuzz target for SECONDS each (default 600) and prints what each did.
+# Runs every fuzz target (or those in $TARGETS) for SECONDS each (default 600) and prints
+# what each did.
 # Needs cargo-fuzz (`cargo install cargo-fuzz`); on a stable toolchain RUSTC_BOOTSTRAP=1
 # lets it build, without a sanitizer (`-s none`: the targets look for panics, and the
 # code is safe Rust). New inputs go to fuzz/corpus/TARGET (not committed); the seeds are
@@ -10,7 +11,8 @@ cd "$(dirname "$0")"
 seconds="${1:-600}"
 export RUSTC_BOOTSTRAP=1
 cargo fuzz build -s none -O
-for target in pipeline set_override env_protocol env_actions chat_template; do
+targets="${TARGETS:-pipeline set_override env_protocol env_actions chat_template model_dir tokenizer batch_dump}"
+for target in $targets; do
     mkdir -p "corpus/$target" "seeds/$target"
     seeds="seeds/$target"
     [ "$target" = pipeline ] && seeds="../pipelines"

@@ -1,0 +1,17 @@
+//! A model directory's config.json and model.safetensors (the input is the two files
+//! joined by a 0 byte): loading gives an error, never a panic.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use roll_flow::model::hf::model_dir::load_causal_lm;
+use roll_flow::model::CpuBackend;
+
+fuzz_target!(|data: &[u8]| {
+    let Some(split) = data.iter().position(|&b| b == 0) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("roll-flow-fuzz-model-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    std::fs::write(dir.join("config.json"), &data[..split]).expect("config.json written");
+    std::fs::write(dir.join("model.safetensors"), &data[split + 1..]).expect("weights written");
+    let _ = load_causal_lm::<CpuBackend>(&dir, &Default::default());
+});
