@@ -10,26 +10,28 @@ use burn::module::{AutodiffModule, ModuleVisitor, Param, ParamId};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Tensor};
 
-/// Each float parameter's values, by id, flattened.
+/// Each float parameter's values, by id, flattened, on the inner backend: arithmetic on
+/// the autodiff tensors themselves would record graph nodes that no backward pass ever
+/// frees (the soak saw the process grow by about a megabyte a step).
 struct Collect<B: AutodiffBackend> {
-    params: HashMap<ParamId, Tensor<B, 1>>,
+    params: HashMap<ParamId, Tensor<B::InnerBackend, 1>>,
 }
 
 impl<B: AutodiffBackend> ModuleVisitor<B> for Collect<B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        let flat = param.val().flatten::<1>(0, D - 1);
+        let flat = param.val().inner().flatten::<1>(0, D - 1);
         self.params.insert(param.id, flat);
     }
 }
 
 struct SquaredChange<B: AutodiffBackend> {
-    before: HashMap<ParamId, Tensor<B, 1>>,
+    before: HashMap<ParamId, Tensor<B::InnerBackend, 1>>,
     total: f64,
 }
 
 impl<B: AutodiffBackend> ModuleVisitor<B> for SquaredChange<B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        let after = param.val().flatten::<1>(0, D - 1);
+        let after = param.val().inner().flatten::<1>(0, D - 1);
         let s: f32 = match self.before.remove(&param.id) {
             Some(before) => after.sub(before).square().sum().into_scalar().elem(),
             // A parameter the step created: its whole value is the change.
