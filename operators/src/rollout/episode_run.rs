@@ -206,10 +206,11 @@ impl<'a> EpisodeRun<'a> {
             return Ok(false);
         }
         self.turn += 1;
-        if self.transcript.is_some() {
-            let next = self.user_message(self.turn, &self.observation, &[])?;
-            let transcript = self.transcript.as_mut().expect("checked above");
-            transcript.add_user(tokenizer, &next)?;
+        if let Some(mut transcript) = self.transcript.take() {
+            let next = self.user_message(self.turn, &self.observation, &[]);
+            let added = next.and_then(|text| transcript.add_user(tokenizer, &text));
+            self.transcript = Some(transcript);
+            added?;
         }
         Ok(true)
     }
