@@ -9,7 +9,7 @@ use common::{assert_ok, metrics, roll_flow, run, untimed};
 use roll_flow_engine::batch::column::{ADVANTAGES, BEHAVIOUR_LOGPROB, OLD_LOGPROB, RESPONSE_MASK};
 use serde_json::Value;
 
-const CPU_PIPELINES: [&str; 9] = [
+const CPU_PIPELINES: [&str; 10] = [
     "pipelines/frozen_lake_starpo.ron",
     "pipelines/frozen_lake_gigpo.ron",
     "pipelines/frozen_lake_ppo.ron",
@@ -17,6 +17,7 @@ const CPU_PIPELINES: [&str; 9] = [
     "pipelines/sokoban_gigpo.ron",
     "pipelines/bandit_grpo.ron",
     "pipelines/math_multi_turn.ron",
+    "pipelines/math_single_turn.ron",
     "pipelines/webshop_gigpo.ron",
     "pipelines/webshop_grpo.ron",
 ];

@@ -1,8 +1,8 @@
 //! Procedural arithmetic problems with exact answers.
 //!
 //! A random binary expression over `operands` integers in 1..=`max_operand` with the
-//! operators + − × ÷: the tree shape is drawn by splitting the operand count at a
-//! uniform point, every operator uniformly. Sub-expressions are parenthesised, so the
+//! given operators (of + − × ÷): the tree shape is drawn by splitting the operand count
+//! at a uniform point, every operator uniformly. Sub-expressions are parenthesised, so the
 //! text has one reading. The answer is evaluated exactly ([`Rational`]); draws that
 //! divide by zero or overflow are redrawn. Division makes fractional answers possible,
 //! which is why answers may be given as reduced fractions.
@@ -18,12 +18,18 @@ pub struct Problem {
     pub answer: Rational,
 }
 
-const OPERATORS: [char; 4] = ['+', '-', '*', '/'];
+/// Every operator a problem may use.
+pub const OPERATORS: [char; 4] = ['+', '-', '*', '/'];
 
-/// Draws a problem (redrawing on division by zero or overflow).
-pub fn generate(operands: usize, max_operand: i64, rng: &mut impl Rng) -> Problem {
+/// Draws a problem with `operators` (redrawing on division by zero or overflow).
+pub fn generate(
+    operands: usize,
+    max_operand: i64,
+    operators: &[char],
+    rng: &mut impl Rng,
+) -> Problem {
     loop {
-        if let Some((expression, answer)) = draw(operands, max_operand, rng) {
+        if let Some((expression, answer)) = draw(operands, max_operand, operators, rng) {
             return Problem { expression, answer };
         }
     }
@@ -31,15 +37,20 @@ pub fn generate(operands: usize, max_operand: i64, rng: &mut impl Rng) -> Proble
 
 /// One random expression with `n ≥ 1` operands: its text (parenthesised when compound)
 /// and value.
-fn draw(n: usize, max_operand: i64, rng: &mut impl Rng) -> Option<(String, Rational)> {
+fn draw(
+    n: usize,
+    max_operand: i64,
+    operators: &[char],
+    rng: &mut impl Rng,
+) -> Option<(String, Rational)> {
     if n <= 1 {
         let value = rng.random_range(1..=max_operand);
         return Some((value.to_string(), Rational::integer(value.into())));
     }
     let left_n = rng.random_range(1..n);
-    let op = OPERATORS[rng.random_range(0..OPERATORS.len())];
-    let (left, a) = draw(left_n, max_operand, rng)?;
-    let (right, b) = draw(n - left_n, max_operand, rng)?;
+    let op = operators[rng.random_range(0..operators.len())];
+    let (left, a) = draw(left_n, max_operand, operators, rng)?;
+    let (right, b) = draw(n - left_n, max_operand, operators, rng)?;
     let value = apply(op, a, b)?;
     Some((
         format!("{} {op} {}", wrap(left, left_n), wrap(right, n - left_n)),

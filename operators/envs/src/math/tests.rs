@@ -4,10 +4,10 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::problem::generate;
+use super::problem::{generate, OPERATORS};
 use super::rational::Rational;
 use super::verifier::{final_answer, parse_number};
-use super::{MathConfig, CORRECT_FEEDBACK, WRONG_FEEDBACK};
+use super::{answer_range, MathConfig, CORRECT_FEEDBACK, WRONG_FEEDBACK};
 use crate::env::Env;
 use crate::error::EnvError;
 
@@ -114,7 +114,7 @@ fn generated_answers_are_exact() {
     let mut fractional = 0;
     for operands in 2..=6 {
         for _ in 0..400 {
-            let problem = generate(operands, 30, &mut rng);
+            let problem = generate(operands, 30, &OPERATORS, &mut rng);
             let exact = problem.answer.numerator() as f64 / problem.answer.denominator() as f64;
             let approx = eval(&problem.expression);
             assert!(
@@ -208,5 +208,77 @@ fn max_turns_is_capped_with_the_range_in_the_message() {
             err,
             format!("Math: invalid `max_turns`: {shown} is not in 1..=1000")
         );
+    }
+}
+
+#[test]
+fn answer_ranges_by_hand() {
+    // Two operands in 1..=9: a + b in 2..=18, a − b in −8..=8.
+    assert_eq!(answer_range(2, 9, &['+', '-']), Some(-8..=18));
+    assert_eq!(answer_range(2, 9, &['+']), Some(2..=18));
+    assert_eq!(answer_range(2, 9, &['*']), Some(1..=81));
+    // Three operands with + and −: (a − (b + c)) reaches 1 − 18 = −17; a + b + c 27.
+    assert_eq!(answer_range(3, 9, &['+', '-']), Some(-17..=27));
+    // Division makes fractions: no names; too wide a range: none either.
+    assert_eq!(answer_range(2, 9, &['+', '/']), None);
+    assert_eq!(answer_range(3, 100, &['*']), None);
+    // Every drawn answer lies in the range.
+    let ops = ['+', '-', '*'];
+    let range = answer_range(3, 6, &ops).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for _ in 0..2000 {
+        let answer = generate(3, 6, &ops, &mut rng).answer;
+        assert_eq!(answer.denominator(), 1);
+        assert!(range.contains(&(answer.numerator() as i64)), "{answer}");
+    }
+}
+
+#[test]
+fn integer_problems_name_their_answers_and_report_retries() {
+    let config = MathConfig {
+        operands: 2,
+        max_operand: 9,
+        max_turns: 3,
+        operators: "+-".into(),
+    };
+    let mut env = config.build().unwrap();
+    let names = env.action_names();
+    assert_eq!(names.len(), 27);
+    assert_eq!((names[0].as_str(), names[26].as_str()), ("-8", "18"));
+    assert!(MathConfig::default()
+        .build()
+        .unwrap()
+        .action_names()
+        .is_empty());
+    env.reset(5).unwrap();
+    let answer = env.problem().unwrap().answer;
+    let wrong = answer.checked_add(Rational::integer(1)).unwrap();
+    let guided = |n: Rational| format!("<answer>{n}</answer>");
+    let first = env.step(&guided(wrong)).unwrap();
+    assert_eq!(first.info.metrics.get("first_attempt_correct"), Some(0.0));
+    assert_eq!(first.info.metrics.get("repeated_wrong"), None);
+    let second = env.step(&guided(wrong)).unwrap();
+    assert_eq!(second.info.metrics.get("repeated_wrong"), Some(1.0));
+    assert_eq!(second.info.metrics.get("first_attempt_correct"), None);
+    let third = env.step(&guided(answer)).unwrap();
+    assert_eq!(third.info.metrics.get("repeated_wrong"), Some(0.0));
+    assert!(third.info.success && third.terminated);
+    // A right first answer counts as first-attempt accuracy.
+    env.reset(5).unwrap();
+    let right = env.step(&guided(answer)).unwrap();
+    assert_eq!(right.info.metrics.get("first_attempt_correct"), Some(1.0));
+}
+
+#[test]
+fn operators_are_checked() {
+    for bad in ["", "+x", "++", "%"] {
+        let config = MathConfig {
+            operators: bad.into(),
+            ..Default::default()
+        };
+        let Err(e) = config.build() else {
+            panic!("operators {bad:?} accepted");
+        };
+        assert!(e.to_string().contains("operators"), "{e}");
     }
 }

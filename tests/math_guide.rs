@@ -1,0 +1,78 @@
+//! The numeric answer guide through the binary: `Math` with integer answers (`operators:
+//! "+-"`) names its answers, so `guide: Actions` samples only `<answer>N</answer>` with N
+//! in the env's range; the tokens the guide forces have log-prob 0; and the log-probs
+//! training takes over the allowed set equal the sampling ones.
+
+mod common;
+
+use common::{assert_ok, metrics, run};
+use roll_flow::model::tokenizer::TextTokenizer;
+use roll_flow_engine::batch::column::{BEHAVIOUR_LOGPROB, RESPONSE_MASK, TOKEN_TURN};
+
+#[test]
+fn guided_answers_are_in_range_forced_tokens_certain_and_scoring_agrees() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, dumps) = (dir.path().join("run"), dir.path().join("dumps"));
+    let dump_arg = dumps.display().to_string();
+    assert_ok(&run(
+        "pipelines/math_multi_turn.ron",
+        &out,
+        &["--dump-batches", &dump_arg],
+    ));
+    for record in metrics(&out) {
+        let get = |k: &str| {
+            record[k]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{k}: {record:?}"))
+        };
+        assert!(get("old_logprob/behaviour_gap_max") < 1e-4, "{record:?}");
+        assert_eq!(get("rollout/format_error_rate"), 0.0);
+        assert!((0.0..=1.0).contains(&get("rollout/info/first_attempt_correct")));
+    }
+    let tokenizer = TextTokenizer::builtin();
+    for step in ["step_000000", "step_000001"] {
+        let path = dumps.join(step).join("actor_step.json");
+        let batch = roll_flow_engine::batch_dump::read(&path).unwrap();
+        let (mask, turn, logprob) = (
+            batch.bools(&RESPONSE_MASK).unwrap(),
+            batch.i64s(&TOKEN_TURN).unwrap(),
+            batch.f32s(&BEHAVIOUR_LOGPROB).unwrap(),
+        );
+        let tokens = batch.tokens();
+        let mut replies = 0;
+        for sample in 0..batch.num_samples() {
+            let range = batch.sample_range(sample);
+            let response: Vec<usize> = range.filter(|&t| mask[t]).collect();
+            let turns: std::collections::BTreeSet<i64> =
+                response.iter().map(|&t| turn[t]).collect();
+            for k in turns {
+                let at: Vec<usize> = response.iter().copied().filter(|&t| turn[t] == k).collect();
+                let ids: Vec<u32> = at.iter().map(|&t| tokens[t]).collect();
+                let text = tokenizer.decode(&ids, false).unwrap();
+                let text = text.trim_end_matches("<|im_end|>");
+                let number = text
+                    .strip_prefix("<answer>")
+                    .and_then(|t| t.strip_suffix("</answer>"))
+                    .unwrap_or_else(|| panic!("reply {text:?}"));
+                let n: i64 = number.parse().unwrap();
+                assert!((-8..=18).contains(&n), "{n} is outside the answer range");
+                // `<answer>` opens every choice and `</answer>` then the end of the message
+                // close it: the guide forces them (log-prob 0); only the number's tokens,
+                // at most two, are drawn.
+                let lp: Vec<f32> = at.iter().map(|&t| logprob[t]).collect();
+                assert_eq!(lp[0], 0.0, "{text}: {lp:?}");
+                assert_eq!(lp[lp.len() - 1], 0.0, "{text}: {lp:?}");
+                assert!(
+                    lp.iter().filter(|&&x| x != 0.0).count() <= 2,
+                    "{text}: {lp:?}"
+                );
+                assert!(lp.iter().all(|&x| x <= 0.0), "{lp:?}");
+                replies += 1;
+            }
+        }
+        assert!(
+            replies >= batch.num_samples(),
+            "every episode replied at least once"
+        );
+    }
+}
