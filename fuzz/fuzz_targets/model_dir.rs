@@ -5,12 +5,14 @@ use libfuzzer_sys::fuzz_target;
 use roll_flow::model::hf::model_dir::load_causal_lm;
 use roll_flow::model::CpuBackend;
 
+#[path = "scratch_dir.rs"]
+mod scratch_dir;
+
 fuzz_target!(|data: &[u8]| {
     let Some(split) = data.iter().position(|&b| b == 0) else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("roll-flow-fuzz-model-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let dir = scratch_dir::scratch_dir("model");
     std::fs::write(dir.join("config.json"), &data[..split]).expect("config.json written");
     std::fs::write(dir.join("model.safetensors"), &data[split + 1..]).expect("weights written");
     let _ = load_causal_lm::<CpuBackend>(&dir, &Default::default());

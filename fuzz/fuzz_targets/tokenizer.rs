@@ -6,6 +6,9 @@ use libfuzzer_sys::fuzz_target;
 use roll_flow::model::tokenizer::TextTokenizer;
 use roll_flow::model::ChatMessage;
 
+#[path = "scratch_dir.rs"]
+mod scratch_dir;
+
 fuzz_target!(|data: &[u8]| {
     // `TextTokenizer::from_bytes` catches the `tokenizers` crate's panics as errors; the
     // default hook (not libFuzzer's, which aborts on any panic) lets a caught one pass,
@@ -17,8 +20,7 @@ fuzz_target!(|data: &[u8]| {
     let Some(split) = data.iter().position(|&b| b == 0) else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("roll-flow-fuzz-tokenizer-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let dir = scratch_dir::scratch_dir("tokenizer");
     std::fs::write(dir.join("tokenizer.json"), &data[..split]).expect("tokenizer.json written");
     std::fs::write(dir.join("tokenizer_config.json"), &data[split + 1..])
         .expect("tokenizer_config.json written");
