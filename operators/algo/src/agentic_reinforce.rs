@@ -6,8 +6,7 @@
 //! trajectory. Turns are identified by `token_turn`. A trajectory cut off by the turn limit
 //! is treated as terminal (no bootstrap), as in ROLL. Default γ = 1.0; AReaL's multi-turn
 //! math example discounts turn rewards backward with γ = 0.9
-//! (`apply_reward_discount(turn_discount=0.9)`), which `pipelines/math_multi_turn.ron`
-//! uses. Shaping: `reward_clip` clips each turn reward.
+//! (`apply_reward_discount(turn_discount=0.9)`). Shaping: `reward_clip` clips each turn reward.
 //!
 //! RON: `"adv": AgenticReinforce(gamma: 0.9)`.
 

@@ -9,8 +9,10 @@
 //! - AReaL discounts the per-turn rewards backward, G_t = r_t + γ·G_{t+1}, with γ = 0.9
 //!   in its multi-turn math example (`apply_reward_discount(turn_discount=0.9)`). The env
 //!   only gives each turn's reward; the discount is the advantage estimator's,
-//!   `"adv": AgenticReinforce(gamma: 0.9)` (`roll_flow_algo::agentic_reinforce`), as
-//!   `pipelines/math_multi_turn.ron` sets it.
+//!   `"adv": AgenticReinforce(gamma: 0.9)` (`roll_flow_algo::agentic_reinforce`).
+//!   `pipelines/math_multi_turn.ron` uses GRPO's group baseline instead: an episode's
+//!   score (+1 first try, 0 second, −1 third, −3 never) already ranks sooner answers
+//!   higher (bench/history/learning_curve_math.md).
 //! - With integer answers only (`operators` without `/`), the env names its answers as
 //!   actions: every integer the problems can have ([`answer_range`]), so `guide: Actions`
 //!   constrains a reply to `<answer>N</answer>` and a model trained from scratch answers
