@@ -60,7 +60,7 @@ pub struct EpisodeVars<'a> {
     pub instruction: &'a str,
     pub env: &'a str,
     pub max_turns: usize,
-    pub actions: Vec<String>,
+    pub actions: &'a [String],
 }
 
 /// What one turn's template sees besides [`EpisodeVars`].
@@ -200,11 +200,12 @@ impl PromptTemplates {
     /// Renders both templates once with made-up values, so a misspelt variable is a
     /// validation error rather than a failure at the first rollout.
     fn check_with_sample_values(&self) -> Result<(), String> {
+        let actions = ["Left".to_string()];
         let episode = EpisodeVars {
             instruction: "instruction",
             env: "train",
             max_turns: 2,
-            actions: vec!["Left".into()],
+            actions: &actions,
         };
         let turn = TurnVars {
             observation: "observation",

@@ -5,7 +5,7 @@ fn episode() -> EpisodeVars<'static> {
         instruction: "Reach the goal G.",
         env: "train",
         max_turns: 5,
-        actions: vec!["Left".into(), "Right".into()],
+        actions: Vec::leak(vec!["Left".into(), "Right".into()]),
     }
 }
 

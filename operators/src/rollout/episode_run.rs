@@ -55,6 +55,9 @@ pub(super) struct EpisodeRun<'a> {
     turn: usize,
     /// The pending request's prompt (kept for step-wise samples).
     prompt: Vec<u32>,
+    /// The env's action names and the tokenizer's stop tokens, read once per episode.
+    actions: Vec<String>,
+    stop_tokens: Vec<u32>,
 }
 
 impl<'a> EpisodeRun<'a> {
@@ -69,6 +72,8 @@ impl<'a> EpisodeRun<'a> {
             observation: reset.observation,
             turn: 0,
             prompt: Vec::new(),
+            actions: job.env.action_names(),
+            stop_tokens: job.tokenizer.stop_tokens(),
             job,
         };
         run.system = run.job.settings.prompt.system(&run.vars())?;
@@ -131,7 +136,7 @@ impl<'a> EpisodeRun<'a> {
             prompt: prompt.clone(),
             max_new_tokens: budget,
             sampling: settings.sampling.clone(),
-            stop_tokens: job.tokenizer.stop_tokens(),
+            stop_tokens: self.stop_tokens.clone(),
             seed: job.seed ^ (self.turn as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             guide: job.guide.clone(),
         };
@@ -230,7 +235,7 @@ impl<'a> EpisodeRun<'a> {
             instruction: &self.episode.instruction,
             env: &self.job.slot.env_tag,
             max_turns: self.job.slot.max_turns,
-            actions: self.job.env.action_names(),
+            actions: &self.actions,
         }
     }
 
