@@ -27,6 +27,7 @@
 //! pipeline's floor is 33 MiB, and it holds about 1 GiB (bench/README.md, "Soak"): the
 //! check stops runaway sizes, it does not budget a run.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use roll_flow_engine::spec::Device;
@@ -87,6 +88,13 @@ pub fn gib(bytes: u64) -> String {
     }
 }
 
+/// The memory floor of `pipeline` on this machine: its cores, model directories relative
+/// to the working directory (what `run` and `validate --memory` use).
+pub fn estimate_here<C: RollFlowDialect>(pipeline: &Pipeline<C>) -> (MemoryEstimate, usize) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (estimate(pipeline, Path::new("."), cores), cores)
+}
+
 /// The memory floor of `pipeline` on a machine with `cores`; model directories are read
 /// relative to `base_dir` (config.json only). A model whose architecture cannot be read
 /// counts nothing here (loading it reports the problem).
@@ -96,10 +104,12 @@ pub fn estimate<C: RollFlowDialect>(
     cores: usize,
 ) -> MemoryEstimate {
     let on_cpu = pipeline.device == Device::Cpu;
-    let config = |name: &str| -> Option<Qwen2Config> {
-        let spec = pipeline.models.get(name)?;
-        model_config(spec, base_dir).ok()
-    };
+    // Each model's architecture, read once (an `HfDir` config.json, a tokenizer for a Tiny
+    // model's vocabulary).
+    let configs: BTreeMap<&str, Qwen2Config> = (pipeline.models.iter())
+        .filter_map(|(name, spec)| Some((name, model_config(spec, base_dir).ok()?)))
+        .collect();
+    let config = |name: &str| configs.get(name);
     let nodes: Vec<_> = pipeline.nodes.iter().map(|(_, n)| n).collect();
     let trained: Vec<_> = nodes.iter().filter_map(|n| n.trained()).collect();
     let mut estimate = MemoryEstimate::default();
@@ -115,7 +125,7 @@ pub fn estimate<C: RollFlowDialect>(
             } else {
                 1
             };
-            let params = parameters(&c);
+            let params = parameters(c);
             estimate.resident.push(Part {
                 what: format!(
                     "model `{name}`: {params} parameters × 4 bytes × {copies} ({})",
@@ -185,7 +195,7 @@ pub fn estimate<C: RollFlowDialect>(
     if on_cpu {
         for t in &trained {
             if let Some(c) = config(&t.model) {
-                phases.push(training(t, &c, samples, sample_length, cores as u64));
+                phases.push(training(t, c, samples, sample_length, cores as u64));
             }
         }
     }

@@ -35,7 +35,7 @@ use roll_flow_envs::registry::{register_env, registered_names, EnvFactory};
 
 use crate::catalog::RollFlow;
 use crate::checkpoint_commits;
-use crate::memory_estimate::{available_memory, check_fits, estimate};
+use crate::memory_estimate::{available_memory, check_fits, estimate_here};
 use crate::registry::training_nodes;
 use crate::run_device::{execute_on_device, missing_backend};
 use crate::run_dir;
@@ -307,8 +307,7 @@ impl Run {
         refuse_multi_worker_training(training_nodes(pipeline), workers)
             .map_err(RunError::Refused)?;
         if let (true, Some(available)) = (self.memory_check, available_memory()) {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let estimate = estimate(pipeline, Path::new("."), cores);
+            let (estimate, _) = estimate_here(pipeline);
             check_fits(&estimate, available).map_err(RunError::Refused)?;
         }
         Ok(())

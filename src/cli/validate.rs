@@ -1,11 +1,11 @@
 //! `roll-flow validate FILE... [--set KEY=VALUE ...] [--handshake] [--memory]`
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 use roll_flow::envs::preflight::start_servers;
-use roll_flow::operators::memory_estimate::{estimate, gib};
+use roll_flow::operators::memory_estimate::{estimate_here, gib};
 
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
@@ -46,8 +46,7 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
                     }
                 }
                 if args.memory {
-                    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                    let estimate = estimate(&loaded.pipeline, Path::new("."), cores);
+                    let (estimate, cores) = estimate_here(&loaded.pipeline);
                     println!(
                         "memory: at least {} on {cores} cores\n{}",
                         gib(estimate.floor()),
