@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::{metrics, run};
 
@@ -38,22 +38,20 @@ fn safetensors_f32(path: &Path) -> Vec<f32> {
     values
 }
 
+/// Runs the tiny default pipeline for `steps` with the policy's optimizer `optim` into
+/// `dir/run`; the run must fail (exit 1). Its directory and stderr.
+fn failing_run(dir: &Path, steps: &str, optim: &str) -> (PathBuf, String) {
+    let out_dir = dir.join("run");
+    let set = format!("models.policy.optim={optim}");
+    let out = run(FILE, &out_dir, &["--steps", steps, "--set", &set]);
+    assert_eq!(out.status.code(), Some(1));
+    (out_dir, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 #[test]
 fn non_finite_updates_are_skipped_then_stop_the_run_naming_the_last_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
-    let out_dir = dir.path().join("run");
-    let out = run(
-        FILE,
-        &out_dir,
-        &[
-            "--steps",
-            "5",
-            "--set",
-            "models.policy.optim=AdamW(lr: 1e30)",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (out_dir, stderr) = failing_run(dir.path(), "5", "AdamW(lr: 1e30)");
     assert!(
         stderr.contains(
             "node `actor_step` at step 2: 3 non-finite updates in a row (`max_nonfinite`"
@@ -101,19 +99,7 @@ fn diverged_weights_stop_generation_with_an_error_not_a_panic() {
     // lr 1e8: the updates stay finite but the weights grow until the logits overflow;
     // the guided rollout (`guide: Actions`) then stops the run, naming the node.
     let dir = tempfile::tempdir().unwrap();
-    let out_dir = dir.path().join("run");
-    let out = run(
-        FILE,
-        &out_dir,
-        &[
-            "--steps",
-            "8",
-            "--set",
-            "models.policy.optim=AdamW(lr: 1e8)",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (_, stderr) = failing_run(dir.path(), "8", "AdamW(lr: 1e8)");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(
         stderr.contains("node `rollout` at step ")
