@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::error::EnvError;
 use crate::webshop::generator::CatalogGenerator;
 use crate::webshop::product::{Goal, Product};
-use crate::webshop::search::{indexed_text, SearchIndex};
+use crate::webshop::search::{index_key, indexed_text, SearchIndex};
 
 /// Where products live: stored (loaded from WebShop's files) or generated on demand.
 pub enum ProductStore {
@@ -62,8 +62,11 @@ pub struct Catalog {
 impl Catalog {
     /// Indexes `products` for search and keeps them with their goals.
     pub fn new(products: ProductStore, goals: GoalStore) -> Result<Catalog, EnvError> {
-        let index =
-            SearchIndex::build((0..products.len()).map(|r| indexed_text(&products.get(r))))?;
+        let index = SearchIndex::build(
+            index_order(&products)
+                .into_iter()
+                .map(|r| (r, indexed_text(&products.get(r)))),
+        )?;
         let asins = match &products {
             ProductStore::Stored(list) => list
                 .iter()
@@ -117,6 +120,16 @@ impl Catalog {
     }
 }
 
+/// The rows in the search index's order: by [`index_key`] (query, attributes, options),
+/// then by row.
+pub fn index_order(products: &ProductStore) -> Vec<usize> {
+    let mut keyed: Vec<(String, usize)> = (0..products.len())
+        .map(|r| (index_key(&products.get(r)), r))
+        .collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, r)| r).collect()
+}
+
 /// A uniform index below `n` (> 0) from a seed: SplitMix64 of the seed, reduced.
 pub fn draw(seed: u64, n: usize) -> usize {
     let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -146,4 +159,24 @@ pub fn shared_catalog(
     let catalog = Arc::new(build()?);
     catalogs.insert(key.to_string(), catalog.clone());
     Ok(catalog)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_index_order_groups_products_by_query_attributes_and_options() {
+        let products = ProductStore::Generated(CatalogGenerator::new(300, 5));
+        let order = index_order(&products);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..300).collect::<Vec<_>>());
+        for pair in order.windows(2) {
+            let (a, b) = (products.get(pair[0]), products.get(pair[1]));
+            assert!(a.query <= b.query, "{pair:?}: {} then {}", a.query, b.query);
+            let (ka, kb) = (index_key(&a), index_key(&b));
+            assert!(ka < kb || (ka == kb && pair[0] < pair[1]), "{pair:?}");
+        }
+    }
 }

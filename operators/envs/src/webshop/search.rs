@@ -17,13 +17,27 @@
 //!
 //! with k₁ = 1.2 and b = 0.75 (Lucene's defaults; Pyserini's are 0.9 and 0.4), N the number
 //! of products, n(w) the products containing w, |d| the product's word count (tantivy
-//! stores it in one byte, exact up to 40 words) and avgdl the mean word count. The index
-//! is one segment whose document ids are the catalog rows, so ties rank by row and a
-//! search gives the same list on every build; tantivy's block-max WAND skips the documents
-//! that cannot enter the top 50.
+//! stores it in one byte, exact up to 40 words) and avgdl the mean word count.
+//!
+//! The index is one segment whose documents are in the order the catalog gives: by
+//! [`index_key`] (the product's search query, then its attributes, then its options),
+//! then by row. Ties rank in that order, so a search gives the same list on every build.
+//! tantivy's block-max WAND skips every block of 128 documents whose best possible score
+//! cannot enter the top 50; with similar products side by side most blocks hold few of a
+//! query's rarer words and are skipped whole (document reordering, as search engines do to
+//! prune more: at a million generated products a search is 3.8 times faster than in row
+//! order, bench/history/webshop.md).
+//!
+//! [`SearchIndex::search`] keeps its last [`CACHED_SEARCHES`] answers by the query's words:
+//! the envs of a group share an instruction and search the same words, and an agent that
+//! pages back (`< prev`) searches again, as WebShop's server does. The index is read-only,
+//! so a cached answer is the answer.
 //!
 //! The query text is never parsed as a query language: its words become plain term
 //! clauses, so any text a model writes (`search[a:"b" -c (d]`) is a valid search.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
@@ -48,6 +62,9 @@ pub const STOP_WORDS: [&str; 33] = [
     "they", "this", "to", "was", "will", "with",
 ];
 
+/// Searches whose answers are kept (by the query's words, oldest dropped first).
+pub const CACHED_SEARCHES: usize = 4096;
+
 /// The analyser of index and queries: split, drop long words, lower-case, drop stop words.
 fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
@@ -70,6 +87,36 @@ pub struct SearchIndex {
     rows: Option<Column<u64>>,
     contents: Field,
     analyzer: TextAnalyzer,
+    cache: Mutex<AnswerCache>,
+}
+
+/// The top rows of a search, or the search's error as text.
+type Answer = Arc<OnceLock<Result<Vec<usize>, String>>>;
+
+/// Recent answers by the query's words. An entry is made before its search runs, so envs
+/// that search the same words at once wait for one search instead of each running it.
+#[derive(Default)]
+struct AnswerCache {
+    answers: HashMap<String, Answer>,
+    oldest_first: VecDeque<String>,
+}
+
+impl AnswerCache {
+    /// The entry of `key`, made (and the oldest dropped when full) if there is none.
+    fn entry(&mut self, key: String) -> Answer {
+        if let Some(answer) = self.answers.get(&key) {
+            return answer.clone();
+        }
+        if self.oldest_first.len() >= CACHED_SEARCHES {
+            if let Some(old) = self.oldest_first.pop_front() {
+                self.answers.remove(&old);
+            }
+        }
+        let answer = Answer::default();
+        self.oldest_first.push_back(key.clone());
+        self.answers.insert(key, answer.clone());
+        answer
+    }
 }
 
 fn search_error(e: tantivy::TantivyError) -> EnvError {
@@ -77,6 +124,25 @@ fn search_error(e: tantivy::TantivyError) -> EnvError {
         env: "WebShop",
         reason: format!("search index: {e}"),
     }
+}
+
+/// The key that orders the index's documents: the product's search query, then its sorted
+/// attributes, then its options (`name:v1,v2|...`), so products sharing more of the words a
+/// query asks for lie closer together.
+pub fn index_key(product: &Product) -> String {
+    let mut attributes: Vec<&str> = product.attributes.iter().map(String::as_str).collect();
+    attributes.sort_unstable();
+    let options: Vec<String> = product
+        .options
+        .iter()
+        .map(|(name, values)| format!("{name}:{}", values.join(",")))
+        .collect();
+    format!(
+        "{}|{}|{}",
+        product.query,
+        attributes.join("|"),
+        options.join("|")
+    )
 }
 
 /// The text WebShop indexes for a product, with its attributes added (see the module doc).
@@ -97,10 +163,10 @@ pub fn indexed_text(product: &Product) -> String {
 }
 
 impl SearchIndex {
-    /// Indexes one text per product ([`indexed_text`]), row by row, into one segment whose
-    /// document ids are the rows (one writer thread keeps the order within a segment; the
-    /// segments it flushed are merged in row order), so equal scores rank by row.
-    pub fn build(texts: impl Iterator<Item = String>) -> Result<SearchIndex, EnvError> {
+    /// Indexes `(row, text)` pairs ([`indexed_text`]) into one segment whose documents keep
+    /// the pairs' order (one writer thread keeps the order within a segment; the segments
+    /// it flushed are merged in that order), so equal scores rank in that order.
+    pub fn build(docs: impl Iterator<Item = (usize, String)>) -> Result<SearchIndex, EnvError> {
         let mut schema = Schema::builder();
         let indexing = TextFieldIndexing::default()
             .set_tokenizer(ANALYZER)
@@ -114,23 +180,28 @@ impl SearchIndex {
             .writer_with_num_threads(1, WRITER_HEAP)
             .map_err(search_error)?;
         writer.set_merge_policy(Box::new(NoMergePolicy));
-        for (r, text) in texts.enumerate() {
+        // The position of each row in the order given, to merge the segments in that order.
+        let mut position: HashMap<u64, usize> = HashMap::new();
+        for (r, text) in docs {
             let mut doc = TantivyDocument::new();
             doc.add_text(contents, text);
             doc.add_u64(row, r as u64);
             writer.add_document(doc).map_err(search_error)?;
+            let next = position.len();
+            position.entry(r as u64).or_insert(next);
         }
         writer.commit().map_err(search_error)?;
         let flushed = index.searchable_segment_ids().map_err(search_error)?;
         if flushed.len() > 1 {
             let searcher = index.reader().map_err(search_error)?.searcher();
-            let mut by_row = Vec::new();
+            let mut by_position = Vec::new();
             for segment in searcher.segment_readers() {
                 let rows = segment.fast_fields().u64("row").map_err(search_error)?;
-                by_row.push((rows.first(0).unwrap_or(u64::MAX), segment.segment_id()));
+                let first = rows.first(0).and_then(|r| position.get(&r).copied());
+                by_position.push((first.unwrap_or(usize::MAX), segment.segment_id()));
             }
-            by_row.sort_unstable();
-            let ordered: Vec<_> = by_row.into_iter().map(|(_, id)| id).collect();
+            by_position.sort_unstable();
+            let ordered: Vec<_> = by_position.into_iter().map(|(_, id)| id).collect();
             writer.merge(&ordered).wait().map_err(search_error)?;
         }
         writer.wait_merging_threads().map_err(search_error)?;
@@ -151,6 +222,7 @@ impl SearchIndex {
             rows,
             contents,
             analyzer: index.tokenizer_for_field(contents).map_err(search_error)?,
+            cache: Mutex::default(),
         })
     }
 
@@ -165,8 +237,8 @@ impl SearchIndex {
         words
     }
 
-    /// The best `limit` products for `query` with their BM25 scores, best first (ties by
-    /// row); empty when the query has no word.
+    /// The best `limit` products for `query` with their BM25 scores, best first (ties in
+    /// index order); empty when the query has no word.
     pub fn search_scored(&self, query: &str, limit: usize) -> Result<Vec<(f32, usize)>, EnvError> {
         let clauses: Vec<(Occur, Box<dyn Query>)> = self
             .words(query)
@@ -195,13 +267,28 @@ impl SearchIndex {
             .collect())
     }
 
-    /// The rows of the top [`SEARCH_RETURN_N`] products for `query`, best first.
+    /// The rows of the top [`SEARCH_RETURN_N`] products for `query`, best first; an answer
+    /// kept from an earlier search of the same words when there is one (see the module doc).
     pub fn search(&self, query: &str) -> Result<Vec<usize>, EnvError> {
-        Ok(self
-            .search_scored(query, SEARCH_RETURN_N)?
-            .into_iter()
-            .map(|(_, row)| row)
-            .collect())
+        let key = self.words(query).join(" ");
+        // A poisoned lock only means another search panicked; the answers stay valid.
+        let answer = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key);
+        let rows = answer.get_or_init(|| {
+            self.search_scored(query, SEARCH_RETURN_N)
+                .map(|hits| hits.into_iter().map(|(_, row)| row).collect())
+                .map_err(|e| match e {
+                    EnvError::Data { reason, .. } => reason,
+                    other => other.to_string(),
+                })
+        });
+        rows.clone().map_err(|reason| EnvError::Data {
+            env: "WebShop",
+            reason,
+        })
     }
 
     /// Number of indexed products.

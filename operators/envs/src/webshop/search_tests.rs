@@ -20,7 +20,7 @@ fn titled(title: &str) -> Product {
 }
 
 fn index(titles: &[&str]) -> SearchIndex {
-    SearchIndex::build(titles.iter().map(|t| indexed_text(&titled(t)))).unwrap()
+    SearchIndex::build(titles.iter().map(|t| indexed_text(&titled(t))).enumerate()).unwrap()
 }
 
 /// One word's BM25 term: idf · (k₁ + 1) · tf / (tf + k₁ · (1 − b + b · dl / avgdl)).
@@ -87,13 +87,23 @@ fn ties_go_to_the_lower_row_and_any_text_is_a_query() {
 }
 
 #[test]
+fn ties_rank_in_index_order_not_row_order() {
+    // Rows 0..3 indexed as 2, 0, 1: the three equal "mug" scores come back in that order.
+    let texts = ["plain mug", "plain mug", "plain mug"];
+    let docs = [2, 0, 1].map(|r| (r, indexed_text(&titled(texts[r]))));
+    let idx = SearchIndex::build(docs.into_iter()).unwrap();
+    let hits = idx.search_scored("mug", 10).unwrap();
+    assert_eq!(hits.iter().map(|h| h.1).collect::<Vec<_>>(), vec![2, 0, 1]);
+}
+
+#[test]
 fn a_search_returns_at_most_fifty_products() {
     let titles: Vec<String> = (0..120).map(|i| format!("lamp number{i}")).collect();
     let refs: Vec<&str> = titles.iter().map(String::as_str).collect();
     let idx = index(&refs);
     let rows = idx.search("lamp").unwrap();
     assert_eq!(rows.len(), SEARCH_RETURN_N);
-    assert_eq!(rows[..3], [0, 1, 2]); // equal scores: catalog order
+    assert_eq!(rows[..3], [0, 1, 2]); // equal scores: index order
 }
 
 #[test]
@@ -107,4 +117,38 @@ fn the_indexed_text_holds_title_description_bullet_attributes_and_options() {
         indexed_text(&p),
         "lamp warm light first point easy clean color: red, blue"
     );
+}
+
+#[test]
+fn a_kept_answer_is_the_search_answer_and_old_ones_are_dropped() {
+    let titles: Vec<String> = (0..60).map(|i| format!("lamp shade{}", i % 7)).collect();
+    let refs: Vec<&str> = titles.iter().map(String::as_str).collect();
+    let idx = index(&refs);
+    let fresh = |q: &str| -> Vec<usize> {
+        let hits = idx.search_scored(q, SEARCH_RETURN_N).unwrap();
+        hits.into_iter().map(|(_, r)| r).collect()
+    };
+    // Eight envs of a group search at once: one search, the same answer for each.
+    let answers: Vec<Vec<usize>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| idx.search("lamp shade3").unwrap()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(answers.iter().all(|a| *a == fresh("lamp shade3")));
+    assert_eq!(idx.cache.lock().unwrap().answers.len(), 1);
+    // The key is the words: case, stop words and punctuation do not make a new entry.
+    assert_eq!(
+        idx.search("The LAMP, shade3!").unwrap(),
+        fresh("lamp shade3")
+    );
+    assert_eq!(idx.cache.lock().unwrap().answers.len(), 1);
+    // Full, the oldest answer goes first.
+    for i in 0..CACHED_SEARCHES {
+        idx.search(&format!("shade{} w{i}", i % 7)).unwrap();
+    }
+    let cache = idx.cache.lock().unwrap();
+    assert_eq!(cache.answers.len(), CACHED_SEARCHES);
+    assert!(!cache.answers.contains_key("lamp shade3"));
+    assert!(cache.answers.contains_key("shade0 w0"));
 }
