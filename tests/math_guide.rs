@@ -14,8 +14,23 @@ fn guided_answers_are_in_range_forced_tokens_certain_and_scoring_agrees() {
     let dir = tempfile::tempdir().unwrap();
     let (out, dumps) = (dir.path().join("run"), dir.path().join("dumps"));
     let dump_arg = dumps.display().to_string();
+    // The shipped file takes the rollout's log-probs as π_old; a LogProb node put back
+    // scores the same samples as training does, to compare.
+    let shipped = std::fs::read_to_string("pipelines/math_multi_turn.ron").unwrap();
+    let scored = shipped
+        .replace(
+            "\"adv\":",
+            "\"old_logprob\": LogProb(model: \"policy\"),\n        \"adv\":",
+        )
+        .replace(
+            "(\"rollout\", \"adv\"),",
+            "(\"rollout\", \"old_logprob\"), (\"old_logprob\", \"adv\"),",
+        );
+    assert!(scored.contains("LogProb") && scored.contains("(\"old_logprob\", \"adv\")"));
+    let file = dir.path().join("math_multi_turn.ron");
+    std::fs::write(&file, scored).unwrap();
     assert_ok(&run(
-        "pipelines/math_multi_turn.ron",
+        file.to_str().unwrap(),
         &out,
         &["--dump-batches", &dump_arg],
     ));
