@@ -9,8 +9,9 @@ use common::{assert_ok, metrics, roll_flow, run, untimed};
 use roll_flow_engine::batch::column::{ADVANTAGES, BEHAVIOUR_LOGPROB, OLD_LOGPROB, RESPONSE_MASK};
 use serde_json::Value;
 
-const CPU_PIPELINES: [&str; 10] = [
+const CPU_PIPELINES: [&str; 11] = [
     "pipelines/frozen_lake_starpo.ron",
+    "pipelines/frozen_lake_starpo_async.ron",
     "pipelines/frozen_lake_gigpo.ron",
     "pipelines/frozen_lake_ppo.ron",
     "pipelines/sokoban_starpo.ron",

@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod node_spec;
 pub mod operator;
 pub mod spec;
+pub mod trace;
 
 pub use batch::{Batch, BatchError, Column, Level, Values};
 pub use dialect::{Catalog, Pipeline};

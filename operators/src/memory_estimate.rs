@@ -126,6 +126,19 @@ pub fn estimate<C: RollFlowDialect>(
                 1
             };
             let params = parameters(c);
+            let ahead = (nodes.iter().filter_map(|n| n.plays()))
+                .filter(|p| p.policy == *name)
+                .map(|p| p.staleness)
+                .sum::<u64>();
+            if ahead > 0 {
+                estimate.resident.push(Part {
+                    what: format!(
+                        "model `{name}`: the inference weights of {ahead} earlier step(s) \
+                         (`staleness`), {params} parameters × 4 bytes each"
+                    ),
+                    bytes: params.saturating_mul(4 * ahead),
+                });
+            }
             estimate.resident.push(Part {
                 what: format!(
                     "model `{name}`: {params} parameters × 4 bytes × {copies} ({})",
@@ -143,13 +156,13 @@ pub fn estimate<C: RollFlowDialect>(
     let (mut samples, mut sample_length) = (0u64, 0u64);
     let mut phases = Vec::new();
     for node in &nodes {
-        let (policy, tags, limit, step_wise) = match (node.plays(), node.evaluates()) {
+        let (policy, tags, limit, step_wise, ahead) = match (node.plays(), node.evaluates()) {
             (Some(play), _) => {
                 let step = matches!(play.settings.samples, SampleMode::Step { .. });
                 let limit = play.settings.sequence_length as u64;
-                (play.policy, play.envs, limit, step)
+                (play.policy, play.envs, limit, step, play.staleness > 0)
             }
-            (None, Some(eval)) => (eval.policy, eval.envs, u64::MAX, false),
+            (None, Some(eval)) => (eval.policy, eval.envs, u64::MAX, false, false),
             (None, None) => continue,
         };
         let sets: Vec<(&String, u64, u64)> = (tags.iter())
@@ -183,14 +196,24 @@ pub fn estimate<C: RollFlowDialect>(
         let drivers: Vec<String> = (sets.iter())
             .map(|(t, n, _)| format!("envs.{t}: {n} = groups × group_size"))
             .collect();
-        phases.push(Part {
+        let playing = Part {
             what: format!(
                 "playing {envs} envs at once ({}), each of at least {length} tokens: KV \
-                 cache, logits, env state",
-                drivers.join(", ")
+                 cache, logits, env state{}",
+                drivers.join(", "),
+                if ahead {
+                    ", while the steps before train (`staleness`)"
+                } else {
+                    ""
+                }
             ),
             bytes: envs.saturating_mul(per_env),
-        });
+        };
+        // An asynchronous rollout plays beside training: its part adds to every phase.
+        match ahead {
+            true => estimate.resident.push(playing),
+            false => phases.push(playing),
+        }
     }
     if on_cpu {
         for t in &trained {

@@ -71,6 +71,40 @@ fn the_floor_of_a_small_cpu_run_by_hand() {
 }
 
 #[test]
+fn an_asynchronous_rollout_adds_its_weights_and_plays_beside_training() {
+    let sync = estimate(&pipeline("Cpu", ""), Path::new("."), 2);
+    let p = roll_flow_engine::spec::parse::<RollFlow>(
+        Path::new("t.ron"),
+        &PIPELINE_ASYNC.replace("{staleness}", "2"),
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
+    let ahead = estimate(&p, Path::new("."), 2);
+    let playing = 6 * (ENV_BYTES + 512 * 4 + 2_400);
+    // Two earlier steps' inference weights, and the rollout's part held beside training.
+    assert_eq!(ahead.floor(), sync.floor() + PARAMS * 4 * 2 + playing);
+    assert!(ahead
+        .resident
+        .iter()
+        .any(|r| r.what.contains("2 earlier step(s)")));
+}
+
+/// [`pipeline`]'s text with an asynchronous rollout and the loss it needs.
+const PIPELINE_ASYNC: &str = r#"Pipeline(
+    name: "t", steps: 10, out_dir: "runs/t", device: Cpu,
+    models: { "policy": (arch: Tiny(layers: 1, dim: 32, heads: 2, vocab: 600, max_positions: 64)) },
+    envs: {
+        "train": (env: FrozenLake(size: 4), groups: 3, group_size: 2, max_turns: 4),
+        "val": (env: FrozenLake(size: 4), groups: 5, max_turns: 4),
+    },
+    nodes: {
+        "rollout": Rollout(envs: "train", max_new_tokens: 8, sequence_length: 48, staleness: {staleness}),
+        "adv": Grpo(),
+        "actor_step": ActorStep(model: "policy", old_logprob: Behaviour, micro_batch: 4),
+    },
+    edges: [("rollout", "adv"), ("adv", "actor_step")],
+)"#;
+
+#[test]
 fn eval_plays_its_own_env_count() {
     let eval = r#""eval": Eval(envs: "val", every: 5),"#;
     let estimate = estimate(&pipeline("Cpu", eval), Path::new("."), 1);

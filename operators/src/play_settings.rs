@@ -71,6 +71,8 @@ pub struct PolicyPlay {
     pub envs: Vec<String>,
     pub settings: PlaySettings,
     pub guide: Guide,
+    /// How many steps ahead of training it plays (`Rollout(staleness)`; 0: synchronous).
+    pub staleness: u64,
 }
 
 impl PolicyPlay {

@@ -56,6 +56,10 @@ pub struct RunArgs {
     /// model loads) exceeds what the machine has available.
     #[arg(long)]
     no_memory_check: bool,
+    /// Write a timeline of the run to FILE (Chrome trace JSON; open it in ui.perfetto.dev):
+    /// one track per node and per asynchronous rollout thread.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 impl RunArgs {
@@ -105,8 +109,19 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let progress = Arc::new(Progress::new(run.last_step()));
     let shown = progress.clone();
     let run = run.on_step(Arc::new(move |report, _| shown.step_done(report)));
+    if args.trace.is_some() {
+        roll_flow::engine::trace::start();
+    }
     let result = run.execute();
     progress.finish();
+    if let Some(file) = &args.trace {
+        roll_flow::engine::trace::write(file)
+            .map_err(|e| anyhow::anyhow!("cannot write the trace {}: {e}", file.display()))?;
+        eprintln!(
+            "timeline in {} (open it in ui.perfetto.dev)",
+            file.display()
+        );
+    }
     let summary = result?;
     eprintln!(
         "finished in {:.1}s; metrics in {}",

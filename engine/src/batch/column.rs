@@ -89,6 +89,9 @@ pub const STEP_INDEX: Column = Column::sample("step_index");
 pub const OBSERVATION: Column = Column::sample("observation");
 /// Sample-level: the policy version that generated the sample.
 pub const POLICY_VERSION: Column = Column::sample("policy_version");
+/// Sample-level: how many steps older the weights that generated the sample are than the
+/// step that trains on it (an asynchronous rollout's, `Rollout(staleness: N)`: min(t, N)).
+pub const POLICY_LAG: Column = Column::sample("policy_lag");
 /// Sample-level: the number of turns in the sample.
 pub const TURN_COUNT: Column = Column::sample("turn_count");
 /// Sample-level: 1.0 when the episode ended in success.

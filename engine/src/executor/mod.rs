@@ -10,8 +10,10 @@
 //!   `version = step + 1` from the nodes that publish policy versions (the training node)
 //!   back to the sources, advanced by `1 + staleness` steps. With `staleness = 0` the
 //!   rollout of step t starts once version t exists (synchronous PPO); with `staleness = k`
-//!   it may start once version t − k exists, which is asynchronous training with a
-//!   staleness bound, without changing the graph;
+//!   it may start once version t − k exists. The pipelines run with 0: their asynchronous
+//!   training (`Rollout(staleness: N)`) plays ahead on the rollout node's own thread
+//!   instead (`roll_flow_operators::rollout::ahead`), which keeps every other node in step
+//!   order and overlaps the rollout with training for real;
 //! - a source drops versions for steps ≥ `steps`, so the loop drains and the run ends.
 //!
 //! Several workers (`threads`, and timely's own cluster options for several processes)

@@ -143,11 +143,15 @@ impl NodeRuntime {
             )))
         });
         let seconds = started.elapsed().as_secs_f64();
+        crate::trace::span(&self.name, &self.name, step, started);
         match result {
             Ok(batch) => {
                 if let Some(message) = self.missing_gives(&batch) {
                     return self.fail(step, message);
                 }
+                // A source may report an older version than the step's: an asynchronous
+                // rollout plays with weights up to N steps old.
+                let policy_version = ctx.policy_version;
                 self.record(step, policy_version, seconds, &batch, ctx.metrics);
                 Some(Envelope {
                     step,

@@ -13,8 +13,11 @@
 //! weights `LogProb` would have scored with are the ones about to be updated, so the ratio
 //! is 1 and its gradient ∇log π, as with the column, and the `LogProb` pass is saved.
 //! With `old_logprob: Behaviour` π_old is the rollout's log-probs: the weights of this
-//! step too, since the rollout is synchronous (it samples with the version the step
-//! starts from), so mini-batches and several epochs can skip the `LogProb` pass as well.
+//! step too when the rollout is synchronous (it samples with the version the step starts
+//! from), so mini-batches and several epochs can skip the `LogProb` pass as well. An
+//! asynchronous rollout (`Rollout(staleness: N)`) samples with older weights: its samples
+//! carry `policy_lag`, and only `DecoupledPpo` with π_old from `LogProb` (or `ThisStep`)
+//! takes them (the contract refuses the rest, saying why).
 //! The step does nothing while
 //! `critic_warmup` steps have not passed. Afterwards the new weights are published to the
 //! inference copy unless a `ModelUpdate` node does that.
@@ -34,7 +37,7 @@ use roll_flow_algo::{
     KlEstimator, KlLoss, PolicyInputs, PolicyLoss, RatioLevel, Regularisers,
 };
 use roll_flow_engine::batch::column::{
-    ADVANTAGES, BEHAVIOUR_LOGPROB, OLD_LOGPROB, REF_LOGPROB, RESPONSE_MASK, TOKEN_TURN,
+    ADVANTAGES, BEHAVIOUR_LOGPROB, REF_LOGPROB, RESPONSE_MASK, TOKEN_TURN,
 };
 use roll_flow_engine::{
     Batch, Column, Contract, Need, Operator, OperatorError, Reference, Role, StepContext,
@@ -43,6 +46,8 @@ use roll_flow_model::Qwen2CausalLm;
 use serde::Deserialize;
 
 use super::kind::{at_least_one, default_policy, model_ref, NodeKind, TrainedModel};
+use super::pi_old::stale_sample_refusal;
+pub use super::pi_old::OldLogProb;
 use crate::runtime::backend::{RunBackend, TrainBackend};
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
@@ -83,34 +88,12 @@ pub struct ActorStepSpec {
     /// upstream; `ThisStep`, the step's own log-probs, detached; `Behaviour`, the rollout's
     /// log-probs. All three are the weights the step starts from: `ThisStep` only with one
     /// optimizer step per batch (`ppo_epochs: 1`, no `mini_batch`), where it gives the same
-    /// update bit for bit; `Behaviour` because rollout is synchronous (its recomputation
+    /// update bit for bit; `Behaviour` only when the rollout is synchronous (`staleness:
+    /// 0`, the default; validation refuses it otherwise) (its recomputation
     /// differs by float rounding, about 5e-6 in a FrozenLake run,
     /// `old_logprob/behaviour_gap_max`), with any mini-batches or epochs (AReaL's
     /// `recompute_logprob: false`). Both save the `LogProb` pass.
     pub old_logprob: OldLogProb,
-}
-
-/// The source of π_old in the PPO ratio, [`ActorStepSpec::old_logprob`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-pub enum OldLogProb {
-    /// The `old_logprobs` column, from a `LogProb` node upstream.
-    #[default]
-    Column,
-    /// The step's own log-probs, detached (ratio 1 at the one optimizer step).
-    ThisStep,
-    /// The rollout's `behaviour_logprob` column.
-    Behaviour,
-}
-
-impl OldLogProb {
-    /// The batch column π_old is read from (`None` for `ThisStep`).
-    pub fn column(self) -> Option<Column> {
-        match self {
-            OldLogProb::Column => Some(OLD_LOGPROB),
-            OldLogProb::ThisStep => None,
-            OldLogProb::Behaviour => Some(BEHAVIOUR_LOGPROB),
-        }
-    }
 }
 
 impl Default for ActorStepSpec {
@@ -160,6 +143,9 @@ impl NodeKind for ActorStepSpec {
         }
         Contract {
             needs,
+            refuses: stale_sample_refusal(&self.loss, self.old_logprob)
+                .into_iter()
+                .collect(),
             ..Contract::default()
         }
     }

@@ -12,6 +12,7 @@ pub mod eval;
 pub mod kind;
 pub mod log_prob;
 pub mod model_update;
+pub mod pi_old;
 pub mod ref_log_prob;
 pub mod rollout;
 pub mod values;

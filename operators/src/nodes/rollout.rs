@@ -11,7 +11,7 @@
 
 use roll_flow_engine::batch::column::*;
 use roll_flow_engine::{
-    Batch, Column, Contract, Operator, OperatorError, Reference, Role, StepContext,
+    Batch, BatchError, Column, Contract, Operator, OperatorError, Reference, Role, StepContext,
 };
 use roll_flow_model::generate::SamplingParams;
 use serde::Deserialize;
@@ -20,11 +20,14 @@ use super::env_names::EnvNames;
 use super::kind::{at_least_one, default_max_new_tokens, default_policy, NodeKind};
 use crate::play_settings::{Guide, PlaySettings, PolicyPlay, SampleMode};
 use crate::prompt::PromptTemplates;
-use crate::rollout::env_player::EnvPlayer;
+use crate::rollout::ahead::{AheadRollout, AheadSetup};
+use crate::rollout::env_player::{env_manager, EnvPlayer, Played};
 use crate::rollout::episode::{check_room_to_reply, Episode};
 use crate::rollout::{samples, stats};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::resources::Runtime;
+use crate::runtime::weight_versions::WeightVersions;
+use std::sync::Arc;
 
 /// The `Rollout` node's settings.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -81,6 +84,14 @@ pub struct RolloutSpec {
     /// (`Process`, `Remote`) may want more.
     #[serde(default)]
     pub env_threads: Option<usize>,
+    /// Asynchronous training (default 0, synchronous): the rollout of step t plays with the
+    /// weights step max(0, t − N) started from, on its own thread, while the steps before
+    /// it train (ROLL's `async_generation_ratio`, AReaL's `max_head_offpolicyness`). The
+    /// samples then carry `policy_lag`, and validation asks for `LogProb` +
+    /// `DecoupledPpo` (π_old is no longer the rollout's policy). Reproducible: the same
+    /// seed and N give the same run. See `crate::rollout::ahead`.
+    #[serde(default)]
+    pub staleness: u64,
 }
 
 fn trajectory() -> SampleMode {
@@ -147,6 +158,9 @@ impl NodeKind for RolloutSpec {
         if matches!(self.samples, SampleMode::Step { .. }) {
             gives.extend(STEP_COLUMNS);
         }
+        if self.staleness > 0 {
+            gives.push(POLICY_LAG);
+        }
         Contract {
             gives,
             ..Contract::default()
@@ -154,7 +168,12 @@ impl NodeKind for RolloutSpec {
     }
 
     fn may_give() -> Vec<Column> {
-        TRAJECTORY_COLUMNS.into_iter().chain(STEP_COLUMNS).collect()
+        let asynchronous = std::iter::once(POLICY_LAG);
+        TRAJECTORY_COLUMNS
+            .into_iter()
+            .chain(STEP_COLUMNS)
+            .chain(asynchronous)
+            .collect()
     }
 
     fn role(&self) -> Role {
@@ -199,12 +218,13 @@ impl NodeKind for RolloutSpec {
             envs: self.envs.0.clone(),
             settings: self.play_settings(),
             guide: self.guide,
+            staleness: self.staleness,
         })
     }
 
     fn build<B: RunBackend>(
         &self,
-        _name: &str,
+        name: &str,
         runtime: &mut Runtime<B>,
     ) -> Result<Box<dyn Operator>, String> {
         let player = EnvPlayer::build(
@@ -214,23 +234,121 @@ impl NodeKind for RolloutSpec {
             self.play_settings(),
             runtime,
         )?;
+        let ahead = match self.staleness {
+            0 => None,
+            n => Some(start_ahead(name, n, self, runtime)?),
+        };
         Ok(Box::new(RolloutNode {
             samples: self.samples.clone(),
             player,
+            ahead,
         }))
     }
+}
+
+/// Starts the thread of an asynchronous rollout (`staleness: n`), its weights of earlier
+/// steps read back from the checkpoint when the run resumes.
+fn start_ahead<B: RunBackend>(
+    name: &str,
+    n: u64,
+    spec: &RolloutSpec,
+    runtime: &mut Runtime<B>,
+) -> Result<AheadRollout<B>, String> {
+    let policy = runtime.policy(&spec.policy)?;
+    let mut policy = policy.borrow_mut();
+    if policy.behind.is_some() {
+        return Err(format!(
+            "two asynchronous rollouts play policy `{}`; give one of them `staleness: 0`",
+            spec.policy
+        ));
+    }
+    let weights = Arc::new(WeightVersions::default());
+    let first = runtime.run.first_step;
+    if let Some(dir) = runtime.run.resume_dir() {
+        let dir = policy.checkpoint_dir(&dir);
+        weights.restore(&dir, first.saturating_sub(n), first, &runtime.device)?;
+    }
+    policy.behind = Some(weights.clone());
+    let setup = AheadSetup {
+        node: name.to_string(),
+        pipeline_seed: runtime.run.seed,
+        worker: runtime.worker.index,
+        workers: runtime.worker.peers,
+        tags: spec.envs.0.clone(),
+        manager: env_manager(runtime, &spec.envs.0)?,
+        settings: spec.play_settings(),
+        samples: spec.samples.clone(),
+        tokenizer: policy.tokenizer.clone(),
+        guides: runtime.guides.borrow().clone(),
+        first,
+        steps: runtime.run.steps,
+        staleness: n,
+    };
+    AheadRollout::start(setup, weights)
 }
 
 /// The `Rollout` operator.
 struct RolloutNode<B: RunBackend> {
     samples: SampleMode,
     player: EnvPlayer<B>,
+    /// The thread of an asynchronous rollout (`staleness` > 0).
+    ahead: Option<AheadRollout<B>>,
+}
+
+impl<B: RunBackend> RolloutNode<B> {
+    /// Step `ctx.step`'s rollout played ahead: publishes the weights this step starts from,
+    /// takes the step's episodes and batch, and reports the lag and who waited for whom.
+    fn take_ahead(&mut self, ctx: &mut StepContext) -> Result<(Played, Batch, f64), String> {
+        let Some(ahead) = &mut self.ahead else {
+            unreachable!("only called with a rollout thread")
+        };
+        let starting = self.player.starting_weights();
+        let (step, waited) = ahead.take(ctx.step, starting)?;
+        let (played, batch) = step.result?;
+        ctx.policy_version = step.version;
+        let metrics = [
+            ("staleness", (ctx.step - step.played_with) as f64),
+            ("trainer_idle_seconds", waited),
+            ("rollout_idle_seconds", step.idle_seconds),
+        ];
+        for (key, value) in metrics {
+            ctx.metrics.insert(key.into(), value);
+        }
+        Ok((played, batch, step.play_seconds))
+    }
 }
 
 impl<B: RunBackend> Operator for RolloutNode<B> {
     fn process(&mut self, ctx: &mut StepContext, _input: Batch) -> Result<Batch, OperatorError> {
+        if self.ahead.is_some() {
+            let (played, batch, seconds) = self.take_ahead(ctx).map_err(OperatorError)?;
+            return self.finish(ctx, played, Ok(batch), seconds);
+        }
         let started = std::time::Instant::now();
         let played = self.player.play(ctx).map_err(OperatorError)?;
+        let seconds = started.elapsed().as_secs_f64();
+        let manager = self.player.manager();
+        let group_size = |tag: &str| manager.group_size(tag).unwrap_or(1);
+        let version = played.version;
+        let batch = match self.samples {
+            SampleMode::Trajectory => {
+                samples::trajectory_batch(&played.episodes, group_size, version)
+            }
+            SampleMode::Step { .. } => samples::step_batch(&played.episodes, group_size, version),
+        };
+        self.finish(ctx, played, batch, seconds)
+    }
+}
+
+impl<B: RunBackend> RolloutNode<B> {
+    /// What every rollout reports, from its episodes and batch.
+    fn finish(
+        &self,
+        ctx: &mut StepContext,
+        played: Played,
+        batch: Result<Batch, BatchError>,
+        seconds: f64,
+    ) -> Result<Batch, OperatorError> {
         played.faults.report(ctx.step, &mut ctx.metrics);
         if let (true, Some(first)) = (played.episodes.is_empty(), &played.faults.first) {
             return Err(OperatorError(format!(
@@ -238,14 +356,8 @@ impl<B: RunBackend> Operator for RolloutNode<B> {
                  train on; the first: {first}"
             )));
         }
-        let (episodes, stats, version) = (played.episodes, played.inference, played.version);
-        let seconds = started.elapsed().as_secs_f64();
-        let manager = self.player.manager();
-        let group_size = |tag: &str| manager.group_size(tag).unwrap_or(1);
-        let batch = match self.samples {
-            SampleMode::Trajectory => samples::trajectory_batch(&episodes, group_size, version),
-            SampleMode::Step { .. } => samples::step_batch(&episodes, group_size, version),
-        }?;
+        let (episodes, stats) = (played.episodes, played.inference);
+        let batch = batch?;
         if batch.num_samples() == 0 {
             check_room_to_reply(&episodes, self.player.settings(), self.player.context())
                 .map_err(OperatorError)?;

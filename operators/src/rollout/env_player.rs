@@ -18,6 +18,7 @@ use crate::play_settings::{Guide, PlaySettings};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
+use crate::runtime::weight_versions::StepWeights;
 
 /// Builds and registers the answer guide of every env tag in `tags`, if `guide` asks.
 pub fn register_guides(
@@ -119,6 +120,17 @@ impl<B: RunBackend> EnvPlayer<B> {
     /// The policy's tokenizer (to show its tokens as text).
     pub fn tokenizer(&self) -> Arc<TextTokenizer> {
         self.policy.borrow().tokenizer.clone()
+    }
+
+    /// The policy's inference weights as they are now, to play later steps with (an
+    /// asynchronous rollout's). Cheap: burn tensors share their storage when cloned, and
+    /// publishing replaces the inference copy instead of writing into it.
+    pub fn starting_weights(&self) -> StepWeights<B> {
+        let policy = self.policy.borrow();
+        StepWeights {
+            version: policy.version,
+            model: Arc::new(policy.inference().clone()),
+        }
     }
 
     /// Plays this worker's slots of `ctx.step`.

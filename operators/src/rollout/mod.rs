@@ -7,11 +7,14 @@
 //! - [`inference`]: the inference loop that serves the envs with continuous batching (one
 //!   loop per group of envs, `inference_loops`).
 //! - [`play`]: many episodes at once; [`faults`]: groups an env server's fault lost.
-//! - [`env_player`]: the env sets and policy a node plays ([`env_player::EnvPlayer`]).
+//! - [`env_player`]: the env sets and policy a node plays ([`env_player::EnvPlayer`]);
+//!   [`ahead`]: the same, played up to N steps ahead on its own thread (asynchronous
+//!   training).
 //! - [`transcript`]: multi-turn chats as tokens, without re-tokenizing replies.
 //! - [`samples`]: trajectory-wise and step-wise sample builders; [`stats`]: episode
 //!   metrics; [`episode_text`]: an episode as readable text.
 
+pub mod ahead;
 pub mod env_player;
 pub mod env_pool;
 pub mod episode;

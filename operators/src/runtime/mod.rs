@@ -19,6 +19,7 @@ pub mod scoring;
 #[cfg(test)]
 mod scoring_tests;
 pub mod trainable;
+pub mod weight_versions;
 
 pub use backend::{InferBackend, RunBackend, TrainBackend};
 pub use models::{CriticModel, PolicyModel};

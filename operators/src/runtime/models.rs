@@ -16,6 +16,7 @@ use super::backend::{InferBackend, RunBackend, TrainBackend};
 use super::run_plan::RunInfo;
 use super::saved_architecture::check_saved_architecture;
 use super::trainable::Trainable;
+use super::weight_versions::WeightVersions;
 use crate::run_layout::VERSION_FILE;
 use roll_flow_model::build::{build_causal_lm, build_value_model};
 use roll_flow_model::spec::ModelSpec;
@@ -32,6 +33,9 @@ pub struct PolicyModel<B: RunBackend = CpuBackend> {
     pub version: u64,
     /// Whether `ActorStep` publishes (no `ModelUpdate` node for this model).
     pub publish_on_train: bool,
+    /// The inference weights of recent steps, when an asynchronous rollout plays this
+    /// policy (`Rollout(staleness: N)`, N > 0); checkpoints save them.
+    pub behind: Option<Arc<WeightVersions<B>>>,
 }
 
 fn model_error(name: &str, e: impl std::fmt::Display) -> String {
@@ -57,6 +61,7 @@ impl<B: RunBackend> PolicyModel<B> {
                 .map_err(|e| model_error(name, e))?,
             version: 0,
             publish_on_train,
+            behind: None,
         };
         if let Some(dir) = run.resume_dir() {
             policy.restore(&dir, device)?;
@@ -86,6 +91,9 @@ impl<B: RunBackend> PolicyModel<B> {
         self.train.save(&dir)?;
         roll_flow_model::hf::save_causal_lm(&self.inference, &dir.join("hf"))
             .map_err(|e| model_error(&self.name, e))?;
+        if let Some(behind) = &self.behind {
+            behind.save(&dir).map_err(|e| model_error(&self.name, e))?;
+        }
         super::trainable::write_text(&dir, VERSION_FILE, &self.version.to_string())
     }
 

@@ -1,0 +1,65 @@
+//! Where `ActorStep` takes π_old from ([`OldLogProb`]), and which sources are wrong for
+//! the samples of an asynchronous rollout ([`stale_sample_refusal`]).
+
+use roll_flow_algo::PolicyLoss;
+use roll_flow_engine::batch::column::{BEHAVIOUR_LOGPROB, OLD_LOGPROB, POLICY_LAG};
+use roll_flow_engine::{Column, Refusal};
+use serde::Deserialize;
+
+/// The source of π_old in the PPO ratio,
+/// [`ActorStepSpec::old_logprob`](super::actor_step::ActorStepSpec::old_logprob).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum OldLogProb {
+    /// The `old_logprobs` column, from a `LogProb` node upstream.
+    #[default]
+    Column,
+    /// The step's own log-probs, detached (ratio 1 at the one optimizer step).
+    ThisStep,
+    /// The rollout's `behaviour_logprob` column.
+    Behaviour,
+}
+
+impl OldLogProb {
+    /// The batch column π_old is read from (`None` for `ThisStep`).
+    pub fn column(self) -> Option<Column> {
+        match self {
+            OldLogProb::Column => Some(OLD_LOGPROB),
+            OldLogProb::ThisStep => None,
+            OldLogProb::Behaviour => Some(BEHAVIOUR_LOGPROB),
+        }
+    }
+}
+
+/// Why samples of an asynchronous rollout (`policy_lag`) would be trained wrong, if
+/// they would: the rollout's weights are up to N steps old, so its log-probs are not
+/// π_old of this step, and only the decoupled loss corrects for the gap (AReaL: π_old
+/// recomputed under this step's weights as the proximal policy, the behaviour
+/// importance weight capped).
+pub fn stale_sample_refusal(loss: &PolicyLoss, old: OldLogProb) -> Option<Refusal> {
+    let reason = match (loss, old) {
+        (PolicyLoss::DecoupledPpo(_), OldLogProb::Column | OldLogProb::ThisStep) => return None,
+        (PolicyLoss::DecoupledPpo(_), OldLogProb::Behaviour) => {
+            "`old_logprob: Behaviour` with `DecoupledPpo` takes the rollout's log-probs as \
+             the proximal policy too, so the behaviour correction is always 1, but the \
+             rollout has `staleness` > 0 and its weights are older than this step's; add a \
+             LogProb node upstream and remove `old_logprob`"
+        }
+        (PolicyLoss::PpoClip(_), OldLogProb::Behaviour) => {
+            "the rollout has `staleness` > 0, so its log-probs come from weights up to N \
+             steps old and are not π_old of this step (`old_logprob: Behaviour` is right \
+             only for synchronous rollouts); add a LogProb node upstream, remove \
+             `old_logprob` and use `loss: DecoupledPpo()` (AReaL's decoupled PPO: π_old \
+             recomputed as the proximal policy, the behaviour importance weight capped)"
+        }
+        (PolicyLoss::PpoClip(_), _) => {
+            "the rollout has `staleness` > 0, so its samples come from weights up to N \
+             steps old, and the plain PPO clip does not correct for that; use \
+             `loss: DecoupledPpo()` (AReaL's decoupled PPO: the behaviour importance \
+             weight, capped) with π_old from a LogProb node upstream"
+        }
+    };
+    Some(Refusal {
+        column: POLICY_LAG,
+        reason: reason.into(),
+    })
+}
