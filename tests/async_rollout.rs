@@ -143,7 +143,7 @@ fn span(trace: &serde_json::Value, track: &str, name: &str, step: u64) -> (f64, 
 }
 
 #[test]
-fn the_trace_shows_the_next_rollout_during_the_actor_step() {
+fn the_trace_shows_the_next_rollout_while_the_step_trains() {
     let dir = tempfile::tempdir().unwrap();
     let (out, file) = (dir.path().join("run"), dir.path().join("trace.json"));
     let trace_arg = file.to_str().unwrap();
@@ -165,20 +165,27 @@ fn the_trace_shows_the_next_rollout_during_the_actor_step() {
     assert_ok(&roll_flow(&args));
     let trace: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    let mut overlapped = 0;
     for t in 0..3 {
-        let actor = span(&trace, "actor_step", "actor_step", t);
-        let next = span(&trace, "rollout (ahead)", "play", t + 1);
-        // The rollout of step t + 1 starts while step t is still training ...
-        assert!(
-            next.0 < actor.1,
-            "step {t}: {next:?} starts after {actor:?}"
+        // Step t trains from its LogProb pass to the end of its actor step.
+        let training = (
+            span(&trace, "old_logprob", "old_logprob", t).0,
+            span(&trace, "actor_step", "actor_step", t).1,
         );
-        // ... and step t's actor step had no need to wait for it.
-        overlapped += usize::from(next.0 < actor.1 && actor.0 < next.1);
+        let next = span(&trace, "rollout (ahead)", "play", t + 1);
+        assert!(
+            next.0 < training.1 && training.0 < next.1,
+            "step {t}: the next rollout {next:?} does not overlap training {training:?}"
+        );
     }
-    assert!(
-        overlapped >= 2,
-        "{overlapped} of 3 actor steps overlapped the next rollout"
-    );
+    // `report --trace` draws it.
+    let drawn = roll_flow(&[
+        "report",
+        "--trace",
+        trace_arg,
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_ok(&drawn);
+    let png = std::fs::read(dir.path().join("timeline.png")).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
 }

@@ -28,6 +28,7 @@ pub mod node_spec;
 pub mod operator;
 pub mod spec;
 pub mod trace;
+pub mod trace_chart;
 
 pub use batch::{Batch, BatchError, Column, Level, Values};
 pub use dialect::{Catalog, Pipeline};

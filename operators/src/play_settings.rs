@@ -3,6 +3,8 @@
 //! plain data. The registry finds them on the nodes ([`PolicyPlay`], [`EvalPlay`]) and hands
 //! them down, so no operator reads another node's settings.
 
+use std::sync::Arc;
+
 use roll_flow_model::generate::SamplingParams;
 
 use crate::prompt::PromptTemplates;
@@ -46,6 +48,10 @@ pub struct PlaySettings {
     /// Threads playing the envs (`Rollout`'s `env_threads`); `None`: [`DEFAULT_ENV_THREADS_PER_CORE`]
     /// per core.
     pub env_threads: Option<usize>,
+    /// The thread pool the inference loops compute on: an asynchronous rollout's own, so
+    /// its decoding does not queue behind training's long jobs on the global pool (as it
+    /// did: a play took 3 times as long beside training); `None`, the global pool.
+    pub compute: Option<Arc<rayon::ThreadPool>>,
 }
 
 /// Env threads per core when `env_threads` is left out: an env's step is short next to
@@ -108,6 +114,7 @@ pub fn untrained_eval_settings(
         record,
         inference_loops: 1,
         env_threads: None,
+        compute: None,
     };
     eval_settings(settings, temperature, max_new_tokens, record)
 }

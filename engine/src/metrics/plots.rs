@@ -174,13 +174,19 @@ pub fn write_plots(runs: &[RunHistory], out_dir: &Path) -> Result<Vec<PathBuf>, 
     Ok(written)
 }
 
-/// The chart as PNG bytes.
-pub fn render_png(title: &str, lines: &[Line]) -> Result<Vec<u8>, String> {
+/// Registers the bundled font under [`FONT`] (once per process).
+pub(crate) fn bundled_font() -> &'static str {
     static REGISTER: Once = Once::new();
     REGISTER.call_once(|| {
         // The font is compiled in and known to parse; a failure would only lose text.
         let _ = register_font(FONT, FontStyle::Normal, FONT_BYTES);
     });
+    FONT
+}
+
+/// The chart as PNG bytes.
+pub fn render_png(title: &str, lines: &[Line]) -> Result<Vec<u8>, String> {
+    bundled_font();
     let mut rgb = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
@@ -190,7 +196,7 @@ pub fn render_png(title: &str, lines: &[Line]) -> Result<Vec<u8>, String> {
         draw_panel(&right, title, "wall time (s)", lines, |p| p.wall_s)?;
         root.present().map_err(|e| e.to_string())?;
     }
-    encode_png(&rgb)
+    encode_png(&rgb, WIDTH, HEIGHT)
 }
 
 fn draw_panel<DB: DrawingBackend>(
@@ -301,9 +307,10 @@ fn ranges(
     (pad(x0, x1), pad(y0, y1))
 }
 
-fn encode_png(rgb: &[u8]) -> Result<Vec<u8>, String> {
+/// RGB pixels, `width × height`, as PNG bytes.
+pub(crate) fn encode_png(rgb: &[u8], width: u32, height: u32) -> Result<Vec<u8>, String> {
     let mut bytes = Vec::new();
-    let mut encoder = png::Encoder::new(&mut bytes, WIDTH, HEIGHT);
+    let mut encoder = png::Encoder::new(&mut bytes, width, height);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
     let mut writer = encoder.write_header().map_err(|e| e.to_string())?;

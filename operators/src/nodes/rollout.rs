@@ -148,6 +148,7 @@ impl RolloutSpec {
             record: false,
             inference_loops: self.inference_loops,
             env_threads: self.env_threads,
+            compute: None,
         }
     }
 }
@@ -246,6 +247,18 @@ impl NodeKind for RolloutSpec {
     }
 }
 
+/// The thread pool an asynchronous rollout decodes on: a worker for each inference loop
+/// (which waits there for requests) and as many as the global pool has for the
+/// arithmetic, which the OS then shares fairly with training's threads.
+fn own_compute_pool(loops: usize) -> Result<Arc<rayon::ThreadPool>, String> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(loops + rayon::current_num_threads())
+        .thread_name(|i| format!("rollout-ahead-{i}"))
+        .build()
+        .map_err(|e| format!("cannot start the rollout's thread pool: {e}"))?;
+    Ok(Arc::new(pool))
+}
+
 /// Starts the thread of an asynchronous rollout (`staleness: n`), its weights of earlier
 /// steps read back from the checkpoint when the run resumes.
 fn start_ahead<B: RunBackend>(
@@ -276,7 +289,10 @@ fn start_ahead<B: RunBackend>(
         workers: runtime.worker.peers,
         tags: spec.envs.0.clone(),
         manager: env_manager(runtime, &spec.envs.0)?,
-        settings: spec.play_settings(),
+        settings: PlaySettings {
+            compute: Some(own_compute_pool(spec.inference_loops)?),
+            ..spec.play_settings()
+        },
         samples: spec.samples.clone(),
         tokenizer: policy.tokenizer.clone(),
         guides: runtime.guides.borrow().clone(),
@@ -368,6 +384,8 @@ impl<B: RunBackend> RolloutNode<B> {
             "gen_tokens_per_s".into(),
             stats.generated_tokens as f64 / seconds.max(1e-9),
         );
+        // The playing alone (an asynchronous rollout's `seconds` is the step's wait for it).
+        ctx.metrics.insert("play_seconds".into(), seconds);
         ctx.metrics.insert("requests".into(), stats.requests as f64);
         ctx.metrics
             .insert("prompt_tokens".into(), stats.prompt_tokens as f64);

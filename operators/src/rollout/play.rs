@@ -80,8 +80,12 @@ pub fn play_episodes<B: RunBackend>(
                             .send((offset + env, Some(output)))
                             .map_err(|_| "the env pool stopped".to_string())
                     };
-                    inference::serve(model, requests, size, reply)
-                        .map_err(|e| format!("generation: {e}"))
+                    let serve = || inference::serve(model, requests, size, reply);
+                    match &settings.compute {
+                        Some(pool) => pool.install(serve),
+                        None => serve(),
+                    }
+                    .map_err(|e| format!("generation: {e}"))
                 })
             })
             .collect();
