@@ -41,11 +41,6 @@ pub fn start() {
     });
 }
 
-/// Whether spans are being recorded.
-pub fn recording() -> bool {
-    TIMELINE.get().is_some()
-}
-
 /// Records that `name` ran on `track` for `step` from `started` until now.
 pub fn span(track: &str, name: &str, step: u64, started: Instant) {
     let Some(timeline) = TIMELINE.get() else {

@@ -9,6 +9,8 @@
 //!
 //! RON: `Rollout(envs: "train", policy: "policy", samples: Step(history: 2), guide: Actions)`.
 
+use std::sync::Arc;
+
 use roll_flow_engine::batch::column::*;
 use roll_flow_engine::{
     Batch, BatchError, Column, Contract, Operator, OperatorError, Reference, Role, StepContext,
@@ -27,7 +29,6 @@ use crate::rollout::{samples, stats};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::resources::Runtime;
 use crate::runtime::weight_versions::WeightVersions;
-use std::sync::Arc;
 
 /// The `Rollout` node's settings.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -239,11 +240,7 @@ impl NodeKind for RolloutSpec {
             0 => None,
             n => Some(start_ahead(name, n, self, runtime)?),
         };
-        Ok(Box::new(RolloutNode {
-            samples: self.samples.clone(),
-            player,
-            ahead,
-        }))
+        Ok(Box::new(RolloutNode { player, ahead }))
     }
 }
 
@@ -293,7 +290,6 @@ fn start_ahead<B: RunBackend>(
             compute: Some(own_compute_pool(spec.inference_loops)?),
             ..spec.play_settings()
         },
-        samples: spec.samples.clone(),
         tokenizer: policy.tokenizer.clone(),
         guides: runtime.guides.borrow().clone(),
         first,
@@ -305,7 +301,6 @@ fn start_ahead<B: RunBackend>(
 
 /// The `Rollout` operator.
 struct RolloutNode<B: RunBackend> {
-    samples: SampleMode,
     player: EnvPlayer<B>,
     /// The thread of an asynchronous rollout (`staleness` > 0).
     ahead: Option<AheadRollout<B>>,
@@ -345,13 +340,8 @@ impl<B: RunBackend> Operator for RolloutNode<B> {
         let seconds = started.elapsed().as_secs_f64();
         let manager = self.player.manager();
         let group_size = |tag: &str| manager.group_size(tag).unwrap_or(1);
-        let version = played.version;
-        let batch = match self.samples {
-            SampleMode::Trajectory => {
-                samples::trajectory_batch(&played.episodes, group_size, version)
-            }
-            SampleMode::Step { .. } => samples::step_batch(&played.episodes, group_size, version),
-        };
+        let mode = &self.player.settings().samples;
+        let batch = samples::batch(mode, &played.episodes, group_size, played.version);
         self.finish(ctx, played, batch, seconds)
     }
 }

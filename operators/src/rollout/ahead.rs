@@ -16,14 +16,14 @@ use std::time::Instant;
 
 use roll_flow_engine::batch::column::POLICY_LAG;
 use roll_flow_engine::executor::step_seed;
-use roll_flow_engine::{trace, Batch, StepContext};
-use roll_flow_envs::manager::EnvManager;
+use roll_flow_engine::{trace, Batch};
+use roll_flow_envs::manager::{EnvManager, Shard};
 use roll_flow_model::TextTokenizer;
 
 use super::env_player::{step_slots, Played};
 use super::play::play_episodes;
 use super::samples;
-use crate::play_settings::{PlaySettings, SampleMode};
+use crate::play_settings::PlaySettings;
 use crate::runtime::backend::RunBackend;
 use crate::runtime::resources::Guides;
 use crate::runtime::weight_versions::{StepWeights, WeightVersions};
@@ -37,7 +37,6 @@ pub struct AheadSetup {
     pub tags: Vec<String>,
     pub manager: EnvManager,
     pub settings: PlaySettings,
-    pub samples: SampleMode,
     pub tokenizer: Arc<TextTokenizer>,
     pub guides: Guides,
     /// The first step this run plays and the number of steps of the run.
@@ -164,15 +163,11 @@ fn play_step<B: RunBackend>(
     starting: &StepWeights<B>,
 ) -> Result<(Played, Batch), String> {
     let seed = step_seed(setup.pipeline_seed, &setup.node, step, setup.worker);
-    let ctx = StepContext {
-        step,
-        policy_version: starting.version,
-        seed,
+    let shard = Shard {
         worker: setup.worker,
         workers: setup.workers,
-        metrics: Default::default(),
     };
-    let slots = step_slots(&setup.manager, &setup.tags, &ctx)?;
+    let slots = step_slots(&setup.manager, &setup.tags, step, shard)?;
     let (episodes, inference, faults) = play_episodes(
         &*starting.model,
         &setup.tokenizer,
@@ -184,11 +179,8 @@ fn play_step<B: RunBackend>(
     )?;
     let group_size = |tag: &str| setup.manager.group_size(tag).unwrap_or(1);
     let version = starting.version;
-    let mut batch = match setup.samples {
-        SampleMode::Trajectory => samples::trajectory_batch(&episodes, group_size, version),
-        SampleMode::Step { .. } => samples::step_batch(&episodes, group_size, version),
-    }
-    .map_err(|e| e.to_string())?;
+    let mut batch = samples::batch(&setup.settings.samples, &episodes, group_size, version)
+        .map_err(|e| e.to_string())?;
     let lag = vec![step - played_with; batch.num_samples()];
     batch.set(&POLICY_LAG, lag).map_err(|e| e.to_string())?;
     let played = Played {

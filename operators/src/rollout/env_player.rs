@@ -135,7 +135,11 @@ impl<B: RunBackend> EnvPlayer<B> {
 
     /// Plays this worker's slots of `ctx.step`.
     pub fn play(&self, ctx: &StepContext) -> Result<Played, String> {
-        let slots = step_slots(&self.manager, &self.tags, ctx)?;
+        let shard = Shard {
+            worker: ctx.worker,
+            workers: ctx.workers,
+        };
+        let slots = step_slots(&self.manager, &self.tags, ctx.step, shard)?;
         self.play_slots(slots, ctx.seed)
     }
 
@@ -190,17 +194,14 @@ pub fn env_manager<B: RunBackend>(
 pub fn step_slots(
     manager: &EnvManager,
     tags: &[String],
-    ctx: &StepContext,
+    step: u64,
+    shard: Shard,
 ) -> Result<Vec<EnvSlot>, String> {
-    let shard = Shard {
-        worker: ctx.worker,
-        workers: ctx.workers,
-    };
     let mut slots = Vec::new();
     for tag in tags {
         slots.extend(
             manager
-                .slots_for(tag, ctx.step, shard)
+                .slots_for(tag, step, shard)
                 .map_err(|e| e.to_string())?,
         );
     }

@@ -13,6 +13,7 @@ use roll_flow_engine::batch::column::*;
 use roll_flow_engine::{Batch, BatchError};
 
 use super::episode::Episode;
+use crate::play_settings::SampleMode;
 
 use roll_flow_envs::observation_hash;
 
@@ -86,6 +87,19 @@ impl TokenColumns {
 }
 
 /// One sample per episode.
+/// The step's batch in the rollout's sample mode: [`trajectory_batch`] or [`step_batch`].
+pub fn batch(
+    mode: &SampleMode,
+    episodes: &[Episode],
+    group_size: impl Fn(&str) -> usize,
+    version: u64,
+) -> Result<Batch, BatchError> {
+    match mode {
+        SampleMode::Trajectory => trajectory_batch(episodes, group_size, version),
+        SampleMode::Step { .. } => step_batch(episodes, group_size, version),
+    }
+}
+
 pub fn trajectory_batch(
     episodes: &[Episode],
     group_size: impl Fn(&str) -> usize,

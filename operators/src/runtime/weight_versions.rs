@@ -104,7 +104,8 @@ impl<B: RunBackend> WeightVersions<B> {
     }
 
     /// The steps whose weights are held, oldest first.
-    pub fn steps(&self) -> Vec<u64> {
+    #[cfg(test)]
+    fn steps(&self) -> Vec<u64> {
         self.held().by_step.keys().copied().collect()
     }
 

@@ -240,11 +240,15 @@ impl SearchIndex {
     /// The best `limit` products for `query` with their BM25 scores, best first (ties in
     /// index order); empty when the query has no word.
     pub fn search_scored(&self, query: &str, limit: usize) -> Result<Vec<(f32, usize)>, EnvError> {
-        let clauses: Vec<(Occur, Box<dyn Query>)> = self
-            .words(query)
-            .into_iter()
+        self.search_words(&self.words(query), limit)
+    }
+
+    /// [`search_scored`](Self::search_scored) of a query already split into its words.
+    fn search_words(&self, words: &[String], limit: usize) -> Result<Vec<(f32, usize)>, EnvError> {
+        let clauses: Vec<(Occur, Box<dyn Query>)> = words
+            .iter()
             .map(|word| {
-                let term = Term::from_field_text(self.contents, &word);
+                let term = Term::from_field_text(self.contents, word);
                 let query: Box<dyn Query> =
                     Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs));
                 (Occur::Should, query)
@@ -270,15 +274,15 @@ impl SearchIndex {
     /// The rows of the top [`SEARCH_RETURN_N`] products for `query`, best first; an answer
     /// kept from an earlier search of the same words when there is one (see the module doc).
     pub fn search(&self, query: &str) -> Result<Vec<usize>, EnvError> {
-        let key = self.words(query).join(" ");
+        let words = self.words(query);
         // A poisoned lock only means another search panicked; the answers stay valid.
         let answer = self
             .cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .entry(key);
+            .entry(words.join(" "));
         let rows = answer.get_or_init(|| {
-            self.search_scored(query, SEARCH_RETURN_N)
+            self.search_words(&words, SEARCH_RETURN_N)
                 .map(|hits| hits.into_iter().map(|(_, row)| row).collect())
                 .map_err(|e| match e {
                     EnvError::Data { reason, .. } => reason,
