@@ -103,23 +103,6 @@ fn resume_from_a_checkpoint_missing_a_file_fails_and_keeps_the_metrics() {
     assert_eq!(std::fs::read(out.join("metrics.jsonl")).unwrap(), metrics);
 }
 
-#[test]
-fn training_on_several_workers_is_refused_before_anything_is_written() {
-    let dir = tempfile::tempdir().unwrap();
-    for workers in [["-w", "2", "-n", "1"], ["-w", "1", "-n", "2"]] {
-        let out = dir.path().join("run");
-        let refused = run(STARPO, &out, &workers);
-        let err = stderr(&refused);
-        assert_eq!(refused.status.code(), Some(1), "{workers:?}: {err}");
-        let want = "error: 2 workers asked for (-w times -n), but the pipeline trains \
-                    (`actor_step`): gradient averaging across workers is not implemented; run \
-                    with `-w 1` (pipelines that only roll out or evaluate may still shard their \
-                    env groups across workers)";
-        assert!(err.contains(want), "{workers:?}: {err}");
-        assert!(!out.exists(), "{workers:?}: the out dir was created");
-    }
-}
-
 /// A pipeline that only rolls out: nothing to average, so it shards over workers.
 const ROLLOUT_ONLY: &str = r#"Pipeline(
     name: "rollout_only", steps: 1, out_dir: "unused",

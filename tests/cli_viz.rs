@@ -292,11 +292,7 @@ fn an_export_loads_back_with_the_logits_of_the_trained_policy() {
     let loaded =
         roll_flow_engine::spec::load::<RollFlow>(&run_dir.join("pipeline.ron"), &overrides)
             .unwrap();
-    let worker = WorkerInfo {
-        index: 0,
-        peers: 1,
-        first_step: 2,
-    };
+    let worker = WorkerInfo::single(2);
     let plan = std::sync::Arc::new(run_plan(&loaded.pipeline));
     let mut runtime = Runtime::<CpuBackend>::new(plan, worker).unwrap();
     let policy = runtime.policy("policy").unwrap();

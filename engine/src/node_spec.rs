@@ -53,11 +53,25 @@ pub struct SettingProblem {
 }
 
 /// Information about the worker an operator is built on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct WorkerInfo {
     pub index: usize,
     pub peers: usize,
     /// The first step this run executes: 0, or the step after the checkpoint a resumed
     /// run continues from.
     pub first_step: u64,
+    /// Sums and gathers across the run's workers (data-parallel training).
+    pub collective: crate::executor::collective::Collective,
+}
+
+impl WorkerInfo {
+    /// The only worker of a run (tests, tools that build operators outside a run).
+    pub fn single(first_step: u64) -> WorkerInfo {
+        WorkerInfo {
+            index: 0,
+            peers: 1,
+            first_step,
+            collective: crate::executor::collective::Collective::single(),
+        }
+    }
 }

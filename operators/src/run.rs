@@ -13,7 +13,7 @@
 //! ```
 //!
 //! A run validates the file, refuses before writing anything what cannot run (a backend
-//! the build lacks, a custom env nobody registered, training on several workers, a run
+//! the build lacks, a custom env nobody registered, a run
 //! that needs more memory than the machine has available, an output
 //! directory that holds another run), readies the directory (a new run copies the
 //! pipeline file into it; a resumed one checks its newest checkpoint and drops the metrics
@@ -36,10 +36,8 @@ use roll_flow_envs::registry::{register_env, registered_names, EnvFactory};
 use crate::catalog::RollFlow;
 use crate::checkpoint_commits;
 use crate::memory_estimate::{available_memory, check_fits, estimate_here};
-use crate::registry::training_nodes;
 use crate::run_device::{execute_on_device, missing_backend};
 use crate::run_dir;
-use crate::training::workers::refuse_multi_worker_training;
 
 /// Why a run did not start or did not finish.
 #[derive(Debug, thiserror::Error)]
@@ -278,7 +276,7 @@ impl Run {
     }
 
     /// Refusals that need no file: a backend this build lacks, a custom env nobody
-    /// registered, training on several workers, a run that would not fit in memory.
+    /// registered, a run that would not fit in memory.
     fn refuse_what_cannot_run(&self) -> Result<(), RunError> {
         let pipeline = &self.loaded.pipeline;
         if let Some(problem) = missing_backend(pipeline.device) {
@@ -303,9 +301,6 @@ impl Run {
                 }
             }
         }
-        let workers = self.options.threads.saturating_mul(self.options.processes);
-        refuse_multi_worker_training(training_nodes(pipeline), workers)
-            .map_err(RunError::Refused)?;
         if let (true, Some(available)) = (self.memory_check, available_memory()) {
             let (estimate, _) = estimate_here(pipeline);
             check_fits(&estimate, available).map_err(RunError::Refused)?;

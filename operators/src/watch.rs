@@ -110,11 +110,7 @@ pub fn watch_policy(
         .as_ref()
         .map_or(rollout.settings.max_new_tokens, |e| e.max_new_tokens);
     let settings = rollout.for_eval(0.0, max_new_tokens, options.record);
-    let worker = WorkerInfo {
-        index: 0,
-        peers: 1,
-        first_step: step,
-    };
+    let worker = WorkerInfo::single(step);
     // Watching plays one episode on the CPU, whatever device the run trained on.
     let on_cpu = RunPlan {
         device: roll_flow_engine::spec::Device::Cpu,

@@ -5,17 +5,19 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
+use crossbeam_channel::{Sender, TryRecvError};
 use timely::dataflow::channels::pact::Pipeline as PipelinePact;
 use timely::dataflow::operators::{Capability, Operator as TimelyOperator};
 use timely::dataflow::Stream;
+use timely::scheduling::SyncActivator;
 
+use super::compute::{Done, Job};
 use super::error::ExecError;
 use crate::batch::column::Column;
 use crate::batch::Batch;
 use crate::node_spec::WorkerInfo;
-use crate::operator::{Operator, OperatorError, Role, StepContext};
+use crate::operator::{Role, StepContext};
 
 /// What travels along a dataflow edge: a batch, the step it belongs to, the policy
 /// version that generated it, and which of the receiver's inputs it arrived on.
@@ -63,9 +65,11 @@ pub(crate) struct NodeRuntime {
     pub name: String,
     pub kind: &'static str,
     pub role: Role,
+    /// The node's index in the graph (its operator's on the compute thread).
+    pub node: usize,
     /// The columns the node's contract declares it gives (checked in debug builds).
     pub gives: Vec<Column>,
-    pub operator: Box<dyn Operator>,
+    pub jobs: Sender<Job>,
     pub pipeline_seed: u64,
     pub steps: u64,
     pub worker: WorkerInfo,
@@ -73,14 +77,21 @@ pub(crate) struct NodeRuntime {
     pub failed: Arc<AtomicBool>,
 }
 
-/// Wires `rt` as a timely operator reading `input`; returns its output stream.
+/// Wires `rt` as a timely operator reading `input`; returns its output stream. Once the
+/// frontier has passed a step, what arrived for it goes to the compute thread as a job;
+/// the operator keeps the step's capability until the job is done, then sends its batch
+/// on. Steps go out one at a time, in order.
 pub(crate) fn attach<'s>(
     input: Stream<'s, u64, Vec<Envelope>>,
     mut rt: NodeRuntime,
 ) -> Stream<'s, u64, Vec<Envelope>> {
     let name = rt.name.clone();
-    input.unary_frontier(PipelinePact, &name, move |_cap, _info| {
+    let scope = input.scope();
+    input.unary_frontier(PipelinePact, &name, move |_cap, info| {
+        let wake = scope.worker().sync_activator_for(info.address.to_vec());
+        let (reply, done) = crossbeam_channel::unbounded::<Done>();
         let mut stash: BTreeMap<u64, (Capability<u64>, Vec<Envelope>)> = BTreeMap::new();
+        let mut running: Option<Capability<u64>> = None;
         move |(input, frontier), output| {
             input.for_each_stamp(|cap, data| {
                 let Some(cap) = cap.retain_least(output.output_index()) else {
@@ -90,13 +101,29 @@ pub(crate) fn attach<'s>(
                 let entry = stash.entry(step).or_insert_with(|| (cap, Vec::new()));
                 entry.1.extend(data.flat_map(std::mem::take));
             });
-            while let Some((&step, _)) = stash.first_key_value() {
+            loop {
+                if let Some(cap) = &running {
+                    let finished = match done.try_recv() {
+                        Ok(finished) => rt.finish(finished),
+                        Err(TryRecvError::Empty) => return,
+                        Err(TryRecvError::Disconnected) => {
+                            rt.fail(*cap.time(), "the compute thread stopped".into())
+                        }
+                    };
+                    if let Some(out) = finished {
+                        output.session(cap).give(out);
+                    }
+                    running = None;
+                }
+                let Some((&step, _)) = stash.first_key_value() else {
+                    return;
+                };
                 if frontier.less_equal(&step) {
-                    break;
+                    return;
                 }
                 let (cap, arrived) = stash.remove(&step).expect("present");
-                if let Some(out) = rt.run(step, arrived) {
-                    output.session(&cap).give(out);
+                if rt.start(step, arrived, &reply, &wake) {
+                    running = Some(cap);
                 }
             }
         }
@@ -104,47 +131,57 @@ pub(crate) fn attach<'s>(
 }
 
 impl NodeRuntime {
-    /// Runs the operator for `step` on what arrived; `None` when nothing is to be sent on.
-    fn run(&mut self, step: u64, mut arrived: Vec<Envelope>) -> Option<Envelope> {
+    /// Sends the job of `step` to the compute thread; `false` when there is nothing to run
+    /// (the run failed, nothing arrived, a source past the last step).
+    fn start(
+        &mut self,
+        step: u64,
+        arrived: Vec<Envelope>,
+        reply: &Sender<Done>,
+        wake: &SyncActivator,
+    ) -> bool {
         if self.failed.load(Ordering::SeqCst) || arrived.is_empty() {
-            return None;
+            return false;
         }
         if self.role == Role::Source && step >= self.steps {
-            return None;
+            return false;
         }
-        arrived.sort_by_key(|e| e.input);
         let policy_version = arrived.iter().map(|e| e.policy_version).max().unwrap_or(0);
-        let input = match self.role {
-            Role::Source => Batch::new(),
-            _ => match merge_inputs(arrived) {
-                Ok(b) => b,
-                Err(message) => return self.fail(step, message),
-            },
-        };
-        let mut ctx = StepContext {
+        let ctx = StepContext {
             step,
             policy_version,
-            seed: step_seed(self.pipeline_seed, &self.name, step, self.worker.index),
+            // The same on every worker: randomness that must differ between workers keys
+            // on what the worker holds (a rollout's slots), so a run's result does not
+            // depend on how many workers share it.
+            seed: step_seed(self.pipeline_seed, &self.name, step, 0),
             worker: self.worker.index,
             workers: self.worker.peers,
             metrics: BTreeMap::new(),
         };
-        let started = Instant::now();
-        // A panic inside an operator (its own code, a rayon task it awaited, a library it
-        // called) fails the run at this node and step like an error does.
-        let operator = &mut self.operator;
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            operator.process(&mut ctx, input)
-        }))
-        .unwrap_or_else(|panic| {
-            Err(OperatorError(format!(
-                "panicked: {}",
-                panic_message(&*panic)
-            )))
-        });
-        let seconds = started.elapsed().as_secs_f64();
-        crate::trace::span(&self.name, &self.name, step, started);
-        match result {
+        let job = Job {
+            node: self.node,
+            ctx,
+            source: self.role == Role::Source,
+            arrived,
+            reply: reply.clone(),
+            wake: wake.clone(),
+        };
+        if self.jobs.send(job).is_err() {
+            self.fail(step, "the compute thread stopped".into());
+            return false;
+        }
+        true
+    }
+
+    /// What a finished job sends on: its batch, or `None` when it failed.
+    fn finish(&mut self, done: Done) -> Option<Envelope> {
+        let Done {
+            ctx,
+            result,
+            seconds,
+        } = done;
+        let step = ctx.step;
+        match result? {
             Ok(batch) => {
                 if let Some(message) = self.missing_gives(&batch) {
                     return self.fail(step, message);
@@ -160,7 +197,7 @@ impl NodeRuntime {
                     batch,
                 })
             }
-            Err(e) => self.fail(step, e.0),
+            Err(message) => self.fail(step, message),
         }
     }
 
@@ -213,6 +250,10 @@ impl NodeRuntime {
 
     fn fail(&self, step: u64, message: String) -> Option<Envelope> {
         self.failed.store(true, Ordering::SeqCst);
+        // No other worker waits for this one in a collective call any more.
+        self.worker
+            .collective
+            .stop(&format!("`{}` failed at step {step}", self.name));
         let mut state = self.state.borrow_mut();
         state.error.get_or_insert(ExecError {
             node: Some(self.name.clone()),
@@ -221,23 +262,6 @@ impl NodeRuntime {
         });
         None
     }
-}
-
-/// The text a panic carried (`panic!`'s message), or a note that it carried none.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "a panic without a message".into())
-}
-
-fn merge_inputs(arrived: Vec<Envelope>) -> Result<Batch, String> {
-    let mut batches = arrived.into_iter().map(|e| e.batch);
-    let first = batches.next().unwrap_or_default();
-    batches
-        .try_fold(first, |acc, b| acc.merge(b))
-        .map_err(|e| e.to_string())
 }
 
 /// A deterministic seed for (pipeline seed, node, step, worker): FNV-1a over the parts,

@@ -15,6 +15,8 @@ use crate::graph::pipeline_graph::PipelineGraph;
 use crate::node_spec::WorkerInfo;
 use crate::operator::Role;
 
+use super::collective::{self, Stopper, PEER_STOPPED};
+use super::compute::{self, panic_message};
 use super::error::ExecError;
 use super::node::{self, Envelope, StepReport, WorkerState};
 use super::options::ExecutorOptions;
@@ -33,28 +35,68 @@ pub fn execute<C: Catalog>(
 ) -> Result<(), ExecError> {
     let failed = Arc::new(AtomicBool::new(false));
     let config = options.timely_config()?;
+    let threads = options.threads;
+    let (results, outcomes) = crossbeam_channel::unbounded();
     let guards = timely::execute(config, move |worker| {
-        run_worker::<C>(worker, &pipeline, &graph, &options, &on_step, &failed)
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_worker::<C>(worker, &pipeline, &graph, &options, &on_step, &failed)
+        }))
+        .unwrap_or_else(|panic| Err(worker_panic(&*panic)));
+        let _ = results.send(outcome);
     })
     .map_err(|message| ExecError {
         node: None,
         step: None,
         message,
     })?;
-    let mut first_error = None;
-    for result in guards.join() {
-        let outcome = result.unwrap_or_else(|panic| {
-            Err(ExecError {
-                node: None,
-                step: None,
-                message: format!("a worker panicked: {panic}"),
-            })
-        });
-        if let Err(e) = outcome {
-            first_error.get_or_insert(e);
+    let mut errors = Vec::new();
+    for _ in 0..threads {
+        match outcomes.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => errors.push(e),
+            Err(_) => break,
         }
     }
-    first_error.map_or(Ok(()), Err)
+    // A worker's own error, rather than another's report that it stopped.
+    errors.sort_by_key(|e| e.message.starts_with(PEER_STOPPED));
+    match errors.into_iter().next() {
+        None => {
+            for result in guards.join() {
+                result.map_err(|panic| ExecError {
+                    node: None,
+                    step: None,
+                    message: format!("a worker panicked: {panic}"),
+                })?;
+            }
+            Ok(())
+        }
+        Some(error) => {
+            // Joining would wait for threads that may never end (a compute thread inside
+            // a long node, network threads to a dead process); the process ends soon.
+            std::mem::forget(guards);
+            Err(error)
+        }
+    }
+}
+
+/// The error of a worker thread that panicked: timely's own panics when a connection to
+/// another process breaks say little, so say what happened.
+fn worker_panic(panic: &(dyn std::any::Any + Send)) -> ExecError {
+    let message = panic_message(panic);
+    let message =
+        if message.contains("MergeQueue poisoned") || message.contains("timely communication") {
+            format!(
+                "the connection to another process of the run broke: that process died, was \
+             killed or lost its network ({message})"
+            )
+        } else {
+            format!("a worker panicked: {message}")
+        };
+    ExecError {
+        node: None,
+        step: None,
+        message,
+    }
 }
 
 fn run_worker<C: Catalog>(
@@ -65,32 +107,33 @@ fn run_worker<C: Catalog>(
     on_step: &StepCallback,
     failed: &Arc<AtomicBool>,
 ) -> Result<(), ExecError> {
+    let collective = worker.dataflow::<u64, _, _>(collective::build);
     let info = WorkerInfo {
         index: worker.index(),
         peers: worker.peers(),
         first_step: options.first_step,
+        collective,
     };
-    let mut resources = C::resources(pipeline, info).map_err(|message| ExecError {
-        node: None,
-        step: None,
-        message,
-    })?;
-    let mut operators = Vec::with_capacity(graph.nodes.len());
-    for node in &graph.nodes {
-        let name = node.name.as_str();
-        let spec = pipeline.nodes.get(name).ok_or_else(|| ExecError {
-            node: Some(name.to_string()),
-            step: None,
-            message: "node is in the graph but not in the pipeline".into(),
-        })?;
-        let op = C::build(name, spec, pipeline, &mut resources).map_err(|message| ExecError {
-            node: Some(name.to_string()),
-            step: None,
-            message,
-        })?;
-        operators.push(Some(op));
-    }
     let state = Rc::new(RefCell::new(WorkerState::default()));
+    // A worker whose operators cannot be built still builds the dataflow (every worker
+    // must), runs none of its nodes and tells the others it stopped.
+    let (jobs, compute) = match compute::spawn::<C>(
+        pipeline.clone(),
+        graph.clone(),
+        info.clone(),
+        failed.clone(),
+    ) {
+        Ok((jobs, thread)) => (jobs, Some(thread)),
+        Err(e) => {
+            failed.store(true, Ordering::SeqCst);
+            info.collective.stop(&format!(
+                "worker {} could not build its operators",
+                info.index
+            ));
+            state.borrow_mut().error = Some(e);
+            (crossbeam_channel::unbounded().0, None)
+        }
+    };
     let mut versions_in = InputHandleVec::<u64, Envelope>::new();
     let probe = ProbeHandle::new();
     let staleness = options.staleness;
@@ -115,13 +158,14 @@ fn run_worker<C: Catalog>(
                 name: spec.name.clone(),
                 kind: spec.kind,
                 role: spec.role,
+                node: i,
                 gives: spec.contract.gives.clone(),
-                operator: operators[i].take().expect("one operator per node"),
+                jobs: jobs.clone(),
                 pipeline_seed: pipeline.seed,
                 steps: options
                     .stop_after
                     .map_or(pipeline.steps, |s| s.min(pipeline.steps)),
-                worker: info,
+                worker: info.clone(),
                 state: state.clone(),
                 failed: failed.clone(),
             };
@@ -138,6 +182,8 @@ fn run_worker<C: Catalog>(
             .concatenate(outputs.into_iter().flatten())
             .probe_with(&probe);
     });
+    let stopper = info.collective.stopper();
+    drop((jobs, info));
     // A resumed run starts at `first_step` with the policy version its checkpoint holds.
     let first = options.first_step;
     for step in first..=first + staleness {
@@ -150,11 +196,23 @@ fn run_worker<C: Catalog>(
     // handed out then, so the caller's record never skips a step).
     let mut next_report = Some(first);
     while worker.step_or_park(None) {
-        flush_reports(&probe, &state, &mut next_report, on_step, failed);
+        flush_reports(&probe, &state, &mut next_report, on_step, failed, &stopper);
     }
-    flush_reports(&probe, &state, &mut next_report, on_step, failed);
+    flush_reports(&probe, &state, &mut next_report, on_step, failed, &stopper);
     let error = state.borrow_mut().error.take();
-    error.map_or(Ok(()), Err)
+    match error {
+        Some(e) => Err(e),
+        None => {
+            if let Some(thread) = compute {
+                thread.join().map_err(|panic| ExecError {
+                    node: None,
+                    step: None,
+                    message: format!("the compute thread panicked: {}", panic_message(&*panic)),
+                })?;
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Hands out the reports of every step the probe has passed, in step order; the first
@@ -165,6 +223,7 @@ fn flush_reports(
     next: &mut Option<u64>,
     on_step: &StepCallback,
     failed: &AtomicBool,
+    stopper: &Stopper,
 ) {
     while let Some(expected) = *next {
         let Some((&step, _)) = state.borrow().reports.first_key_value() else {
@@ -178,6 +237,7 @@ fn flush_reports(
         if let Err(message) = on_step(report) {
             *next = None;
             failed.store(true, Ordering::SeqCst);
+            stopper.stop(&format!("its step {step} could not be recorded"));
             state.borrow_mut().error.get_or_insert(ExecError {
                 node: None,
                 step: Some(step),

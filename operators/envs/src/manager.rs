@@ -204,6 +204,22 @@ impl EnvManager {
         }
     }
 
+    /// Where `slot` stands among the step's slots of every worker (tag by tag, group by
+    /// group): the index it has in a one-worker run's list, so that what is drawn per
+    /// slot (its sampling seed) does not depend on the worker count.
+    pub fn slot_position(&self, slot: &EnvSlot) -> usize {
+        let mut before = 0;
+        for managed in &self.sets {
+            let (groups, size) = (managed.set.groups, managed.set.group_size);
+            let first = managed.first_group;
+            if (first..first + groups).contains(&slot.group_id) {
+                return before + (slot.group_id - first) * size + slot.index_in_group;
+            }
+            before += groups * size;
+        }
+        before + slot.index_in_group
+    }
+
     /// This worker's env slots of every tag for `step`.
     pub fn slots(&self, step: u64, shard: Shard) -> Result<Vec<EnvSlot>, EnvError> {
         check_shard(shard)?;

@@ -39,6 +39,7 @@ use roll_flow_algo::{
 use roll_flow_engine::batch::column::{
     ADVANTAGES, BEHAVIOUR_LOGPROB, REF_LOGPROB, RESPONSE_MASK, TOKEN_TURN,
 };
+use roll_flow_engine::executor::collective::Collective;
 use roll_flow_engine::{
     Batch, Column, Contract, Need, Operator, OperatorError, Reference, Role, StepContext,
 };
@@ -53,7 +54,6 @@ use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
 use crate::runtime::scoring::{score_responses, token_column};
 use crate::training::epochs::{loss_divisor, train_epochs, EpochSchedule, StatMeans};
-use crate::training::workers::single_worker;
 
 /// `ActorStep`'s settings.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -215,8 +215,8 @@ impl NodeKind for ActorStepSpec {
         name: &str,
         runtime: &mut Runtime<B>,
     ) -> Result<Box<dyn Operator>, String> {
-        single_worker("ActorStep", runtime.worker.peers)?;
         Ok(Box::new(ActorStepNode {
+            collective: runtime.worker.collective.clone(),
             spec: self.clone(),
             policy: runtime.policy(&self.model)?,
             guides: runtime.guides.clone(),
@@ -227,6 +227,8 @@ impl NodeKind for ActorStepSpec {
 }
 
 struct ActorStepNode<B: RunBackend> {
+    /// The workers that share each step's micro-batches.
+    collective: Collective,
     spec: ActorStepSpec,
     policy: Rc<RefCell<PolicyModel<B>>>,
     guides: Rc<RefCell<Guides>>,
@@ -347,6 +349,7 @@ impl<B: RunBackend> Operator for ActorStepNode<B> {
                 mini_batch: self.spec.mini_batch,
                 micro_batch: self.spec.micro_batch,
                 seed: ctx.seed,
+                collective: &self.collective,
             },
             &mut stats,
             |part| loss_divisor(part, agg, norm_length),

@@ -14,6 +14,7 @@ use std::rc::Rc;
 use burn::tensor::{ElementConversion, Tensor};
 use roll_flow_algo::{AlgoStats, CriticBatch, ValueLoss};
 use roll_flow_engine::batch::column::{RESPONSE_MASK, RETURNS, VALUES};
+use roll_flow_engine::executor::collective::Collective;
 use roll_flow_engine::{
     Batch, Column, Contract, Need, Operator, OperatorError, Reference, StepContext,
 };
@@ -26,7 +27,6 @@ use crate::runtime::models::CriticModel;
 use crate::runtime::resources::Runtime;
 use crate::runtime::scoring::token_values;
 use crate::training::epochs::{loss_divisor, train_epochs, EpochSchedule, StatMeans};
-use crate::training::workers::single_worker;
 
 /// `CriticStep`'s settings.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -94,8 +94,8 @@ impl NodeKind for CriticStepSpec {
         _name: &str,
         runtime: &mut Runtime<B>,
     ) -> Result<Box<dyn Operator>, String> {
-        single_worker("CriticStep", runtime.worker.peers)?;
         Ok(Box::new(CriticStepNode {
+            collective: runtime.worker.collective.clone(),
             spec: self.clone(),
             critic: runtime.critic(&self.model)?,
         }))
@@ -103,6 +103,8 @@ impl NodeKind for CriticStepSpec {
 }
 
 struct CriticStepNode<B: RunBackend> {
+    /// The workers that share each step's micro-batches.
+    collective: Collective,
     spec: CriticStepSpec,
     critic: Rc<RefCell<CriticModel<B>>>,
 }
@@ -139,6 +141,7 @@ impl<B: RunBackend> Operator for CriticStepNode<B> {
                 mini_batch: self.spec.mini_batch,
                 micro_batch: self.spec.micro_batch,
                 seed: ctx.seed,
+                collective: &self.collective,
             },
             &mut stats,
             |part| loss_divisor(part, self.spec.loss.agg, self.spec.loss.norm_length),

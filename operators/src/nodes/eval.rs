@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use roll_flow_engine::{
     Batch, Column, Contract, Operator, OperatorError, Reference, Role, StepContext,
 };
+use roll_flow_engine::executor::collective::Collective;
 use roll_flow_model::TextTokenizer;
 use serde::Deserialize;
 
@@ -25,7 +26,8 @@ use crate::play_settings::{untrained_eval_settings, EvalPlay, Guide};
 use crate::rollout::env_player::EnvPlayer;
 use crate::rollout::episode::Episode;
 use crate::rollout::episode_text::{episode_text, TextOptions};
-use crate::rollout::stats;
+use crate::rollout::stats::{self, EpisodeSummary};
+use crate::rollout::gathered;
 use crate::runtime::backend::RunBackend;
 use crate::runtime::resources::Runtime;
 
@@ -114,6 +116,7 @@ impl NodeKind for EvalSpec {
             spec: self.clone(),
             out_dir: runtime.run.out_dir.clone(),
             steps: runtime.run.steps,
+            collective: runtime.worker.collective.clone(),
         }))
     }
 }
@@ -123,6 +126,7 @@ struct EvalNode<B: RunBackend> {
     player: EnvPlayer<B>,
     out_dir: PathBuf,
     steps: u64,
+    collective: Collective,
 }
 
 impl<B: RunBackend> EvalNode<B> {
@@ -139,16 +143,29 @@ impl<B: RunBackend> Operator for EvalNode<B> {
         let played = self.player.play(ctx).map_err(OperatorError)?;
         played.faults.report(ctx.step, &mut ctx.metrics);
         let episodes = played.episodes;
+        // Several workers each play a shard of the episodes; the metrics are the whole
+        // set's.
+        let manager = self.player.manager();
+        let summaries = episodes
+            .iter()
+            .map(|e| EpisodeSummary::of(e, manager.slot_position(&e.slot)))
+            .collect();
+        let all = gathered::gather(&self.collective, Batch::new(), summaries, Vec::new(), 0.0)
+            .map_err(OperatorError)?;
         for tag in self.player.tags() {
-            let mine: Vec<&Episode> = episodes.iter().filter(|e| &e.slot.env_tag == tag).collect();
-            stats::episode_metrics(&mine, &mut ctx.metrics, &format!("{tag}/"));
+            let of_tag: Vec<EpisodeSummary> = (all.episodes.iter())
+                .filter(|e| &e.env_tag == tag)
+                .cloned()
+                .collect();
+            stats::summary_metrics(&of_tag, &mut ctx.metrics, &format!("{tag}/"));
             if ctx.worker == 0 {
+                let mine = episodes.iter().filter(|e| &e.slot.env_tag == tag);
                 let dir = self
                     .out_dir
                     .join("renders")
                     .join(format!("step_{}", ctx.step));
                 let tokenizer = self.player.tokenizer();
-                for (i, e) in mine.iter().take(self.spec.render).enumerate() {
+                for (i, e) in mine.take(self.spec.render).enumerate() {
                     save_render(e, &tokenizer, &dir, &format!("{tag}_{i}"))
                         .map_err(OperatorError)?;
                 }

@@ -15,6 +15,7 @@ use roll_flow_engine::batch::column::*;
 use roll_flow_engine::{
     Batch, BatchError, Column, Contract, Operator, OperatorError, Reference, Role, StepContext,
 };
+use roll_flow_engine::executor::collective::Collective;
 use roll_flow_model::generate::SamplingParams;
 use serde::Deserialize;
 
@@ -24,8 +25,9 @@ use crate::play_settings::{Guide, PlaySettings, PolicyPlay, SampleMode};
 use crate::prompt::PromptTemplates;
 use crate::rollout::ahead::{AheadRollout, AheadSetup};
 use crate::rollout::env_player::{env_manager, EnvPlayer, Played};
-use crate::rollout::episode::{check_room_to_reply, Episode};
-use crate::rollout::{samples, stats};
+use crate::rollout::episode::check_room_to_reply;
+use crate::rollout::stats::EpisodeSummary;
+use crate::rollout::{gathered, samples, stats};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::resources::Runtime;
 use crate::runtime::weight_versions::WeightVersions;
@@ -240,7 +242,12 @@ impl NodeKind for RolloutSpec {
             0 => None,
             n => Some(start_ahead(name, n, self, runtime)?),
         };
-        Ok(Box::new(RolloutNode { player, ahead }))
+        let collective = runtime.worker.collective.clone();
+        Ok(Box::new(RolloutNode {
+            player,
+            ahead,
+            collective,
+        }))
     }
 }
 
@@ -304,6 +311,8 @@ struct RolloutNode<B: RunBackend> {
     player: EnvPlayer<B>,
     /// The thread of an asynchronous rollout (`staleness` > 0).
     ahead: Option<AheadRollout<B>>,
+    /// Several workers each play a shard of the groups and gather the step's whole batch.
+    collective: Collective,
 }
 
 impl<B: RunBackend> RolloutNode<B> {
@@ -368,22 +377,35 @@ impl<B: RunBackend> RolloutNode<B> {
             check_room_to_reply(&episodes, self.player.settings(), self.player.context())
                 .map_err(OperatorError)?;
         }
-        let all: Vec<&Episode> = episodes.iter().collect();
-        stats::episode_metrics(&all, &mut ctx.metrics, "");
-        ctx.metrics.insert(
-            "gen_tokens_per_s".into(),
-            stats.generated_tokens as f64 / seconds.max(1e-9),
-        );
-        // The playing alone (an asynchronous rollout's `seconds` is the step's wait for it).
-        ctx.metrics.insert("play_seconds".into(), seconds);
-        ctx.metrics.insert("requests".into(), stats.requests as f64);
-        ctx.metrics
-            .insert("prompt_tokens".into(), stats.prompt_tokens as f64);
-        ctx.metrics.insert(
-            "reused_prompt_tokens".into(),
+        let manager = self.player.manager();
+        let summaries = episodes
+            .iter()
+            .map(|e| EpisodeSummary::of(e, manager.slot_position(&e.slot)))
+            .collect();
+        let counts = vec![
+            stats.generated_tokens as f64,
+            stats.requests as f64,
+            stats.prompt_tokens as f64,
             stats.reused_prompt_tokens as f64,
-        );
-        Ok(batch)
+        ];
+        let step = gathered::gather(&self.collective, batch, summaries, counts, seconds)
+            .map_err(OperatorError)?;
+        stats::summary_metrics(&step.episodes, &mut ctx.metrics, "");
+        let [generated, requests, prompt, reused] = step.counts[..] else {
+            unreachable!("four counts were gathered")
+        };
+        let metrics = [
+            ("gen_tokens_per_s", generated / step.seconds.max(1e-9)),
+            // The playing alone (an asynchronous rollout's `seconds` is the step's wait).
+            ("play_seconds", step.seconds),
+            ("requests", requests),
+            ("prompt_tokens", prompt),
+            ("reused_prompt_tokens", reused),
+        ];
+        for (key, value) in metrics {
+            ctx.metrics.insert(key.into(), value);
+        }
+        Ok(step.batch)
     }
 }
 

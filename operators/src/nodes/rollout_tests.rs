@@ -22,11 +22,7 @@ fn play(rollout: &str) -> Result<usize, String> {
     );
     let pipeline = roll_flow_engine::spec::parse::<RollFlow>(Path::new("t.ron"), &text)
         .unwrap_or_else(|d| panic!("{d}"));
-    let worker = WorkerInfo {
-        index: 0,
-        peers: 1,
-        first_step: 0,
-    };
+    let worker = WorkerInfo::single(0);
     let mut runtime = Runtime::<CpuBackend>::new(Arc::new(run_plan(&pipeline)), worker)?;
     let rollout = pipeline.nodes.get("rollout").expect("a Rollout node");
     let mut node = rollout.build("rollout", &mut runtime)?;

@@ -21,6 +21,7 @@ pub mod episode;
 pub mod episode_run;
 pub mod episode_text;
 pub mod faults;
+pub mod gathered;
 pub mod inference;
 pub mod play;
 pub mod samples;

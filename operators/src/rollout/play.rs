@@ -29,6 +29,7 @@ pub fn play_episodes<B: RunBackend>(
 ) -> Result<(Vec<Episode>, InferenceStats, EnvFaults), String> {
     let mut jobs = Vec::with_capacity(slots.len());
     for (index, slot) in slots.into_iter().enumerate() {
+        let position = manager.slot_position(&slot);
         let env = manager
             .build_env(&slot.env_tag)
             .map_err(|e| format!("env `{}`: {e}", slot.env_tag))?;
@@ -40,7 +41,9 @@ pub fn play_episodes<B: RunBackend>(
             tokenizer,
             settings,
             context: model.config.max_position_embeddings,
-            seed: seed ^ (index as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
+            // Keyed by the slot's place among every worker's slots: one worker or several
+            // sample the same episodes.
+            seed: seed ^ (position as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
         });
     }
     // Each job is known to its inference loop by its index within the loop's group (the

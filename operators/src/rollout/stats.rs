@@ -11,6 +11,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use super::episode::Episode;
 
 fn mean(values: impl Iterator<Item = f64>) -> f64 {
@@ -22,12 +24,76 @@ fn mean(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
+/// What the episode metrics read of an episode: small, so that the workers of a
+/// data-parallel run gather them and report the metrics of the whole step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeSummary {
+    /// The episode's slot position ([`roll_flow_envs::manager::EnvManager::slot_position`]):
+    /// gathered summaries are put in this order, the order one worker plays them in.
+    pub position: usize,
+    pub env_tag: String,
+    pub reward: f64,
+    pub success: bool,
+    pub truncated: bool,
+    pub turns: Vec<TurnSummary>,
+}
+
+/// What the episode metrics read of a turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnSummary {
+    pub effective: bool,
+    pub valid: bool,
+    pub reply_tokens: usize,
+    pub metrics: Vec<(String, f32)>,
+}
+
+impl EpisodeSummary {
+    pub fn of(episode: &Episode, position: usize) -> EpisodeSummary {
+        EpisodeSummary {
+            position,
+            env_tag: episode.slot.env_tag.clone(),
+            reward: episode.total_reward() as f64,
+            success: episode.success,
+            truncated: episode.truncated,
+            turns: episode
+                .turns
+                .iter()
+                .map(|t| TurnSummary {
+                    effective: t.info.action_is_effective,
+                    valid: t.info.action_is_valid,
+                    reply_tokens: t.reply.len(),
+                    metrics: t
+                        .info
+                        .metrics
+                        .iter()
+                        .map(|(name, value)| (name.to_string(), value))
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Adds the episode metrics, each key prefixed with `prefix`.
 pub fn episode_metrics(episodes: &[&Episode], metrics: &mut BTreeMap<String, f64>, prefix: &str) {
+    let summaries: Vec<EpisodeSummary> = episodes
+        .iter()
+        .enumerate()
+        .map(|(i, e)| EpisodeSummary::of(e, i))
+        .collect();
+    summary_metrics(&summaries, metrics, prefix);
+}
+
+/// [`episode_metrics`] from the episodes' summaries.
+pub fn summary_metrics(
+    episodes: &[EpisodeSummary],
+    metrics: &mut BTreeMap<String, f64>,
+    prefix: &str,
+) {
     if episodes.is_empty() {
         return;
     }
-    let scores: Vec<f64> = episodes.iter().map(|e| e.total_reward() as f64).collect();
+    let scores: Vec<f64> = episodes.iter().map(|e| e.reward).collect();
     let turns = || episodes.iter().flat_map(|e| e.turns.iter());
     let flag = |b: bool| if b { 1.0 } else { 0.0 };
     let mut put = |key: &str, value: f64| {
@@ -39,15 +105,12 @@ pub fn episode_metrics(episodes: &[&Episode], metrics: &mut BTreeMap<String, f64
     put("success", mean(episodes.iter().map(|e| flag(e.success))));
     put(
         "effective_action_rate",
-        mean(turns().map(|t| flag(t.info.action_is_effective))),
+        mean(turns().map(|t| flag(t.effective))),
     );
-    put(
-        "format_error_rate",
-        mean(turns().map(|t| flag(!t.info.action_is_valid))),
-    );
+    put("format_error_rate", mean(turns().map(|t| flag(!t.valid))));
     put(
         "response_length",
-        mean(turns().map(|t| t.reply.len() as f64)),
+        mean(turns().map(|t| t.reply_tokens as f64)),
     );
     put("turns", mean(episodes.iter().map(|e| e.turns.len() as f64)));
     put(
@@ -55,9 +118,9 @@ pub fn episode_metrics(episodes: &[&Episode], metrics: &mut BTreeMap<String, f64
         mean(episodes.iter().map(|e| flag(e.truncated))),
     );
     let mut reported: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
-    for (name, value) in turns().flat_map(|t| t.info.metrics.iter()) {
+    for (name, value) in turns().flat_map(|t| t.metrics.iter()) {
         let entry = reported.entry(name).or_default();
-        entry.0 += f64::from(value);
+        entry.0 += f64::from(*value);
         entry.1 += 1;
     }
     for (name, (sum, n)) in reported {

@@ -89,7 +89,8 @@ impl<B: RunBackend> Runtime<B> {
         }
         let spec = self.model_spec(name)?;
         let publish_on_train = !self.plan.wiring.published_by_update.contains(name);
-        let model = PolicyModel::build(name, spec, &self.run, &self.device, publish_on_train)?;
+        let mut model = PolicyModel::build(name, spec, &self.run, &self.device, publish_on_train)?;
+        model.train.share_gradients(self.worker.collective.clone());
         let model = Rc::new(RefCell::new(model));
         let mut table = self.models.borrow_mut();
         table.policies.insert(name.to_string(), model.clone());
@@ -103,7 +104,8 @@ impl<B: RunBackend> Runtime<B> {
             return Ok(model.clone());
         }
         let spec = self.model_spec(name)?;
-        let critic = CriticModel::build(name, spec, &self.run, &self.device)?;
+        let mut critic = CriticModel::build(name, spec, &self.run, &self.device)?;
+        critic.train.share_gradients(self.worker.collective.clone());
         let plan = self.plan.clone();
         for policy in plan.wiring.played_policies() {
             check_critic_vocab(&critic, &self.policy(policy)?.borrow())?;

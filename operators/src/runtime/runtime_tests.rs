@@ -25,11 +25,7 @@ fn runtime(out: &Path, policy: &str, critic: &str, first_step: u64) -> Runtime<C
     );
     let pipeline = roll_flow_engine::spec::parse::<RollFlow>(Path::new("t.ron"), &text)
         .unwrap_or_else(|d| panic!("{d}"));
-    let worker = WorkerInfo {
-        index: 0,
-        peers: 1,
-        first_step,
-    };
+    let worker = WorkerInfo::single(first_step);
     Runtime::new(Arc::new(run_plan(&pipeline)), worker).unwrap()
 }
 

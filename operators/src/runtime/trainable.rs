@@ -30,7 +30,8 @@ use super::backend::{RunBackend, TrainBackend};
 use super::concurrent::part_gradients;
 use super::lr_schedule::learning_rate;
 use crate::run_layout::{MODEL_FILE, OPTIMIZER_FILE};
-use roll_flow_algo::{clip_grad_norm, AlgoStats};
+use roll_flow_algo::{clip_grad_norm, flatten_grads, unflatten_grads, AlgoStats};
+use roll_flow_engine::executor::collective::Collective;
 use roll_flow_model::spec::OptimSpec;
 use roll_flow_model::CpuBackend;
 
@@ -59,6 +60,8 @@ pub struct Trainable<M: AutodiffModule<TrainBackend<B>>, B: RunBackend = CpuBack
     total_steps: u64,
     /// Non-finite updates since the last finite one.
     nonfinite_in_a_row: usize,
+    /// The workers whose gradients each step sums (data-parallel training).
+    collective: Collective,
 }
 
 fn adamw<M: AutodiffModule<TrainBackend<B>>, B: RunBackend>(
@@ -93,7 +96,14 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
             optim,
             total_steps,
             nonfinite_in_a_row: 0,
+            collective: Collective::single(),
         })
+    }
+
+    /// Each step applies the sum of every worker's accumulated gradients (the workers of
+    /// `collective` hold the same weights and optimizer state, so they take the same step).
+    pub fn share_gradients(&mut self, collective: Collective) {
+        self.collective = collective;
     }
 
     /// The current weights.
@@ -140,6 +150,12 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     pub fn apply(&mut self, step: u64) -> Result<UpdateStats, String> {
         let mut grads = self.accumulated.grads();
         self.pending = 0;
+        if self.collective.peers() > 1 {
+            let flat = flatten_grads(self.module(), &grads);
+            let summed = (self.collective.sum(flat))
+                .map_err(|e| format!("summing the workers' gradients: {e}"))?;
+            grads = unflatten_grads(self.module(), &summed);
+        }
         let OptimSpec::AdamW {
             grad_clip,
             max_nonfinite,

@@ -3,6 +3,7 @@
 //! ([`train_epochs`]), with the loss divisor that makes the accumulated gradient the whole
 //! mini-batch's ([`loss_divisor`]); and the chunks scoring cuts a batch into.
 
+use roll_flow_engine::executor::collective::Collective;
 use roll_flow_engine::Batch;
 
 /// Tokens per forward pass when scoring: bounds activation memory, and cuts a CPU
@@ -47,19 +48,28 @@ pub fn mini_batches(batch: &Batch, mini_batch: Option<usize>, seed: u64) -> Vec<
 }
 
 /// How [`train_epochs`] walks a batch: `epochs` shuffled passes (shuffled with `seed`), in
-/// mini-batches and micro-batches ([`micro_batches`]) of the given sizes (`None`: whole).
+/// mini-batches and micro-batches ([`micro_batches`]) of the given sizes (`None`: whole),
+/// the micro-batches shared by the workers of `collective`.
 #[derive(Clone, Copy, Debug)]
-pub struct EpochSchedule {
+pub struct EpochSchedule<'a> {
     pub epochs: usize,
     pub mini_batch: Option<usize>,
     pub micro_batch: Option<usize>,
     pub seed: u64,
+    pub collective: &'a Collective,
 }
 
 /// Runs `ppo_epochs` epochs of mini-batch updates: for each mini-batch, `micro` is called
 /// with its micro-batches and their loss scales (to compute and accumulate their
 /// gradients, [`crate::runtime::concurrent::part_gradients`]), then `apply` takes the optimizer step.
 /// Statistics are averaged over micro-batches.
+///
+/// With several workers (each holding the step's whole batch, [`crate::rollout::gathered`])
+/// every worker walks the same mini-batches and takes the micro-batches whose index is its
+/// own modulo the worker count; `apply` sums the workers' gradients
+/// ([`crate::runtime::trainable::Trainable::share_gradients`]) and the statistics of every
+/// micro-batch are gathered, so the update and the statistics are a one-worker run's (up
+/// to the order of the gradients' summation).
 ///
 /// A micro-batch's scale is N_micro / N_mini: the loss's batch-wide divisor, as
 /// `normalizer` computes it (e.g. [`loss_divisor`]), in the micro-batch over the one in
@@ -79,7 +89,9 @@ pub fn train_epochs(
         mini_batch: mini,
         micro_batch: micro_size,
         seed,
+        collective,
     } = schedule;
+    let (me, workers) = (collective.index(), collective.peers());
     for epoch in 0..epochs.max(1) {
         let epoch_seed = seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         for mini_batch in mini_batches(batch, mini, epoch_seed) {
@@ -92,7 +104,17 @@ pub fn train_epochs(
                 .iter()
                 .map(|p| Ok((normalizer(p)? / whole) as f32))
                 .collect::<Result<Vec<f32>, String>>()?;
-            for part_stats in micro(&parts, &scales)? {
+            let mine: Vec<usize> = (me..parts.len()).step_by(workers).collect();
+            let (parts, scales): (Vec<Batch>, Vec<f32>) = (mine.iter())
+                .map(|&i| (parts[i].clone(), scales[i]))
+                .unzip();
+            let computed = micro(&parts, &scales)?;
+            let every = if workers == 1 {
+                computed
+            } else {
+                gathered_in_part_order(collective, mine, computed)?
+            };
+            for part_stats in every {
                 for (k, v) in part_stats {
                     stats.add(&k, v);
                 }
@@ -106,6 +128,23 @@ pub fn train_epochs(
         }
     }
     Ok(())
+}
+
+/// Every worker's micro-batch statistics, in micro-batch order.
+fn gathered_in_part_order(
+    collective: &Collective,
+    mine: Vec<usize>,
+    computed: Vec<roll_flow_algo::AlgoStats>,
+) -> Result<Vec<roll_flow_algo::AlgoStats>, String> {
+    let all = collective
+        .gather(&(mine, computed))
+        .map_err(|e| format!("gathering the micro-batch statistics: {e}"))?;
+    let mut indexed: Vec<(usize, roll_flow_algo::AlgoStats)> = all
+        .into_iter()
+        .flat_map(|(indices, stats)| indices.into_iter().zip(stats))
+        .collect();
+    indexed.sort_by_key(|(i, _)| *i);
+    Ok(indexed.into_iter().map(|(_, s)| s).collect())
 }
 
 /// The batch-wide divisor of loss aggregation `agg` over `batch`'s response tokens
