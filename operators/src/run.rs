@@ -223,12 +223,18 @@ impl Run {
         let _servers = start_servers(entries).map_err(RunError::Refused)?;
         let out_dir = pipeline.out_dir.clone();
         let first_step = self.ready_directory()?;
-        let log = MetricsLog::open(&out_dir, first_step).map_err(|e| {
-            RunError::Io(format!(
-                "cannot create metrics.jsonl and the TensorBoard event file in {}: {e}",
-                out_dir.display()
-            ))
-        })?;
+        // Process 0 writes the run directory; the other processes of a cluster run only
+        // read its checkpoints when they resume.
+        let writer = self.options.process == 0;
+        let log = writer
+            .then(|| MetricsLog::open(&out_dir, first_step))
+            .transpose()
+            .map_err(|e| {
+                RunError::Io(format!(
+                    "cannot create metrics.jsonl and the TensorBoard event file in {}: {e}",
+                    out_dir.display()
+                ))
+            })?;
         let last = self.last_step();
         (self.notices)(&format!(
             "run `{}`: steps {first_step}..{last} of {} into {}",
@@ -248,11 +254,18 @@ impl Run {
             options,
             on_step,
         );
+        if !writer {
+            result?;
+            return Ok(RunSummary {
+                out_dir,
+                first_step,
+                steps_done: last.saturating_sub(first_step),
+                seconds: started.elapsed().as_secs_f64(),
+            });
+        }
         // What a failed or stopped run staged stays a staging folder, never in place.
         checkpoint_commits::discard(&out_dir);
-        if self.options.process == 0 {
-            self.write_plots(&out_dir);
-        }
+        self.write_plots(&out_dir);
         if result.is_err() {
             // Where a failed run can go on from: the newest complete checkpoint.
             let saved = crate::run_layout::saved_steps(&out_dir);
@@ -312,6 +325,15 @@ impl Run {
     fn ready_directory(&self) -> Result<u64, RunError> {
         let pipeline = &self.loaded.pipeline;
         let out_dir = &pipeline.out_dir;
+        if self.options.process != 0 {
+            // Process 0 readies the directory; another reads where a resumed run starts.
+            if !self.resume {
+                return Ok(0);
+            }
+            let models = used_models(pipeline);
+            let models: Vec<&str> = models.iter().map(String::as_str).collect();
+            return run_dir::resume_step(out_dir, &models).map_err(RunError::Refused);
+        }
         if self.resume {
             let models = used_models(pipeline);
             let models: Vec<&str> = models.iter().map(String::as_str).collect();
@@ -344,18 +366,13 @@ impl Run {
             }
             return Ok(resume.first_step);
         }
-        // Process 0 readies the directory: on a shared file system the others would find
-        // its fresh files and refuse.
-        if self.options.process == 0 {
-            let aside =
-                run_dir::prepare_new_run(out_dir, self.overwrite).map_err(RunError::Refused)?;
-            if let Some(aside) = aside {
-                (self.notices)(&format!(
-                    "moved the previous run in {} aside to {}",
-                    out_dir.display(),
-                    aside.display()
-                ));
-            }
+        let aside = run_dir::prepare_new_run(out_dir, self.overwrite).map_err(RunError::Refused)?;
+        if let Some(aside) = aside {
+            (self.notices)(&format!(
+                "moved the previous run in {} aside to {}",
+                out_dir.display(),
+                aside.display()
+            ));
         }
         write_atomic(
             &out_dir.join("pipeline.ron"),
@@ -376,9 +393,13 @@ impl Run {
     /// that fails stops the run there, with the last checkpoint in place whole.
     fn step_sink(
         &self,
-        log: MetricsLog,
+        log: Option<MetricsLog>,
         started: Instant,
     ) -> roll_flow_engine::executor::StepCallback {
+        // Worker 0, the one whose reports are recorded, runs in process 0, the writer.
+        let Some(log) = log else {
+            return Arc::new(|_| Ok(()));
+        };
         let log = Mutex::new(log);
         let observer = self.on_step.clone();
         let out_dir = self.loaded.pipeline.out_dir.clone();

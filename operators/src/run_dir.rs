@@ -102,10 +102,7 @@ pub struct Resume {
 /// metrics copied aside the same way. Nothing is changed when a check fails.
 pub fn prepare_resume(out_dir: &Path, models: &[&str]) -> Result<Resume, String> {
     let newest = saved_steps(out_dir).last().copied();
-    if let Some(step) = newest {
-        check_complete(&step_dir(out_dir, step), models)?;
-    }
-    let first_step = newest.unwrap_or(0);
+    let first_step = resume_step(out_dir, models)?;
     let (unreadable_lines, metrics_before) =
         keep_metrics_before(&out_dir.join("metrics.jsonl"), first_step)?;
     Ok(Resume {
@@ -114,6 +111,16 @@ pub fn prepare_resume(out_dir: &Path, models: &[&str]) -> Result<Resume, String>
         unreadable_lines,
         metrics_before,
     })
+}
+
+/// The step a resumed run starts at (its newest checkpoint's, 0 without one), checked
+/// complete; reads only (what the processes of a cluster run other than 0 call).
+pub fn resume_step(out_dir: &Path, models: &[&str]) -> Result<u64, String> {
+    let newest = saved_steps(out_dir).last().copied();
+    if let Some(step) = newest {
+        check_complete(&step_dir(out_dir, step), models)?;
+    }
+    Ok(newest.unwrap_or(0))
 }
 
 /// Rewrites `path` (atomically) with only the records of steps before `first_step`, when

@@ -6,6 +6,7 @@ mod export;
 mod generate;
 mod graph;
 mod import_roll;
+mod launch;
 mod play;
 mod progress;
 mod report;

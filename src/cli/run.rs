@@ -9,6 +9,7 @@ use clap::Args;
 use roll_flow::run::{Cluster, Run, RunError};
 
 use super::diagnostics::print_diagnostics;
+use super::launch::LocalCluster;
 use super::progress::Progress;
 
 #[derive(Args, Debug)]
@@ -43,13 +44,15 @@ pub struct RunArgs {
     /// Worker threads in this process (timely `-w`); env groups are sharded across them.
     #[arg(short = 'w', long, default_value_t = 1)]
     workers: usize,
-    /// Number of processes in a cluster run (timely `-n`).
+    /// Number of processes in a cluster run (timely `-n`); without `-p`, this command
+    /// starts the other processes on this machine itself.
     #[arg(short = 'n', long, default_value_t = 1)]
     processes: usize,
-    /// This process's index in a cluster run, 0-based (timely `-p`).
-    #[arg(short = 'p', long, default_value_t = 0)]
-    process: usize,
-    /// File with one `host:port` per process (timely `-h`).
+    /// This process's index in a cluster run, 0-based (timely `-p`): each process of a run
+    /// across machines is started with its own.
+    #[arg(short = 'p', long)]
+    process: Option<usize>,
+    /// File with one `host:port` per process (timely `-h`), the same for every process.
     #[arg(long)]
     hostfile: Option<PathBuf>,
     /// Start even when the least memory the run holds (estimated from the file before any
@@ -93,14 +96,20 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     print_diagnostics(run.warnings());
+    // `-n N` alone: the other processes start here, on loopback.
+    let local = match (args.processes, args.process) {
+        (n, None) if n > 1 => Some(LocalCluster::start(n)?),
+        _ => None,
+    };
+    let hostfile = local.as_ref().map(|l| l.hostfile.clone());
     let mut run = run
         .overwrite(args.overwrite)
         .memory_check(!args.no_memory_check)
         .cluster(Cluster {
             threads: args.workers,
             processes: args.processes,
-            process: args.process,
-            hostfile: args.hostfile.clone(),
+            process: args.process.unwrap_or(0),
+            hostfile: hostfile.or_else(|| args.hostfile.clone()),
         })
         .notices(Arc::new(|notice| eprintln!("{notice}")));
     if let Some(n) = args.stop_after {
@@ -121,6 +130,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             "timeline in {} (open it in ui.perfetto.dev)",
             file.display()
         );
+    }
+    if let Some(local) = local {
+        local.finish(result.is_err())?;
     }
     let summary = result?;
     eprintln!(

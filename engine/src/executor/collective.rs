@@ -57,7 +57,8 @@ impl std::fmt::Debug for Collective {
 }
 
 struct Link {
-    requests: Sender<Request>,
+    /// `None` only while the link is dropped.
+    requests: Option<Sender<Request>>,
     replies: Mutex<Receiver<(u64, Result<Reply, String>)>>,
     /// Calls made so far: the time of the next one.
     calls: AtomicU64,
@@ -72,14 +73,23 @@ impl Link {
         if self.stopped.swap(true, Ordering::SeqCst) {
             return;
         }
-        let _ = self.requests.send(Request::Stop(why.to_string()));
-        let _ = self.wake.activate();
+        let _ = self.send(Request::Stop(why.to_string()));
+    }
+
+    /// Queues `request` for the `requests` source and wakes it.
+    fn send(&self, request: Request) -> Result<(), String> {
+        let stopped = || "the worker's timely thread has stopped".to_string();
+        let requests = self.requests.as_ref().ok_or_else(stopped)?;
+        requests.send(request).map_err(|_| stopped())?;
+        self.wake.activate().map_err(|_| stopped())
     }
 }
 
 impl Drop for Link {
     fn drop(&mut self) {
-        // The source sees the closed channel and releases its capability.
+        // Closed first, then woken: the source must find the channel closed when it runs,
+        // to release its capability.
+        drop(self.requests.take());
         let _ = self.wake.activate();
     }
 }
@@ -206,8 +216,7 @@ impl Collective {
             return Err(STOPPED_HERE.into());
         }
         let call = link.calls.fetch_add(1, Ordering::SeqCst);
-        link.requests.send(request).map_err(|_| stopped())?;
-        link.wake.activate().map_err(|_| stopped())?;
+        link.send(request)?;
         loop {
             // Rounds no call of this worker waits for (the others' last `Stopped`) answer
             // nobody: skip them.
@@ -311,7 +320,7 @@ pub(crate) fn build(scope: Scope<'_, u64>) -> Collective {
         index,
         peers,
         link: Some(Arc::new(Link {
-            requests,
+            requests: Some(requests),
             replies: Mutex::new(replies),
             wake: wake.expect("the source's constructor ran"),
             bytes_sent: AtomicU64::new(0),

@@ -26,6 +26,7 @@ mod compute;
 pub mod error;
 pub mod node;
 pub mod options;
+mod turns;
 pub mod worker;
 
 pub use error::ExecError;

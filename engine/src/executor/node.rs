@@ -14,6 +14,7 @@ use timely::scheduling::SyncActivator;
 
 use super::compute::{Done, Job};
 use super::error::ExecError;
+use super::turns::Turns;
 use crate::batch::column::Column;
 use crate::batch::Batch;
 use crate::node_spec::WorkerInfo;
@@ -67,6 +68,9 @@ pub(crate) struct NodeRuntime {
     pub role: Role,
     /// The node's index in the graph (its operator's on the compute thread).
     pub node: usize,
+    /// Its place in the graph's topological order: its turn within a step.
+    pub position: usize,
+    pub turns: Rc<RefCell<Turns>>,
     /// The columns the node's contract declares it gives (checked in debug builds).
     pub gives: Vec<Column>,
     pub jobs: Sender<Job>,
@@ -89,6 +93,8 @@ pub(crate) fn attach<'s>(
     let scope = input.scope();
     input.unary_frontier(PipelinePact, &name, move |_cap, info| {
         let wake = scope.worker().sync_activator_for(info.address.to_vec());
+        let turn = scope.activator_for(info.address.clone());
+        rt.turns.borrow_mut().register(rt.position, turn);
         let (reply, done) = crossbeam_channel::unbounded::<Done>();
         let mut stash: BTreeMap<u64, (Capability<u64>, Vec<Envelope>)> = BTreeMap::new();
         let mut running: Option<Capability<u64>> = None;
@@ -121,9 +127,18 @@ pub(crate) fn attach<'s>(
                 if frontier.less_equal(&step) {
                     return;
                 }
+                // What will not run (after a failure, a source past the last step) waits
+                // for no turn.
+                let runs = rt.runs(step);
+                if runs && !rt.turns.borrow().is_turn(step, rt.position) {
+                    return;
+                }
                 let (cap, arrived) = stash.remove(&step).expect("present");
-                if rt.start(step, arrived, &reply, &wake) {
+                if runs && rt.start(step, arrived, &reply, &wake) {
                     running = Some(cap);
+                }
+                if runs {
+                    rt.turns.borrow_mut().advance();
                 }
             }
         }
@@ -131,8 +146,14 @@ pub(crate) fn attach<'s>(
 }
 
 impl NodeRuntime {
-    /// Sends the job of `step` to the compute thread; `false` when there is nothing to run
-    /// (the run failed, nothing arrived, a source past the last step).
+    /// Whether the node runs at `step`: not after a failure, and a source not past the
+    /// last step.
+    fn runs(&self, step: u64) -> bool {
+        !self.failed.load(Ordering::SeqCst) && !(self.role == Role::Source && step >= self.steps)
+    }
+
+    /// Sends the job of `step` to the compute thread; `false` when the compute thread is
+    /// gone.
     fn start(
         &mut self,
         step: u64,
@@ -140,12 +161,6 @@ impl NodeRuntime {
         reply: &Sender<Done>,
         wake: &SyncActivator,
     ) -> bool {
-        if self.failed.load(Ordering::SeqCst) || arrived.is_empty() {
-            return false;
-        }
-        if self.role == Role::Source && step >= self.steps {
-            return false;
-        }
         let policy_version = arrived.iter().map(|e| e.policy_version).max().unwrap_or(0);
         let ctx = StepContext {
             step,

@@ -20,6 +20,7 @@ use super::compute::{self, panic_message};
 use super::error::ExecError;
 use super::node::{self, Envelope, StepReport, WorkerState};
 use super::options::ExecutorOptions;
+use super::turns::Turns;
 
 /// Called with each finished step's report, from the worker that ran it. An error (the
 /// step's record could not be written, say) stops the run as a failing node does: no
@@ -137,12 +138,16 @@ fn run_worker<C: Catalog>(
     let mut versions_in = InputHandleVec::<u64, Envelope>::new();
     let probe = ProbeHandle::new();
     let staleness = options.staleness;
+    let turns = Rc::new(RefCell::new(Turns::new(
+        options.first_step,
+        graph.order.len(),
+    )));
     worker.dataflow::<u64, _, _>(|scope| {
         let (feedback, fed_back) = scope.feedback::<Vec<Envelope>>(1 + staleness);
         let versions = versions_in.to_stream(scope).concat(fed_back);
         let mut outputs: Vec<Option<Stream<'_, u64, Vec<Envelope>>>> =
             vec![None; graph.nodes.len()];
-        for &i in &graph.order {
+        for (position, &i) in graph.order.iter().enumerate() {
             let spec = &graph.nodes[i];
             let input = match spec.role {
                 Role::Source => versions.clone(),
@@ -159,6 +164,8 @@ fn run_worker<C: Catalog>(
                 kind: spec.kind,
                 role: spec.role,
                 node: i,
+                position,
+                turns: turns.clone(),
                 gives: spec.contract.gives.clone(),
                 jobs: jobs.clone(),
                 pipeline_seed: pipeline.seed,

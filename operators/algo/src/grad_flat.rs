@@ -113,7 +113,10 @@ mod tests {
         let doubled: Vec<f32> = flat.iter().map(|v| v * 2.0).collect();
         let back = unflatten_grads(&model, &doubled);
         let w = back.get::<Flex, 2>(model.weight.id).unwrap();
-        assert_eq!(w.into_data().to_vec::<f32>().unwrap(), vec![2.0, 2.0, 4.0, 4.0, 6.0, 6.0]);
+        assert_eq!(
+            w.into_data().to_vec::<f32>().unwrap(),
+            vec![2.0, 2.0, 4.0, 4.0, 6.0, 6.0]
+        );
         // A worker without gradients contributes flags 0 and zeros.
         let none = flatten_grads(&model, &GradientsParams::new());
         assert_eq!(none, vec![0.0; 10]);

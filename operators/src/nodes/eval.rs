@@ -13,10 +13,10 @@
 
 use std::path::{Path, PathBuf};
 
+use roll_flow_engine::executor::collective::Collective;
 use roll_flow_engine::{
     Batch, Column, Contract, Operator, OperatorError, Reference, Role, StepContext,
 };
-use roll_flow_engine::executor::collective::Collective;
 use roll_flow_model::TextTokenizer;
 use serde::Deserialize;
 
@@ -26,8 +26,8 @@ use crate::play_settings::{untrained_eval_settings, EvalPlay, Guide};
 use crate::rollout::env_player::EnvPlayer;
 use crate::rollout::episode::Episode;
 use crate::rollout::episode_text::{episode_text, TextOptions};
-use crate::rollout::stats::{self, EpisodeSummary};
 use crate::rollout::gathered;
+use crate::rollout::stats::{self, EpisodeSummary};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::resources::Runtime;
 

@@ -163,7 +163,15 @@ fn a_slot_position_is_its_index_in_the_one_worker_list() {
         assert_eq!(m.slot_position(slot), i, "{slot:?}");
     }
     // The same on every worker of a sharded step: 15 train slots, then 4 val ones.
-    let shard = m.slots(1, Shard { worker: 1, workers: 2 }).unwrap();
+    let shard = m
+        .slots(
+            1,
+            Shard {
+                worker: 1,
+                workers: 2,
+            },
+        )
+        .unwrap();
     let positions: Vec<usize> = shard.iter().map(|s| m.slot_position(s)).collect();
     assert_eq!(positions, vec![3, 4, 5, 9, 10, 11, 15, 17]);
 }

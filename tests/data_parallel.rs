@@ -1,0 +1,236 @@
+//! Data-parallel training through the binary: two worker threads (`-w 2`) and two
+//! processes on loopback (`-n 2`) train the shipped FrozenLake StarPO and PPO pipelines
+//! (shrunk) to the weights and metrics of one worker with the same global batch; the same
+//! seed gives the same files; a killed process stops the other; a resumed two-process run
+//! ends as an uninterrupted one.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{assert_ok, metrics, roll_flow, run, untimed};
+use serde_json::Value;
+
+const STARPO: &str = "pipelines/frozen_lake_starpo.ron";
+const PPO: &str = "pipelines/frozen_lake_ppo.ron";
+
+/// Four groups of two (two per worker) and micro-batches of two samples, so each worker
+/// computes gradients of its own micro-batches in every mini-batch.
+fn shared(file: &str, steps: &'static str) -> Vec<&'static str> {
+    let mut args = vec![
+        "--steps",
+        steps,
+        "--set",
+        "envs.train.groups=4",
+        "--set",
+        "nodes.actor_step.micro_batch=2",
+    ];
+    if file == PPO {
+        args.extend(["--set", "nodes.critic_step.micro_batch=2"]);
+    }
+    args
+}
+
+/// Every f32 tensor of a safetensors file, by name.
+fn tensors(path: &Path) -> Vec<(String, Vec<f32>)> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Map<String, Value> = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let data = &bytes[8 + n..];
+    let mut out: Vec<(String, Vec<f32>)> = header
+        .iter()
+        .filter(|(name, _)| *name != "__metadata__")
+        .map(|(name, info)| {
+            let range = &info["data_offsets"];
+            let (a, b) = (
+                range[0].as_u64().unwrap() as usize,
+                range[1].as_u64().unwrap() as usize,
+            );
+            let values = data[a..b]
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            (name.clone(), values)
+        })
+        .collect();
+    out.sort_by(|x, y| x.0.cmp(&y.0));
+    out
+}
+
+/// The models a run's last checkpoint holds, as exported for HF.
+fn final_weights(dir: &Path, step: u64) -> Vec<(String, Vec<f32>)> {
+    let step_dir = dir.join(format!("checkpoints/step_{step}"));
+    let mut all = tensors(&step_dir.join("models/policy/hf/model.safetensors"));
+    let critic = step_dir.join("critics/critic/hf/model.safetensors");
+    if critic.exists() {
+        all.extend(
+            tensors(&critic)
+                .into_iter()
+                .map(|(n, v)| (format!("critic.{n}"), v)),
+        );
+    }
+    all
+}
+
+/// The weights within relative 1e-5 (‖a − b‖ / ‖a‖ over all of them): the gradients are
+/// summed in another order, nothing else differs.
+fn assert_close_weights(a: &Path, b: &Path, step: u64) {
+    let (wa, wb) = (final_weights(a, step), final_weights(b, step));
+    assert_eq!(wa.len(), wb.len());
+    let (mut diff, mut norm) = (0.0, 0.0);
+    for ((name, x), (other, y)) in wa.iter().zip(&wb) {
+        assert_eq!(name, other);
+        diff += x
+            .iter()
+            .zip(y)
+            .map(|(p, q)| f64::from(p - q).powi(2))
+            .sum::<f64>();
+        norm += x.iter().map(|p| f64::from(*p).powi(2)).sum::<f64>();
+    }
+    let relative = (diff / norm).sqrt();
+    assert!(relative < 1e-5, "relative difference {relative:e}");
+}
+
+/// The same records apart from timing, numbers equal up to f32 rounding (relative 1e-5,
+/// absolute 1e-6 for values near 0 such as a KL of 2e-8).
+fn assert_same_metrics(a: &Path, b: &Path) {
+    let (ra, rb) = (untimed(a), untimed(b));
+    assert_eq!(ra.len(), rb.len());
+    for (x, y) in ra.iter().zip(&rb) {
+        let keys = |r: &Vec<(String, Value)>| r.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(x), keys(y));
+        for ((key, p), (_, q)) in x.iter().zip(y) {
+            match (p.as_f64(), q.as_f64()) {
+                (Some(p), Some(q)) => assert!(
+                    (p - q).abs() <= 1e-5 * p.abs().max(q.abs()) + 1e-6,
+                    "{key}: {p} against {q}"
+                ),
+                _ => assert_eq!(p, q, "{key}"),
+            }
+        }
+    }
+}
+
+fn with(base: &[&'static str], more: &[&'static str]) -> Vec<&'static str> {
+    base.iter().chain(more).copied().collect()
+}
+
+fn one_worker_equals_two(file: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let base = shared(file, "3");
+    let one = dir.path().join("one");
+    assert_ok(&run(file, &one, &base));
+    let threads = dir.path().join("threads");
+    assert_ok(&run(file, &threads, &with(&base, &["-w", "2"])));
+    let processes = dir.path().join("processes");
+    assert_ok(&run(file, &processes, &with(&base, &["-n", "2"])));
+    for two in [&threads, &processes] {
+        assert_close_weights(&one, two, 3);
+        assert_same_metrics(&one, two);
+    }
+    // Two processes with the same seed write the same files.
+    let again = dir.path().join("again");
+    assert_ok(&run(file, &again, &with(&base, &["-n", "2"])));
+    assert_eq!(untimed(&processes), untimed(&again));
+    assert!(final_weights(&processes, 3) == final_weights(&again, 3));
+}
+
+#[test]
+fn two_workers_or_processes_train_starpo_as_one_worker_does() {
+    one_worker_equals_two(STARPO);
+}
+
+#[test]
+fn two_workers_or_processes_train_ppo_as_one_worker_does() {
+    one_worker_equals_two(PPO);
+}
+
+#[test]
+fn a_resumed_two_process_run_ends_as_an_uninterrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = with(&shared(STARPO, "6"), &["-n", "2"]);
+    let (whole, split) = (dir.path().join("whole"), dir.path().join("split"));
+    assert_ok(&run(STARPO, &whole, &base));
+    assert_ok(&run(STARPO, &split, &with(&base, &["--stop-after", "3"])));
+    assert_eq!(metrics(&split).len(), 3);
+    let split_arg = split.to_str().unwrap();
+    assert_ok(&roll_flow(&["run", "--resume", split_arg, "-n", "2"]));
+    assert_eq!(untimed(&split), untimed(&whole));
+    assert!(final_weights(&split, 6) == final_weights(&whole, 6));
+}
+
+#[test]
+fn a_killed_process_stops_the_other_with_an_error_and_the_run_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let ports: Vec<u16> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect::<Vec<_>>()
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    let hostfile = dir.path().join("hosts.txt");
+    let hosts = format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1]);
+    std::fs::write(&hostfile, hosts).unwrap();
+    let start = |process: &str| {
+        let mut args: Vec<String> = vec!["run".into(), STARPO.into(), "--out".into()];
+        args.push(out.display().to_string());
+        args.extend(common::tiny(STARPO));
+        args.extend(["--steps", "400", "-n", "2", "-p", process, "--hostfile"].map(String::from));
+        args.push(hostfile.display().to_string());
+        Command::new(env!("CARGO_BIN_EXE_roll-flow"))
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = start("0");
+    let mut second = start("1");
+    // Kill process 1 once a checkpoint is in place (every step writes one).
+    let began = Instant::now();
+    while !out.join("checkpoints/step_2").exists() {
+        assert!(
+            began.elapsed() < Duration::from_secs(120),
+            "no checkpoint came"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    second.kill().unwrap();
+    let killed = Instant::now();
+    let ended = first.wait_with_output().unwrap();
+    let waited = killed.elapsed();
+    let _ = second.wait();
+    let err = String::from_utf8_lossy(&ended.stderr);
+    assert!(
+        !ended.status.success(),
+        "process 0 ended well after process 1 was killed"
+    );
+    assert!(
+        waited < Duration::from_secs(60),
+        "process 0 took {waited:?} to stop"
+    );
+    assert!(
+        err.contains("the connection to another process of the run broke"),
+        "{err}"
+    );
+    assert!(err.contains("--resume"), "says how to go on: {err}");
+    // Nothing of the last checkpoint is lost: a resumed run goes on from it.
+    let done = metrics(&out).len();
+    assert!(done >= 2);
+    let until = (done + 1).to_string();
+    let resumed = [
+        "run",
+        "--resume",
+        out.to_str().unwrap(),
+        "-n",
+        "2",
+        "--stop-after",
+        &until,
+    ];
+    assert_ok(&roll_flow(&resumed));
+    assert_eq!(metrics(&out).len(), done + 1);
+}
