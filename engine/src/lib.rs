@@ -20,6 +20,7 @@
 pub mod atomic_file;
 pub mod batch;
 pub mod batch_dump;
+pub mod collective;
 pub mod dialect;
 pub mod executor;
 pub mod graph;

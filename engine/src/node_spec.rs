@@ -61,7 +61,7 @@ pub struct WorkerInfo {
     /// run continues from.
     pub first_step: u64,
     /// Sums and gathers across the run's workers (data-parallel training).
-    pub collective: crate::executor::collective::Collective,
+    pub collective: crate::collective::Collective,
 }
 
 impl WorkerInfo {
@@ -71,7 +71,7 @@ impl WorkerInfo {
             index: 0,
             peers: 1,
             first_step,
-            collective: crate::executor::collective::Collective::single(),
+            collective: crate::collective::Collective::single(),
         }
     }
 }

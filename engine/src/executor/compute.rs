@@ -15,35 +15,15 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
-use timely::scheduling::SyncActivator;
 
-use super::collective::Stopper;
 use super::error::ExecError;
-use super::node::Envelope;
+use super::node::{Done, Envelope, Job};
 use crate::batch::Batch;
+use crate::collective::Stopper;
 use crate::dialect::{Catalog, Pipeline};
 use crate::graph::pipeline_graph::PipelineGraph;
 use crate::node_spec::WorkerInfo;
-use crate::operator::{Operator, OperatorError, StepContext};
-
-/// One node's step, for the compute thread.
-pub(crate) struct Job {
-    pub node: usize,
-    pub ctx: StepContext,
-    /// Sources get an empty batch; other nodes the merge of what arrived, in input order.
-    pub source: bool,
-    pub arrived: Vec<Envelope>,
-    pub reply: Sender<Done>,
-    pub wake: SyncActivator,
-}
-
-/// A finished job: the context (with the node's metrics) and what the operator returned;
-/// `None` when it did not run because the run had failed meanwhile.
-pub(crate) struct Done {
-    pub ctx: StepContext,
-    pub result: Option<Result<Batch, String>>,
-    pub seconds: f64,
-}
+use crate::operator::{Operator, OperatorError};
 
 /// Starts the compute thread, which builds the worker's resources and every node's
 /// operator (in graph order) before taking jobs; returns once they are built.

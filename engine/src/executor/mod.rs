@@ -21,7 +21,6 @@
 //! `StepContext::worker`/`workers` to pick their shard. Seeds derive from (pipeline seed,
 //! node name, step, worker), so a run is deterministic for a given seed and worker count.
 
-pub mod collective;
 mod compute;
 pub mod error;
 pub mod node;

@@ -12,7 +12,6 @@ use timely::dataflow::operators::{Capability, Operator as TimelyOperator};
 use timely::dataflow::Stream;
 use timely::scheduling::SyncActivator;
 
-use super::compute::{Done, Job};
 use super::error::ExecError;
 use super::turns::Turns;
 use crate::batch::column::Column;
@@ -40,6 +39,25 @@ impl Envelope {
             batch: Batch::new(),
         }
     }
+}
+
+/// One node's step, for the compute thread.
+pub(crate) struct Job {
+    pub node: usize,
+    pub ctx: StepContext,
+    /// Sources get an empty batch; other nodes the merge of what arrived, in input order.
+    pub source: bool,
+    pub arrived: Vec<Envelope>,
+    pub reply: Sender<Done>,
+    pub wake: SyncActivator,
+}
+
+/// A finished job: the context (with the node's metrics) and what the operator returned;
+/// `None` when it did not run because the run had failed meanwhile.
+pub(crate) struct Done {
+    pub ctx: StepContext,
+    pub result: Option<Result<Batch, String>>,
+    pub seconds: f64,
 }
 
 /// What one node did in one step.
@@ -149,7 +167,8 @@ impl NodeRuntime {
     /// Whether the node runs at `step`: not after a failure, and a source not past the
     /// last step.
     fn runs(&self, step: u64) -> bool {
-        !self.failed.load(Ordering::SeqCst) && !(self.role == Role::Source && step >= self.steps)
+        let past_last = self.role == Role::Source && step >= self.steps;
+        !(self.failed.load(Ordering::SeqCst) || past_last)
     }
 
     /// Sends the job of `step` to the compute thread; `false` when the compute thread is
@@ -191,10 +210,18 @@ impl NodeRuntime {
     /// What a finished job sends on: its batch, or `None` when it failed.
     fn finish(&mut self, done: Done) -> Option<Envelope> {
         let Done {
-            ctx,
+            mut ctx,
             result,
             seconds,
         } = done;
+        if self.worker.peers > 1 {
+            // What this node's collective calls sent to the other workers.
+            // (Jobs run one at a time: the bytes sent since the previous job ended.)
+            let sent = self.worker.collective.bytes_sent();
+            let before = std::mem::replace(&mut self.state.borrow_mut().sent_bytes, sent);
+            ctx.metrics
+                .insert("sent_bytes".into(), (sent - before) as f64);
+        }
         let step = ctx.step;
         match result? {
             Ok(batch) => {
@@ -303,4 +330,6 @@ pub fn step_seed(seed: u64, node: &str, step: u64, worker: usize) -> u64 {
 pub(crate) struct WorkerState {
     pub reports: BTreeMap<u64, StepReport>,
     pub error: Option<ExecError>,
+    /// The worker's bytes sent to others when its last job ended.
+    pub sent_bytes: u64,
 }

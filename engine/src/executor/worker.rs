@@ -15,12 +15,12 @@ use crate::graph::pipeline_graph::PipelineGraph;
 use crate::node_spec::WorkerInfo;
 use crate::operator::Role;
 
-use super::collective::{self, Stopper, PEER_STOPPED};
 use super::compute::{self, panic_message};
 use super::error::ExecError;
 use super::node::{self, Envelope, StepReport, WorkerState};
 use super::options::ExecutorOptions;
 use super::turns::Turns;
+use crate::collective::{dataflow, Stopper, PEER_STOPPED};
 
 /// Called with each finished step's report, from the worker that ran it. An error (the
 /// step's record could not be written, say) stops the run as a failing node does: no
@@ -108,7 +108,7 @@ fn run_worker<C: Catalog>(
     on_step: &StepCallback,
     failed: &Arc<AtomicBool>,
 ) -> Result<(), ExecError> {
-    let collective = worker.dataflow::<u64, _, _>(collective::build);
+    let collective = worker.dataflow::<u64, _, _>(dataflow::build);
     let info = WorkerInfo {
         index: worker.index(),
         peers: worker.peers(),

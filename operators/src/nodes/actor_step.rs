@@ -39,7 +39,7 @@ use roll_flow_algo::{
 use roll_flow_engine::batch::column::{
     ADVANTAGES, BEHAVIOUR_LOGPROB, REF_LOGPROB, RESPONSE_MASK, TOKEN_TURN,
 };
-use roll_flow_engine::executor::collective::Collective;
+use roll_flow_engine::collective::Collective;
 use roll_flow_engine::{
     Batch, Column, Contract, Need, Operator, OperatorError, Reference, Role, StepContext,
 };

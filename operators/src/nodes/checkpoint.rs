@@ -17,6 +17,7 @@ use std::path::Path;
 use std::rc::Rc;
 
 use roll_flow_engine::atomic_file::replace_dir;
+use roll_flow_engine::collective::Collective;
 use roll_flow_engine::{Batch, Column, Contract, Operator, OperatorError, StepContext};
 use serde::Deserialize;
 
@@ -68,6 +69,7 @@ impl NodeKind for CheckpointSpec {
     ) -> Result<Box<dyn Operator>, String> {
         Ok(Box::new(CheckpointNode {
             spec: self.clone(),
+            collective: runtime.worker.collective.clone(),
             models: runtime.models.clone(),
             saved_states: runtime.saved_states.clone(),
             run: runtime.run.clone(),
@@ -96,6 +98,8 @@ fn move_into_place(staging: &Path, target: &Path) -> Result<(), String> {
 
 struct CheckpointNode<B: RunBackend> {
     spec: CheckpointSpec,
+    /// The workers whose weights must be the same at each checkpoint.
+    collective: Collective,
     models: Rc<RefCell<ModelTable<B>>>,
     saved_states: Rc<RefCell<SavedStates>>,
     run: RunInfo,
@@ -141,6 +145,37 @@ impl<B: RunBackend> CheckpointNode<B> {
     }
 }
 
+impl<B: RunBackend> CheckpointNode<B> {
+    /// Compares every trained model's weights ([`Trainable::fingerprint`]) across the
+    /// workers, which apply the same updates: a difference is a bug, reported before the
+    /// checkpoint is written rather than trained on.
+    ///
+    /// [`Trainable::fingerprint`]: crate::runtime::trainable::Trainable::fingerprint
+    fn check_same_weights(&self, completed: u64) -> Result<(), String> {
+        let table = self.models.borrow();
+        let mut prints: Vec<(String, u64)> = (table.policies.iter())
+            .map(|(name, p)| (name.clone(), p.borrow().train.fingerprint()))
+            .collect();
+        prints.extend(
+            (table.critics.iter()).map(|(name, c)| (name.clone(), c.borrow().train.fingerprint())),
+        );
+        let all = self.collective.gather(&prints)?;
+        for (worker, theirs) in all.iter().enumerate() {
+            for ((name, mine), (_, other)) in all[0].iter().zip(theirs) {
+                if mine != other {
+                    return Err(format!(
+                        "after step {completed}, worker {worker}'s weights of model `{name}` \
+                         differ from worker 0's (fingerprint {other:016x} against {mine:016x}): \
+                         the workers diverged, which is a bug; no checkpoint was written for \
+                         this step, and `--resume` continues from the one before"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Removes all but the newest `keep` checkpoints of `out_dir`.
 fn prune(out_dir: &Path, keep: Option<usize>) -> Result<(), String> {
     let Some(keep) = keep else {
@@ -159,6 +194,9 @@ impl<B: RunBackend> Operator for CheckpointNode<B> {
     fn process(&mut self, ctx: &mut StepContext, batch: Batch) -> Result<Batch, OperatorError> {
         let completed = ctx.step + 1;
         let due = completed.is_multiple_of(self.spec.every.max(1)) || completed == self.run.steps;
+        if due && ctx.workers > 1 {
+            self.check_same_weights(completed).map_err(OperatorError)?;
+        }
         if due && ctx.worker == 0 {
             self.save(completed).map_err(OperatorError)?;
             ctx.metrics.insert("saved_step".into(), completed as f64);

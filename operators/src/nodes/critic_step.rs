@@ -14,7 +14,7 @@ use std::rc::Rc;
 use burn::tensor::{ElementConversion, Tensor};
 use roll_flow_algo::{AlgoStats, CriticBatch, ValueLoss};
 use roll_flow_engine::batch::column::{RESPONSE_MASK, RETURNS, VALUES};
-use roll_flow_engine::executor::collective::Collective;
+use roll_flow_engine::collective::Collective;
 use roll_flow_engine::{
     Batch, Column, Contract, Need, Operator, OperatorError, Reference, StepContext,
 };

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use roll_flow_engine::executor::collective::Collective;
+use roll_flow_engine::collective::Collective;
 use roll_flow_engine::{
     Batch, Column, Contract, Operator, OperatorError, Reference, Role, StepContext,
 };

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use roll_flow_engine::batch::column::*;
-use roll_flow_engine::executor::collective::Collective;
+use roll_flow_engine::collective::Collective;
 use roll_flow_engine::{
     Batch, BatchError, Column, Contract, Operator, OperatorError, Reference, Role, StepContext,
 };

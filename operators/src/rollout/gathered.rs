@@ -12,7 +12,7 @@
 //! and a Qwen2.5-0.5B step's tens of MB against a 2 GB gradient.
 
 use roll_flow_engine::batch::column::GROUP_ID;
-use roll_flow_engine::executor::collective::Collective;
+use roll_flow_engine::collective::Collective;
 use roll_flow_engine::Batch;
 use serde::{Deserialize, Serialize};
 

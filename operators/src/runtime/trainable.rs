@@ -31,7 +31,7 @@ use super::concurrent::part_gradients;
 use super::lr_schedule::learning_rate;
 use crate::run_layout::{MODEL_FILE, OPTIMIZER_FILE};
 use roll_flow_algo::{clip_grad_norm, flatten_grads, unflatten_grads, AlgoStats};
-use roll_flow_engine::executor::collective::Collective;
+use roll_flow_engine::collective::Collective;
 use roll_flow_model::spec::OptimSpec;
 use roll_flow_model::CpuBackend;
 
@@ -202,6 +202,31 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
             ));
         }
         Ok(stats)
+    }
+
+    /// A hash of the weights' bits (FNV-1a over every float parameter in visiting order):
+    /// the workers of a data-parallel run compare theirs at each checkpoint.
+    pub fn fingerprint(&self) -> u64 {
+        struct Hash<B> {
+            state: u64,
+            _backend: std::marker::PhantomData<B>,
+        }
+        impl<B: burn::tensor::backend::Backend> burn::module::ModuleVisitor<B> for Hash<B> {
+            fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<B, D>>) {
+                let data = param.val().into_data().convert::<f32>();
+                for value in data.as_slice::<f32>().unwrap_or(&[]) {
+                    for byte in value.to_bits().to_le_bytes() {
+                        self.state = (self.state ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+                    }
+                }
+            }
+        }
+        let mut hash = Hash::<TrainBackend<B>> {
+            state: 0xcbf2_9ce4_8422_2325,
+            _backend: std::marker::PhantomData,
+        };
+        self.module().visit(&mut hash);
+        hash.state
     }
 
     /// Writes `model.bin` and `optimizer.bin` into `dir` (each atomically).

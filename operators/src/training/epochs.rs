@@ -3,7 +3,7 @@
 //! ([`train_epochs`]), with the loss divisor that makes the accumulated gradient the whole
 //! mini-batch's ([`loss_divisor`]); and the chunks scoring cuts a batch into.
 
-use roll_flow_engine::executor::collective::Collective;
+use roll_flow_engine::collective::Collective;
 use roll_flow_engine::Batch;
 
 /// Tokens per forward pass when scoring: bounds activation memory, and cuts a CPU
@@ -65,8 +65,8 @@ pub struct EpochSchedule<'a> {
 /// Statistics are averaged over micro-batches.
 ///
 /// With several workers (each holding the step's whole batch, [`crate::rollout::gathered`])
-/// every worker walks the same mini-batches and takes the micro-batches whose index is its
-/// own modulo the worker count; `apply` sums the workers' gradients
+/// every worker walks the same mini-batches and computes a share of their micro-batches
+/// (balanced by padded tokens); `apply` sums the workers' gradients
 /// ([`crate::runtime::trainable::Trainable::share_gradients`]) and the statistics of every
 /// micro-batch are gathered, so the update and the statistics are a one-worker run's (up
 /// to the order of the gradients' summation).
@@ -104,7 +104,7 @@ pub fn train_epochs(
                 .iter()
                 .map(|p| Ok((normalizer(p)? / whole) as f32))
                 .collect::<Result<Vec<f32>, String>>()?;
-            let mine: Vec<usize> = (me..parts.len()).step_by(workers).collect();
+            let mine = shares(&parts, workers).swap_remove(me);
             let (parts, scales): (Vec<Batch>, Vec<f32>) = (mine.iter())
                 .map(|&i| (parts[i].clone(), scales[i]))
                 .unzip();
@@ -128,6 +128,29 @@ pub fn train_epochs(
         }
     }
     Ok(())
+}
+
+/// Which micro-batches each of `workers` computes: the longest first, each to the worker
+/// with the least work so far (padded tokens: rows × the longest row), ties to the lower
+/// index; every worker computes the same answer. The micro-batches are cut from samples
+/// sorted by length, so dealing them round robin would give one worker all the long ones.
+fn shares(parts: &[Batch], workers: usize) -> Vec<Vec<usize>> {
+    let cost = |p: &Batch| p.num_samples() * p.lengths().max().unwrap_or(0);
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(cost(&parts[i])), i));
+    let mut load = vec![0usize; workers];
+    let mut shares = vec![Vec::new(); workers];
+    for i in order {
+        let w = (0..workers)
+            .min_by_key(|&w| (load[w], w))
+            .expect("a worker");
+        load[w] += cost(&parts[i]);
+        shares[w].push(i);
+    }
+    for share in &mut shares {
+        share.sort_unstable();
+    }
+    shares
 }
 
 /// Every worker's micro-batch statistics, in micro-batch order.
@@ -190,5 +213,22 @@ impl StatMeans {
         for (k, (sum, n)) in self.sums {
             metrics.insert(k, sum / n.max(1) as f64);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn micro_batches_are_shared_by_padded_tokens_longest_first() {
+        // Costs (rows × longest row): 2·1, 2·2, 2·3, 2·4 = 2, 4, 6, 8. Longest first: 8 to
+        // worker 0, 6 to 1, 4 to 1 (6 < 8), 2 to 0 (8 < 10): loads 10 and 10.
+        let part = |len: usize| Batch::from_sequences([vec![1u32; len], vec![1u32; len]]);
+        let parts: Vec<Batch> = (1..=4).map(part).collect();
+        assert_eq!(shares(&parts, 2), vec![vec![0, 3], vec![1, 2]]);
+        assert_eq!(shares(&parts, 1), vec![vec![0, 1, 2, 3]]);
+        // More workers than micro-batches: some compute none.
+        assert_eq!(shares(&parts[..1], 2), vec![vec![0], vec![]]);
     }
 }
