@@ -19,7 +19,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::error::ExecError;
 use super::node::{Done, Envelope, Job};
 use crate::batch::Batch;
-use crate::collective::Stopper;
+use crate::collective::{Collective, Stopper};
 use crate::dialect::{Catalog, Pipeline};
 use crate::graph::pipeline_graph::PipelineGraph;
 use crate::node_spec::WorkerInfo;
@@ -39,6 +39,7 @@ pub(crate) fn spawn<C: Catalog>(
         .name(format!("roll-flow:compute-{}", info.index))
         .spawn(move || {
             let stopper = info.collective.stopper();
+            let collective = info.collective.clone();
             let operators = match build::<C>(&pipeline, &graph, info) {
                 Ok(operators) => {
                     let _ = built.send(Ok(()));
@@ -49,7 +50,7 @@ pub(crate) fn spawn<C: Catalog>(
                     return;
                 }
             };
-            serve(operators, &graph, &queue, &failed, &stopper);
+            serve(operators, &graph, &queue, &failed, &stopper, &collective);
         })
         .map_err(|e| ExecError {
             node: None,
@@ -107,6 +108,7 @@ fn serve(
     queue: &Receiver<Job>,
     failed: &AtomicBool,
     stopper: &Stopper,
+    collective: &Collective,
 ) {
     for job in queue {
         let name = &graph.nodes[job.node].name;
@@ -118,7 +120,14 @@ fn serve(
                 seconds: 0.0,
             }
         } else {
-            run(operators[job.node].as_mut(), name, job)
+            let before = collective.bytes_sent();
+            let mut done = run(operators[job.node].as_mut(), name, job);
+            if collective.peers() > 1 {
+                // What this node's collective calls sent to the other workers.
+                let sent = (collective.bytes_sent() - before) as f64;
+                done.ctx.metrics.insert("sent_bytes".into(), sent);
+            }
+            done
         };
         if let Some(Err(_)) = &done.result {
             failed.store(true, Ordering::SeqCst);

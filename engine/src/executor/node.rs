@@ -210,18 +210,10 @@ impl NodeRuntime {
     /// What a finished job sends on: its batch, or `None` when it failed.
     fn finish(&mut self, done: Done) -> Option<Envelope> {
         let Done {
-            mut ctx,
+            ctx,
             result,
             seconds,
         } = done;
-        if self.worker.peers > 1 {
-            // What this node's collective calls sent to the other workers.
-            // (Jobs run one at a time: the bytes sent since the previous job ended.)
-            let sent = self.worker.collective.bytes_sent();
-            let before = std::mem::replace(&mut self.state.borrow_mut().sent_bytes, sent);
-            ctx.metrics
-                .insert("sent_bytes".into(), (sent - before) as f64);
-        }
         let step = ctx.step;
         match result? {
             Ok(batch) => {
@@ -330,6 +322,4 @@ pub fn step_seed(seed: u64, node: &str, step: u64, worker: usize) -> u64 {
 pub(crate) struct WorkerState {
     pub reports: BTreeMap<u64, StepReport>,
     pub error: Option<ExecError>,
-    /// The worker's bytes sent to others when its last job ended.
-    pub sent_bytes: u64,
 }

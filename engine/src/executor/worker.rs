@@ -142,12 +142,14 @@ fn run_worker<C: Catalog>(
         options.first_step,
         graph.order.len(),
     )));
+    let positions = turn_positions(graph);
     worker.dataflow::<u64, _, _>(|scope| {
         let (feedback, fed_back) = scope.feedback::<Vec<Envelope>>(1 + staleness);
         let versions = versions_in.to_stream(scope).concat(fed_back);
         let mut outputs: Vec<Option<Stream<'_, u64, Vec<Envelope>>>> =
             vec![None; graph.nodes.len()];
-        for (position, &i) in graph.order.iter().enumerate() {
+        for &i in &graph.order {
+            let position = positions[i];
             let spec = &graph.nodes[i];
             let input = match spec.role {
                 Role::Source => versions.clone(),
@@ -220,6 +222,20 @@ fn run_worker<C: Catalog>(
             Ok(())
         }
     }
+}
+
+/// Each node's turn within a step (`super::turns`): the sources first (the rollout, then an
+/// eval, both playing the weights the step starts from), then the other nodes in
+/// topological order, ties in file order.
+fn turn_positions(graph: &PipelineGraph) -> Vec<usize> {
+    let (mut order, rest): (Vec<usize>, Vec<usize>) =
+        (graph.order.iter()).partition(|&&i| graph.nodes[i].role == Role::Source);
+    order.extend(rest);
+    let mut positions = vec![0; graph.nodes.len()];
+    for (position, &i) in order.iter().enumerate() {
+        positions[i] = position;
+    }
+    positions
 }
 
 /// Hands out the reports of every step the probe has passed, in step order; the first
