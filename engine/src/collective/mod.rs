@@ -29,6 +29,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use timely::scheduling::SyncActivator;
 
+/// What a call answers when the worker's timely thread is gone.
+const THREAD_STOPPED: &str = "the worker's timely thread has stopped";
+
 /// What a call on a worker that stopped (its run failed) answers.
 const STOPPED_HERE: &str = "this worker stopped after a failure";
 
@@ -72,10 +75,11 @@ impl Link {
 
     /// Queues `request` for the `requests` source and wakes it.
     fn send(&self, request: Request) -> Result<(), String> {
-        let stopped = || "the worker's timely thread has stopped".to_string();
-        let requests = self.requests.as_ref().ok_or_else(stopped)?;
-        requests.send(request).map_err(|_| stopped())?;
-        self.wake.activate().map_err(|_| stopped())
+        let requests = (self.requests.as_ref()).ok_or_else(|| THREAD_STOPPED.to_string())?;
+        requests
+            .send(request)
+            .map_err(|_| THREAD_STOPPED.to_string())?;
+        self.wake.activate().map_err(|_| THREAD_STOPPED.to_string())
     }
 }
 
@@ -174,7 +178,6 @@ impl Collective {
             Request::Gather(bytes) => others * bytes.len() as u64,
             Request::Stop(_) => 0,
         };
-        let stopped = || "the worker's timely thread has stopped".to_string();
         let replies = link.replies.lock().unwrap_or_else(|p| p.into_inner());
         if link.stopped.load(Ordering::SeqCst) {
             return Err(STOPPED_HERE.into());
@@ -190,7 +193,7 @@ impl Collective {
                     return Err(STOPPED_HERE.into());
                 }
                 Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return Err(stopped()),
+                Err(RecvTimeoutError::Disconnected) => return Err(THREAD_STOPPED.into()),
             };
             if time == call {
                 link.bytes_sent.fetch_add(sent, Ordering::Relaxed);

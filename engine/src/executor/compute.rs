@@ -3,11 +3,11 @@
 //! The worker's timely thread only moves data: when a node's inputs for a step are in, it
 //! sends the node's job here and goes on stepping, and the finished job wakes the node's
 //! timely operator again ([`super::node`]). So an operator may block in a collective call
-//! ([`super::collective`]) while its timely thread exchanges the data that call waits
+//! ([`crate::collective`]) while its timely thread exchanges the data that call waits
 //! for, and a broken connection to another process is noticed while an operator computes.
-//! One compute thread per worker runs its nodes one at a time, in the order their inputs
-//! complete, as the timely thread ran them before; operators and their resources are built
-//! on it and never leave it, so they need not be `Send`.
+//! One compute thread per worker runs its nodes one at a time, in the order the jobs come
+//! (their turns, `super::turns`); operators and their resources are built on it and never
+//! leave it, so they need not be `Send`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::error::ExecError;
 use super::node::{Done, Envelope, Job};
 use crate::batch::Batch;
-use crate::collective::{Collective, Stopper};
+use crate::collective::Collective;
 use crate::dialect::{Catalog, Pipeline};
 use crate::graph::pipeline_graph::PipelineGraph;
 use crate::node_spec::WorkerInfo;
@@ -38,7 +38,6 @@ pub(crate) fn spawn<C: Catalog>(
     let thread = std::thread::Builder::new()
         .name(format!("roll-flow:compute-{}", info.index))
         .spawn(move || {
-            let stopper = info.collective.stopper();
             let collective = info.collective.clone();
             let operators = match build::<C>(&pipeline, &graph, info) {
                 Ok(operators) => {
@@ -50,7 +49,7 @@ pub(crate) fn spawn<C: Catalog>(
                     return;
                 }
             };
-            serve(operators, &graph, &queue, &failed, &stopper, &collective);
+            serve(operators, &graph, &queue, &failed, &collective);
         })
         .map_err(|e| ExecError {
             node: None,
@@ -107,7 +106,6 @@ fn serve(
     graph: &PipelineGraph,
     queue: &Receiver<Job>,
     failed: &AtomicBool,
-    stopper: &Stopper,
     collective: &Collective,
 ) {
     for job in queue {
@@ -131,7 +129,7 @@ fn serve(
         };
         if let Some(Err(_)) = &done.result {
             failed.store(true, Ordering::SeqCst);
-            stopper.stop(&format!("`{name}` failed at step {}", done.ctx.step));
+            collective.stop(&format!("`{name}` failed at step {}", done.ctx.step));
         }
         if reply.send(done).is_ok() {
             let _ = wake.activate();

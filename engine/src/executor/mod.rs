@@ -17,9 +17,11 @@
 //! - a source drops versions for steps ≥ `steps`, so the loop drains and the run ends.
 //!
 //! Several workers (`threads`, and timely's own cluster options for several processes)
-//! each run the same graph on their shard of the env groups; the operators use
-//! `StepContext::worker`/`workers` to pick their shard. Seeds derive from (pipeline seed,
-//! node name, step, worker), so a run is deterministic for a given seed and worker count.
+//! each run the same graph; the operators use `StepContext::worker`/`workers` to pick
+//! their shard of the env groups and share the training ([`crate::collective`]). Each
+//! worker's operators run on its compute thread, one job at a time, in the same order on
+//! every worker (`compute`, `turns`). Seeds derive from (pipeline seed, node name, step),
+//! the same on every worker, so a run is deterministic for a given seed.
 
 mod compute;
 pub mod error;

@@ -187,7 +187,7 @@ impl NodeRuntime {
             // The same on every worker: randomness that must differ between workers keys
             // on what the worker holds (a rollout's slots), so a run's result does not
             // depend on how many workers share it.
-            seed: step_seed(self.pipeline_seed, &self.name, step, 0),
+            seed: step_seed(self.pipeline_seed, &self.name, step),
             worker: self.worker.index,
             workers: self.worker.peers,
             metrics: BTreeMap::new(),
@@ -298,15 +298,17 @@ impl NodeRuntime {
     }
 }
 
-/// A deterministic seed for (pipeline seed, node, step, worker): FNV-1a over the parts,
-/// finished with splitmix64, stable across platforms and Rust versions.
-pub fn step_seed(seed: u64, node: &str, step: u64, worker: usize) -> u64 {
+/// A deterministic seed for (pipeline seed, node, step), the same on every worker:
+/// FNV-1a over the parts, finished with splitmix64, stable across platforms and Rust
+/// versions. (The eight zero bytes last once held a worker index; kept, so that seeds stay
+/// what they were.)
+pub fn step_seed(seed: u64, node: &str, step: u64) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let parts = [
         &seed.to_le_bytes()[..],
         node.as_bytes(),
         &step.to_le_bytes(),
-        &(worker as u64).to_le_bytes(),
+        &0u64.to_le_bytes(),
     ];
     for byte in parts.iter().flat_map(|p| p.iter()) {
         h ^= u64::from(*byte);

@@ -145,11 +145,7 @@ impl<B: RunBackend> Operator for EvalNode<B> {
         let episodes = played.episodes;
         // Several workers each play a shard of the episodes; the metrics are the whole
         // set's.
-        let manager = self.player.manager();
-        let summaries = episodes
-            .iter()
-            .map(|e| EpisodeSummary::of(e, manager.slot_position(&e.slot)))
-            .collect();
+        let summaries = self.player.summaries(&episodes);
         let all = gathered::gather(&self.collective, Batch::new(), summaries, Vec::new(), 0.0)
             .map_err(OperatorError)?;
         for tag in self.player.tags() {

@@ -26,7 +26,6 @@ use crate::prompt::PromptTemplates;
 use crate::rollout::ahead::{AheadRollout, AheadSetup};
 use crate::rollout::env_player::{env_manager, EnvPlayer, Played};
 use crate::rollout::episode::check_room_to_reply;
-use crate::rollout::stats::EpisodeSummary;
 use crate::rollout::{gathered, samples, stats};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::resources::Runtime;
@@ -377,11 +376,7 @@ impl<B: RunBackend> RolloutNode<B> {
             check_room_to_reply(&episodes, self.player.settings(), self.player.context())
                 .map_err(OperatorError)?;
         }
-        let manager = self.player.manager();
-        let summaries = episodes
-            .iter()
-            .map(|e| EpisodeSummary::of(e, manager.slot_position(&e.slot)))
-            .collect();
+        let summaries = self.player.summaries(&episodes);
         let counts = vec![
             stats.generated_tokens as f64,
             stats.requests as f64,

@@ -6,7 +6,7 @@
 //! ([`WeightVersions`]): the trainer publishes each step's starting weights when the step
 //! starts, and the thread waits for exactly the step it needs. Everything else a rollout
 //! depends on is a function of the step (the env groups' seeds, the sampling seed
-//! `step_seed(pipeline seed, node, step, worker)`), so the samples of step t are the same
+//! `step_seed(pipeline seed, node, step)`), so the samples of step t are the same
 //! in every run with the same seed and N, however the two threads interleave.
 
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -162,7 +162,7 @@ fn play_step<B: RunBackend>(
     played_with: u64,
     starting: &StepWeights<B>,
 ) -> Result<(Played, Batch), String> {
-    let seed = step_seed(setup.pipeline_seed, &setup.node, step, setup.worker);
+    let seed = step_seed(setup.pipeline_seed, &setup.node, step);
     let shard = Shard {
         worker: setup.worker,
         workers: setup.workers,

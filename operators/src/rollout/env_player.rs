@@ -14,6 +14,7 @@ use super::episode::Episode;
 use super::faults::EnvFaults;
 use super::inference::InferenceStats;
 use super::play::play_episodes;
+use super::stats::EpisodeSummary;
 use crate::play_settings::{Guide, PlaySettings};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::models::PolicyModel;
@@ -141,6 +142,14 @@ impl<B: RunBackend> EnvPlayer<B> {
         };
         let slots = step_slots(&self.manager, &self.tags, ctx.step, shard)?;
         self.play_slots(slots, ctx.seed)
+    }
+
+    /// What the episode metrics read of `episodes`, each placed by its slot's position
+    /// among every worker's slots, so that workers can gather them in one-worker order.
+    pub fn summaries(&self, episodes: &[Episode]) -> Vec<EpisodeSummary> {
+        (episodes.iter())
+            .map(|e| EpisodeSummary::of(e, self.manager.slot_position(&e.slot)))
+            .collect()
     }
 
     /// Plays the given slots with sampling seed `seed`.
