@@ -1,13 +1,13 @@
 //! Data-parallel training through the binary: two worker threads (`-w 2`) and two
 //! processes on loopback (`-n 2`) train the shipped FrozenLake StarPO and PPO pipelines
 //! (shrunk) to the weights and metrics of one worker with the same global batch; the same
-//! seed gives the same files; a killed process stops the other; a resumed two-process run
-//! ends as an uninterrupted one.
+//! seed gives the same files; a killed or hung process stops the other, named; a resumed
+//! two-process run ends as an uninterrupted one.
 
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{assert_ok, metrics, roll_flow, run, untimed};
@@ -171,17 +171,16 @@ fn a_resumed_two_process_run_ends_as_an_uninterrupted_one() {
     assert!(final_weights(&split, 6) == final_weights(&whole, 6));
 }
 
-#[test]
-fn a_killed_process_stops_the_other_with_an_error_and_the_run_resumes() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
+/// Two processes of a long StarPO run, started by hand (`-p`, a hostfile of free ports) into
+/// `out`, with `more` arguments each; returned once a checkpoint is in place.
+fn two_processes(dir: &Path, out: &Path, more: &[&str]) -> (Child, Child) {
     let ports: Vec<u16> = (0..2)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
         .collect::<Vec<_>>()
         .iter()
         .map(|l| l.local_addr().unwrap().port())
         .collect();
-    let hostfile = dir.path().join("hosts.txt");
+    let hostfile = dir.join("hosts.txt");
     let hosts = format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1]);
     std::fs::write(&hostfile, hosts).unwrap();
     let start = |process: &str| {
@@ -190,6 +189,7 @@ fn a_killed_process_stops_the_other_with_an_error_and_the_run_resumes() {
         args.extend(common::tiny(STARPO));
         args.extend(["--steps", "400", "-n", "2", "-p", process, "--hostfile"].map(String::from));
         args.push(hostfile.display().to_string());
+        args.extend(more.iter().map(|a| a.to_string()));
         Command::new(env!("CARGO_BIN_EXE_roll-flow"))
             .args(&args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -198,9 +198,8 @@ fn a_killed_process_stops_the_other_with_an_error_and_the_run_resumes() {
             .spawn()
             .unwrap()
     };
-    let first = start("0");
-    let mut second = start("1");
-    // Kill process 1 once a checkpoint is in place (every step writes one).
+    let processes = (start("0"), start("1"));
+    // Every step writes a checkpoint.
     let began = Instant::now();
     while !out.join("checkpoints/step_2").exists() {
         assert!(
@@ -209,25 +208,40 @@ fn a_killed_process_stops_the_other_with_an_error_and_the_run_resumes() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    second.kill().unwrap();
-    let killed = Instant::now();
+    processes
+}
+
+/// Waits for `first` to end; its stderr and how long that took.
+fn ended(first: Child, since: Instant) -> (String, Duration) {
     let ended = first.wait_with_output().unwrap();
-    let waited = killed.elapsed();
+    let waited = since.elapsed();
+    assert!(!ended.status.success(), "process 0 ended well");
+    (String::from_utf8_lossy(&ended.stderr).into_owned(), waited)
+}
+
+#[test]
+fn a_killed_process_stops_the_other_with_an_error_and_the_run_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (first, mut second) = two_processes(dir.path(), &out, &[]);
+    second.kill().unwrap();
+    let (err, waited) = ended(first, Instant::now());
     let _ = second.wait();
-    let err = String::from_utf8_lossy(&ended.stderr);
-    assert!(
-        !ended.status.success(),
-        "process 0 ended well after process 1 was killed"
-    );
     assert!(
         waited < Duration::from_secs(60),
         "process 0 took {waited:?} to stop"
     );
     assert!(
-        err.contains("the connection to another process of the run broke"),
+        err.contains("the connection to process 1 of the run broke"),
         "{err}"
     );
+    // The error is said once, without the network threads' panics before it.
+    assert!(!err.contains("panicked"), "{err}");
     assert!(err.contains("--resume"), "says how to go on: {err}");
+    assert!(
+        err.contains(" -n 2` continues"),
+        "with the processes: {err}"
+    );
     // Nothing of the last checkpoint is lost: a resumed run goes on from it.
     let done = metrics(&out).len();
     assert!(done >= 2);
@@ -243,4 +257,34 @@ fn a_killed_process_stops_the_other_with_an_error_and_the_run_resumes() {
     ];
     assert_ok(&roll_flow(&resumed));
     assert_eq!(metrics(&out).len(), done + 1);
+}
+
+/// A process that hangs (here stopped by SIGSTOP: its connections stay open, so timely
+/// alone would wait for ever) is named once its heartbeats have been missing for the peer
+/// timeout.
+#[cfg(unix)]
+#[test]
+fn a_hung_process_stops_the_other_after_the_peer_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (first, mut second) = two_processes(dir.path(), &out, &["--peer-timeout", "2"]);
+    let signal = |name: &str| {
+        let pid = second.id().to_string();
+        let status = Command::new("kill").args([name, &pid]).status().unwrap();
+        assert!(status.success(), "kill {name} {pid}");
+    };
+    signal("-STOP");
+    let (err, waited) = ended(first, Instant::now());
+    signal("-CONT");
+    second.kill().unwrap();
+    let _ = second.wait();
+    assert!(
+        waited < Duration::from_secs(30),
+        "process 0 took {waited:?} to stop"
+    );
+    assert!(
+        err.contains("worker 1 (process 1) has not been heard from for 2 s"),
+        "{err}"
+    );
+    assert!(err.contains(" -n 2` continues"), "says how to go on: {err}");
 }

@@ -79,14 +79,16 @@ pub type StepObserver = Arc<dyn Fn(&StepReport, f64) + Send + Sync>;
 /// plots are); `roll-flow` prints them.
 pub type NoticeSink = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// timely's worker and cluster options (`-w`, `-n`, `-p`, `--hostfile`); the executor's
-/// defaults ([`ExecutorOptions::default`]) when not given.
+/// timely's worker and cluster options (`-w`, `-n`, `-p`, `--hostfile`) and how long
+/// another worker may go unheard (`--peer-timeout`); the executor's defaults
+/// ([`ExecutorOptions::default`]) when not given.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cluster {
     pub threads: usize,
     pub processes: usize,
     pub process: usize,
     pub hostfile: Option<PathBuf>,
+    pub peer_timeout: std::time::Duration,
 }
 
 /// A pipeline ready to run; see the module docs.
@@ -190,6 +192,7 @@ impl Run {
         self.options.processes = cluster.processes;
         self.options.process = cluster.process;
         self.options.hostfile = cluster.hostfile;
+        self.options.peer_timeout = cluster.peer_timeout;
         self
     }
 
@@ -269,10 +272,16 @@ impl Run {
         if result.is_err() {
             // Where a failed run can go on from: the newest complete checkpoint.
             let saved = crate::run_layout::saved_steps(&out_dir);
+            let cluster = match (self.options.processes, self.options.threads) {
+                (1, 1) => String::new(),
+                (1, w) => format!(" -w {w}"),
+                (n, 1) => format!(" -n {n}"),
+                (n, w) => format!(" -w {w} -n {n}"),
+            };
             (self.notices)(&match saved.last() {
                 Some(&step) => format!(
-                    "the last checkpoint is {} ({step} steps done): `roll-flow run --resume {}` \
-                     continues from it",
+                    "the last checkpoint is {} ({step} steps done): `roll-flow run --resume \
+                     {}{cluster}` continues from it",
                     crate::run_layout::step_dir(&out_dir, step).display(),
                     out_dir.display()
                 ),

@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
+use roll_flow::engine::executor::options::PEER_TIMEOUT;
 use roll_flow::run::{Cluster, Run, RunError};
 
 use super::diagnostics::print_diagnostics;
@@ -55,6 +57,11 @@ pub struct RunArgs {
     /// File with one `host:port` per process (timely `-h`), the same for every process.
     #[arg(long)]
     hostfile: Option<PathBuf>,
+    /// In a run of several processes, stop with an error naming a process not heard from
+    /// (no heartbeat) for this many seconds: it hangs or cannot be reached.
+    #[arg(long, value_name = "SECONDS", default_value_t = PEER_TIMEOUT.as_secs_f64(),
+          value_parser = positive_seconds)]
+    peer_timeout: f64,
     /// Start even when the least memory the run holds (estimated from the file before any
     /// model loads) exceeds what the machine has available.
     #[arg(long)]
@@ -110,6 +117,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             processes: args.processes,
             process: args.process.unwrap_or(0),
             hostfile: hostfile.or_else(|| args.hostfile.clone()),
+            peer_timeout: Duration::from_secs_f64(args.peer_timeout),
         })
         .notices(Arc::new(|notice| eprintln!("{notice}")));
     if let Some(n) = args.stop_after {
@@ -141,4 +149,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         summary.out_dir.join("metrics.jsonl").display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--peer-timeout`: a positive, finite number of seconds.
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(s),
+        _ => Err(format!(
+            "`{text}` is not a positive number of seconds (e.g. 60)"
+        )),
+    }
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crossbeam_channel::TryRecvError;
 use serde::{Deserialize, Serialize};
@@ -13,7 +14,7 @@ use timely::dataflow::operators::generic::operator::source;
 use timely::dataflow::operators::{Capability, Operator};
 use timely::dataflow::{Scope, Stream};
 
-use super::{Collective, Link, Reply, Request, PEER_STOPPED};
+use super::{heartbeat, Collective, Heartbeats, Link, Reply, Request, PEER_STOPPED};
 
 /// What travels between workers.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -45,9 +46,15 @@ impl Part {
     }
 }
 
-/// Builds the collective dataflow in `scope`; returns this worker's handle.
-pub(crate) fn build(scope: Scope<'_, u64>) -> Collective {
+/// Builds the collective dataflow in `scope`, heartbeats included
+/// ([`super::heartbeat`]); returns this worker's handle and what it hears of the others.
+pub(crate) fn build(
+    scope: Scope<'_, u64>,
+    workers_per_process: usize,
+    peer_timeout: Duration,
+) -> (Collective, Arc<Heartbeats>) {
     let (index, peers) = (scope.index(), scope.peers());
+    let heartbeats = heartbeat::build(scope, workers_per_process, peer_timeout);
     let (requests, incoming) = crossbeam_channel::unbounded::<Request>();
     let (answer, replies) = crossbeam_channel::unbounded();
     let mut wake = None;
@@ -114,7 +121,7 @@ pub(crate) fn build(scope: Scope<'_, u64>) -> Collective {
             .unwrap_or_else(|p| p.into_inner())
             .send((time, reply));
     });
-    Collective {
+    let collective = Collective {
         index,
         peers,
         link: Some(Arc::new(Link {
@@ -124,8 +131,10 @@ pub(crate) fn build(scope: Scope<'_, u64>) -> Collective {
             bytes_sent: AtomicU64::new(0),
             calls: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
+            heartbeats: heartbeats.clone(),
         })),
-    }
+    };
+    (collective, heartbeats)
 }
 
 /// A request's parts: a sum's shards to their owners, a gather's or a stop's copies to

@@ -18,7 +18,8 @@
 //! then all-gather), not W copies, and every worker gets bit-identical sums. A worker that
 //! stops (its run failed, or it was dropped) says why to the others and releases its
 //! capability, so a worker waiting for it gets that reason as an error instead of waiting
-//! forever.
+//! forever; one that hangs without a word is noticed by its missing heartbeats
+//! ([`heartbeat`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,6 +64,8 @@ pub(crate) struct Link {
     pub(crate) stopped: AtomicBool,
     pub(crate) wake: SyncActivator,
     pub(crate) bytes_sent: AtomicU64,
+    /// The other workers' beats: a call stops waiting for one gone silent.
+    pub(crate) heartbeats: Arc<Heartbeats>,
 }
 
 impl Link {
@@ -89,6 +92,7 @@ impl Drop for Link {
         // to release its capability.
         drop(self.requests.take());
         let _ = self.wake.activate();
+        self.heartbeats.finish();
     }
 }
 
@@ -192,7 +196,10 @@ impl Collective {
                 Err(RecvTimeoutError::Timeout) if link.stopped.load(Ordering::SeqCst) => {
                     return Err(STOPPED_HERE.into());
                 }
-                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Timeout) => match link.heartbeats.silent() {
+                    Some(why) => return Err(why),
+                    None => continue,
+                },
                 Err(RecvTimeoutError::Disconnected) => return Err(THREAD_STOPPED.into()),
             };
             if time == call {
@@ -215,6 +222,9 @@ impl Stopper {
 }
 
 pub(crate) mod dataflow;
+pub(crate) mod heartbeat;
+
+pub(crate) use heartbeat::Heartbeats;
 
 #[cfg(test)]
 mod tests {

@@ -25,27 +25,34 @@ use crate::graph::pipeline_graph::PipelineGraph;
 use crate::node_spec::WorkerInfo;
 use crate::operator::{Operator, OperatorError};
 
+/// A compute thread building its worker's operators.
+pub(crate) struct Building {
+    jobs: Sender<Job>,
+    thread: JoinHandle<()>,
+    built: Receiver<Result<(), ExecError>>,
+}
+
 /// Starts the compute thread, which builds the worker's resources and every node's
-/// operator (in graph order) before taking jobs; returns once they are built.
+/// operator (in graph order) before taking jobs; see [`Building::wait`].
 pub(crate) fn spawn<C: Catalog>(
     pipeline: Arc<Pipeline<C>>,
     graph: Arc<PipelineGraph>,
     info: WorkerInfo,
     failed: Arc<AtomicBool>,
-) -> Result<(Sender<Job>, JoinHandle<()>), ExecError> {
+) -> Result<Building, ExecError> {
     let (jobs, queue) = crossbeam_channel::unbounded::<Job>();
-    let (built, outcome) = crossbeam_channel::bounded(1);
+    let (done, built) = crossbeam_channel::bounded(1);
     let thread = std::thread::Builder::new()
         .name(format!("roll-flow:compute-{}", info.index))
         .spawn(move || {
             let collective = info.collective.clone();
             let operators = match build::<C>(&pipeline, &graph, info) {
                 Ok(operators) => {
-                    let _ = built.send(Ok(()));
+                    let _ = done.send(Ok(()));
                     operators
                 }
                 Err(e) => {
-                    let _ = built.send(Err(e));
+                    let _ = done.send(Err(e));
                     return;
                 }
             };
@@ -56,18 +63,40 @@ pub(crate) fn spawn<C: Catalog>(
             step: None,
             message: format!("cannot start a compute thread: {e}"),
         })?;
-    let ready = outcome.recv().unwrap_or_else(|_| {
-        Err(ExecError {
-            node: None,
-            step: None,
-            message: "the compute thread stopped while building the operators".into(),
-        })
-    });
-    match ready {
-        Ok(()) => Ok((jobs, thread)),
-        Err(e) => {
-            let _ = thread.join();
-            Err(e)
+    Ok(Building {
+        jobs,
+        thread,
+        built,
+    })
+}
+
+impl Building {
+    /// Waits until the operators are built, calling `meanwhile` (the worker steps its
+    /// timely dataflows, so its heartbeats go on while a model loads); returns the job
+    /// queue and the thread.
+    pub(crate) fn wait(
+        self,
+        mut meanwhile: impl FnMut(),
+    ) -> Result<(Sender<Job>, JoinHandle<()>), ExecError> {
+        let ready = loop {
+            match self.built.try_recv() {
+                Ok(ready) => break ready,
+                Err(crossbeam_channel::TryRecvError::Empty) => meanwhile(),
+                Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                    break Err(ExecError {
+                        node: None,
+                        step: None,
+                        message: "the compute thread stopped while building the operators".into(),
+                    })
+                }
+            }
+        };
+        match ready {
+            Ok(()) => Ok((self.jobs, self.thread)),
+            Err(e) => {
+                let _ = self.thread.join();
+                Err(e)
+            }
         }
     }
 }

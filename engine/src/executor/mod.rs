@@ -23,6 +23,7 @@
 //! every worker (`compute`, `turns`). Seeds derive from (pipeline seed, node name, step),
 //! the same on every worker, so a run is deterministic for a given seed.
 
+mod broken_connection;
 mod compute;
 pub mod error;
 pub mod node;

@@ -1,6 +1,7 @@
-//! Executor options: worker threads, timely cluster settings, staleness.
+//! Executor options: worker threads, timely cluster settings, staleness, peer timeout.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use timely::CommunicationConfig;
 
@@ -24,7 +25,14 @@ pub struct ExecutorOptions {
     /// Stop once this many steps are done, although the pipeline (its schedules, its last
     /// checkpoint) spans `steps`; resume later with the checkpoint.
     pub stop_after: Option<u64>,
+    /// How long another worker may go unheard (no heartbeat, `crate::collective`) before
+    /// the run stops with an error naming it.
+    pub peer_timeout: Duration,
 }
+
+/// [`ExecutorOptions::peer_timeout`]'s default: a minute, well above any pause a loaded
+/// machine gives a thread that only moves data, and below what a user waits for a hung run.
+pub const PEER_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Default for ExecutorOptions {
     fn default() -> Self {
@@ -36,6 +44,7 @@ impl Default for ExecutorOptions {
             staleness: 0,
             first_step: 0,
             stop_after: None,
+            peer_timeout: PEER_TIMEOUT,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use timely::dataflow::operators::vec::Map;
 use timely::dataflow::operators::{Concat, Concatenate, ConnectLoop, Feedback, Probe};
@@ -15,11 +16,13 @@ use crate::graph::pipeline_graph::PipelineGraph;
 use crate::node_spec::WorkerInfo;
 use crate::operator::Role;
 
+use super::broken_connection;
 use super::compute::{self, panic_message};
 use super::error::ExecError;
 use super::node::{self, Envelope, StepReport, WorkerState};
 use super::options::ExecutorOptions;
 use super::turns::Turns;
+use crate::collective::heartbeat::BEAT_EVERY;
 use crate::collective::{dataflow, Stopper, PEER_STOPPED};
 
 /// Called with each finished step's report, from the worker that ran it. An error (the
@@ -36,6 +39,9 @@ pub fn execute<C: Catalog>(
 ) -> Result<(), ExecError> {
     let failed = Arc::new(AtomicBool::new(false));
     let config = options.timely_config()?;
+    if options.processes > 1 {
+        broken_connection::install();
+    }
     let threads = options.threads;
     let (results, outcomes) = crossbeam_channel::unbounded();
     let guards = timely::execute(config, move |worker| {
@@ -81,18 +87,19 @@ pub fn execute<C: Catalog>(
 }
 
 /// The error of a worker thread that panicked: timely's own panics when a connection to
-/// another process breaks say little, so say what happened.
+/// another process breaks say little, so say what happened and to which process.
 fn worker_panic(panic: &(dyn std::any::Any + Send)) -> ExecError {
     let message = panic_message(panic);
-    let message =
-        if message.contains("MergeQueue poisoned") || message.contains("timely communication") {
-            format!(
-                "the connection to another process of the run broke: that process died, was \
-             killed or lost its network ({message})"
-            )
-        } else {
-            format!("a worker panicked: {message}")
-        };
+    let message = if broken_connection::is_network_failure(&message) {
+        let process = broken_connection::broken_process()
+            .map_or_else(|| "another process".to_string(), |p| format!("process {p}"));
+        format!(
+            "the connection to {process} of the run broke: that process died, was killed or \
+             lost its network ({message})"
+        )
+    } else {
+        format!("a worker panicked: {message}")
+    };
     ExecError {
         node: None,
         step: None,
@@ -108,7 +115,9 @@ fn run_worker<C: Catalog>(
     on_step: &StepCallback,
     failed: &Arc<AtomicBool>,
 ) -> Result<(), ExecError> {
-    let collective = worker.dataflow::<u64, _, _>(dataflow::build);
+    let (collective, heartbeats) = worker.dataflow::<u64, _, _>(|scope| {
+        dataflow::build(scope, options.threads, options.peer_timeout)
+    });
     let info = WorkerInfo {
         index: worker.index(),
         peers: worker.peers(),
@@ -118,12 +127,18 @@ fn run_worker<C: Catalog>(
     let state = Rc::new(RefCell::new(WorkerState::default()));
     // A worker whose operators cannot be built still builds the dataflow (every worker
     // must), runs none of its nodes and tells the others it stopped.
-    let (jobs, compute) = match compute::spawn::<C>(
+    let building = compute::spawn::<C>(
         pipeline.clone(),
         graph.clone(),
         info.clone(),
         failed.clone(),
-    ) {
+    );
+    let built = building.and_then(|b| {
+        b.wait(|| {
+            worker.step_or_park(Some(Duration::from_millis(20)));
+        })
+    });
+    let (jobs, compute) = match built {
         Ok((jobs, thread)) => (jobs, Some(thread)),
         Err(e) => {
             failed.store(true, Ordering::SeqCst);
@@ -204,8 +219,22 @@ fn run_worker<C: Catalog>(
     // The next step to hand to `on_step`; `None` once it refused one (no later step is
     // handed out then, so the caller's record never skips a step).
     let mut next_report = Some(first);
-    while worker.step_or_park(None) {
+    while worker.step_or_park(Some(BEAT_EVERY)) {
         flush_reports(&probe, &state, &mut next_report, on_step, failed, &stopper);
+        if let Some(why) = heartbeats.silent() {
+            // The silent worker would keep this one's dataflows open for ever: stop, give
+            // the others a moment to hear it, and leave.
+            failed.store(true, Ordering::SeqCst);
+            stopper.stop(&why);
+            (state.borrow_mut().error).get_or_insert(ExecError {
+                node: None,
+                step: None,
+                message: why,
+            });
+            let until = Instant::now() + Duration::from_secs(1);
+            while Instant::now() < until && worker.step_or_park(Some(Duration::from_millis(50))) {}
+            break;
+        }
     }
     flush_reports(&probe, &state, &mut next_report, on_step, failed, &stopper);
     let error = state.borrow_mut().error.take();
