@@ -141,13 +141,14 @@ impl<B: RunBackend> Operator for EvalNode<B> {
             return Ok(Batch::new());
         }
         let played = self.player.play(ctx).map_err(OperatorError)?;
-        played.faults.report(ctx.step, &mut ctx.metrics);
         let episodes = played.episodes;
         // Several workers each play a shard of the episodes; the metrics are the whole
         // set's.
         let summaries = self.player.summaries(&episodes);
-        let all = gathered::gather(&self.collective, Batch::new(), summaries, Vec::new(), 0.0)
+        let counts = played.faults.counts().to_vec();
+        let all = gathered::gather(&self.collective, Batch::new(), summaries, counts, 0.0)
             .map_err(OperatorError)?;
+        (played.faults.with_totals(&all.counts)).report(ctx.step, &mut ctx.metrics);
         for tag in self.player.tags() {
             let of_tag: Vec<EpisodeSummary> = (all.episodes.iter())
                 .filter(|e| &e.env_tag == tag)

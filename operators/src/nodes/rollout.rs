@@ -363,31 +363,34 @@ impl<B: RunBackend> RolloutNode<B> {
         batch: Result<Batch, BatchError>,
         seconds: f64,
     ) -> Result<Batch, OperatorError> {
-        played.faults.report(ctx.step, &mut ctx.metrics);
-        if let (true, Some(first)) = (played.episodes.is_empty(), &played.faults.first) {
-            return Err(OperatorError(format!(
-                "every group of the step was lost to env faults, so there is nothing to \
-                 train on; the first: {first}"
-            )));
-        }
-        let (episodes, stats) = (played.episodes, played.inference);
+        let (episodes, stats, faults) = (played.episodes, played.inference, played.faults);
         let batch = batch?;
-        if batch.num_samples() == 0 {
+        if batch.num_samples() == 0 && faults.first.is_none() {
             check_room_to_reply(&episodes, self.player.settings(), self.player.context())
                 .map_err(OperatorError)?;
         }
         let summaries = self.player.summaries(&episodes);
-        let counts = vec![
+        let mut counts = vec![
             stats.generated_tokens as f64,
             stats.requests as f64,
             stats.prompt_tokens as f64,
             stats.reused_prompt_tokens as f64,
         ];
+        counts.extend(faults.counts());
         let step = gathered::gather(&self.collective, batch, summaries, counts, seconds)
             .map_err(OperatorError)?;
+        let faults = faults.with_totals(&step.counts[4..]);
+        faults.report(ctx.step, &mut ctx.metrics);
+        if step.episodes.is_empty() && faults.env_errors > 0 {
+            let first = (faults.first.as_deref()).unwrap_or("in another worker's shard");
+            return Err(OperatorError(format!(
+                "every group of the step was lost to env faults, so there is nothing to \
+                 train on; the first: {first}"
+            )));
+        }
         stats::summary_metrics(&step.episodes, &mut ctx.metrics, "");
-        let [generated, requests, prompt, reused] = step.counts[..] else {
-            unreachable!("four counts were gathered")
+        let [generated, requests, prompt, reused, ..] = step.counts[..] else {
+            unreachable!("six counts were gathered")
         };
         let metrics = [
             ("gen_tokens_per_s", generated / step.seconds.max(1e-9)),

@@ -1,7 +1,7 @@
 //! Env faults in a step: an episode an env server lost (it crashed, hung, wrote a bad
 //! reply) takes its whole group with it, since group-normalised advantages need every
-//! member; the rest of the step goes on. The counts become `env_errors` and
-//! `dropped_groups` in the node's metrics.
+//! member; the rest of the step goes on. The counts, summed over a run's workers, become
+//! `env_errors` and `dropped_groups` in the node's metrics.
 
 use std::collections::BTreeSet;
 
@@ -41,6 +41,24 @@ pub fn drop_lost_groups(outcomes: Vec<EpisodeOutcome>) -> (Vec<Episode>, EnvFaul
 }
 
 impl EnvFaults {
+    /// The counts to sum over a run's workers ([`super::gathered`]).
+    pub fn counts(&self) -> [f64; 2] {
+        [self.env_errors as f64, self.dropped_groups as f64]
+    }
+
+    /// These faults with the counts summed over every worker (`totals`, as from
+    /// [`counts`](Self::counts)); the first message stays this worker's own.
+    pub fn with_totals(self, totals: &[f64]) -> EnvFaults {
+        match totals {
+            [errors, dropped] => EnvFaults {
+                env_errors: *errors as usize,
+                dropped_groups: *dropped as usize,
+                first: self.first,
+            },
+            _ => self,
+        }
+    }
+
     /// Adds `env_errors` and `dropped_groups` to `metrics`, and says what happened on
     /// stderr when anything was dropped.
     pub fn report(&self, step: u64, metrics: &mut std::collections::BTreeMap<String, f64>) {
@@ -97,5 +115,11 @@ mod tests {
         assert_eq!(groups, vec![0, 0, 3]);
         assert_eq!((faults.env_errors, faults.dropped_groups), (3, 2));
         assert_eq!(faults.first.as_deref(), Some("crash"));
+        // Another worker lost 2 episodes of 1 group: the counts add, the message stays ours.
+        let totals = [faults.counts(), [2.0, 1.0]];
+        let summed: Vec<f64> = (0..2).map(|k| totals[0][k] + totals[1][k]).collect();
+        let all = faults.with_totals(&summed);
+        assert_eq!((all.env_errors, all.dropped_groups), (5, 3));
+        assert_eq!(all.first.as_deref(), Some("crash"));
     }
 }

@@ -1,5 +1,5 @@
 //! The micro-batches of a mini-batch, trained concurrently on the CPU: one forward and
-//! backward pass per rayon thread, gradients accumulated in micro-batch order afterwards.
+//! backward pass per lane (below), gradients accumulated in micro-batch order afterwards.
 //! On a GPU backend the passes run one after another
 //! ([`super::backend::RunBackend::CONCURRENT_PASSES`]).
 //!
@@ -15,15 +15,28 @@
 //! parameter leaves would share that graph and run their backward passes one at a time.
 //! The gradients come back keyed by parameter id, as the accumulator wants them.
 //!
+//! **Lanes, not rayon's threads.** Each pass runs in a lane: a thread of its own that
+//! `install`s the pass into a rayon pool that lane alone uses. Passes must not share a
+//! pool: burn's autodiff holds a graph's lock while it runs the graph's backward steps,
+//! and those steps split work over rayon; a rayon thread waiting there for its split work
+//! may take any job of its pool, and when that job was another pass, that pass's backward
+//! ends by visiting every graph's lock (`cleanup_orphaned_entries`), the one its own
+//! thread holds among them: a deadlock (it stopped an asynchronous GiGPO run after 107 to
+//! 227 steps, every thread parked). In a pool of its own, a pass's threads only ever take
+//! that pass's work.
+//!
 //! The result does not depend on the thread count: every pass computes exactly what it
 //! would alone (the same weights, the same ops), and the gradients are summed in
 //! micro-batch order.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use burn::module::{AutodiffModule, ModuleMapper, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
-use rayon::prelude::*;
+use rayon::ThreadPool;
 
 /// Maps every tracked parameter to a new autodiff leaf over the same values and id.
 pub struct FreshLeaves;
@@ -40,19 +53,73 @@ impl<B: AutodiffBackend> ModuleMapper<B> for FreshLeaves {
     }
 }
 
-/// `f` of every item, in item order: at once on rayon's threads when `concurrent`, else
-/// one after another. The first error, in item order, is returned.
+/// `f` of every item, in item order. When `concurrent`, items run at once in as many lanes
+/// as the current rayon pool has threads (at most one per item), each lane with a pool of
+/// its own holding its share of those threads (see the module doc); otherwise one after
+/// another. The first error, in item order, is returned.
 pub fn in_order<T, R, F>(items: Vec<T>, concurrent: bool, f: F) -> Result<Vec<R>, String>
 where
     T: Send,
     R: Send,
     F: Fn(T) -> Result<R, String> + Sync,
 {
-    if concurrent {
-        items.into_par_iter().map(&f).collect()
-    } else {
-        items.into_iter().map(f).collect()
+    let threads = rayon::current_num_threads();
+    let lanes = threads.min(items.len());
+    if !concurrent || lanes <= 1 {
+        return items.into_iter().map(f).collect();
     }
+    let pools = lane_pools(lanes, threads / lanes)?;
+    let count = items.len();
+    let queue = Mutex::new(items.into_iter().enumerate());
+    let mut results: Vec<Option<Result<R, String>>> = (0..count).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let lanes: Vec<_> = (pools.iter())
+            .map(|pool| {
+                let (queue, f) = (&queue, &f);
+                scope.spawn(move || {
+                    let mut done = Vec::new();
+                    loop {
+                        let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
+                        let Some((i, item)) = next else { break };
+                        done.push((i, pool.install(|| f(item))));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for lane in lanes {
+            let done = lane.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            for (i, result) in done {
+                results[i] = Some(result);
+            }
+        }
+    });
+    (results.into_iter())
+        .map(|r| r.expect("every item ran in a lane"))
+        .collect()
+}
+
+/// `lanes` rayon pools of `threads` threads each, made once per shape and kept for the
+/// process (a training step asks for the same shape at every mini-batch).
+fn lane_pools(lanes: usize, threads: usize) -> Result<Arc<Vec<ThreadPool>>, String> {
+    type Pools = BTreeMap<(usize, usize), Arc<Vec<ThreadPool>>>;
+    static POOLS: Mutex<Pools> = Mutex::new(BTreeMap::new());
+    let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(made) = pools.get(&(lanes, threads)) {
+        return Ok(made.clone());
+    }
+    let made = (0..lanes)
+        .map(|lane| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads.max(1))
+                .thread_name(move |i| format!("roll-flow:lane-{lane}.{i}"))
+                .build()
+                .map_err(|e| format!("cannot start the threads of a training lane: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let made = Arc::new(made);
+    pools.insert((lanes, threads), made.clone());
+    Ok(made)
 }
 
 /// The gradients of `scale[i] · loss(part[i])` for every part, computed concurrently when

@@ -14,7 +14,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
 use roll_flow_engine::Batch;
 
-use super::concurrent::part_gradients;
+use super::concurrent::{in_order, part_gradients};
 use crate::runtime::scoring::{score_responses, token_column};
 use crate::runtime::TrainBackend;
 use crate::training::epochs::{loss_divisor, micro_batches, parts_of};
@@ -158,4 +158,44 @@ fn concurrent_parts_match_one_thread_and_one_after_another_bit_for_bit() {
     let sequential = run(2, false);
     assert_eq!(run(1, true), sequential);
     assert_eq!(run(2, true), sequential);
+}
+
+/// A thread working for one concurrent item never takes up another item: each item's
+/// split work stays in its own lane. Were items to share rayon's threads, a thread waiting
+/// inside an item for its split work (as burn's backward waits while it holds the graph's
+/// lock) could start another item nested in the first; when that item's backward then
+/// visits every graph's lock, it waits for its own thread, for ever. Each item here splits
+/// sleeping work, so threads wait in it; the nesting depth seen by any thread must stay 1.
+#[test]
+fn a_thread_waiting_inside_a_concurrent_item_never_takes_up_another() {
+    use rayon::prelude::*;
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    thread_local!(static DEPTH: Cell<usize> = const { Cell::new(0) });
+    let deepest = AtomicUsize::new(0);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap();
+    let items: Vec<usize> = (0..16).collect();
+    let out = pool.install(|| {
+        in_order(items, true, |i| {
+            let depth = DEPTH.with(|d| {
+                d.set(d.get() + 1);
+                d.get()
+            });
+            deepest.fetch_max(depth, Ordering::SeqCst);
+            (0..8).into_par_iter().for_each(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            });
+            DEPTH.with(|d| d.set(d.get() - 1));
+            Ok(i * 10)
+        })
+    });
+    assert_eq!(out.unwrap(), (0..16).map(|i| i * 10).collect::<Vec<_>>());
+    assert_eq!(
+        deepest.load(Ordering::SeqCst),
+        1,
+        "an item ran nested in another"
+    );
 }
