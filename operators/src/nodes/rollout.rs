@@ -365,7 +365,7 @@ impl<B: RunBackend> RolloutNode<B> {
     ) -> Result<Batch, OperatorError> {
         let (episodes, stats, faults) = (played.episodes, played.inference, played.faults);
         let batch = batch?;
-        if batch.num_samples() == 0 && faults.first.is_none() {
+        if batch.num_samples() == 0 {
             check_room_to_reply(&episodes, self.player.settings(), self.player.context())
                 .map_err(OperatorError)?;
         }
