@@ -19,7 +19,7 @@
 //! stops (its run failed, or it was dropped) says why to the others and releases its
 //! capability, so a worker waiting for it gets that reason as an error instead of waiting
 //! forever; one that hangs without a word is noticed by its missing heartbeats
-//! ([`heartbeat`]).
+//! (`heartbeat`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
