@@ -283,7 +283,7 @@ fn a_hung_process_stops_the_other_after_the_peer_timeout() {
         "process 0 took {waited:?} to stop"
     );
     assert!(
-        err.contains("worker 1 (process 1) has not been heard from for 2 s"),
+        err.contains("worker 1 (process 1) has not been heard from for"),
         "{err}"
     );
     assert!(err.contains(" -n 2` continues"), "says how to go on: {err}");

@@ -58,7 +58,7 @@ pub struct RunArgs {
     #[arg(long)]
     hostfile: Option<PathBuf>,
     /// In a run of several processes, stop with an error naming a process not heard from
-    /// (no heartbeat) for this many seconds: it hangs or cannot be reached.
+    /// (no heartbeat) for this many seconds, at least 2: it hangs or cannot be reached.
     #[arg(long, value_name = "SECONDS", default_value_t = PEER_TIMEOUT.as_secs_f64(),
           value_parser = positive_seconds)]
     peer_timeout: f64,
@@ -151,12 +151,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--peer-timeout`: a positive, finite number of seconds.
+/// `--peer-timeout`: a finite number of seconds, at least two heartbeats (2 s).
 fn positive_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(s),
+        Ok(s) if s.is_finite() && (2.0..1e9).contains(&s) => Ok(s),
         _ => Err(format!(
-            "`{text}` is not a positive number of seconds (e.g. 60)"
+            "`{text}` is not a number of seconds of at least 2 (two heartbeats; e.g. 60)"
         )),
     }
 }

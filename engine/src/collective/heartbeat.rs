@@ -48,6 +48,9 @@ pub(crate) struct Heartbeats {
     heard: Vec<AtomicU64>,
     /// This worker's operators are gone: its next beat is its last.
     finishing: AtomicBool,
+    /// Milliseconds from `epoch` to this worker's timely thread's latest step: what it
+    /// has heard is only as recent as that.
+    stepped: AtomicU64,
     wake: Mutex<Option<SyncActivator>>,
 }
 
@@ -57,6 +60,13 @@ impl Heartbeats {
     pub(crate) fn silent(&self) -> Option<String> {
         let now = self.epoch.elapsed().as_millis() as u64;
         let limit = self.timeout.as_millis() as u64;
+        // After a pause of this worker's own (the process was stopped, the machine
+        // swapped), the beats that came meanwhile are not read yet: no verdict until its
+        // timely thread has caught up.
+        let stepped = self.stepped.load(Ordering::SeqCst);
+        if now.saturating_sub(stepped) > 2 * BEAT_EVERY.as_millis() as u64 {
+            return None;
+        }
         let (worker, last) = (self.heard.iter().enumerate())
             .filter(|&(w, _)| w != self.index)
             .map(|(w, heard)| (w, heard.load(Ordering::SeqCst)))
@@ -69,6 +79,12 @@ impl Heartbeats {
             now.saturating_sub(last) as f64 / 1000.0,
             self.timeout.as_secs_f64()
         ))
+    }
+
+    /// The worker's timely thread has just stepped (read what came in).
+    pub(crate) fn stepped(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        self.stepped.store(now, Ordering::SeqCst);
     }
 
     /// This worker's operators are gone: its next beat, sent at once, is its last.
@@ -95,6 +111,7 @@ pub(crate) fn build(
         epoch: Instant::now(),
         heard: (0..peers).map(|_| AtomicU64::new(0)).collect(),
         finishing: AtomicBool::new(false),
+        stepped: AtomicU64::new(0),
         wake: Mutex::new(None),
     });
     let sender = beats.clone();
@@ -108,7 +125,9 @@ pub(crate) fn build(
             move |output| {
                 let Some(held) = cap.as_mut() else { return };
                 let last = sender.finishing.load(Ordering::SeqCst);
-                if !last && Instant::now() < due {
+                let now = Instant::now();
+                if !last && now < due {
+                    again.activate_after(due - now);
                     return;
                 }
                 let mut session = output.session(held);
@@ -156,6 +175,7 @@ mod tests {
             epoch: Instant::now() - Duration::from_millis(10_000),
             heard: heard.iter().map(|&h| AtomicU64::new(h)).collect(),
             finishing: AtomicBool::new(false),
+            stepped: AtomicU64::new(10_000),
             wake: Mutex::new(None),
         }
     }
@@ -168,6 +188,10 @@ mod tests {
         assert!(why.starts_with("worker 2 (process 1) has not been heard from for 6 s"));
         // Itself (worker 0, never heard) and a finished worker are never silent.
         let b = beats(&[0, 9_000, 9_500, FINISHED], 5_000);
+        assert_eq!(b.silent(), None);
+        // A worker whose own thread has not stepped for 3 s judges no one.
+        let b = beats(&[0, 9_000, 4_000, FINISHED], 5_000);
+        b.stepped.store(7_000, Ordering::SeqCst);
         assert_eq!(b.silent(), None);
     }
 }

@@ -12,7 +12,8 @@ use std::sync::{Mutex, Once};
 
 use super::compute::panic_message;
 
-static BROKEN: Mutex<Option<usize>> = Mutex::new(None);
+/// The first network thread's panic: its peer process and its message.
+static BROKEN: Mutex<Option<(usize, String)>> = Mutex::new(None);
 static INSTALL: Once = Once::new();
 
 /// Installs the panic hook (once per process; later calls do nothing).
@@ -22,12 +23,15 @@ pub(crate) fn install() {
         std::panic::set_hook(Box::new(move |info| {
             let thread = std::thread::current();
             let name = thread.name().unwrap_or("");
+            let message = panic_message(info.payload());
             if let Some(process) = network_thread_peer(name) {
                 let mut broken = BROKEN.lock().unwrap_or_else(|p| p.into_inner());
-                broken.get_or_insert(process);
-                return;
+                broken.get_or_insert((process, message.clone()));
+                drop(broken);
             }
-            if is_network_failure(&panic_message(info.payload())) {
+            // A broken connection (and the poisoned queues it leaves) is said once, in the
+            // run's error; any other panic, a network thread's too, is printed as usual.
+            if is_network_failure(&message) {
                 return;
             }
             previous(info)
@@ -35,9 +39,10 @@ pub(crate) fn install() {
     });
 }
 
-/// The process whose connection broke first, once one has.
-pub(crate) fn broken_process() -> Option<usize> {
-    *BROKEN.lock().unwrap_or_else(|p| p.into_inner())
+/// The process whose connection broke first and what its network thread said, once one
+/// has.
+pub(crate) fn broken_connection() -> Option<(usize, String)> {
+    BROKEN.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
 /// Whether a worker thread's panic came from a broken connection.

@@ -59,6 +59,14 @@ impl ExecutorOptions {
         if self.threads == 0 || self.processes == 0 {
             return Err(err("workers and processes must be at least 1".into()));
         }
+        let shortest = 2 * crate::collective::heartbeat::BEAT_EVERY;
+        if self.peer_timeout < shortest {
+            return Err(err(format!(
+                "the peer timeout is {:.1} s; it must be at least {} s, two heartbeats",
+                self.peer_timeout.as_secs_f64(),
+                shortest.as_secs()
+            )));
+        }
         if self.process >= self.processes {
             return Err(err(format!(
                 "process index {} is not below the process count {}",

@@ -91,11 +91,13 @@ pub fn execute<C: Catalog>(
 fn worker_panic(panic: &(dyn std::any::Any + Send)) -> ExecError {
     let message = panic_message(panic);
     let message = if broken_connection::is_network_failure(&message) {
-        let process = broken_connection::broken_process()
-            .map_or_else(|| "another process".to_string(), |p| format!("process {p}"));
+        let (process, cause) = match broken_connection::broken_connection() {
+            Some((p, cause)) => (format!("process {p}"), cause),
+            None => ("another process".to_string(), message),
+        };
         format!(
             "the connection to {process} of the run broke: that process died, was killed or \
-             lost its network ({message})"
+             lost its network ({cause})"
         )
     } else {
         format!("a worker panicked: {message}")
@@ -136,6 +138,7 @@ fn run_worker<C: Catalog>(
     let built = building.and_then(|b| {
         b.wait(|| {
             worker.step_or_park(Some(Duration::from_millis(20)));
+            heartbeats.stepped();
         })
     });
     let (jobs, compute) = match built {
@@ -220,6 +223,9 @@ fn run_worker<C: Catalog>(
     // handed out then, so the caller's record never skips a step).
     let mut next_report = Some(first);
     while worker.step_or_park(Some(BEAT_EVERY)) {
+        // Read what came in while parked before judging anyone silent.
+        worker.step();
+        heartbeats.stepped();
         flush_reports(&probe, &state, &mut next_report, on_step, failed, &stopper);
         if let Some(why) = heartbeats.silent() {
             // The silent worker would keep this one's dataflows open for ever: stop, give

@@ -30,7 +30,7 @@
 //! micro-batch order.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use burn::module::{AutodiffModule, ModuleMapper, Param};
 use burn::optim::GradientsParams;
@@ -99,27 +99,57 @@ where
         .collect()
 }
 
-/// `lanes` rayon pools of `threads` threads each, made once per shape and kept for the
-/// process (a training step asks for the same shape at every mini-batch).
-fn lane_pools(lanes: usize, threads: usize) -> Result<Arc<Vec<ThreadPool>>, String> {
-    type Pools = BTreeMap<(usize, usize), Arc<Vec<ThreadPool>>>;
-    static POOLS: Mutex<Pools> = Mutex::new(BTreeMap::new());
-    let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(made) = pools.get(&(lanes, threads)) {
-        return Ok(made.clone());
+/// `lanes` rayon pools of `threads` threads each, for one caller at a time: taken from the
+/// idle sets of that shape (made when none is idle) and put back when the caller is done,
+/// so two callers at once (the compute threads of a `-w 2` run) never share a lane's pool.
+fn lane_pools(lanes: usize, threads: usize) -> Result<LanePools, String> {
+    let shape = (lanes, threads);
+    let idle = IDLE_LANES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_mut(&shape)
+        .and_then(Vec::pop);
+    let pools = match idle {
+        Some(pools) => pools,
+        None => (0..lanes)
+            .map(|lane| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads.max(1))
+                    .thread_name(move |i| format!("roll-flow:lane-{lane}.{i}"))
+                    .build()
+                    .map_err(|e| format!("cannot start the threads of a training lane: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    Ok(LanePools { shape, pools })
+}
+
+/// Idle lane pools by shape (lanes, threads per lane), kept for the process: a training
+/// step asks for the same shape at every mini-batch.
+static IDLE_LANES: Mutex<IdleLanes> = Mutex::new(BTreeMap::new());
+
+/// Sets of lane pools (one pool per lane) by shape.
+type IdleLanes = BTreeMap<(usize, usize), Vec<Vec<ThreadPool>>>;
+
+/// One caller's lane pools; back to the idle sets when dropped.
+struct LanePools {
+    shape: (usize, usize),
+    pools: Vec<ThreadPool>,
+}
+
+impl std::ops::Deref for LanePools {
+    type Target = [ThreadPool];
+    fn deref(&self) -> &[ThreadPool] {
+        &self.pools
     }
-    let made = (0..lanes)
-        .map(|lane| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads.max(1))
-                .thread_name(move |i| format!("roll-flow:lane-{lane}.{i}"))
-                .build()
-                .map_err(|e| format!("cannot start the threads of a training lane: {e}"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let made = Arc::new(made);
-    pools.insert((lanes, threads), made.clone());
-    Ok(made)
+}
+
+impl Drop for LanePools {
+    fn drop(&mut self) {
+        let pools = std::mem::take(&mut self.pools);
+        let mut idle = IDLE_LANES.lock().unwrap_or_else(PoisonError::into_inner);
+        idle.entry(self.shape).or_default().push(pools);
+    }
 }
 
 /// The gradients of `scale[i] · loss(part[i])` for every part, computed concurrently when
