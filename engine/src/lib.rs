@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod node_spec;
 pub mod operator;
 pub mod spec;
+pub mod stable_hash;
 pub mod trace;
 pub mod trace_chart;
 

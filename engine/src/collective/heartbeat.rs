@@ -58,7 +58,7 @@ impl Heartbeats {
     /// The first other worker not heard from for longer than the timeout, and what to say
     /// of it; `None` while every worker beats.
     pub(crate) fn silent(&self) -> Option<String> {
-        let now = self.epoch.elapsed().as_millis() as u64;
+        let now = self.now();
         let limit = self.timeout.as_millis() as u64;
         // After a pause of this worker's own (the process was stopped, the machine
         // swapped), the beats that came meanwhile are not read yet: no verdict until its
@@ -81,9 +81,14 @@ impl Heartbeats {
         ))
     }
 
+    /// Milliseconds from `epoch` to now.
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
     /// The worker's timely thread has just stepped (read what came in).
     pub(crate) fn stepped(&self) {
-        let now = self.epoch.elapsed().as_millis() as u64;
+        let now = self.now();
         self.stepped.store(now, Ordering::SeqCst);
     }
 
@@ -151,11 +156,7 @@ pub(crate) fn build(
     sent.sink(pact, "heard", move |(input, _)| {
         input.for_each(|_, beats| {
             for beat in beats.drain(..) {
-                let at = if beat.last {
-                    FINISHED
-                } else {
-                    noted.epoch.elapsed().as_millis() as u64
-                };
+                let at = if beat.last { FINISHED } else { noted.now() };
                 noted.heard[beat.from as usize].store(at, Ordering::SeqCst);
             }
         });

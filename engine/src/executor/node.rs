@@ -18,6 +18,7 @@ use crate::batch::column::Column;
 use crate::batch::Batch;
 use crate::node_spec::WorkerInfo;
 use crate::operator::{Role, StepContext};
+use crate::stable_hash::{fnv1a, FNV_OFFSET};
 
 /// What travels along a dataflow edge: a batch, the step it belongs to, the policy
 /// version that generated it, and which of the receiver's inputs it arrived on.
@@ -303,17 +304,13 @@ impl NodeRuntime {
 /// versions. (The eight zero bytes last once held a worker index; kept, so that seeds stay
 /// what they were.)
 pub fn step_seed(seed: u64, node: &str, step: u64) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let parts = [
         &seed.to_le_bytes()[..],
         node.as_bytes(),
         &step.to_le_bytes(),
         &0u64.to_le_bytes(),
     ];
-    for byte in parts.iter().flat_map(|p| p.iter()) {
-        h ^= u64::from(*byte);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
+    let mut h = (parts.iter()).fold(FNV_OFFSET, |h, part| fnv1a(h, part));
     h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     h ^ (h >> 31)

@@ -2,7 +2,7 @@
 //! step the nodes in the graph's topological order.
 //!
 //! Timely schedules a worker's operators in an order of its own, which can differ between
-//! workers; an operator's collective calls ([`super::collective`]) are matched across
+//! workers; an operator's collective calls ([`crate::collective`]) are matched across
 //! workers by their rank among the worker's calls, so every worker must make them in the
 //! same order. A node's job for step t therefore goes out only at its turn: when every
 //! node before it in (step, topological position) has gone out, or has given up its turn

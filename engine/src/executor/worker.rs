@@ -223,10 +223,12 @@ fn run_worker<C: Catalog>(
     // handed out then, so the caller's record never skips a step).
     let mut next_report = Some(first);
     while worker.step_or_park(Some(BEAT_EVERY)) {
-        // Read what came in while parked before judging anyone silent.
-        worker.step();
         heartbeats.stepped();
         flush_reports(&probe, &state, &mut next_report, on_step, failed, &stopper);
+        if heartbeats.silent().is_some() {
+            // Before judging anyone silent, read what came in while this thread parked.
+            worker.step();
+        }
         if let Some(why) = heartbeats.silent() {
             // The silent worker would keep this one's dataflows open for ever: stop, give
             // the others a moment to hear it, and leave.

@@ -5,14 +5,11 @@
 //! machine and run (std's `DefaultHasher` makes no such promise), so it can be stored in a
 //! `state_hash` column and compared across workers.
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0100_0000_01b3;
+use roll_flow_engine::stable_hash::{fnv1a, FNV_OFFSET};
 
 /// The anchor key of an observation.
 pub fn observation_hash(observation: &str) -> u64 {
-    observation.bytes().fold(FNV_OFFSET, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(FNV_PRIME)
-    })
+    fnv1a(FNV_OFFSET, observation.as_bytes())
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 //! - Sharding: worker `w` of `workers` runs the groups whose global id ≡ w (mod workers),
 //!   i.e. groups w, w + workers, … — every group stays whole on one worker.
 
+use roll_flow_engine::stable_hash::{fnv1a, FNV_OFFSET};
 use roll_flow_engine::EnvSet;
 
 use crate::env::Env;
@@ -89,9 +90,7 @@ fn combine(seed: u64, value: u64) -> u64 {
 
 /// FNV-1a: a stable hash of the tag name (std's hasher may change between releases).
 fn tag_hash(tag: &str) -> u64 {
-    tag.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    })
+    fnv1a(FNV_OFFSET, tag.as_bytes())
 }
 
 fn invalid(tag: &str, reason: String) -> EnvError {

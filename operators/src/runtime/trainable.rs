@@ -32,6 +32,7 @@ use super::lr_schedule::learning_rate;
 use crate::run_layout::{MODEL_FILE, OPTIMIZER_FILE};
 use roll_flow_algo::{clip_grad_norm, flatten_grads, unflatten_grads, AlgoStats};
 use roll_flow_engine::collective::Collective;
+use roll_flow_engine::stable_hash::{fnv1a, FNV_OFFSET};
 use roll_flow_model::spec::OptimSpec;
 use roll_flow_model::CpuBackend;
 
@@ -215,14 +216,12 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
             fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<B, D>>) {
                 let data = param.val().into_data().convert::<f32>();
                 for value in data.as_slice::<f32>().unwrap_or(&[]) {
-                    for byte in value.to_bits().to_le_bytes() {
-                        self.state = (self.state ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-                    }
+                    self.state = fnv1a(self.state, &value.to_bits().to_le_bytes());
                 }
             }
         }
         let mut hash = Hash::<TrainBackend<B>> {
-            state: 0xcbf2_9ce4_8422_2325,
+            state: FNV_OFFSET,
             _backend: std::marker::PhantomData,
         };
         self.module().visit(&mut hash);
