@@ -1,13 +1,16 @@
 //! Model throughput on CPU: training (forward + backward tokens/s, the batch in one pass and
 //! as two micro-batches trained concurrently, as `ActorStep` runs micro-batches) and
-//! KV-cache generation (tokens/s at batch 32) of the Tiny Qwen2, on burn's `flex` and
-//! `ndarray` backends.
+//! KV-cache generation (tokens/s at batch 32) of a Qwen2 of a given shape, on burn's `flex`
+//! (and, for the Tiny shape, `ndarray`) backend, with the achieved GFLOP/s of each figure
+//! beside the machine's GEMM rate measured in the same run.
 //! `bench/model_throughput_torch.py` measures PyTorch/transformers on the same config,
 //! shapes and thread count; bench/history/model_throughput.md records both.
 //!
-//! Run: `cargo bench -p roll-flow --bench model_throughput` (RAYON_NUM_THREADS sets flex's
-//! thread count; pass the same number to the PyTorch script). `MODEL_BENCH_BACKENDS=flex` (or
-//! `ndarray`) runs one backend only, e.g. under `perf record`.
+//! Run: `cargo bench -p roll-flow --bench model_throughput -- SHAPE` with SHAPE `tiny` (the
+//! default), `medium` or `qwen0.5b` ([`Shape`]); RAYON_NUM_THREADS sets flex's thread count;
+//! pass the same shape and number to the PyTorch script. `MODEL_BENCH_BACKENDS=flex` (or
+//! `ndarray`) runs one backend only, e.g. under `perf record`; `MODEL_BENCH_PARTS=gen` (or
+//! `train`) runs generation (or training) only.
 //!
 //! Each figure is given twice: per wall-clock second (what the README compares) and per
 //! second of process CPU time (user + system, from `/proc/self/stat`), which other jobs on a
@@ -18,7 +21,7 @@ use std::time::Instant;
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn::optim::GradientsAccumulator;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::Tensor;
+use burn::tensor::{Distribution, Tensor};
 use roll_flow_model::config::{Qwen2Config, TinyArch};
 use roll_flow_model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
 use roll_flow_model::logprob::response_logprobs;
@@ -27,23 +30,106 @@ use roll_flow_model::weights::to_f32_vec;
 use roll_flow_model::Qwen2CausalLm;
 use roll_flow_operators::runtime::concurrent::part_gradients;
 
-/// The shared shape (mirrored in model_throughput_torch.py).
-const VOCAB: usize = 516;
+/// The batch shapes, the same at every model shape (mirrored in model_throughput_torch.py).
 const TRAIN_BATCH: usize = 8;
 const TRAIN_LEN: usize = 128;
-const TRAIN_ITERS: usize = 20;
 const GEN_BATCH: usize = 32;
 const GEN_PROMPT: usize = 16;
 const GEN_NEW: usize = 64;
 
-fn config() -> Qwen2Config {
-    Qwen2Config::tiny(&TinyArch::default(), VOCAB)
+/// A model shape (mirrored in model_throughput_torch.py's `SHAPES`).
+struct Shape {
+    name: &'static str,
+    config: Qwen2Config,
+    /// Timed training iterations (after one warm-up): fewer for larger models, so that a
+    /// figure takes seconds to tens of seconds.
+    train_iters: usize,
 }
 
-/// Deterministic pseudo-random token ids.
-fn tokens(n: usize, salt: usize) -> Vec<u32> {
+impl Shape {
+    fn named(name: &str) -> Option<Shape> {
+        let arch = |layers, dim, heads, kv_heads, ffn_dim, vocab, rope_theta| TinyArch {
+            layers,
+            dim,
+            heads,
+            kv_heads: Some(kv_heads),
+            ffn_dim: Some(ffn_dim),
+            rope_theta,
+            ..TinyArch::default()
+        };
+        let (name, arch, vocab, train_iters) = match name {
+            // The Tiny preset's defaults over the built-in tokenizer's 516 ids.
+            "tiny" => ("tiny", TinyArch::default(), 516, 20),
+            // The width the model issue measured first (issue 41).
+            "medium" => ("medium", arch(4, 512, 8, 8, 2048, 8192, 1e4), 8192, 5),
+            // Qwen2.5-0.5B's config.json, random weights.
+            "qwen0.5b" => (
+                "qwen0.5b",
+                arch(24, 896, 14, 2, 4864, 151_936, 1e6),
+                151_936,
+                1,
+            ),
+            _ => return None,
+        };
+        let config = Qwen2Config::tiny(&arch, vocab);
+        Some(Shape {
+            name,
+            config,
+            train_iters,
+        })
+    }
+
+    fn vocab(&self) -> usize {
+        self.config.vocab_size
+    }
+
+    /// Multiply-adds × 2 of one token's forward pass through the projections (attention's
+    /// four, the MLP's three, the output head), attention excluded.
+    fn dense_flops_per_token(&self) -> f64 {
+        let c = &self.config;
+        let (hidden, d) = (c.hidden_size, c.head_dim());
+        let q = c.num_attention_heads * d;
+        let kv = c.kv_heads() * d;
+        let layer = hidden * (q + 2 * kv) + q * hidden + 3 * hidden * c.intermediate_size;
+        2.0 * (c.num_hidden_layers * layer + hidden * c.vocab_size) as f64
+    }
+
+    /// FLOPs of one query's attention over `keys` keys (q·kᵀ and p·v in every layer).
+    fn attention_flops(&self, keys: usize) -> f64 {
+        let c = &self.config;
+        4.0 * (c.num_hidden_layers * c.num_attention_heads * c.head_dim() * keys) as f64
+    }
+
+    /// FLOPs of one training step: the forward over every position of every sequence
+    /// (causal: query `i` reads `i + 1` keys) and a backward of twice that.
+    fn train_flops(&self) -> f64 {
+        let forward: f64 = (0..TRAIN_LEN)
+            .map(|i| self.dense_flops_per_token() + self.attention_flops(i + 1))
+            .sum();
+        3.0 * forward * TRAIN_BATCH as f64
+    }
+
+    /// FLOPs of the generation run: the prefill's last column only needs the output head,
+    /// every other prompt position runs the decoder; each new token but the last is fed back.
+    fn generation_flops(&self) -> f64 {
+        let c = &self.config;
+        let head = 2.0 * (c.hidden_size * c.vocab_size) as f64;
+        let decoder = self.dense_flops_per_token() - head;
+        let prefill: f64 = (0..GEN_PROMPT)
+            .map(|i| decoder + self.attention_flops(i + 1))
+            .sum::<f64>()
+            + head;
+        let decode: f64 = (GEN_PROMPT..GEN_PROMPT + GEN_NEW - 1)
+            .map(|i| self.dense_flops_per_token() + self.attention_flops(i + 1))
+            .sum();
+        (prefill + decode) * GEN_BATCH as f64
+    }
+}
+
+/// Deterministic pseudo-random token ids below `vocab`.
+fn tokens(n: usize, salt: usize, vocab: usize) -> Vec<u32> {
     (0..n)
-        .map(|i| ((i * 7919 + salt * 104_729) % (VOCAB - 3) + 3) as u32)
+        .map(|i| ((i * 7919 + salt * 104_729) % (vocab - 3) + 3) as u32)
         .collect()
 }
 
@@ -81,8 +167,10 @@ fn cpu_seconds() -> f64 {
 
 /// The batch in `parts` packed micro-batches, each with its response mask (every token
 /// after the first of its sequence).
-fn micro_batches(parts: usize) -> Vec<(PackedSequences, Vec<bool>)> {
-    let sequences: Vec<Vec<u32>> = (0..TRAIN_BATCH).map(|s| tokens(TRAIN_LEN, s)).collect();
+fn micro_batches(parts: usize, vocab: usize) -> Vec<(PackedSequences, Vec<bool>)> {
+    let sequences: Vec<Vec<u32>> = (0..TRAIN_BATCH)
+        .map(|s| tokens(TRAIN_LEN, s, vocab))
+        .collect();
     sequences
         .chunks(TRAIN_BATCH / parts)
         .map(|chunk| {
@@ -99,13 +187,13 @@ fn micro_batches(parts: usize) -> Vec<(PackedSequences, Vec<bool>)> {
 /// batch in `parts` micro-batches trained concurrently as `ActorStep` does
 /// (`training::concurrent::part_gradients`; equal parts, so each is scaled by 1/parts and
 /// the summed gradient is the whole batch's).
-fn train_throughput<B>(parts: usize) -> Rate
+fn train_throughput<B>(shape: &Shape, parts: usize) -> Rate
 where
     B: AutodiffBackend + roll_flow_kernels::KernelBackend,
     Qwen2CausalLm<B>: Sync,
 {
-    let model = Qwen2CausalLm::<B>::random(&config(), 0, &Default::default());
-    let batches = micro_batches(parts);
+    let model = Qwen2CausalLm::<B>::random(&shape.config, 0, &Default::default());
+    let batches = micro_batches(parts, shape.vocab());
     let scales = vec![1.0 / parts as f32; parts];
     let loss = |m: &Qwen2CausalLm<B>, (packed, mask): &(PackedSequences, Vec<bool>)| {
         let out = response_logprobs(m, packed, mask, 1.0).map_err(|e| e.to_string())?;
@@ -122,22 +210,22 @@ where
     };
     step();
     measure(|| {
-        for _ in 0..TRAIN_ITERS {
+        for _ in 0..shape.train_iters {
             std::hint::black_box(step());
         }
-        TRAIN_ITERS * TRAIN_BATCH * TRAIN_LEN
+        shape.train_iters * TRAIN_BATCH * TRAIN_LEN
     })
 }
 
 /// Generated tokens/s: 32 prompts of 16 tokens, 64 greedy tokens each, KV cache.
-fn generation_throughput<B: roll_flow_kernels::KernelBackend>() -> Rate {
+fn generation_throughput<B: roll_flow_kernels::KernelBackend>(shape: &Shape) -> Rate {
     let device = Default::default();
-    let model = Qwen2CausalLm::<B>::random(&config(), 0, &device);
+    let model = Qwen2CausalLm::<B>::random(&shape.config, 0, &device);
     let run = || {
         let mut batcher = ContinuousBatcher::<B>::new(GEN_BATCH, &device);
         for i in 0..GEN_BATCH {
             let request = GenerationRequest {
-                prompt: tokens(GEN_PROMPT, i),
+                prompt: tokens(GEN_PROMPT, i, shape.vocab()),
                 max_new_tokens: GEN_NEW,
                 sampling: SamplingParams::greedy(),
                 stop_tokens: vec![],
@@ -153,36 +241,126 @@ fn generation_throughput<B: roll_flow_kernels::KernelBackend>() -> Rate {
     measure(run)
 }
 
+/// GFLOP/s of the dense layer (`roll_flow_kernels::linear`, the model's own GEMM path) on a
+/// 1024 × 1024 × 1024 product, best of five: the machine's attainable rate at this thread
+/// count, the denominator of the utilisation figures.
+fn gemm_rate() -> f64 {
+    const N: usize = 1024;
+    let device = Default::default();
+    let x = Tensor::<Flex, 2>::random([N, N], Distribution::Default, &device);
+    let w = Tensor::<Flex, 2>::random([N, N], Distribution::Default, &device);
+    (0..6)
+        .map(|_| {
+            let start = Instant::now();
+            let y = roll_flow_kernels::linear(x.clone(), w.clone(), None);
+            std::hint::black_box(to_f32_vec(&y.narrow(0, 0, 1))[0]);
+            2.0 * (N * N * N) as f64 / start.elapsed().as_secs_f64() / 1e9
+        })
+        .skip(1)
+        .fold(0.0, f64::max)
+}
+
 fn main() {
     // glibc with raised mmap/trim thresholds (ROLL_FLOW_DEFAULT_MALLOC=1 keeps its defaults);
     // the roll-flow binary itself uses mimalloc (src/allocator.rs).
     roll_flow_kernels::cpu::keep_freed_buffers_for_reuse();
+    let shape_name = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with("--"))
+        .unwrap_or_else(|| "tiny".into());
+    let Some(shape) = Shape::named(&shape_name) else {
+        eprintln!("unknown shape `{shape_name}`: use tiny, medium or qwen0.5b");
+        std::process::exit(2);
+    };
     let threads = std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "all cores".into());
-    println!("Tiny Qwen2 (layers 2, dim 128, heads 4, ffn 512, vocab {VOCAB}), threads: {threads}");
-    println!("backend  train fwd+bwd tok/s ({TRAIN_BATCH}x{TRAIN_LEN}: one pass, 2 concurrent micro-batches)  generate tok/s (batch {GEN_BATCH}, {GEN_PROMPT}+{GEN_NEW})   [per CPU-second: the same three]");
-    let only = std::env::var("MODEL_BENCH_BACKENDS").unwrap_or_default();
-    let run = |name: &str| only.is_empty() || only.split(',').any(|b| b == name);
-    if run("flex") {
-        let flex = (
-            train_throughput::<Autodiff<Flex>>(1),
-            train_throughput::<Autodiff<Flex>>(2),
-            generation_throughput::<Flex>(),
+    let c = &shape.config;
+    println!(
+        "{} Qwen2 (layers {}, dim {}, heads {}/{} kv, ffn {}, vocab {}), threads: {threads}",
+        shape.name,
+        c.num_hidden_layers,
+        c.hidden_size,
+        c.num_attention_heads,
+        c.kv_heads(),
+        c.intermediate_size,
+        c.vocab_size
+    );
+    let peak = gemm_rate();
+    println!("GEMM 1024^3 through the dense layer: {peak:.1} GFLOP/s");
+    println!("backend  train fwd+bwd tok/s ({TRAIN_BATCH}x{TRAIN_LEN}: one pass, 2 concurrent micro-batches)  generate tok/s (batch {GEN_BATCH}, {GEN_PROMPT}+{GEN_NEW})   [GFLOP/s, % of GEMM] [per CPU-second]");
+    let env = |key: &str| std::env::var(key).unwrap_or_default();
+    let picked = |list: &str, name: &str| list.is_empty() || list.split(',').any(|b| b == name);
+    let (backends, parts) = (env("MODEL_BENCH_BACKENDS"), env("MODEL_BENCH_PARTS"));
+    let (train, generate) = (picked(&parts, "train"), picked(&parts, "gen"));
+    // ndarray is the reference CPU backend, far slower at real widths: Tiny only by default.
+    let ndarray = picked(&backends, "ndarray") && (!backends.is_empty() || shape.name == "tiny");
+    let skipped = || Rate {
+        wall: f64::NAN,
+        cpu: f64::NAN,
+    };
+    if picked(&backends, "flex") {
+        let rates = (
+            if train {
+                train_throughput::<Autodiff<Flex>>(&shape, 1)
+            } else {
+                skipped()
+            },
+            if train {
+                train_throughput::<Autodiff<Flex>>(&shape, 2)
+            } else {
+                skipped()
+            },
+            if generate {
+                generation_throughput::<Flex>(&shape)
+            } else {
+                skipped()
+            },
         );
-        report("flex", flex);
+        report("flex", &shape, peak, rates);
     }
-    if run("ndarray") {
-        let ndarray = (
-            train_throughput::<Autodiff<NdArray>>(1),
-            train_throughput::<Autodiff<NdArray>>(2),
-            generation_throughput::<NdArray>(),
+    if ndarray {
+        let rates = (
+            if train {
+                train_throughput::<Autodiff<NdArray>>(&shape, 1)
+            } else {
+                skipped()
+            },
+            if train {
+                train_throughput::<Autodiff<NdArray>>(&shape, 2)
+            } else {
+                skipped()
+            },
+            if generate {
+                generation_throughput::<NdArray>(&shape)
+            } else {
+                skipped()
+            },
         );
-        report("ndarray", ndarray);
+        report("ndarray", &shape, peak, rates);
     }
 }
 
-fn report(name: &str, (train, train_parts, generate): (Rate, Rate, Rate)) {
+fn report(name: &str, shape: &Shape, peak: f64, (train, parts, generate): (Rate, Rate, Rate)) {
+    let train_tokens = (TRAIN_BATCH * TRAIN_LEN) as f64;
+    let gen_tokens = (GEN_BATCH * GEN_NEW) as f64;
+    let gflops = |flops: f64, rate: Rate, tokens: f64| flops * rate.wall / tokens / 1e9;
+    let g = [
+        gflops(shape.train_flops(), train, train_tokens),
+        gflops(shape.train_flops(), parts, train_tokens),
+        gflops(shape.generation_flops(), generate, gen_tokens),
+    ];
     println!(
-        "{name:<8} {:>10.0}  {:>10.0}  {:>10.0}   [{:.0}, {:.0}, {:.0}]",
-        train.wall, train_parts.wall, generate.wall, train.cpu, train_parts.cpu, generate.cpu
+        "{name:<8} {:>10.0}  {:>10.0}  {:>10.0}   [{:.1} {:.1} {:.1} GFLOP/s; {:.0}% {:.0}% {:.0}%] [{:.0}, {:.0}, {:.0}]",
+        train.wall,
+        parts.wall,
+        generate.wall,
+        g[0],
+        g[1],
+        g[2],
+        100.0 * g[0] / peak,
+        100.0 * g[1] / peak,
+        100.0 * g[2] / peak,
+        train.cpu,
+        parts.cpu,
+        generate.cpu
     );
 }

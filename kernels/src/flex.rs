@@ -11,6 +11,7 @@ use crate::backend::{
     slice_assign_block, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens,
 };
 use crate::cpu;
+use crate::cpu::linear::WeightLayout;
 use crate::cpu::ppo::PpoSlices;
 use crate::ppo_clip::PpoClipConfig;
 use crate::unfused::DenseGradients;
@@ -31,6 +32,26 @@ fn host_f32(t: &FlexTensor) -> Cow<'_, [f32]> {
                 .expect("converted to f32"),
         ),
     }
+}
+
+/// A dense layer's weight `[k, m]` as f32 and how it lies: in place when contiguous, or
+/// when it is the transpose of a contiguous `[m, k]` matrix (a tied output head's view of
+/// the embedding), a copy otherwise.
+fn host_weight(t: &FlexTensor) -> (Cow<'_, [f32]>, WeightLayout) {
+    let layout = t.layout();
+    if let (DType::F32, &[k, m], &[1, row]) =
+        (t.dtype(), layout.shape().as_slice(), layout.strides())
+    {
+        let start = layout.start_offset();
+        if row == k as isize && k > 1 && m > 1 {
+            let storage = t.storage::<f32>();
+            return (
+                Cow::Borrowed(&storage[start..start + k * m]),
+                WeightLayout::OutIn,
+            );
+        }
+    }
+    (host_f32(t), WeightLayout::InOut)
 }
 
 /// A contiguous copy of an f32 view with an axis of stride 1, e.g. a gradient that
@@ -259,12 +280,9 @@ impl KernelBackend for Flex {
     fn dense_forward(x: FlexTensor, weight: FlexTensor, bias: Option<FlexTensor>) -> FlexTensor {
         let (n, k, m) = linear_dims(&x, &weight);
         let bias = bias.as_ref().map(host_f32);
-        let y = cpu::linear::linear_forward(
-            &host_f32(&x),
-            &host_f32(&weight),
-            bias.as_deref(),
-            (n, k, m),
-        );
+        let (w, layout) = host_weight(&weight);
+        let y =
+            cpu::linear::linear_forward(&host_f32(&x), (&w, layout), bias.as_deref(), (n, k, m));
         tensor(y, &[n, m])
     }
 
@@ -275,13 +293,15 @@ impl KernelBackend for Flex {
         with_bias: bool,
     ) -> DenseGradients<Self> {
         let (n, k, m) = linear_dims(&x, &weight);
-        let (x, w, dy) = (host_f32(&x), host_f32(&weight), host_f32(&grad));
-        let (dx, dw, db) = cpu::linear::linear_backward(&x, &w, &dy, (n, k, m), with_bias);
-        (
-            tensor(dx, &[n, k]),
-            tensor(dw, &[k, m]),
-            db.map(|db| tensor(db, &[m])),
-        )
+        let ((w, layout), x, dy) = (host_weight(&weight), host_f32(&x), host_f32(&grad));
+        let (dx, dw, db) =
+            cpu::linear::linear_backward(&x, (&w, layout), &dy, (n, k, m), with_bias);
+        let dw = match layout {
+            WeightLayout::InOut => tensor(dw, &[k, m]),
+            // dWᵀ, stored as the weight is: its `[k, m]` view.
+            WeightLayout::OutIn => tensor(dw, &[m, k]).transpose(0, 1),
+        };
+        (tensor(dx, &[n, k]), dw, db.map(|db| tensor(db, &[m])))
     }
 
     fn block_write(mut tensor: FlexTensor, starts: &[usize], value: FlexTensor) -> FlexTensor {

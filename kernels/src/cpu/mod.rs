@@ -4,6 +4,8 @@
 
 pub mod block_write;
 pub(crate) mod buffer;
+#[cfg(target_arch = "x86_64")]
+mod few_rows_avx512;
 pub use buffer::keep_freed_buffers_for_reuse;
 pub mod gae;
 #[cfg(target_arch = "x86_64")]
