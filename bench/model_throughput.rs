@@ -48,7 +48,7 @@ struct Shape {
 
 impl Shape {
     fn named(name: &str) -> Option<Shape> {
-        let arch = |layers, dim, heads, kv_heads, ffn_dim, vocab, rope_theta| TinyArch {
+        let arch = |layers, dim, heads, kv_heads, ffn_dim, rope_theta| TinyArch {
             layers,
             dim,
             heads,
@@ -61,14 +61,9 @@ impl Shape {
             // The Tiny preset's defaults over the built-in tokenizer's 516 ids.
             "tiny" => ("tiny", TinyArch::default(), 516, 20),
             // The width the model issue measured first (issue 41).
-            "medium" => ("medium", arch(4, 512, 8, 8, 2048, 8192, 1e4), 8192, 5),
+            "medium" => ("medium", arch(4, 512, 8, 8, 2048, 1e4), 8192, 5),
             // Qwen2.5-0.5B's config.json, random weights.
-            "qwen0.5b" => (
-                "qwen0.5b",
-                arch(24, 896, 14, 2, 4864, 151_936, 1e6),
-                151_936,
-                1,
-            ),
+            "qwen0.5b" => ("qwen0.5b", arch(24, 896, 14, 2, 4864, 1e6), 151_936, 1),
             _ => return None,
         };
         let config = Qwen2Config::tiny(&arch, vocab);

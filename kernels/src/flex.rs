@@ -127,6 +127,43 @@ fn tensor(values: Vec<f32>, shape: &[usize]) -> FlexTensor {
 }
 
 impl KernelBackend for Flex {
+    /// Products of few rows (a decode step's attention) through
+    /// [`cpu::batched_matmul`], burn-flex's matmul otherwise.
+    fn matmul_forward(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
+        let f32_pair = lhs.dtype() == DType::F32 && rhs.dtype() == DType::F32;
+        let few_rows = f32_pair.then(|| {
+            fn view(t: &FlexTensor) -> (&[f32], usize, Vec<usize>, Vec<isize>) {
+                let layout = t.layout();
+                let strides = layout.strides().to_vec();
+                (t.storage::<f32>(), layout.start_offset(), dims(t), strides)
+            }
+            let ((a, a_at, a_shape, a_strides), (b, b_at, b_shape, b_strides)) =
+                (view(&lhs), view(&rhs));
+            let out_shape: Vec<usize> = a_shape[..a_shape.len() - 1]
+                .iter()
+                .chain(b_shape.last())
+                .copied()
+                .collect();
+            let lhs = cpu::batched_matmul::View {
+                storage: a,
+                offset: a_at,
+                shape: &a_shape,
+                strides: &a_strides,
+            };
+            let rhs = cpu::batched_matmul::View {
+                storage: b,
+                offset: b_at,
+                shape: &b_shape,
+                strides: &b_strides,
+            };
+            cpu::batched_matmul::few_rows_matmul(&lhs, &rhs).map(|out| tensor(out, &out_shape))
+        });
+        match few_rows.flatten() {
+            Some(out) => out,
+            None => <Flex as burn::tensor::ops::FloatTensorOps<Flex>>::float_matmul(lhs, rhs),
+        }
+    }
+
     fn logprob_entropy_forward(
         logits: FlexTensor,
         targets: FlexTensor,

@@ -62,14 +62,14 @@ impl WeightLayout {
 }
 
 /// A row-major matrix operand: data, row stride, column stride.
-type Operand<'a> = (&'a [f32], isize, isize);
+pub(super) type Operand<'a> = (&'a [f32], isize, isize);
 
 /// dst `[rows, cols]` (row-major, uninitialised unless `accumulate`) := (dst +) a·b.
 ///
 /// # Safety
 /// `dst` must hold `rows · cols` writable floats; `a` and `b` must be valid for
 /// `rows × inner` and `inner × cols` reads at their strides (the callers check lengths).
-unsafe fn product(
+pub(super) unsafe fn product(
     dst: *mut f32,
     dims: (usize, usize, usize),
     a: Operand<'_>,
@@ -116,7 +116,7 @@ unsafe fn product(
 
 /// Products of at most this many rows (a decode step's batch) take the register-tile
 /// kernels of `few_rows_avx512`, which read the weight in place, instead of gemm.
-const FEW_ROWS: usize = 64;
+pub(super) const FEW_ROWS: usize = 64;
 
 /// Few-row products with at least this many multiply-adds split their columns over
 /// rayon's threads (a dim-128 model's decode-step MLP projection, 32 · 128 · 512, is 2²¹).
@@ -156,13 +156,18 @@ unsafe fn few_rows_product(
         stride: if dot { b.2 } else { b.1 } as usize,
     };
     let tile = if dot { TRANSPOSED_COLS } else { BROADCAST_COLS };
-    let threads = if rows * inner * cols >= FEW_ROWS_PARALLEL_MIN {
-        rayon::current_num_threads().min(cols.div_ceil(tile))
+    // Four parts per thread, so that tile counts that do not divide evenly (512 columns
+    // are 10.7 tiles of 48) leave no thread idle for long.
+    let parts = if rows * inner * cols >= FEW_ROWS_PARALLEL_MIN {
+        match rayon::current_num_threads() {
+            1 => 1,
+            threads => (4 * threads).min(cols.div_ceil(tile)),
+        }
     } else {
         1
     };
     // Each part: whole tiles of columns, the last part the rest.
-    let per_part = cols.div_ceil(tile).div_ceil(threads) * tile;
+    let per_part = cols.div_ceil(tile).div_ceil(parts) * tile;
     let dst = dst as usize;
     let part = |p: usize| {
         let range = ((p * per_part).min(cols), ((p + 1) * per_part).min(cols));
@@ -177,9 +182,9 @@ unsafe fn few_rows_product(
             }
         }
     };
-    if threads > 1 {
+    if parts > 1 {
         use rayon::prelude::*;
-        (0..threads).into_par_iter().for_each(part);
+        (0..parts).into_par_iter().for_each(part);
     } else {
         part(0);
     }

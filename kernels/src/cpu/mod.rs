@@ -2,6 +2,7 @@
 //! The `Flex` backend implementation calls them on its tensors' storage without copies;
 //! callers holding host vectors can call them directly.
 
+pub mod batched_matmul;
 pub mod block_write;
 pub(crate) mod buffer;
 #[cfg(target_arch = "x86_64")]
