@@ -27,8 +27,17 @@ use super::simd::low_lanes;
 /// Rows and 16-lane column vectors of a broadcast-form tile.
 const BROADCAST_ROWS: usize = 8;
 const BROADCAST_VECTORS: usize = 3;
+/// How many W rows ahead the packing loop prefetches (16: 5-10% faster than none on the
+/// decode shapes, within the VM's noise beyond).
+const PACK_PREFETCH: usize = 16;
 /// Columns one broadcast-form tile covers.
 pub(super) const BROADCAST_COLS: usize = 16 * BROADCAST_VECTORS;
+/// Up to this many rows, a transposed-form product computes dot products along the inner
+/// axis instead ([`dot_tiles`]): a 16-lane column of xᵀ would be mostly padding (a decode
+/// step's q·kᵀ has one query row, or the few query heads sharing a key/value head).
+const DOT_MAX_ROWS: usize = 8;
+/// Columns of a dot-product tile.
+const DOT_COLS: usize = 3;
 /// Columns a part of a transposed-form product is a multiple of: every tile width
 /// (16, 12, 8, 6) divides it.
 pub(super) const TRANSPOSED_COLS: usize = 48;
@@ -90,6 +99,11 @@ pub(super) unsafe fn broadcast_form(
                 // Columns past `width` are zeros (masked loads), so the tile reads them
                 // unmasked.
                 for row in panel[..inner * BROADCAST_COLS].chunks_exact_mut(BROADCAST_COLS) {
+                    // W's rows are far apart, beyond what the hardware prefetchers follow.
+                    let ahead = from.wrapping_add(PACK_PREFETCH * w.stride) as *const i8;
+                    for line in 0..BROADCAST_VECTORS {
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * line));
+                    }
                     for (v, &mask) in masks.iter().enumerate() {
                         let values = unsafe { _mm512_maskz_loadu_ps(mask, from.add(16 * v)) };
                         unsafe { _mm512_storeu_ps(row.as_mut_ptr().add(16 * v), values) };
@@ -114,9 +128,17 @@ pub(super) unsafe fn broadcast_form(
                     ptr: unsafe { x.ptr.add(row * x.stride) },
                     stride: x.stride,
                 };
+                let tile = (out, dst_stride, (live, inner), x, panel, masks, accumulate);
+                // A tile no taller than its live rows (a decode step's attention has one
+                // query row per product): no multiply-adds on repeated rows.
                 unsafe {
-                    broadcast_tile(out, dst_stride, (live, inner), x, panel, masks, accumulate)
-                };
+                    match live {
+                        1 => broadcast_tile::<1>(tile),
+                        2 => broadcast_tile::<2>(tile),
+                        3 | 4 => broadcast_tile::<4>(tile),
+                        _ => broadcast_tile::<BROADCAST_ROWS>(tile),
+                    }
+                }
                 row += BROADCAST_ROWS;
             }
             col += BROADCAST_COLS;
@@ -124,28 +146,34 @@ pub(super) unsafe fn broadcast_form(
     });
 }
 
-/// One tile of [`broadcast_form`]: `live` (≤ 8) rows of x against 48 columns of W, stored
-/// through `masks`.
+/// What one tile of [`broadcast_form`] reads and writes: dst and its row stride, (live rows,
+/// inner length), x, W, the column masks, whether to add.
+type BroadcastTile = (
+    *mut f32,
+    usize,
+    (usize, usize),
+    Rows,
+    Rows,
+    [__mmask16; BROADCAST_VECTORS],
+    bool,
+);
+
+/// One tile of [`broadcast_form`]: `live` (≤ `R`) rows of x against 48 columns of W,
+/// stored through `masks`.
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn broadcast_tile(
-    out: *mut f32,
-    out_stride: usize,
-    (live, inner): (usize, usize),
-    x: Rows,
-    w: Rows,
-    masks: [__mmask16; BROADCAST_VECTORS],
-    accumulate: bool,
+unsafe fn broadcast_tile<const R: usize>(
+    (out, out_stride, (live, inner), x, w, masks, accumulate): BroadcastTile,
 ) {
-    let mut acc = [[_mm512_setzero_ps(); BROADCAST_VECTORS]; BROADCAST_ROWS];
-    let x_rows: [*const f32; BROADCAST_ROWS] =
+    let mut acc = [[_mm512_setzero_ps(); BROADCAST_VECTORS]; R];
+    let x_rows: [*const f32; R] =
         std::array::from_fn(|r| unsafe { x.ptr.add(r.min(live - 1) * x.stride) });
     let mut w_row = w.ptr;
     for k in 0..inner {
         let b = std::array::from_fn::<_, BROADCAST_VECTORS, _>(|v| unsafe {
             _mm512_maskz_loadu_ps(masks[v], w_row.add(16 * v))
         });
-        for r in 0..BROADCAST_ROWS {
+        for r in 0..R {
             let a = _mm512_set1_ps(unsafe { *x_rows[r].add(k) });
             for v in 0..BROADCAST_VECTORS {
                 acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
@@ -192,6 +220,21 @@ pub(super) unsafe fn transposed_form(
         /// xᵀ of this thread, grown as needed and reused across calls.
         static XT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     }
+    if rows <= DOT_MAX_ROWS {
+        let out = Out {
+            ptr: dst,
+            stride: dst_stride,
+            rows,
+            accumulate,
+        };
+        match rows {
+            1 => unsafe { dot_tiles::<1>(out, inner, cols, x, wt) },
+            2 => unsafe { dot_tiles::<2>(out, inner, cols, x, wt) },
+            3 | 4 => unsafe { dot_tiles::<4>(out, inner, cols, x, wt) },
+            _ => unsafe { dot_tiles::<8>(out, inner, cols, x, wt) },
+        }
+        return;
+    }
     let vectors = rows.div_ceil(16);
     let padded = 16 * vectors;
     XT.with_borrow_mut(|xt| {
@@ -233,6 +276,57 @@ struct Out {
     stride: usize,
     rows: usize,
     accumulate: bool,
+}
+
+/// [`transposed_form`] for at most [`DOT_MAX_ROWS`] rows: tiles of `R` rows × 3 columns,
+/// each output a dot product of a row of x and a row of Wᵀ, 16 lanes at a time along the
+/// inner axis, summed across lanes at the end. Missing rows and columns read the last ones
+/// again and are not stored.
+#[target_feature(enable = "avx512f")]
+unsafe fn dot_tiles<const R: usize>(
+    out: Out,
+    inner: usize,
+    cols: (usize, usize),
+    x: Rows,
+    wt: Rows,
+) {
+    let mut col = cols.0;
+    while col < cols.1 {
+        let width = (cols.1 - col).min(DOT_COLS);
+        let w_rows: [*const f32; DOT_COLS] =
+            std::array::from_fn(|c| unsafe { wt.ptr.add((col + c.min(width - 1)) * wt.stride) });
+        let mut row = 0;
+        while row < out.rows {
+            let live = (out.rows - row).min(R);
+            let x_rows: [*const f32; R] =
+                std::array::from_fn(|r| unsafe { x.ptr.add((row + r.min(live - 1)) * x.stride) });
+            let mut acc = [[_mm512_setzero_ps(); DOT_COLS]; R];
+            let mut k = 0;
+            while k < inner {
+                let mask = low_lanes(inner - k);
+                let b = std::array::from_fn::<_, DOT_COLS, _>(|c| unsafe {
+                    _mm512_maskz_loadu_ps(mask, w_rows[c].add(k))
+                });
+                for r in 0..R {
+                    let a = unsafe { _mm512_maskz_loadu_ps(mask, x_rows[r].add(k)) };
+                    for c in 0..DOT_COLS {
+                        acc[r][c] = _mm512_fmadd_ps(a, b[c], acc[r][c]);
+                    }
+                }
+                k += 16;
+            }
+            for (r, acc) in acc.iter().enumerate().take(live) {
+                let at = unsafe { out.ptr.add((row + r) * out.stride + col) };
+                for (c, &sum) in acc.iter().enumerate().take(width) {
+                    let sum = _mm512_reduce_add_ps(sum);
+                    let at = unsafe { at.add(c) };
+                    unsafe { *at = if out.accumulate { *at + sum } else { sum } };
+                }
+            }
+            row += R;
+        }
+        col += DOT_COLS;
+    }
 }
 
 /// The tiles of [`transposed_form`] over columns `cols`: `J` columns × `RV` row vectors.
@@ -334,7 +428,7 @@ mod tests {
         }
     }
 
-    /// Every tail of both tiles (rows around 6 and 8, columns around 4 and 48, inner
+    /// Every tail of every tile (rows 1 to 8 and around 16 and 32, columns around 3 and 48, inner
     /// lengths around 16), with and without a bias (the accumulating store), W stored
     /// either way, and dx (the transposed weight's dot form); against f64.
     #[test]
@@ -342,7 +436,7 @@ mod tests {
         if !super::super::simd::has_avx512() {
             return;
         }
-        for n in [1, 5, 6, 7, 8, 9, 13, 20, 32, 33, 64] {
+        for n in [1, 2, 3, 5, 6, 7, 8, 9, 13, 20, 32, 33, 64] {
             for k in [1, 15, 16, 17, 100] {
                 for m in [1, 3, 4, 5, 47, 48, 49, 97] {
                     let dims = (n, k, m);
