@@ -12,7 +12,7 @@
 
 use rayon::prelude::*;
 
-use super::linear::{product, FEW_ROWS};
+use super::linear::{product, FEW_ROWS, FEW_ROWS_PARALLEL_MIN};
 use super::simd::has_avx512;
 
 /// A strided f32 view: the storage, the first element's offset, shape and strides.
@@ -68,15 +68,23 @@ pub fn few_rows_matmul(lhs: &View<'_>, rhs: &View<'_>) -> Option<Vec<f32>> {
     let (a_offsets, b_offsets) = (lhs.matrix_offsets(), rhs.matrix_offsets());
     let a_rows = lhs.strides[rank - 2];
     let (b_rows, b_cols) = (rhs.strides[rank - 2], rhs.strides[rank - 1]);
-    out.par_chunks_mut(m * n)
-        .zip(a_offsets.par_iter().zip(&b_offsets))
-        .for_each(|(dst, (&a, &b))| {
-            let a = (&lhs.storage[a..], a_rows, 1);
-            let b = (&rhs.storage[b..], b_rows, b_cols);
-            // SAFETY: dst holds m·n floats; each view's storage holds its matrix at these
-            // strides (the tensors' layouts say so).
-            unsafe { product(dst.as_mut_ptr(), (m, k, n), a, b, false) };
-        });
+    let one = |(dst, (&a, &b)): (&mut [f32], (&usize, &usize))| {
+        let a = (&lhs.storage[a..], a_rows, 1);
+        let b = (&rhs.storage[b..], b_rows, b_cols);
+        // SAFETY: dst holds m·n floats; each view's storage holds its matrix at these
+        // strides (the tensors' layouts say so).
+        unsafe { product(dst.as_mut_ptr(), (m, k, n), a, b, false) };
+    };
+    // The batch splits over threads only when it is as large as a product that would.
+    if a_offsets.len() * m * k * n >= FEW_ROWS_PARALLEL_MIN {
+        out.par_chunks_mut(m * n)
+            .zip(a_offsets.par_iter().zip(&b_offsets))
+            .for_each(one);
+    } else {
+        out.chunks_mut(m * n)
+            .zip(a_offsets.iter().zip(&b_offsets))
+            .for_each(one);
+    }
     Some(out)
 }
 

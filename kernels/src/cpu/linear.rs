@@ -77,10 +77,24 @@ pub(super) unsafe fn product(
     accumulate: bool,
 ) {
     // SAFETY: as the caller guarantees.
-    if unsafe { few_rows_product(dst, dims, a, b, accumulate) } {
-        return;
+    unsafe {
+        if !few_rows_product(dst, dims, a, b, accumulate) {
+            gemm_product(dst, dims, a, b, accumulate);
+        }
     }
-    let (rows, inner, cols) = dims;
+}
+
+/// [`product`] through gemm.
+///
+/// # Safety
+/// As [`product`].
+unsafe fn gemm_product(
+    dst: *mut f32,
+    (rows, inner, cols): (usize, usize, usize),
+    a: Operand<'_>,
+    b: Operand<'_>,
+    accumulate: bool,
+) {
     let parallelism = if rayon::current_num_threads() > 1
         && rows.saturating_mul(inner).saturating_mul(cols) >= PARALLEL_MIN
     {
@@ -119,8 +133,10 @@ pub(super) unsafe fn product(
 pub(super) const FEW_ROWS: usize = 64;
 
 /// Few-row products with at least this many multiply-adds split their columns over
-/// rayon's threads (a dim-128 model's decode-step MLP projection, 32 · 128 · 512, is 2²¹).
-const FEW_ROWS_PARALLEL_MIN: usize = 1 << 20;
+/// rayon's threads: gemm's threshold, [`PARALLEL_MIN`]. With 2²⁰ the Tiny model's decode
+/// steps (32 rows · 128 · 512 and less) split too, and its generation on two threads ran
+/// 20-40% slower than one thread's; a dim-512 model's (32 · 512 · 512 and up) split.
+pub(super) const FEW_ROWS_PARALLEL_MIN: usize = PARALLEL_MIN;
 
 /// [`product`] through the few-rows kernels when they apply (AVX-512, at most [`FEW_ROWS`]
 /// rows, a row-major `a`, `b` row-major or transposed); false when they do not.
