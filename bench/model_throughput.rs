@@ -288,50 +288,44 @@ fn main() {
     let (train, generate) = (picked(&parts, "train"), picked(&parts, "gen"));
     // ndarray is the reference CPU backend, far slower at real widths: Tiny only by default.
     let ndarray = picked(&backends, "ndarray") && (!backends.is_empty() || shape.name == "tiny");
-    let skipped = || Rate {
+    if picked(&backends, "flex") {
+        report("flex", &shape, peak, rates::<Flex>(&shape, train, generate));
+    }
+    if ndarray {
+        report(
+            "ndarray",
+            &shape,
+            peak,
+            rates::<NdArray>(&shape, train, generate),
+        );
+    }
+}
+
+/// Training (one pass, 2 concurrent micro-batches) and generation rates on backend `B`,
+/// NaN for a half not run.
+fn rates<B: roll_flow_kernels::KernelBackend>(
+    shape: &Shape,
+    train: bool,
+    generate: bool,
+) -> (Rate, Rate, Rate)
+where
+    Autodiff<B>: roll_flow_kernels::KernelBackend,
+    Qwen2CausalLm<Autodiff<B>>: Sync,
+{
+    let skipped = Rate {
         wall: f64::NAN,
         cpu: f64::NAN,
     };
-    if picked(&backends, "flex") {
-        let rates = (
-            if train {
-                train_throughput::<Autodiff<Flex>>(&shape, 1)
-            } else {
-                skipped()
-            },
-            if train {
-                train_throughput::<Autodiff<Flex>>(&shape, 2)
-            } else {
-                skipped()
-            },
-            if generate {
-                generation_throughput::<Flex>(&shape)
-            } else {
-                skipped()
-            },
-        );
-        report("flex", &shape, peak, rates);
-    }
-    if ndarray {
-        let rates = (
-            if train {
-                train_throughput::<Autodiff<NdArray>>(&shape, 1)
-            } else {
-                skipped()
-            },
-            if train {
-                train_throughput::<Autodiff<NdArray>>(&shape, 2)
-            } else {
-                skipped()
-            },
-            if generate {
-                generation_throughput::<NdArray>(&shape)
-            } else {
-                skipped()
-            },
-        );
-        report("ndarray", &shape, peak, rates);
-    }
+    let train_rate = |parts| match train {
+        true => train_throughput::<Autodiff<B>>(shape, parts),
+        false => skipped,
+    };
+    let (one_pass, two_parts) = (train_rate(1), train_rate(2));
+    let generation = match generate {
+        true => generation_throughput::<B>(shape),
+        false => skipped,
+    };
+    (one_pass, two_parts, generation)
 }
 
 fn report(name: &str, shape: &Shape, peak: f64, (train, parts, generate): (Rate, Rate, Rate)) {
