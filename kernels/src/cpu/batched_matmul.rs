@@ -12,8 +12,7 @@
 
 use rayon::prelude::*;
 
-use super::linear::{product, FEW_ROWS, FEW_ROWS_PARALLEL_MIN};
-use super::simd::has_avx512;
+use super::linear::{few_rows_kernels_run, product, splits_over_threads, FEW_ROWS};
 
 /// A strided f32 view: the storage, the first element's offset, shape and strides.
 pub struct View<'a> {
@@ -39,12 +38,13 @@ impl View<'_> {
     }
 }
 
-/// `lhs · rhs` (row-major `[…, m, n]`) when the few-rows kernels apply: AVX-512, equal
-/// leading axes (no broadcasting), m ≤ 64, `lhs` with unit stride along its last axis and
-/// `rhs` along either of its last two, no negative stride. `None` otherwise.
+/// `lhs · rhs` (row-major `[…, m, n]`) when the few-rows kernels apply: they run on this
+/// CPU ([`few_rows_kernels_run`]), equal leading axes (no broadcasting), m ≤ 64, `lhs` with
+/// unit stride along its last axis and `rhs` along either of its last two, no negative
+/// stride. `None` otherwise.
 pub fn few_rows_matmul(lhs: &View<'_>, rhs: &View<'_>) -> Option<Vec<f32>> {
     let rank = lhs.shape.len();
-    let applies = has_avx512()
+    let applies = few_rows_kernels_run()
         && rank >= 2
         && rhs.shape.len() == rank
         && lhs.shape[..rank - 2] == rhs.shape[..rank - 2]
@@ -76,7 +76,7 @@ pub fn few_rows_matmul(lhs: &View<'_>, rhs: &View<'_>) -> Option<Vec<f32>> {
         unsafe { product(dst.as_mut_ptr(), (m, k, n), a, b, false) };
     };
     // The batch splits over threads only when it is as large as a product that would.
-    if a_offsets.len() * m * k * n >= FEW_ROWS_PARALLEL_MIN {
+    if splits_over_threads(a_offsets.len() * m * k * n) {
         out.par_chunks_mut(m * n)
             .zip(a_offsets.par_iter().zip(&b_offsets))
             .for_each(one);
@@ -97,7 +97,7 @@ mod tests {
     /// v); against the products computed by hand from the indexing rule, in f64.
     #[test]
     fn strided_batches_match_the_indexing_rule() {
-        if !has_avx512() {
+        if !few_rows_kernels_run() {
             return;
         }
         let (b, h, m, k, n) = (2, 3, 5, 7, 19);

@@ -96,8 +96,7 @@ pub(super) unsafe fn broadcast_form(
             ];
             let mut from = unsafe { w.ptr.add(col) };
             let panel = if pack {
-                // Columns past `width` are zeros (masked loads), so the tile reads them
-                // unmasked.
+                // Columns past `width` are stored as zeros (masked loads).
                 for row in panel[..inner * BROADCAST_COLS].chunks_exact_mut(BROADCAST_COLS) {
                     // W's rows are far apart, beyond what the hardware prefetchers follow.
                     let ahead = from.wrapping_add(PACK_PREFETCH * w.stride) as *const i8;

@@ -25,11 +25,24 @@
 use super::buffer;
 
 /// Products with at least this many multiply-adds (m·n·k) split over rayon's threads,
-/// burn-flex's own threshold (192³). A lower one (2²⁰) split a decode step's MLP
-/// projections (32 rows · 128 · 512) and cost a third of two-thread generation speed in
-/// `bench/model_throughput.rs`; training's products (1,024 tokens · 128 · 128 and up) are
-/// above it either way.
+/// burn-flex's own threshold (192³), in gemm and in the few-rows kernels alike. A lower one
+/// (2²⁰) split the Tiny model's decode-step projections (32 rows · 128 · 512 and less) and
+/// cost a third of its two-thread generation speed in `bench/model_throughput.rs`, with
+/// gemm and again with the few-rows kernels; a dim-512 model's (32 · 512 · 512 and up) and
+/// training's products (1,024 tokens · 128 · 128 and up) are above it.
 const PARALLEL_MIN: usize = 192 * 192 * 192;
+
+/// Whether a product (or a batch of products) of `macs` multiply-adds splits over rayon's
+/// threads.
+pub(super) fn splits_over_threads(macs: usize) -> bool {
+    rayon::current_num_threads() > 1 && macs >= PARALLEL_MIN
+}
+
+/// Whether the few-rows kernels run on this CPU (AVX-512, unless `ROLL_FLOW_KERNELS_ISA`
+/// caps the instruction set, so the capped test runs take the fallback paths).
+pub(super) fn few_rows_kernels_run() -> bool {
+    matches!(super::simd::Isa::detect(), super::simd::Isa::Avx512)
+}
 
 /// (n, k, m): rows, input features, output features.
 pub type LinearDims = (usize, usize, usize);
@@ -95,9 +108,7 @@ unsafe fn gemm_product(
     b: Operand<'_>,
     accumulate: bool,
 ) {
-    let parallelism = if rayon::current_num_threads() > 1
-        && rows.saturating_mul(inner).saturating_mul(cols) >= PARALLEL_MIN
-    {
+    let parallelism = if splits_over_threads(rows.saturating_mul(inner).saturating_mul(cols)) {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
@@ -132,12 +143,6 @@ unsafe fn gemm_product(
 /// kernels of `few_rows_avx512`, which read the weight in place, instead of gemm.
 pub(super) const FEW_ROWS: usize = 64;
 
-/// Few-row products with at least this many multiply-adds split their columns over
-/// rayon's threads: gemm's threshold, [`PARALLEL_MIN`]. With 2²⁰ the Tiny model's decode
-/// steps (32 rows · 128 · 512 and less) split too, and its generation on two threads ran
-/// 20-40% slower than one thread's; a dim-512 model's (32 · 512 · 512 and up) split.
-pub(super) const FEW_ROWS_PARALLEL_MIN: usize = PARALLEL_MIN;
-
 /// [`product`] through the few-rows kernels when they apply (AVX-512, at most [`FEW_ROWS`]
 /// rows, a row-major `a`, `b` row-major or transposed); false when they do not.
 ///
@@ -153,13 +158,13 @@ unsafe fn few_rows_product(
 ) -> bool {
     use super::few_rows_avx512::{broadcast_form, transposed_form, Rows};
     use super::few_rows_avx512::{BROADCAST_COLS, TRANSPOSED_COLS};
-    use super::simd::Isa;
-    let dot = match (b.1, b.2) {
+    // b row-major (unit column stride), or transposed (unit row stride).
+    let transposed = match (b.1, b.2) {
         (_, 1) => false,
         (1, _) => true,
         _ => return false,
     };
-    let usable = matches!(Isa::detect(), Isa::Avx512) && a.2 == 1 && rows <= FEW_ROWS;
+    let usable = few_rows_kernels_run() && a.2 == 1 && rows <= FEW_ROWS;
     if !usable || rows == 0 || inner == 0 || cols == 0 {
         return false;
     }
@@ -169,16 +174,17 @@ unsafe fn few_rows_product(
     };
     let w = Rows {
         ptr: b.0.as_ptr(),
-        stride: if dot { b.2 } else { b.1 } as usize,
+        stride: if transposed { b.2 } else { b.1 } as usize,
     };
-    let tile = if dot { TRANSPOSED_COLS } else { BROADCAST_COLS };
+    let tile = if transposed {
+        TRANSPOSED_COLS
+    } else {
+        BROADCAST_COLS
+    };
     // Four parts per thread, so that tile counts that do not divide evenly (512 columns
     // are 10.7 tiles of 48) leave no thread idle for long.
-    let parts = if rows * inner * cols >= FEW_ROWS_PARALLEL_MIN {
-        match rayon::current_num_threads() {
-            1 => 1,
-            threads => (4 * threads).min(cols.div_ceil(tile)),
-        }
+    let parts = if splits_over_threads(rows * inner * cols) {
+        (4 * rayon::current_num_threads()).min(cols.div_ceil(tile))
     } else {
         1
     };
@@ -191,7 +197,7 @@ unsafe fn few_rows_product(
         // SAFETY: AVX-512F was detected; the operands hold what the caller guarantees, and
         // parts write disjoint column ranges of dst.
         unsafe {
-            if dot {
+            if transposed {
                 transposed_form(dst, cols, (rows, inner), range, x, w, accumulate);
             } else {
                 broadcast_form(dst, cols, (rows, inner), range, x, w, accumulate);
