@@ -39,9 +39,9 @@ impl View<'_> {
 }
 
 /// `lhs · rhs` (row-major `[…, m, n]`) when the few-rows kernels apply: they run on this
-/// CPU ([`few_rows_kernels_run`]), equal leading axes (no broadcasting), m ≤ 64, `lhs` with
-/// unit stride along its last axis and `rhs` along either of its last two, no negative
-/// stride. `None` otherwise.
+/// CPU (AVX-512, unless `ROLL_FLOW_KERNELS_ISA` caps it), equal leading axes (no
+/// broadcasting), m ≤ 64, `lhs` with unit stride along its last axis and `rhs` along either
+/// of its last two, no negative stride. `None` otherwise.
 pub fn few_rows_matmul(lhs: &View<'_>, rhs: &View<'_>) -> Option<Vec<f32>> {
     let rank = lhs.shape.len();
     let applies = few_rows_kernels_run()
