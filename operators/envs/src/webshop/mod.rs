@@ -8,7 +8,8 @@
 //! - [`product`]: a product and a goal; [`catalog`]: the catalog shared by all envs of
 //!   one source;
 //!   [`generator`] (with [`vocabulary`]): a seeded generated catalog and its instructions;
-//!   [`loader`]: WebShop's own JSON files; [`search`]: the tantivy BM25 index.
+//!   [`loader`]: WebShop's own JSON files; [`search`]: the tantivy BM25 index, searched
+//!   by [`max_score`], with [`recent`] answers kept.
 //! - [`scripted`]: the scripted expert and the random policy the tests and bench play.
 
 pub mod catalog;
@@ -16,8 +17,10 @@ pub mod config;
 pub mod env;
 pub mod generator;
 pub mod loader;
+pub mod max_score;
 pub mod pages;
 pub mod product;
+pub mod recent;
 pub mod reward;
 pub mod scripted;
 pub mod search;
