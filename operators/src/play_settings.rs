@@ -52,6 +52,9 @@ pub struct PlaySettings {
     /// its decoding does not queue behind training's long jobs on the global pool (as it
     /// did: a play took 3 times as long beside training); `None`, the global pool.
     pub compute: Option<Arc<rayon::ThreadPool>>,
+    /// Groups per env tag started beyond those the step keeps (`Rollout`'s
+    /// `partial: (extra_groups: N)`, [`crate::rollout::early_cut`]); 0: off.
+    pub extra_groups: usize,
 }
 
 /// Env threads per core when `env_threads` is left out: an env's step is short next to
@@ -115,6 +118,7 @@ pub fn untrained_eval_settings(
         inference_loops: 1,
         env_threads: None,
         compute: None,
+        extra_groups: 0,
     };
     eval_settings(settings, temperature, max_new_tokens, record)
 }
@@ -135,6 +139,8 @@ fn eval_settings(
     };
     settings.max_new_tokens = max_new_tokens;
     settings.record = record;
+    // Eval plays every group it is given.
+    settings.extra_groups = 0;
     settings
 }
 

@@ -13,6 +13,9 @@
 //!   replays group 0).
 //! - Sharding: worker `w` of `workers` runs the groups whose global id ≡ w (mod workers),
 //!   i.e. groups w, w + workers, … — every group stays whole on one worker.
+//! - Extra groups (partial rollouts, [`EnvManager::slots_with_extra`]): `extra` groups per
+//!   tag more, `group_in_tag` from `groups` on, seeded as any group, their global ids after
+//!   every tag's own (`total_groups() + tag's place · extra + k`).
 
 use roll_flow_engine::stable_hash::{fnv1a, FNV_OFFSET};
 use roll_flow_engine::EnvSet;
@@ -165,6 +168,11 @@ impl EnvManager {
         self.set(tag)?.set.env.build()
     }
 
+    /// The groups of `tag` (a step's own, without extra groups).
+    pub fn groups(&self, tag: &str) -> Result<usize, EnvError> {
+        Ok(self.set(tag)?.set.groups)
+    }
+
     /// The group size of `tag`.
     pub fn group_size(&self, tag: &str) -> Result<usize, EnvError> {
         Ok(self.set(tag)?.set.group_size)
@@ -186,8 +194,26 @@ impl EnvManager {
     }
 
     fn push_slots(&self, managed: &ManagedSet, step: u64, shard: Shard, out: &mut Vec<EnvSlot>) {
-        for group_in_tag in 0..managed.set.groups {
-            let group_id = managed.first_group + group_in_tag;
+        self.push_groups(managed, step, shard, 0..managed.set.groups, out);
+    }
+
+    /// The slots of `tag`'s groups `groups_in_tag` (those at or after `groups` are extra).
+    fn push_groups(
+        &self,
+        managed: &ManagedSet,
+        step: u64,
+        shard: Shard,
+        groups_in_tag: std::ops::Range<usize>,
+        out: &mut Vec<EnvSlot>,
+    ) {
+        let own = managed.set.groups;
+        let extra = groups_in_tag.end.saturating_sub(own);
+        let place = self.sets.iter().position(|s| s.tag == managed.tag);
+        for group_in_tag in groups_in_tag {
+            let group_id = match group_in_tag.checked_sub(own) {
+                None => managed.first_group + group_in_tag,
+                Some(k) => self.total_groups() + place.unwrap_or(0) * extra + k,
+            };
             if !shard.owns(group_id) {
                 continue;
             }
@@ -207,6 +233,13 @@ impl EnvManager {
     /// group): the index it has in a one-worker run's list, so that what is drawn per
     /// slot (its sampling seed) does not depend on the worker count.
     pub fn slot_position(&self, slot: &EnvSlot) -> usize {
+        let total = self.total_groups();
+        if slot.group_id >= total {
+            // An extra group: after every own slot, spaced by the largest group.
+            let widest = self.sets.iter().map(|s| s.set.group_size).max();
+            let widest = widest.unwrap_or(1);
+            return self.total_envs() + (slot.group_id - total) * widest + slot.index_in_group;
+        }
         let mut before = 0;
         for managed in &self.sets {
             let (groups, size) = (managed.set.groups, managed.set.group_size);
@@ -231,9 +264,28 @@ impl EnvManager {
 
     /// This worker's env slots of one tag for `step`.
     pub fn slots_for(&self, tag: &str, step: u64, shard: Shard) -> Result<Vec<EnvSlot>, EnvError> {
+        self.slots_with_extra(tag, step, shard, 0)
+    }
+
+    /// This worker's env slots of one tag for `step`, with `extra` groups more (partial
+    /// rollouts: see the module doc).
+    pub fn slots_with_extra(
+        &self,
+        tag: &str,
+        step: u64,
+        shard: Shard,
+        extra: usize,
+    ) -> Result<Vec<EnvSlot>, EnvError> {
         check_shard(shard)?;
+        let managed = self.set(tag)?;
         let mut out = Vec::new();
-        self.push_slots(self.set(tag)?, step, shard, &mut out);
+        self.push_groups(
+            managed,
+            step,
+            shard,
+            0..managed.set.groups + extra,
+            &mut out,
+        );
         Ok(out)
     }
 }

@@ -94,6 +94,22 @@ pub struct RolloutSpec {
     /// seed and N give the same run. See `crate::rollout::ahead`.
     #[serde(default)]
     pub staleness: u64,
+    /// Partial rollouts (default off): `partial: (extra_groups: N)` starts N groups per env
+    /// set more than the step trains on and keeps each set's first groups to finish,
+    /// cutting the others off (ROLL's agentic scheduler takes the first trajectories to
+    /// finish; AReaL interrupts generation), so a long episode no longer holds up the step.
+    /// Not reproducible: which groups finish first depends on timing. The step reports
+    /// `cut_episodes`. See `crate::rollout::early_cut`.
+    #[serde(default)]
+    pub partial: Option<PartialRollout>,
+}
+
+/// `Rollout(partial: (..))`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartialRollout {
+    /// Groups per env set started beyond those the step trains on (at least 1).
+    pub extra_groups: usize,
 }
 
 fn trajectory() -> SampleMode {
@@ -151,6 +167,7 @@ impl RolloutSpec {
             inference_loops: self.inference_loops,
             env_threads: self.env_threads,
             compute: None,
+            extra_groups: self.partial.as_ref().map_or(0, |p| p.extra_groups),
         }
     }
 }
@@ -204,6 +221,9 @@ impl NodeKind for RolloutSpec {
         at_least_one("inference_loops", self.inference_loops as u64)?;
         if let Some(threads) = self.env_threads {
             at_least_one("env_threads", threads as u64)?;
+        }
+        if let Some(partial) = &self.partial {
+            at_least_one("partial.extra_groups", partial.extra_groups as u64)?;
         }
         self.prompt.check_instruction(self.instruction)?;
         if self.sequence_length <= self.max_new_tokens {
@@ -363,6 +383,7 @@ impl<B: RunBackend> RolloutNode<B> {
         batch: Result<Batch, BatchError>,
         seconds: f64,
     ) -> Result<Batch, OperatorError> {
+        let cut_episodes = played.cut_episodes;
         let (episodes, stats, faults) = (played.episodes, played.inference, played.faults);
         let batch = batch?;
         if batch.num_samples() == 0 {
@@ -375,11 +396,12 @@ impl<B: RunBackend> RolloutNode<B> {
             stats.requests as f64,
             stats.prompt_tokens as f64,
             stats.reused_prompt_tokens as f64,
+            cut_episodes as f64,
         ];
         counts.extend(faults.counts());
         let step = gathered::gather(&self.collective, batch, summaries, counts, seconds)
             .map_err(OperatorError)?;
-        let faults = faults.with_totals(&step.counts[4..]);
+        let faults = faults.with_totals(&step.counts[5..]);
         faults.report(ctx.step, &mut ctx.metrics);
         if step.episodes.is_empty() && faults.env_errors > 0 {
             let first = (faults.first.as_deref()).unwrap_or("in another worker's shard");
@@ -389,9 +411,12 @@ impl<B: RunBackend> RolloutNode<B> {
             )));
         }
         stats::summary_metrics(&step.episodes, &mut ctx.metrics, "");
-        let [generated, requests, prompt, reused, ..] = step.counts[..] else {
-            unreachable!("six counts were gathered")
+        let [generated, requests, prompt, reused, cut, ..] = step.counts[..] else {
+            unreachable!("seven counts were gathered")
         };
+        if self.player.settings().extra_groups > 0 {
+            ctx.metrics.insert("cut_episodes".into(), cut);
+        }
         let metrics = [
             ("gen_tokens_per_s", generated / step.seconds.max(1e-9)),
             // The playing alone (an asynchronous rollout's `seconds` is the step's wait).

@@ -167,8 +167,8 @@ fn play_step<B: RunBackend>(
         worker: setup.worker,
         workers: setup.workers,
     };
-    let slots = step_slots(&setup.manager, &setup.tags, step, shard)?;
-    let (episodes, inference, faults) = play_episodes(
+    let slots = step_slots(&setup.manager, &setup.tags, step, shard, &setup.settings)?;
+    let played = play_episodes(
         &*starting.model,
         &setup.tokenizer,
         &setup.settings,
@@ -179,14 +179,20 @@ fn play_step<B: RunBackend>(
     )?;
     let group_size = |tag: &str| setup.manager.group_size(tag).unwrap_or(1);
     let version = starting.version;
-    let mut batch = samples::batch(&setup.settings.samples, &episodes, group_size, version)
-        .map_err(|e| e.to_string())?;
+    let mut batch = samples::batch(
+        &setup.settings.samples,
+        &played.episodes,
+        group_size,
+        version,
+    )
+    .map_err(|e| e.to_string())?;
     let lag = vec![step - played_with; batch.num_samples()];
     batch.set(&POLICY_LAG, lag).map_err(|e| e.to_string())?;
     let played = Played {
-        episodes,
-        inference,
-        faults,
+        episodes: played.episodes,
+        inference: played.inference,
+        faults: played.faults,
+        cut_episodes: played.cut_episodes,
         version,
     };
     Ok((played, batch))

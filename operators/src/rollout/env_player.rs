@@ -140,7 +140,7 @@ impl<B: RunBackend> EnvPlayer<B> {
             worker: ctx.worker,
             workers: ctx.workers,
         };
-        let slots = step_slots(&self.manager, &self.tags, ctx.step, shard)?;
+        let slots = step_slots(&self.manager, &self.tags, ctx.step, shard, &self.settings)?;
         self.play_slots(slots, ctx.seed)
     }
 
@@ -155,7 +155,7 @@ impl<B: RunBackend> EnvPlayer<B> {
     /// Plays the given slots with sampling seed `seed`.
     pub fn play_slots(&self, slots: Vec<EnvSlot>, seed: u64) -> Result<Played, String> {
         let policy = self.policy.borrow();
-        let (episodes, inference, faults) = play_episodes(
+        let played = play_episodes(
             policy.inference(),
             &policy.tokenizer,
             &self.settings,
@@ -165,9 +165,10 @@ impl<B: RunBackend> EnvPlayer<B> {
             seed,
         )?;
         Ok(Played {
-            episodes,
-            inference,
-            faults,
+            episodes: played.episodes,
+            inference: played.inference,
+            faults: played.faults,
+            cut_episodes: played.cut_episodes,
             version: policy.version,
         })
     }
@@ -179,6 +180,8 @@ pub struct Played {
     pub episodes: Vec<Episode>,
     pub inference: InferenceStats,
     pub faults: EnvFaults,
+    /// Episodes a partial rollout started and did not keep ([`super::early_cut`]).
+    pub cut_episodes: usize,
     /// The policy version that played.
     pub version: u64,
 }
@@ -199,18 +202,20 @@ pub fn env_manager<B: RunBackend>(
     EnvManager::new(entries, runtime.run.seed).map_err(|e| e.to_string())
 }
 
-/// This worker's slots of every tag at `step`.
+/// This worker's slots of every tag at `step`, with the extra groups a partial rollout
+/// starts (`settings.extra_groups`).
 pub fn step_slots(
     manager: &EnvManager,
     tags: &[String],
     step: u64,
     shard: Shard,
+    settings: &PlaySettings,
 ) -> Result<Vec<EnvSlot>, String> {
     let mut slots = Vec::new();
     for tag in tags {
         slots.extend(
             manager
-                .slots_for(tag, step, shard)
+                .slots_with_extra(tag, step, shard, settings.extra_groups)
                 .map_err(|e| e.to_string())?,
         );
     }

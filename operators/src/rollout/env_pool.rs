@@ -14,6 +14,7 @@ use std::sync::{Mutex, PoisonError};
 use crossbeam_channel::{Receiver, Sender};
 use roll_flow_model::generate::GenerationOutput;
 
+use super::early_cut::EarlyCut;
 use super::episode::{EnvMessage, EpisodeJob, EpisodeOutcome, INFERENCE_STOPPED};
 use super::episode_run::{EpisodeRun, Stop};
 
@@ -37,12 +38,18 @@ pub(super) struct EnvPool<'a> {
     /// Each env's inference loop (the loop's requests channel).
     loop_of: Vec<usize>,
     calls: Vec<Sender<EnvMessage>>,
+    /// A partial rollout's cut, which drops the envs of a tag that has its groups.
+    cut: Option<&'a EarlyCut>,
 }
 
 impl<'a> EnvPool<'a> {
-    /// `jobs` with the inference loop of each (an index into `calls`); a job's `index` is
-    /// its index within its loop.
-    pub(super) fn new(jobs: Vec<(usize, EpisodeJob<'a>)>, calls: Vec<Sender<EnvMessage>>) -> Self {
+    /// `jobs` (in slot order) with the inference loop of each (an index into `calls`); a
+    /// job's `index` is its index within its loop.
+    pub(super) fn new(
+        jobs: Vec<(usize, EpisodeJob<'a>)>,
+        calls: Vec<Sender<EnvMessage>>,
+        cut: Option<&'a EarlyCut>,
+    ) -> Self {
         let (loop_of, slots) = jobs
             .into_iter()
             .map(|(l, job)| (l, Mutex::new(Slot::Ready(job))))
@@ -51,6 +58,7 @@ impl<'a> EnvPool<'a> {
             slots,
             loop_of,
             calls,
+            cut,
         }
     }
 
@@ -70,12 +78,25 @@ impl<'a> EnvPool<'a> {
                 Slot::Asked(run) => run.index(),
                 _ => unreachable!("a task for an env that asked for nothing"),
             };
+            if self.cut.is_some_and(|cut| cut.is_cut(env)) {
+                *slot = Slot::Done(Ok(EpisodeOutcome::Cut));
+                drop(slot);
+                let _ = self.calls[self.loop_of[env]].send(EnvMessage {
+                    env: local,
+                    request: None,
+                    continues_chat: false,
+                });
+                continue;
+            }
             let (next, message) =
                 std::panic::catch_unwind(AssertUnwindSafe(|| advance(state, reply)))
                     .unwrap_or_else(|payload| {
                         (Slot::Done(Err(panicked("an env loop", payload))), None)
                     });
             let continues_chat = matches!(&next, Slot::Asked(run) if run.continues_chat());
+            if let (Slot::Done(_), Some(cut)) = (&next, self.cut) {
+                cut.env_finished(env);
+            }
             *slot = next;
             drop(slot);
             // A loop that stopped has its own error, which the step reports.

@@ -120,4 +120,7 @@ pub enum EpisodeOutcome {
         slot: EnvSlot,
         reason: String,
     },
+    /// A partial rollout cut the episode off: its tag had its groups
+    /// ([`super::early_cut`]).
+    Cut,
 }

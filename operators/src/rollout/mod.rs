@@ -6,7 +6,8 @@
 //! - [`env_pool`]: the bounded pool of threads that plays every env (`env_threads`).
 //! - [`inference`]: the inference loop that serves the envs with continuous batching (one
 //!   loop per group of envs, `inference_loops`).
-//! - [`play`]: many episodes at once; [`faults`]: groups an env server's fault lost.
+//! - [`play`]: many episodes at once; [`faults`]: groups an env server's fault lost;
+//!   [`early_cut`]: a partial rollout's first groups to finish.
 //! - [`env_player`]: the env sets and policy a node plays ([`env_player::EnvPlayer`]);
 //!   [`ahead`]: the same, played up to N steps ahead on its own thread (asynchronous
 //!   training).
@@ -15,6 +16,7 @@
 //!   metrics; [`episode_text`]: an episode as readable text.
 
 pub mod ahead;
+pub mod early_cut;
 pub mod env_player;
 pub mod env_pool;
 pub mod episode;

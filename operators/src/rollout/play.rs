@@ -2,13 +2,14 @@
 //! ([`super::env_pool`]), served by one or more continuous-batching inference loops
 //! ([`super::inference`]), with no barrier between envs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use roll_flow_envs::manager::{EnvManager, EnvSlot};
 use roll_flow_model::generate::AnswerChoices;
 use roll_flow_model::{Qwen2CausalLm, TextTokenizer};
 
+use super::early_cut::EarlyCut;
 use super::env_pool::{panicked, EnvPool, EnvTask};
 use super::episode::{Episode, EpisodeJob, EpisodeOutcome, INFERENCE_STOPPED};
 use super::faults::{drop_lost_groups, EnvFaults};
@@ -16,8 +17,20 @@ use super::inference::{self, InferenceStats};
 use crate::play_settings::PlaySettings;
 use crate::runtime::backend::RunBackend;
 
+/// What [`play_episodes`] gives.
+pub struct PlayedSlots {
+    /// The episodes, in slot order, less the groups an env fault lost and those a partial
+    /// rollout did not keep.
+    pub episodes: Vec<Episode>,
+    pub inference: InferenceStats,
+    pub faults: EnvFaults,
+    /// Episodes of the groups a partial rollout did not keep (cut off or finished late).
+    pub cut_episodes: usize,
+}
+
 /// Plays one episode per slot, all at once; episodes come back in slot order, less the
-/// groups an env fault lost ([`super::faults`]).
+/// groups an env fault lost ([`super::faults`]). With `settings.extra_groups`, each tag
+/// keeps only its first groups to finish ([`super::early_cut`]).
 pub fn play_episodes<B: RunBackend>(
     model: &Qwen2CausalLm<B>,
     tokenizer: &TextTokenizer,
@@ -26,7 +39,9 @@ pub fn play_episodes<B: RunBackend>(
     slots: Vec<EnvSlot>,
     guides: &BTreeMap<String, Arc<AnswerChoices>>,
     seed: u64,
-) -> Result<(Vec<Episode>, InferenceStats, EnvFaults), String> {
+) -> Result<PlayedSlots, String> {
+    let cut =
+        (settings.extra_groups > 0).then(|| EarlyCut::new(&slots, &own_groups(manager, &slots)));
     let mut jobs = Vec::with_capacity(slots.len());
     for (index, slot) in slots.into_iter().enumerate() {
         let position = manager.slot_position(&slot);
@@ -62,6 +77,7 @@ pub fn play_episodes<B: RunBackend>(
             })
             .collect(),
         calls,
+        cut.as_ref(),
     );
     let threads = settings.env_threads().clamp(1, pool.len().max(1));
     let (tasks, task_queue) = crossbeam_channel::unbounded::<EnvTask>();
@@ -111,8 +127,36 @@ pub fn play_episodes<B: RunBackend>(
     for (group, served) in outcomes.into_iter().zip(served) {
         played.extend(group_result(group, served, &mut stats)?);
     }
+    let before = played.len();
+    if let Some(cut) = &cut {
+        let kept: HashSet<usize> = cut.kept().into_iter().collect();
+        played.retain(|outcome| match outcome {
+            EpisodeOutcome::Played(e) => kept.contains(&e.slot.group_id),
+            EpisodeOutcome::Lost { slot, .. } => kept.contains(&slot.group_id),
+            EpisodeOutcome::Cut => false,
+        });
+    }
+    let cut_episodes = before - played.len();
     let (episodes, faults) = drop_lost_groups(played);
-    Ok((episodes, stats, faults))
+    Ok(PlayedSlots {
+        episodes,
+        inference: stats,
+        faults,
+        cut_episodes,
+    })
+}
+
+/// The groups each tag of `slots` trains on: its own groups among them (not the extra).
+fn own_groups(manager: &EnvManager, slots: &[EnvSlot]) -> HashMap<String, usize> {
+    let mut own: HashMap<String, HashSet<usize>> = HashMap::new();
+    for slot in slots {
+        let groups = manager.groups(&slot.env_tag).unwrap_or(0);
+        let ids = own.entry(slot.env_tag.clone()).or_default();
+        if slot.group_in_tag < groups {
+            ids.insert(slot.group_id);
+        }
+    }
+    own.into_iter().map(|(tag, ids)| (tag, ids.len())).collect()
 }
 
 /// `items` in `n` contiguous groups of near-equal size (at most one per item), in order.

@@ -175,3 +175,40 @@ fn a_slot_position_is_its_index_in_the_one_worker_list() {
     let positions: Vec<usize> = shard.iter().map(|s| m.slot_position(s)).collect();
     assert_eq!(positions, vec![3, 4, 5, 9, 10, 11, 15, 17]);
 }
+
+#[test]
+fn extra_groups_come_after_every_own_group_with_seeds_and_places_of_their_own() {
+    let m = manager(); // train: 5 groups of 3 (ids 0-4); val: 4 groups of 1 (ids 5-8)
+    let own = m.slots_for("train", 2, Shard::ALL).unwrap();
+    let train = m.slots_with_extra("train", 2, Shard::ALL, 2).unwrap();
+    let val = m.slots_with_extra("val", 2, Shard::ALL, 2).unwrap();
+    assert_eq!(train[..15], own[..], "the own groups are unchanged");
+    // Extra ids follow all 9 own groups: train's 9 and 10, val's 11 and 12.
+    let ids = |slots: &[super::EnvSlot]| -> Vec<(usize, usize)> {
+        slots.iter().map(|s| (s.group_id, s.group_in_tag)).collect()
+    };
+    assert_eq!(
+        ids(&train[15..]),
+        [(9, 5), (9, 5), (9, 5), (10, 6), (10, 6), (10, 6)]
+    );
+    assert_eq!(ids(&val[4..]), [(11, 4), (12, 5)]);
+    // Seeded as any group: a new seed per training group, `seed + group` for validation.
+    let seeds: BTreeSet<u64> = train.iter().map(|s| s.seed).collect();
+    assert_eq!(seeds.len(), 7);
+    assert_eq!(val[4].seed, 1004);
+    // Places after the 19 own slots, spaced by the widest group (3): no two alike.
+    let places: Vec<usize> = train[15..]
+        .iter()
+        .chain(&val[4..])
+        .map(|s| m.slot_position(s))
+        .collect();
+    assert_eq!(places, [19, 20, 21, 22, 23, 24, 25, 28]);
+    // Sharded: worker 1 of 2 runs the odd ids, extra ones included.
+    let shard = Shard {
+        worker: 1,
+        workers: 2,
+    };
+    let odd = m.slots_with_extra("train", 2, shard, 2).unwrap();
+    let odd_ids: BTreeSet<usize> = odd.iter().map(|s| s.group_id).collect();
+    assert_eq!(odd_ids, BTreeSet::from([1, 3, 9]));
+}
