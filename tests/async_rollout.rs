@@ -88,7 +88,7 @@ fn validation_refuses_a_pi_old_the_lag_makes_wrong() {
     let cases = [
         (
             "old_logprob: Behaviour, loss: PpoClip(low: 0.2, high: 0.28)",
-            "its log-probs come from weights up to N steps old",
+            "their log-probs come from older weights",
         ),
         (
             "loss: PpoClip(low: 0.2, high: 0.28)",

@@ -55,6 +55,9 @@ pub struct PlaySettings {
     /// Groups per env tag started beyond those the step keeps (`Rollout`'s
     /// `partial: (extra_groups: N)`, [`crate::rollout::early_cut`]); 0: off.
     pub extra_groups: usize,
+    /// Whether a partial rollout's groups not kept continue in the next step (`partial:
+    /// (carry: true)`, the default) instead of being dropped.
+    pub carry_cut: bool,
 }
 
 /// Env threads per core when `env_threads` is left out: an env's step is short next to
@@ -119,6 +122,7 @@ pub fn untrained_eval_settings(
         env_threads: None,
         compute: None,
         extra_groups: 0,
+        carry_cut: false,
     };
     eval_settings(settings, temperature, max_new_tokens, record)
 }

@@ -132,7 +132,7 @@ pub fn watch_policy(
         .swap_remove(0);
     let fixed_seed = pipeline.envs.get(&tag).and_then(|set| set.seed);
     slot.seed = options.seed.or(fixed_seed).unwrap_or(0);
-    let played = player.play_slots(vec![slot], 0)?;
+    let played = player.play_slots(vec![slot], 0, Shard::ALL)?;
     let (mut episodes, version) = (played.episodes, played.version);
     let lost = played
         .faults

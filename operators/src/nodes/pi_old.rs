@@ -30,8 +30,9 @@ impl OldLogProb {
     }
 }
 
-/// Why samples of an asynchronous rollout (`policy_lag`) would be trained wrong, if
-/// they would: the rollout's weights are up to N steps old, so its log-probs are not
+/// Why samples of an asynchronous rollout or of a partial rollout that carries groups over
+/// (`policy_lag`) would be trained wrong, if they would: their weights are older than the
+/// step's, so their log-probs are not
 /// π_old of this step, and only the decoupled loss corrects for the gap (AReaL: π_old
 /// recomputed under this step's weights as the proximal policy, the behaviour
 /// importance weight capped).
@@ -41,19 +42,20 @@ pub fn stale_sample_refusal(loss: &PolicyLoss, old: OldLogProb) -> Option<Refusa
         (PolicyLoss::DecoupledPpo(_), OldLogProb::Behaviour) => {
             "`old_logprob: Behaviour` with `DecoupledPpo` takes the rollout's log-probs as \
              the proximal policy too, so the behaviour correction is always 1, but the \
-             rollout has `staleness` > 0 and its weights are older than this step's; add a \
-             LogProb node upstream and remove `old_logprob`"
+             rollout's samples are older than this step (`staleness` > 0, or a partial \
+             rollout's carried groups); add a LogProb node upstream and remove `old_logprob`"
         }
         (PolicyLoss::PpoClip(_), OldLogProb::Behaviour) => {
-            "the rollout has `staleness` > 0, so its log-probs come from weights up to N \
-             steps old and are not π_old of this step (`old_logprob: Behaviour` is right \
+            "the rollout's samples are older than this step (`staleness` > 0, or a partial \
+             rollout's carried groups), so their log-probs come from older weights and are \
+             not π_old of this step (`old_logprob: Behaviour` is right \
              only for synchronous rollouts); add a LogProb node upstream, remove \
              `old_logprob` and use `loss: DecoupledPpo()` (AReaL's decoupled PPO: π_old \
              recomputed as the proximal policy, the behaviour importance weight capped)"
         }
         (PolicyLoss::PpoClip(_), _) => {
-            "the rollout has `staleness` > 0, so its samples come from weights up to N \
-             steps old, and the plain PPO clip does not correct for that; use \
+            "the rollout's samples are older than this step (`staleness` > 0, or a partial \
+             rollout's carried groups), and the plain PPO clip does not correct for that; use \
              `loss: DecoupledPpo()` (AReaL's decoupled PPO: the behaviour importance \
              weight, capped) with π_old from a LogProb node upstream"
         }

@@ -98,8 +98,12 @@ pub struct RolloutSpec {
     /// set more than the step trains on and keeps each set's first groups to finish,
     /// cutting the others off (ROLL's agentic scheduler takes the first trajectories to
     /// finish; AReaL interrupts generation), so a long episode no longer holds up the step.
-    /// Not reproducible: which groups finish first depends on timing. The step reports
-    /// `cut_episodes`. See `crate::rollout::early_cut`.
+    /// With `carry: true` (the default) the groups not kept continue in the next step, each
+    /// turn keeping the policy version that wrote it, so the samples carry `policy_lag` and
+    /// validation asks for `LogProb` + `DecoupledPpo` as with `staleness`. Not
+    /// reproducible: which groups finish first depends on timing. The step reports
+    /// `cut_episodes`, `carried_episodes` and `resumed_groups`. See
+    /// `crate::rollout::early_cut`.
     #[serde(default)]
     pub partial: Option<PartialRollout>,
 }
@@ -110,6 +114,10 @@ pub struct RolloutSpec {
 pub struct PartialRollout {
     /// Groups per env set started beyond those the step trains on (at least 1).
     pub extra_groups: usize,
+    /// Whether the groups not kept continue in the next step (default true) or are
+    /// dropped (every sample then stays on-policy).
+    #[serde(default = "yes")]
+    pub carry: bool,
 }
 
 fn trajectory() -> SampleMode {
@@ -168,7 +176,15 @@ impl RolloutSpec {
             env_threads: self.env_threads,
             compute: None,
             extra_groups: self.partial.as_ref().map_or(0, |p| p.extra_groups),
+            carry_cut: self.carries(),
         }
+    }
+}
+
+impl RolloutSpec {
+    /// Whether a partial rollout continues the groups it did not keep.
+    fn carries(&self) -> bool {
+        self.partial.as_ref().is_some_and(|p| p.carry)
     }
 }
 
@@ -178,7 +194,8 @@ impl NodeKind for RolloutSpec {
         if matches!(self.samples, SampleMode::Step { .. }) {
             gives.extend(STEP_COLUMNS);
         }
-        if self.staleness > 0 {
+        // Samples older than the step: played ahead, or continued from an earlier step.
+        if self.staleness > 0 || self.carries() {
             gives.push(POLICY_LAG);
         }
         Contract {
@@ -369,7 +386,10 @@ impl<B: RunBackend> Operator for RolloutNode<B> {
         let manager = self.player.manager();
         let group_size = |tag: &str| manager.group_size(tag).unwrap_or(1);
         let mode = &self.player.settings().samples;
-        let batch = samples::batch(mode, &played.episodes, group_size, played.version);
+        let mut batch = samples::batch(mode, &played.episodes, group_size, played.version);
+        if let (Ok(batch), true) = (&mut batch, self.player.settings().carry_cut) {
+            samples::set_policy_lag(batch, 0, played.version).map_err(OperatorError::from)?;
+        }
         self.finish(ctx, played, batch, seconds)
     }
 }
@@ -383,7 +403,11 @@ impl<B: RunBackend> RolloutNode<B> {
         batch: Result<Batch, BatchError>,
         seconds: f64,
     ) -> Result<Batch, OperatorError> {
-        let cut_episodes = played.cut_episodes;
+        let partial = [
+            played.cut_episodes,
+            played.carried_episodes,
+            played.resumed_groups,
+        ];
         let (episodes, stats, faults) = (played.episodes, played.inference, played.faults);
         let batch = batch?;
         if batch.num_samples() == 0 {
@@ -396,12 +420,12 @@ impl<B: RunBackend> RolloutNode<B> {
             stats.requests as f64,
             stats.prompt_tokens as f64,
             stats.reused_prompt_tokens as f64,
-            cut_episodes as f64,
         ];
+        counts.extend(partial.map(|n| n as f64));
         counts.extend(faults.counts());
         let step = gathered::gather(&self.collective, batch, summaries, counts, seconds)
             .map_err(OperatorError)?;
-        let faults = faults.with_totals(&step.counts[5..]);
+        let faults = faults.with_totals(&step.counts[7..]);
         faults.report(ctx.step, &mut ctx.metrics);
         if step.episodes.is_empty() && faults.env_errors > 0 {
             let first = (faults.first.as_deref()).unwrap_or("in another worker's shard");
@@ -411,11 +435,19 @@ impl<B: RunBackend> RolloutNode<B> {
             )));
         }
         stats::summary_metrics(&step.episodes, &mut ctx.metrics, "");
-        let [generated, requests, prompt, reused, cut, ..] = step.counts[..] else {
-            unreachable!("seven counts were gathered")
+        let [generated, requests, prompt, reused, cut, carried, resumed, ..] = step.counts[..]
+        else {
+            unreachable!("nine counts were gathered")
         };
         if self.player.settings().extra_groups > 0 {
-            ctx.metrics.insert("cut_episodes".into(), cut);
+            let partial = [
+                ("cut_episodes", cut),
+                ("carried_episodes", carried),
+                ("resumed_groups", resumed),
+            ];
+            for (key, value) in partial {
+                ctx.metrics.insert(key.into(), value);
+            }
         }
         let metrics = [
             ("gen_tokens_per_s", generated / step.seconds.max(1e-9)),

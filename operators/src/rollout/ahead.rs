@@ -14,14 +14,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use roll_flow_engine::batch::column::POLICY_LAG;
 use roll_flow_engine::executor::step_seed;
 use roll_flow_engine::{trace, Batch};
 use roll_flow_envs::manager::{EnvManager, Shard};
 use roll_flow_model::TextTokenizer;
 
+use super::early_cut::CarriedGroup;
 use super::env_player::{step_slots, Played};
-use super::play::play_episodes;
+use super::play::{play_episodes, StepKeys};
 use super::samples;
 use crate::play_settings::PlaySettings;
 use crate::runtime::backend::RunBackend;
@@ -130,6 +130,8 @@ fn play_ahead<B: RunBackend>(
     send: Sender<AheadStep>,
 ) {
     let track = format!("{} (ahead)", setup.node);
+    // The groups a partial rollout's last step did not keep.
+    let mut carried = Vec::new();
     for step in setup.first..setup.steps {
         let played_with = step.saturating_sub(setup.staleness);
         let idle = Instant::now();
@@ -139,7 +141,7 @@ fn play_ahead<B: RunBackend>(
         let idle_seconds = idle.elapsed().as_secs_f64();
         trace::span(&track, "wait for weights", step, idle);
         let playing = Instant::now();
-        let result = play_step(&setup, step, played_with, &starting);
+        let result = play_step(&setup, step, played_with, &starting, &mut carried);
         trace::span(&track, "play", step, playing);
         let played = AheadStep {
             step,
@@ -155,30 +157,44 @@ fn play_ahead<B: RunBackend>(
     }
 }
 
-/// Plays step `step` with `starting`'s weights and builds its batch.
+/// Plays step `step` with `starting`'s weights (and the groups `carried` from the last
+/// step, replaced by this step's) and builds its batch.
 fn play_step<B: RunBackend>(
     setup: &AheadSetup,
     step: u64,
     played_with: u64,
     starting: &StepWeights<B>,
+    carried: &mut Vec<CarriedGroup>,
 ) -> Result<(Played, Batch), String> {
     let seed = step_seed(setup.pipeline_seed, &setup.node, step);
     let shard = Shard {
         worker: setup.worker,
         workers: setup.workers,
     };
-    let slots = step_slots(&setup.manager, &setup.tags, step, shard, &setup.settings)?;
+    let slots = step_slots(
+        &setup.manager,
+        &setup.tags,
+        step,
+        shard,
+        &setup.settings,
+        carried,
+    )?;
     let played = play_episodes(
         &*starting.model,
         &setup.tokenizer,
         &setup.settings,
         &setup.manager,
-        slots,
+        (slots, std::mem::take(carried)),
         &setup.guides,
-        seed,
+        StepKeys {
+            seed,
+            version: starting.version,
+            shard,
+        },
     )?;
     let group_size = |tag: &str| setup.manager.group_size(tag).unwrap_or(1);
     let version = starting.version;
+    let played = Played::new(played, version, carried);
     let mut batch = samples::batch(
         &setup.settings.samples,
         &played.episodes,
@@ -186,14 +202,6 @@ fn play_step<B: RunBackend>(
         version,
     )
     .map_err(|e| e.to_string())?;
-    let lag = vec![step - played_with; batch.num_samples()];
-    batch.set(&POLICY_LAG, lag).map_err(|e| e.to_string())?;
-    let played = Played {
-        episodes: played.episodes,
-        inference: played.inference,
-        faults: played.faults,
-        cut_episodes: played.cut_episodes,
-        version,
-    };
+    samples::set_policy_lag(&mut batch, step - played_with, version).map_err(|e| e.to_string())?;
     Ok((played, batch))
 }

@@ -6,15 +6,29 @@
 //! Once a tag has as many finished groups as it trains on, its unfinished envs are cut:
 //! each is dropped at its next task (its start, or the reply it waited for), and its
 //! inference loop is told it is done. A reply already being generated still finishes
-//! first (the continuous batcher has no cancel). Which groups finish first depends on
-//! timing, so a run with extra groups is not reproducible, and its batches lean to shorter
-//! episodes (those finish first); it is off by default. A cut episode is dropped, not
-//! continued into the next step.
+//! first (the continuous batcher has no cancel) and is played.
+//!
+//! With `carry` (the default) the groups a step did not keep continue in the next step
+//! ([`CarriedGroup`]), as AReaL's interrupted generations do: their finished episodes as
+//! they are, the others from where they stood, each turn keeping the policy version that
+//! wrote it (a sample is as old as its oldest turn, `policy_version`/`policy_lag`). They
+//! take the place of the next step's extra groups (it starts N less the carried ones, so
+//! a step never plays more than its own groups and N), take group ids after its own and
+//! extra ones, and compete with its groups to finish first. A group continues into one more step at most ([`MAX_CARRIES`]); then it
+//! is dropped. Without `carry`, groups not kept are dropped at once and every sample is
+//! on-policy.
+//!
+//! Which groups finish first depends on timing, so a run with extra groups is not
+//! reproducible, and its batches lean to shorter episodes (those finish first); it is off
+//! by default. A run resumed from a checkpoint starts without the carried groups.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
-use roll_flow_envs::manager::EnvSlot;
+use roll_flow_envs::manager::{EnvManager, EnvSlot, Shard};
+
+use super::episode::Episode;
+use super::episode_run::{EpisodeOutcome, Unfinished};
 
 /// Which groups of a step have finished, and whether each tag is cut.
 pub struct EarlyCut {
@@ -101,6 +115,121 @@ impl EarlyCut {
     }
 }
 
+/// Steps a group not kept may continue into.
+pub const MAX_CARRIES: u32 = 1;
+
+/// A group a partial rollout did not keep, to continue in the next step.
+pub struct CarriedGroup {
+    /// Steps it has been carried into so far, this one included.
+    pub times: u32,
+    pub members: Vec<Carried>,
+}
+
+/// A member of a carried group.
+pub enum Carried {
+    Unfinished(Unfinished),
+    Finished(Box<Episode>),
+}
+
+impl Carried {
+    pub fn slot(&self) -> &EnvSlot {
+        match self {
+            Carried::Unfinished(u) => u.slot(),
+            Carried::Finished(e) => &e.slot,
+        }
+    }
+}
+
+/// The carried groups of a step played by `version` on `shard`, in one list: each group
+/// takes a group id after the step's own and extra ones (`total_groups() + tags · extra`
+/// on, interleaved over workers so no two workers share one) and a `group_in_tag` after
+/// them, so it is never counted among the groups a tag trains on. Also the steps each
+/// group id has been carried.
+pub fn place_carried(
+    groups: Vec<CarriedGroup>,
+    manager: &EnvManager,
+    shard: Shard,
+    extra: usize,
+    version: u64,
+) -> (Vec<Carried>, HashMap<usize, u32>) {
+    let first = manager.total_groups() + manager.tags().count() * extra;
+    let (mut members, mut times) = (Vec::new(), HashMap::new());
+    for (c, group) in groups.into_iter().enumerate() {
+        let group_id = first + c * shard.workers + shard.worker;
+        times.insert(group_id, group.times);
+        for mut member in group.members {
+            let tag = member.slot().env_tag.clone();
+            let group_in_tag = manager.groups(&tag).unwrap_or(0) + extra + c;
+            match &mut member {
+                Carried::Unfinished(u) => u.continue_as(group_id, group_in_tag, version),
+                Carried::Finished(e) => {
+                    e.slot.group_id = group_id;
+                    e.slot.group_in_tag = group_in_tag;
+                }
+            }
+            members.push(member);
+        }
+    }
+    (members, times)
+}
+
+/// What a partial step did with the groups it did not keep.
+#[derive(Default)]
+pub struct NotKept {
+    /// Groups to continue in the next step.
+    pub carry: Vec<CarriedGroup>,
+    /// Episodes dropped (no carry, carried too often, or an env fault in the group).
+    pub dropped: usize,
+    /// Episodes carried to the next step.
+    pub carried: usize,
+    /// Groups kept this step that began in an earlier one.
+    pub resumed_groups: usize,
+}
+
+/// Splits a partial step's outcomes into those of the `kept` groups (returned, in order)
+/// and the rest, carried (with `carry`, `times` saying how often each group was) or dropped.
+pub fn split_outcomes(
+    outcomes: Vec<EpisodeOutcome>,
+    kept: &[usize],
+    times: &HashMap<usize, u32>,
+    carry: bool,
+) -> (Vec<EpisodeOutcome>, NotKept) {
+    let kept: HashSet<usize> = kept.iter().copied().collect();
+    let mut not_kept = NotKept {
+        resumed_groups: times.keys().filter(|g| kept.contains(g)).count(),
+        ..NotKept::default()
+    };
+    let mut keep = Vec::new();
+    let mut rest: BTreeMap<usize, (usize, Vec<Carried>)> = BTreeMap::new();
+    for outcome in outcomes {
+        let group = match &outcome {
+            EpisodeOutcome::Played(e) => e.slot.group_id,
+            EpisodeOutcome::Lost { slot, .. } => slot.group_id,
+            EpisodeOutcome::Unfinished(u) => u.slot().group_id,
+        };
+        if kept.contains(&group) {
+            keep.push(outcome);
+            continue;
+        }
+        let (lost, members) = rest.entry(group).or_default();
+        match outcome {
+            EpisodeOutcome::Played(e) => members.push(Carried::Finished(e)),
+            EpisodeOutcome::Unfinished(u) => members.push(Carried::Unfinished(u)),
+            EpisodeOutcome::Lost { .. } => *lost += 1,
+        }
+    }
+    for (group, (lost, members)) in rest {
+        let times = times.get(&group).copied().unwrap_or(0) + 1;
+        if carry && lost == 0 && times <= MAX_CARRIES {
+            not_kept.carried += members.len();
+            not_kept.carry.push(CarriedGroup { times, members });
+        } else {
+            not_kept.dropped += members.len() + lost;
+        }
+    }
+    (keep, not_kept)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +275,39 @@ mod tests {
         // A group finishing after the cut is not kept: the first to finish are.
         cut.env_finished(1);
         assert_eq!(cut.kept(), [2, 1, 6]);
+    }
+
+    #[test]
+    fn groups_not_kept_are_carried_once_unless_a_fault_lost_one_of_their_episodes() {
+        let played =
+            |g| EpisodeOutcome::Played(Box::new(Episode::start(slot("a", g, 0), "".into())));
+        let lost = |g| EpisodeOutcome::Lost {
+            slot: slot("a", g, 1),
+            reason: "server gone".into(),
+        };
+        // Kept: 0 and 1. Not kept: 2 (fresh), 3 (carried once already), 4 (a lost episode).
+        let outcomes = vec![
+            played(0),
+            played(1),
+            played(2),
+            played(3),
+            played(4),
+            lost(4),
+        ];
+        let times = HashMap::from([(1, 1), (3, 1)]);
+        let (kept, not_kept) = split_outcomes(outcomes, &[0, 1], &times, true);
+        assert_eq!(kept.len(), 2);
+        assert_eq!(
+            not_kept.resumed_groups, 1,
+            "group 1 began in an earlier step"
+        );
+        assert_eq!(not_kept.carry.len(), 1);
+        assert_eq!(not_kept.carry[0].times, 1);
+        assert_eq!(not_kept.carry[0].members[0].slot().group_id, 2);
+        assert_eq!((not_kept.carried, not_kept.dropped), (1, 3));
+        // Without carry every group not kept is dropped.
+        let outcomes = vec![played(0), played(2)];
+        let (_, not_kept) = split_outcomes(outcomes, &[0], &HashMap::new(), false);
+        assert_eq!((not_kept.carry.len(), not_kept.dropped), (0, 1));
     }
 }

@@ -10,10 +10,11 @@ use roll_flow_envs::manager::{EnvManager, EnvSlot, Shard};
 use roll_flow_model::generate::AnswerChoices;
 use roll_flow_model::TextTokenizer;
 
+use super::early_cut::CarriedGroup;
 use super::episode::Episode;
 use super::faults::EnvFaults;
 use super::inference::InferenceStats;
-use super::play::play_episodes;
+use super::play::{play_episodes, PlayedSlots, StepKeys};
 use super::stats::EpisodeSummary;
 use crate::play_settings::{Guide, PlaySettings};
 use crate::runtime::backend::RunBackend;
@@ -66,6 +67,9 @@ pub struct EnvPlayer<B: RunBackend> {
     policy: Rc<RefCell<PolicyModel<B>>>,
     guides: Rc<RefCell<Guides>>,
     settings: PlaySettings,
+    /// The groups a partial rollout's last step did not keep, to play on
+    /// ([`super::early_cut`]).
+    carried: RefCell<Vec<CarriedGroup>>,
 }
 
 impl<B: RunBackend> EnvPlayer<B> {
@@ -92,6 +96,7 @@ impl<B: RunBackend> EnvPlayer<B> {
             policy,
             guides: runtime.guides.clone(),
             settings,
+            carried: RefCell::default(),
         })
     }
 
@@ -140,8 +145,17 @@ impl<B: RunBackend> EnvPlayer<B> {
             worker: ctx.worker,
             workers: ctx.workers,
         };
-        let slots = step_slots(&self.manager, &self.tags, ctx.step, shard, &self.settings)?;
-        self.play_slots(slots, ctx.seed)
+        let carried = self.carried.borrow();
+        let slots = step_slots(
+            &self.manager,
+            &self.tags,
+            ctx.step,
+            shard,
+            &self.settings,
+            &carried,
+        )?;
+        drop(carried);
+        self.play_slots(slots, ctx.seed, shard)
     }
 
     /// What the episode metrics read of `episodes`, each placed by its slot's position
@@ -152,25 +166,35 @@ impl<B: RunBackend> EnvPlayer<B> {
             .collect()
     }
 
-    /// Plays the given slots with sampling seed `seed`.
-    pub fn play_slots(&self, slots: Vec<EnvSlot>, seed: u64) -> Result<Played, String> {
+    /// Plays the given slots of worker `shard` with sampling seed `seed` (and the groups
+    /// a partial rollout carried over from the last step).
+    pub fn play_slots(
+        &self,
+        slots: Vec<EnvSlot>,
+        seed: u64,
+        shard: Shard,
+    ) -> Result<Played, String> {
         let policy = self.policy.borrow();
+        let keys = StepKeys {
+            seed,
+            version: policy.version,
+            shard,
+        };
+        let carried = self.carried.take();
         let played = play_episodes(
             policy.inference(),
             &policy.tokenizer,
             &self.settings,
             &self.manager,
-            slots,
+            (slots, carried),
             &self.guides.borrow(),
-            seed,
+            keys,
         )?;
-        Ok(Played {
-            episodes: played.episodes,
-            inference: played.inference,
-            faults: played.faults,
-            cut_episodes: played.cut_episodes,
-            version: policy.version,
-        })
+        Ok(Played::new(
+            played,
+            policy.version,
+            &mut self.carried.borrow_mut(),
+        ))
     }
 }
 
@@ -180,10 +204,31 @@ pub struct Played {
     pub episodes: Vec<Episode>,
     pub inference: InferenceStats,
     pub faults: EnvFaults,
-    /// Episodes a partial rollout started and did not keep ([`super::early_cut`]).
+    /// What a partial rollout did with the groups it did not keep ([`super::early_cut`]):
+    /// episodes dropped, episodes carried to the next step, and groups kept that began in
+    /// an earlier step.
     pub cut_episodes: usize,
+    pub carried_episodes: usize,
+    pub resumed_groups: usize,
     /// The policy version that played.
     pub version: u64,
+}
+
+impl Played {
+    /// What `played` gave, its carried groups moved to `carry`.
+    pub fn new(played: PlayedSlots, version: u64, carry: &mut Vec<CarriedGroup>) -> Played {
+        let not_kept = played.not_kept;
+        *carry = not_kept.carry;
+        Played {
+            episodes: played.episodes,
+            inference: played.inference,
+            faults: played.faults,
+            cut_episodes: not_kept.dropped,
+            carried_episodes: not_kept.carried,
+            resumed_groups: not_kept.resumed_groups,
+            version,
+        }
+    }
 }
 
 /// An env manager over the named env sets of the pipeline.
@@ -203,19 +248,25 @@ pub fn env_manager<B: RunBackend>(
 }
 
 /// This worker's slots of every tag at `step`, with the extra groups a partial rollout
-/// starts (`settings.extra_groups`).
+/// starts: `settings.extra_groups` per tag, less the tag's groups `carried` from the last
+/// step, so that a step never plays more than its own groups and the extra ones.
 pub fn step_slots(
     manager: &EnvManager,
     tags: &[String],
     step: u64,
     shard: Shard,
     settings: &PlaySettings,
+    carried: &[CarriedGroup],
 ) -> Result<Vec<EnvSlot>, String> {
     let mut slots = Vec::new();
     for tag in tags {
+        let carried = (carried.iter())
+            .filter(|g| g.members.first().is_some_and(|m| m.slot().env_tag == *tag))
+            .count();
+        let extra = settings.extra_groups.saturating_sub(carried);
         slots.extend(
             manager
-                .slots_with_extra(tag, step, shard, settings.extra_groups)
+                .slots_with_extra(tag, step, shard, extra)
                 .map_err(|e| e.to_string())?,
         );
     }

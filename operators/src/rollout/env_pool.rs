@@ -15,18 +15,33 @@ use crossbeam_channel::{Receiver, Sender};
 use roll_flow_model::generate::GenerationOutput;
 
 use super::early_cut::EarlyCut;
-use super::episode::{EnvMessage, EpisodeJob, EpisodeOutcome, INFERENCE_STOPPED};
-use super::episode_run::{EpisodeRun, Stop};
+use super::episode::{EnvMessage, Episode, EpisodeJob, INFERENCE_STOPPED};
+use super::episode_run::{EpisodeOutcome, EpisodeRun, Stop, Unfinished};
 
 /// A task: the env (its index in the pool) and the reply it waited for (`None`: start).
 pub(super) type EnvTask = (usize, Option<GenerationOutput>);
 
+/// How an env enters the step: a fresh episode, or one a partial rollout carried over
+/// from the last step ([`super::early_cut`]), between two turns or already finished.
+pub(super) enum Start {
+    Fresh(EpisodeJob),
+    Resumed(Box<EpisodeRun>),
+    Finished(Box<Episode>),
+}
+
 /// Where one env is.
-enum Slot<'a> {
+enum Slot {
     /// Not reset yet.
-    Ready(EpisodeJob<'a>),
+    Ready(EpisodeJob),
+    /// Carried over between two turns: its next request comes first.
+    Resumed(Box<EpisodeRun>),
+    /// Carried over finished (its group was not): it has nothing to ask.
+    Finished {
+        index: usize,
+        episode: Box<Episode>,
+    },
     /// Waiting for the reply to its request.
-    Asked(Box<EpisodeRun<'a>>),
+    Asked(Box<EpisodeRun>),
     Done(Result<EpisodeOutcome, String>),
     /// A thread is playing it.
     Playing,
@@ -34,7 +49,7 @@ enum Slot<'a> {
 
 /// Every env of a step, each known to the inference loop that serves it.
 pub(super) struct EnvPool<'a> {
-    slots: Vec<Mutex<Slot<'a>>>,
+    slots: Vec<Mutex<Slot>>,
     /// Each env's inference loop (the loop's requests channel).
     loop_of: Vec<usize>,
     calls: Vec<Sender<EnvMessage>>,
@@ -43,16 +58,29 @@ pub(super) struct EnvPool<'a> {
 }
 
 impl<'a> EnvPool<'a> {
-    /// `jobs` (in slot order) with the inference loop of each (an index into `calls`); a
-    /// job's `index` is its index within its loop.
+    /// `envs` (in slot order) with the inference loop of each (an index into `calls`) and
+    /// their index within it.
     pub(super) fn new(
-        jobs: Vec<(usize, EpisodeJob<'a>)>,
+        envs: Vec<(usize, usize, Start)>,
         calls: Vec<Sender<EnvMessage>>,
         cut: Option<&'a EarlyCut>,
     ) -> Self {
-        let (loop_of, slots) = jobs
+        let (loop_of, slots) = envs
             .into_iter()
-            .map(|(l, job)| (l, Mutex::new(Slot::Ready(job))))
+            .map(|(l, index, start)| {
+                let slot = match start {
+                    Start::Fresh(mut job) => {
+                        job.index = index;
+                        Slot::Ready(job)
+                    }
+                    Start::Resumed(mut run) => {
+                        run.set_index(index);
+                        Slot::Resumed(run)
+                    }
+                    Start::Finished(episode) => Slot::Finished { index, episode },
+                };
+                (l, Mutex::new(slot))
+            })
             .unzip();
         EnvPool {
             slots,
@@ -75,26 +103,19 @@ impl<'a> EnvPool<'a> {
             let state = std::mem::replace(&mut *slot, Slot::Playing);
             let local = match &state {
                 Slot::Ready(job) => job.index,
-                Slot::Asked(run) => run.index(),
+                Slot::Resumed(run) | Slot::Asked(run) => run.index(),
+                Slot::Finished { index, .. } => *index,
                 _ => unreachable!("a task for an env that asked for nothing"),
             };
-            if self.cut.is_some_and(|cut| cut.is_cut(env)) {
-                *slot = Slot::Done(Ok(EpisodeOutcome::Cut));
-                drop(slot);
-                let _ = self.calls[self.loop_of[env]].send(EnvMessage {
-                    env: local,
-                    request: None,
-                    continues_chat: false,
-                });
-                continue;
-            }
-            let (next, message) =
-                std::panic::catch_unwind(AssertUnwindSafe(|| advance(state, reply)))
-                    .unwrap_or_else(|payload| {
-                        (Slot::Done(Err(panicked("an env loop", payload))), None)
-                    });
+            let cut = self.cut.is_some_and(|cut| cut.is_cut(env));
+            let (next, message) = std::panic::catch_unwind(AssertUnwindSafe(|| match cut {
+                true => (cut_off(state, reply), None),
+                false => advance(state, reply),
+            }))
+            .unwrap_or_else(|payload| (Slot::Done(Err(panicked("an env loop", payload))), None));
             let continues_chat = matches!(&next, Slot::Asked(run) if run.continues_chat());
-            if let (Slot::Done(_), Some(cut)) = (&next, self.cut) {
+            let ended = !matches!(&next, Slot::Done(Ok(EpisodeOutcome::Unfinished(_))));
+            if let (Slot::Done(_), true, Some(cut)) = (&next, ended, self.cut) {
                 cut.env_finished(env);
             }
             *slot = next;
@@ -126,15 +147,16 @@ impl<'a> EnvPool<'a> {
 }
 
 /// Plays an env from its last reply (or its start) to its next request or its end.
-fn advance<'a>(
-    state: Slot<'a>,
+fn advance(
+    state: Slot,
     reply: Option<GenerationOutput>,
-) -> (
-    Slot<'a>,
-    Option<roll_flow_model::generate::GenerationRequest>,
-) {
+) -> (Slot, Option<roll_flow_model::generate::GenerationRequest>) {
     let (slot, run) = match (state, reply) {
         (Slot::Ready(job), None) => (job.slot.clone(), EpisodeRun::start(job).map(Box::new)),
+        (Slot::Resumed(run), None) => (run.slot().clone(), Ok(run)),
+        (Slot::Finished { episode, .. }, None) => {
+            return (Slot::Done(Ok(EpisodeOutcome::Played(episode))), None)
+        }
         (Slot::Asked(mut run), Some(output)) => {
             let slot = run.slot().clone();
             match run.take_reply(output) {
@@ -156,7 +178,29 @@ fn advance<'a>(
     }
 }
 
-fn played(run: Box<EpisodeRun<'_>>) -> Slot<'_> {
+/// An env of a tag the partial rollout cut, at its next task: the reply it waited for is
+/// played (its turn was generated already), then the episode stops where it stands.
+fn cut_off(state: Slot, reply: Option<GenerationOutput>) -> Slot {
+    let unfinished = match (state, reply) {
+        (Slot::Ready(job), None) => Unfinished::Unstarted(job),
+        (Slot::Resumed(run), None) => Unfinished::Running(run),
+        (Slot::Finished { episode, .. }, None) => {
+            return Slot::Done(Ok(EpisodeOutcome::Played(episode)))
+        }
+        (Slot::Asked(mut run), Some(output)) => {
+            let slot = run.slot().clone();
+            match run.take_reply(output) {
+                Ok(true) => Unfinished::Running(run),
+                Ok(false) => return played(run),
+                Err(stop) => return Slot::Done(stop.outcome(slot)),
+            }
+        }
+        _ => unreachable!("a reply for an env that asked for nothing, or none for one that did"),
+    };
+    Slot::Done(Ok(EpisodeOutcome::Unfinished(unfinished)))
+}
+
+fn played(run: Box<EpisodeRun>) -> Slot {
     Slot::Done(Ok(EpisodeOutcome::Played(Box::new(run.finish()))))
 }
 

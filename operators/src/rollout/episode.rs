@@ -1,6 +1,7 @@
 //! Episodes: what one env's play gives ([`Episode`], one [`TurnRecord`] per turn), what it
 //! needs ([`EpisodeJob`]) and the messages between envs and the inference loop
-//! ([`EnvMessage`], AReaL's obs/act queues). [`super::episode_run`] plays them.
+//! ([`EnvMessage`], AReaL's obs/act queues). [`super::episode_run`] plays them and says
+//! how they ended.
 
 use std::sync::Arc;
 
@@ -26,6 +27,9 @@ pub struct TurnRecord {
     pub reply_text: String,
     pub reward: f32,
     pub info: EnvInfo,
+    /// The policy version whose weights wrote the reply (a turn played before a partial
+    /// rollout's cut is older than the step's).
+    pub policy_version: u64,
 }
 
 /// A finished episode.
@@ -98,29 +102,18 @@ pub struct EnvMessage {
     pub continues_chat: bool,
 }
 
-/// Everything one env's play needs.
-pub struct EpisodeJob<'a> {
+/// Everything one env's play needs (owned, so an episode a partial rollout cut off can
+/// continue in the next step).
+pub struct EpisodeJob {
     pub index: usize,
     pub slot: EnvSlot,
     pub env: Box<dyn Env>,
-    pub tokenizer: &'a TextTokenizer,
-    pub settings: &'a PlaySettings,
+    pub tokenizer: Arc<TextTokenizer>,
+    pub settings: Arc<PlaySettings>,
     pub guide: Option<Arc<AnswerChoices>>,
     /// Longest prompt + reply the model accepts.
     pub context: usize,
     pub seed: u64,
-}
-
-/// How an episode ended.
-pub enum EpisodeOutcome {
-    Played(Box<Episode>),
-    /// The env failed a call in a way that loses only this episode (an env server's
-    /// fault, [`roll_flow_envs::EnvError::loses_only_the_episode`]); its group is dropped.
-    Lost {
-        slot: EnvSlot,
-        reason: String,
-    },
-    /// A partial rollout cut the episode off: its tag had its groups
-    /// ([`super::early_cut`]).
-    Cut,
+    /// The policy version playing the step.
+    pub version: u64,
 }

@@ -10,13 +10,60 @@
 //! A turn's token budget is min(max_new_tokens, sequence_length − prompt length, model
 //! context − prompt length); an episode that has no budget left ends as truncated.
 
-use super::episode::{Episode, EpisodeJob, EpisodeOutcome, TurnRecord};
+use super::episode::{Episode, EpisodeJob, TurnRecord};
 use super::transcript::Transcript;
 use crate::play_settings::SampleMode;
 use crate::prompt::{EpisodeVars, HistoryTurn, TurnVars};
 use roll_flow_envs::recording::EpisodeRecording;
 use roll_flow_envs::{EnvError, EnvSlot};
 use roll_flow_model::generate::{FinishReason, GenerationOutput, GenerationRequest};
+
+/// How an episode ended.
+pub enum EpisodeOutcome {
+    Played(Box<Episode>),
+    /// The env failed a call in a way that loses only this episode (an env server's
+    /// fault, [`roll_flow_envs::EnvError::loses_only_the_episode`]); its group is dropped.
+    Lost {
+        slot: EnvSlot,
+        reason: String,
+    },
+    /// A partial rollout cut it off before it ended: its tag had its groups
+    /// ([`super::early_cut`]).
+    Unfinished(Unfinished),
+}
+
+/// An episode a partial rollout cut off, as it stood.
+pub enum Unfinished {
+    /// Not started: it resets with its group's seed when it continues.
+    Unstarted(EpisodeJob),
+    /// Between two turns: it continues with its next request.
+    Running(Box<EpisodeRun>),
+}
+
+impl Unfinished {
+    pub fn slot(&self) -> &EnvSlot {
+        match self {
+            Unfinished::Unstarted(job) => &job.slot,
+            Unfinished::Running(run) => run.slot(),
+        }
+    }
+
+    /// Moves the episode into group `group_id` (`group_in_tag` within its tag) of a step
+    /// played by policy `version`, to continue there.
+    pub fn continue_as(&mut self, group_id: usize, group_in_tag: usize, version: u64) {
+        let job = match self {
+            Unfinished::Unstarted(job) => job,
+            Unfinished::Running(run) => {
+                run.episode.slot.group_id = group_id;
+                run.episode.slot.group_in_tag = group_in_tag;
+                &mut run.job
+            }
+        };
+        job.slot.group_id = group_id;
+        job.slot.group_in_tag = group_in_tag;
+        job.version = version;
+    }
+}
 
 /// Why an episode stopped early.
 pub(super) enum Stop {
@@ -43,8 +90,8 @@ impl Stop {
 }
 
 /// An episode between two turns: what it played so far and the request it waits on.
-pub(super) struct EpisodeRun<'a> {
-    job: EpisodeJob<'a>,
+pub struct EpisodeRun {
+    job: EpisodeJob,
     system: Option<String>,
     transcript: Option<Transcript>,
     recording: Option<EpisodeRecording>,
@@ -60,9 +107,9 @@ pub(super) struct EpisodeRun<'a> {
     stop_tokens: Vec<u32>,
 }
 
-impl<'a> EpisodeRun<'a> {
+impl EpisodeRun {
     /// Resets the env and writes the first prompt.
-    pub(super) fn start(mut job: EpisodeJob<'a>) -> Result<EpisodeRun<'a>, Stop> {
+    pub(super) fn start(mut job: EpisodeJob) -> Result<EpisodeRun, Stop> {
         let reset = job.env.reset(job.slot.seed).map_err(env_error(&job))?;
         let mut run = EpisodeRun {
             system: None,
@@ -79,7 +126,7 @@ impl<'a> EpisodeRun<'a> {
         run.system = run.job.settings.prompt.system(&run.vars())?;
         if run.job.settings.samples == SampleMode::Trajectory {
             let first = run.user_message(0, &run.observation, &[])?;
-            let transcript = Transcript::start(run.job.tokenizer, run.system.as_deref(), &first)?;
+            let transcript = Transcript::start(&run.job.tokenizer, run.system.as_deref(), &first)?;
             run.transcript = Some(transcript);
         }
         if run.job.settings.record && run.job.env.renders_frames() {
@@ -92,13 +139,18 @@ impl<'a> EpisodeRun<'a> {
         Ok(run)
     }
 
-    pub(super) fn slot(&self) -> &EnvSlot {
+    pub fn slot(&self) -> &EnvSlot {
         &self.job.slot
     }
 
     /// The job's index within its inference loop.
     pub(super) fn index(&self) -> usize {
         self.job.index
+    }
+
+    /// Sets the job's index within its inference loop (an episode continued in a new step).
+    pub(super) fn set_index(&mut self, index: usize) {
+        self.job.index = index;
     }
 
     /// Whether the requests continue one chat (trajectory-wise samples), so the inference
@@ -110,7 +162,7 @@ impl<'a> EpisodeRun<'a> {
     /// The next turn's request, or `None` when the episode has ended (out of turns, or no
     /// token budget left).
     pub(super) fn next_request(&mut self) -> Result<Option<GenerationRequest>, Stop> {
-        let (job, settings) = (&self.job, self.job.settings);
+        let (job, settings) = (&self.job, &*self.job.settings);
         if self.turn >= job.slot.max_turns {
             return Ok(None);
         }
@@ -118,7 +170,7 @@ impl<'a> EpisodeRun<'a> {
             Some(t) => t.tokens.clone(),
             None => {
                 let text = self.user_message(self.turn, &self.observation, &self.episode.turns)?;
-                Transcript::start(job.tokenizer, self.system.as_deref(), &text)?.tokens
+                Transcript::start(&job.tokenizer, self.system.as_deref(), &text)?.tokens
             }
         };
         let limit = settings.sequence_length.min(job.context);
@@ -146,7 +198,7 @@ impl<'a> EpisodeRun<'a> {
 
     /// Plays the reply to the pending request; `false` when the episode has ended.
     pub(super) fn take_reply(&mut self, output: GenerationOutput) -> Result<bool, Stop> {
-        let tokenizer = self.job.tokenizer;
+        let tokenizer = self.job.tokenizer.clone();
         let turn = self.turn;
         if output.finish == FinishReason::NonFinite {
             return Err(Stop::Fatal(format!(
@@ -179,7 +231,7 @@ impl<'a> EpisodeRun<'a> {
         }
         if let Some(t) = &mut self.transcript {
             t.add_reply(
-                tokenizer,
+                &tokenizer,
                 &output.tokens,
                 &output.logprobs,
                 stop,
@@ -201,6 +253,7 @@ impl<'a> EpisodeRun<'a> {
             reply_text,
             reward: result.reward,
             info: result.info,
+            policy_version: self.job.version,
         });
         if done {
             self.episode.truncated = truncated && !terminated;
@@ -213,7 +266,7 @@ impl<'a> EpisodeRun<'a> {
         self.turn += 1;
         if let Some(mut transcript) = self.transcript.take() {
             let next = self.user_message(self.turn, &self.observation, &[]);
-            let added = next.and_then(|text| transcript.add_user(tokenizer, &text));
+            let added = next.and_then(|text| transcript.add_user(&tokenizer, &text));
             self.transcript = Some(transcript);
             added?;
         }
@@ -258,7 +311,7 @@ impl<'a> EpisodeRun<'a> {
 }
 
 /// An env's error as a [`Stop`]: lost (the episode only) or fatal.
-fn env_error(job: &EpisodeJob<'_>) -> impl Fn(EnvError) -> Stop {
+fn env_error(job: &EpisodeJob) -> impl Fn(EnvError) -> Stop {
     let tag = job.slot.env_tag.clone();
     move |e| {
         let message = format!("env `{tag}`: {e}");

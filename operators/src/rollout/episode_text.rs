@@ -140,6 +140,7 @@ mod tests {
                     format_penalty: 0.0,
                     ..Default::default()
                 },
+                policy_version: 0,
             }],
             transcript: None,
             success: true,

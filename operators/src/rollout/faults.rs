@@ -5,7 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use super::episode::{Episode, EpisodeOutcome};
+use super::episode::Episode;
+use super::episode_run::EpisodeOutcome;
 
 /// What env faults cost a step.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -78,7 +79,8 @@ mod tests {
     use roll_flow_envs::EnvSlot;
 
     use super::drop_lost_groups;
-    use crate::rollout::episode::{Episode, EpisodeOutcome};
+    use crate::rollout::episode::Episode;
+    use crate::rollout::episode_run::EpisodeOutcome;
 
     fn slot(group_id: usize) -> EnvSlot {
         EnvSlot {

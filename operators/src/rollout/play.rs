@@ -5,13 +5,14 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use roll_flow_envs::manager::{EnvManager, EnvSlot};
+use roll_flow_envs::manager::{EnvManager, EnvSlot, Shard};
 use roll_flow_model::generate::AnswerChoices;
 use roll_flow_model::{Qwen2CausalLm, TextTokenizer};
 
-use super::early_cut::EarlyCut;
-use super::env_pool::{panicked, EnvPool, EnvTask};
-use super::episode::{Episode, EpisodeJob, EpisodeOutcome, INFERENCE_STOPPED};
+use super::early_cut::{place_carried, split_outcomes, Carried, CarriedGroup, EarlyCut, NotKept};
+use super::env_pool::{panicked, EnvPool, EnvTask, Start};
+use super::episode::{Episode, EpisodeJob, INFERENCE_STOPPED};
+use super::episode_run::{EpisodeOutcome, Unfinished};
 use super::faults::{drop_lost_groups, EnvFaults};
 use super::inference::{self, InferenceStats};
 use crate::play_settings::PlaySettings;
@@ -24,56 +25,80 @@ pub struct PlayedSlots {
     pub episodes: Vec<Episode>,
     pub inference: InferenceStats,
     pub faults: EnvFaults,
-    /// Episodes of the groups a partial rollout did not keep (cut off or finished late).
-    pub cut_episodes: usize,
+    /// What a partial rollout did with the groups it did not keep.
+    pub not_kept: NotKept,
+}
+
+/// Who plays a step: the sampling seed, the policy version and the worker's shard.
+#[derive(Clone, Copy, Debug)]
+pub struct StepKeys {
+    pub seed: u64,
+    pub version: u64,
+    pub shard: Shard,
 }
 
 /// Plays one episode per slot, all at once; episodes come back in slot order, less the
 /// groups an env fault lost ([`super::faults`]). With `settings.extra_groups`, each tag
-/// keeps only its first groups to finish ([`super::early_cut`]).
+/// keeps only its first groups to finish, and `carried` groups from the last step play on
+/// first ([`super::early_cut`]).
+#[allow(clippy::too_many_arguments)]
 pub fn play_episodes<B: RunBackend>(
     model: &Qwen2CausalLm<B>,
-    tokenizer: &TextTokenizer,
+    tokenizer: &Arc<TextTokenizer>,
     settings: &PlaySettings,
     manager: &EnvManager,
-    slots: Vec<EnvSlot>,
+    (slots, carried): (Vec<EnvSlot>, Vec<CarriedGroup>),
     guides: &BTreeMap<String, Arc<AnswerChoices>>,
-    seed: u64,
+    keys: StepKeys,
 ) -> Result<PlayedSlots, String> {
-    let cut =
-        (settings.extra_groups > 0).then(|| EarlyCut::new(&slots, &own_groups(manager, &slots)));
-    let mut jobs = Vec::with_capacity(slots.len());
-    for (index, slot) in slots.into_iter().enumerate() {
+    let (carried, times) = place_carried(
+        carried,
+        manager,
+        keys.shard,
+        settings.extra_groups,
+        keys.version,
+    );
+    let mut every_slot: Vec<EnvSlot> = carried.iter().map(|c| c.slot().clone()).collect();
+    every_slot.extend(slots.iter().cloned());
+    let cut = (settings.extra_groups > 0)
+        .then(|| EarlyCut::new(&every_slot, &own_groups(manager, &every_slot)));
+    let shared = Arc::new(settings.clone());
+    let mut starts: Vec<Start> = (carried.into_iter())
+        .map(|c| match c {
+            Carried::Unfinished(Unfinished::Unstarted(job)) => Start::Fresh(job),
+            Carried::Unfinished(Unfinished::Running(run)) => Start::Resumed(run),
+            Carried::Finished(episode) => Start::Finished(episode),
+        })
+        .collect();
+    for slot in slots {
         let position = manager.slot_position(&slot);
         let env = manager
             .build_env(&slot.env_tag)
             .map_err(|e| format!("env `{}`: {e}", slot.env_tag))?;
-        jobs.push(EpisodeJob {
-            index,
+        starts.push(Start::Fresh(EpisodeJob {
+            index: 0,
             guide: guides.get(&slot.env_tag).cloned(),
             slot,
             env,
-            tokenizer,
-            settings,
+            tokenizer: tokenizer.clone(),
+            settings: shared.clone(),
             context: model.config.max_position_embeddings,
             // Keyed by the slot's place among every worker's slots: one worker or several
             // sample the same episodes.
-            seed: seed ^ (position as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
-        });
+            seed: keys.seed ^ (position as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
+            version: keys.version,
+        }));
     }
-    // Each job is known to its inference loop by its index within the loop's group (the
+    // Each env is known to its inference loop by its index within the loop's group (the
     // seeds were drawn from the global index already).
-    let groups = contiguous_groups(jobs, settings.inference_loops);
+    let groups = contiguous_groups(starts, settings.inference_loops);
     let sizes: Vec<usize> = groups.iter().map(Vec::len).collect();
     let (calls, requests): (Vec<_>, Vec<_>) =
         sizes.iter().map(|_| crossbeam_channel::unbounded()).unzip();
     let pool = EnvPool::new(
         (groups.into_iter().enumerate())
             .flat_map(|(l, group)| {
-                group.into_iter().enumerate().map(move |(local, mut job)| {
-                    job.index = local;
-                    (l, job)
-                })
+                (group.into_iter().enumerate()).map(move |(local, start)| (l, local, start))
             })
             .collect(),
         calls,
@@ -127,22 +152,16 @@ pub fn play_episodes<B: RunBackend>(
     for (group, served) in outcomes.into_iter().zip(served) {
         played.extend(group_result(group, served, &mut stats)?);
     }
-    let before = played.len();
-    if let Some(cut) = &cut {
-        let kept: HashSet<usize> = cut.kept().into_iter().collect();
-        played.retain(|outcome| match outcome {
-            EpisodeOutcome::Played(e) => kept.contains(&e.slot.group_id),
-            EpisodeOutcome::Lost { slot, .. } => kept.contains(&slot.group_id),
-            EpisodeOutcome::Cut => false,
-        });
-    }
-    let cut_episodes = before - played.len();
+    let (played, not_kept) = match &cut {
+        Some(cut) => split_outcomes(played, &cut.kept(), &times, settings.carry_cut),
+        None => (played, NotKept::default()),
+    };
     let (episodes, faults) = drop_lost_groups(played);
     Ok(PlayedSlots {
         episodes,
         inference: stats,
         faults,
-        cut_episodes,
+        not_kept,
     })
 }
 

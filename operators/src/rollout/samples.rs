@@ -12,7 +12,7 @@
 use roll_flow_engine::batch::column::*;
 use roll_flow_engine::{Batch, BatchError};
 
-use super::episode::Episode;
+use super::episode::{Episode, TurnRecord};
 use crate::play_settings::SampleMode;
 
 use roll_flow_envs::observation_hash;
@@ -52,6 +52,16 @@ impl EpisodeColumns {
         self.policy_version.push(version);
     }
 
+    /// The version of a sample: the oldest of its turns' (an episode a partial rollout
+    /// continued holds turns of an earlier step), `version` without turns.
+    fn oldest(turns: &[TurnRecord], version: u64) -> u64 {
+        turns
+            .iter()
+            .map(|t| t.policy_version)
+            .min()
+            .unwrap_or(version)
+    }
+
     fn write(self, batch: &mut Batch) -> Result<(), BatchError> {
         batch.set(&ENV_TAG, self.env_tag)?;
         batch.set(&GROUP_ID, self.group_id)?;
@@ -61,6 +71,16 @@ impl EpisodeColumns {
         batch.set(&SUCCESS, self.success)?;
         batch.set(&POLICY_VERSION, self.policy_version)
     }
+}
+
+/// Sets `policy_lag` of `batch`, played by `version` whose weights are `lag` steps old:
+/// `lag` for a sample of that version, more for one with older turns (a partial rollout
+/// continued it from an earlier step).
+pub fn set_policy_lag(batch: &mut Batch, lag: u64, version: u64) -> Result<(), BatchError> {
+    let lags = (batch.u64s(&POLICY_VERSION)?.iter())
+        .map(|&v| lag + version.saturating_sub(v))
+        .collect::<Vec<u64>>();
+    batch.set(&POLICY_LAG, lags)
 }
 
 /// Per-token columns, appended sample by sample.
@@ -96,7 +116,7 @@ pub fn batch(
 ) -> Result<Batch, BatchError> {
     match mode {
         SampleMode::Trajectory => trajectory_batch(episodes, group_size, version),
-        SampleMode::Step { .. } => step_batch(episodes, group_size, version),
+        SampleMode::Step { .. } => step_batch(episodes, group_size),
     }
 }
 
@@ -121,18 +141,18 @@ pub fn trajectory_batch(
         tokens.turn.extend(&t.turn);
         tokens.reward.extend(reward);
         tokens.score.push(e.total_reward());
-        shared.push(e, group_size(&e.slot.env_tag), version);
+        let oldest = EpisodeColumns::oldest(&e.turns, version);
+        shared.push(e, group_size(&e.slot.env_tag), oldest);
     }
     let mut batch = tokens.into_batch()?;
     shared.write(&mut batch)?;
     Ok(batch)
 }
 
-/// One sample per turn.
+/// One sample per turn, of the version that played the turn.
 pub fn step_batch(
     episodes: &[Episode],
     group_size: impl Fn(&str) -> usize,
-    version: u64,
 ) -> Result<Batch, BatchError> {
     let mut tokens = TokenColumns::default();
     let mut shared = EpisodeColumns::new();
@@ -152,7 +172,7 @@ pub fn step_batch(
                 .reward
                 .extend((0..p + r).map(|i| if i + 1 == p + r { turn.reward } else { 0.0 }));
             tokens.score.push(turn.reward);
-            shared.push(e, group_size(&e.slot.env_tag), version);
+            shared.push(e, group_size(&e.slot.env_tag), turn.policy_version);
             hashes.push(observation_hash(&turn.observation));
             steps.push(k as u64);
             observations.push(turn.observation.clone());
@@ -182,6 +202,7 @@ mod tests {
             reply_text: String::new(),
             reward,
             info: EnvInfo::default(),
+            policy_version: 0,
         }
     }
 
@@ -211,9 +232,16 @@ mod tests {
         transcript.turn = vec![0, 0, 0, 0, 1, 1];
         transcript.behaviour = vec![0.0, 0.0, -0.5, -0.5, 0.0, -0.5];
         transcript.reply_ends = vec![3, 5];
+        // The first turn played before a partial rollout's cut (version 6), the second after.
         let turns = vec![
-            turn("a", vec![], vec![10, 11], -0.1),
-            turn("b", vec![], vec![12], 1.0),
+            TurnRecord {
+                policy_version: 6,
+                ..turn("a", vec![], vec![10, 11], -0.1)
+            },
+            TurnRecord {
+                policy_version: 7,
+                ..turn("b", vec![], vec![12], 1.0)
+            },
         ];
         let batch = trajectory_batch(&[episode(turns, Some(transcript))], |_| 4, 7).unwrap();
         assert_eq!(batch.num_samples(), 1);
@@ -223,18 +251,28 @@ mod tests {
         );
         assert_eq!(batch.f32s(&SCORE).unwrap(), &[0.9]);
         assert_eq!(batch.u64s(&TRAJECTORY_ID).unwrap(), &[3 * 4 + 1]);
-        assert_eq!(batch.u64s(&POLICY_VERSION).unwrap(), &[7]);
+        // A sample is as old as its oldest turn.
+        assert_eq!(batch.u64s(&POLICY_VERSION).unwrap(), &[6]);
         assert_eq!(batch.i64s(&TOKEN_TURN).unwrap(), &[0, 0, 0, 0, 1, 1]);
+        // Without turns (no reply), the step's version.
+        assert_eq!(EpisodeColumns::oldest(&[], 7), 7);
     }
 
     #[test]
     fn step_samples_carry_their_reward_state_and_episode_return() {
         let turns = vec![
-            turn("a", vec![1, 2], vec![10], 0.0),
-            turn("b", vec![1, 3, 4], vec![11, 12], 1.0),
+            TurnRecord {
+                policy_version: 3,
+                ..turn("a", vec![1, 2], vec![10], 0.0)
+            },
+            TurnRecord {
+                policy_version: 4,
+                ..turn("b", vec![1, 3, 4], vec![11, 12], 1.0)
+            },
         ];
-        let batch = step_batch(&[episode(turns, None)], |_| 2, 0).unwrap();
+        let batch = step_batch(&[episode(turns, None)], |_| 2).unwrap();
         assert_eq!(batch.num_samples(), 2);
+        assert_eq!(batch.u64s(&POLICY_VERSION).unwrap(), &[3, 4]);
         assert_eq!(batch.tokens(), &[1, 2, 10, 1, 3, 4, 11, 12]);
         assert_eq!(
             batch.bools(&RESPONSE_MASK).unwrap(),

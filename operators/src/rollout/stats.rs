@@ -150,6 +150,7 @@ mod tests {
             reply_text: String::new(),
             reward: 0.0,
             info,
+            policy_version: 0,
         }
     }
 
