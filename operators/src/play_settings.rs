@@ -145,6 +145,7 @@ fn eval_settings(
     settings.record = record;
     // Eval plays every group it is given.
     settings.extra_groups = 0;
+    settings.carry_cut = false;
     settings
 }
 

@@ -15,7 +15,8 @@
 //!   i.e. groups w, w + workers, … — every group stays whole on one worker.
 //! - Extra groups (partial rollouts, [`EnvManager::slots_with_extra`]): `extra` groups per
 //!   tag more, `group_in_tag` from `groups` on, seeded as any group, their global ids after
-//!   every tag's own (`total_groups() + tag's place · extra + k`).
+//!   every tag's own (`total_groups() + tag's place · extra + k`), the same whichever of
+//!   them a step plays.
 
 use roll_flow_engine::stable_hash::{fnv1a, FNV_OFFSET};
 use roll_flow_engine::EnvSet;
@@ -194,22 +195,23 @@ impl EnvManager {
     }
 
     fn push_slots(&self, managed: &ManagedSet, step: u64, shard: Shard, out: &mut Vec<EnvSlot>) {
-        self.push_groups(managed, step, shard, 0..managed.set.groups, out);
+        self.push_groups(managed, step, shard, (0, 0), out);
     }
 
-    /// The slots of `tag`'s groups `groups_in_tag` (those at or after `groups` are extra).
+    /// The slots of `tag`'s own groups and of its extra groups `skipped..extra` (each tag
+    /// has `extra` extra group ids, whichever of them are played).
     fn push_groups(
         &self,
         managed: &ManagedSet,
         step: u64,
         shard: Shard,
-        groups_in_tag: std::ops::Range<usize>,
+        (extra, skipped): (usize, usize),
         out: &mut Vec<EnvSlot>,
     ) {
         let own = managed.set.groups;
-        let extra = groups_in_tag.end.saturating_sub(own);
         let place = self.sets.iter().position(|s| s.tag == managed.tag);
-        for group_in_tag in groups_in_tag {
+        let extra_groups = (own + skipped.min(extra))..(own + extra);
+        for group_in_tag in (0..own).chain(extra_groups) {
             let group_id = match group_in_tag.checked_sub(own) {
                 None => managed.first_group + group_in_tag,
                 Some(k) => self.total_groups() + place.unwrap_or(0) * extra + k,
@@ -264,28 +266,22 @@ impl EnvManager {
 
     /// This worker's env slots of one tag for `step`.
     pub fn slots_for(&self, tag: &str, step: u64, shard: Shard) -> Result<Vec<EnvSlot>, EnvError> {
-        self.slots_with_extra(tag, step, shard, 0)
+        self.slots_with_extra(tag, step, shard, (0, 0))
     }
 
-    /// This worker's env slots of one tag for `step`, with `extra` groups more (partial
-    /// rollouts: see the module doc).
+    /// This worker's env slots of one tag for `step`, with `extra` groups more, less the
+    /// first `skipped` of them (partial rollouts: see the module doc).
     pub fn slots_with_extra(
         &self,
         tag: &str,
         step: u64,
         shard: Shard,
-        extra: usize,
+        (extra, skipped): (usize, usize),
     ) -> Result<Vec<EnvSlot>, EnvError> {
         check_shard(shard)?;
         let managed = self.set(tag)?;
         let mut out = Vec::new();
-        self.push_groups(
-            managed,
-            step,
-            shard,
-            0..managed.set.groups + extra,
-            &mut out,
-        );
+        self.push_groups(managed, step, shard, (extra, skipped), &mut out);
         Ok(out)
     }
 }

@@ -108,6 +108,9 @@ pub struct RolloutSpec {
     pub partial: Option<PartialRollout>,
 }
 
+/// The most extra groups a partial rollout may start per env set.
+const MAX_EXTRA_GROUPS: usize = 1 << 20;
+
 /// `Rollout(partial: (..))`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -241,6 +244,13 @@ impl NodeKind for RolloutSpec {
         }
         if let Some(partial) = &self.partial {
             at_least_one("partial.extra_groups", partial.extra_groups as u64)?;
+            if partial.extra_groups > MAX_EXTRA_GROUPS {
+                return Err(format!(
+                    "`partial.extra_groups` is {}; at most {MAX_EXTRA_GROUPS} groups per env \
+                     set can be started beyond a step's own",
+                    partial.extra_groups
+                ));
+            }
         }
         self.prompt.check_instruction(self.instruction)?;
         if self.sequence_length <= self.max_new_tokens {

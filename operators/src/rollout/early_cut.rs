@@ -44,6 +44,8 @@ pub struct EarlyCut {
 struct Finished {
     /// Envs of each group still playing.
     left: Vec<usize>,
+    /// Groups an env fault lost an episode of: they never count as finished.
+    lost: Vec<bool>,
     /// Each tag's finished groups, in the order they finished.
     order: Vec<Vec<usize>>,
 }
@@ -79,6 +81,7 @@ impl EarlyCut {
             groups,
             keep,
             state: Mutex::new(Finished {
+                lost: vec![false; left.len()],
                 left,
                 order: vec![Vec::new(); tags.len()],
             }),
@@ -95,12 +98,14 @@ impl EarlyCut {
         self.finished().order[tag].len() >= self.keep[tag]
     }
 
-    /// Notes that env `env` finished its episode.
-    pub fn env_finished(&self, env: usize) {
+    /// Notes that env `env` finished its episode, or lost it to an env fault (`lost`: its
+    /// group is dropped, so it never counts among the groups kept).
+    pub fn env_finished(&self, env: usize, lost: bool) {
         let group = self.group_of[env];
         let mut finished = self.finished();
         finished.left[group] -= 1;
-        if finished.left[group] == 0 {
+        finished.lost[group] |= lost;
+        if finished.left[group] == 0 && !finished.lost[group] {
             finished.order[self.groups[group].0].push(group);
         }
     }
@@ -178,7 +183,8 @@ pub fn place_carried(
 pub struct NotKept {
     /// Groups to continue in the next step.
     pub carry: Vec<CarriedGroup>,
-    /// Episodes dropped (no carry, carried too often, or an env fault in the group).
+    /// Episodes dropped (no carry, carried too often, or an env fault lost another
+    /// episode of the group; the lost ones count as env errors).
     pub dropped: usize,
     /// Episodes carried to the next step.
     pub carried: usize,
@@ -215,7 +221,12 @@ pub fn split_outcomes(
         match outcome {
             EpisodeOutcome::Played(e) => members.push(Carried::Finished(e)),
             EpisodeOutcome::Unfinished(u) => members.push(Carried::Unfinished(u)),
-            EpisodeOutcome::Lost { .. } => *lost += 1,
+            // A lost episode goes with the kept outcomes, so the step's fault counts see
+            // it; its group is dropped.
+            lost_episode @ EpisodeOutcome::Lost { .. } => {
+                *lost += 1;
+                keep.push(lost_episode);
+            }
         }
     }
     for (group, (lost, members)) in rest {
@@ -224,7 +235,7 @@ pub fn split_outcomes(
             not_kept.carried += members.len();
             not_kept.carry.push(CarriedGroup { times, members });
         } else {
-            not_kept.dropped += members.len() + lost;
+            not_kept.dropped += members.len();
         }
     }
     (keep, not_kept)
@@ -262,19 +273,22 @@ mod tests {
         let cut = EarlyCut::new(&slots, &keep);
         // Group 2 finishes first, then one env of group 0: a is not cut yet.
         for env in [4, 5, 0] {
-            cut.env_finished(env);
+            cut.env_finished(env, false);
         }
         assert!(!cut.is_cut(1) && !cut.is_cut(7));
         // Group 1 finishes: a has two groups, so its last env (group 0's) is cut; b is not.
-        cut.env_finished(2);
-        cut.env_finished(3);
+        cut.env_finished(2, false);
+        cut.env_finished(3, false);
         assert!(cut.is_cut(1));
         assert!(!cut.is_cut(6));
-        cut.env_finished(7);
-        assert!(cut.is_cut(6));
+        // b: group 6 lost its episode, so it does not count; group 5 then does.
+        cut.env_finished(7, true);
+        assert!(!cut.is_cut(6));
+        cut.env_finished(6, false);
+        assert!(cut.is_cut(7));
         // A group finishing after the cut is not kept: the first to finish are.
-        cut.env_finished(1);
-        assert_eq!(cut.kept(), [2, 1, 6]);
+        cut.env_finished(1, false);
+        assert_eq!(cut.kept(), [2, 1, 5]);
     }
 
     #[test]
@@ -296,7 +310,8 @@ mod tests {
         ];
         let times = HashMap::from([(1, 1), (3, 1)]);
         let (kept, not_kept) = split_outcomes(outcomes, &[0, 1], &times, true);
-        assert_eq!(kept.len(), 2);
+        assert_eq!(kept.len(), 3);
+        assert!(matches!(kept[2], EpisodeOutcome::Lost { .. }));
         assert_eq!(
             not_kept.resumed_groups, 1,
             "group 1 began in an earlier step"
@@ -304,7 +319,9 @@ mod tests {
         assert_eq!(not_kept.carry.len(), 1);
         assert_eq!(not_kept.carry[0].times, 1);
         assert_eq!(not_kept.carry[0].members[0].slot().group_id, 2);
-        assert_eq!((not_kept.carried, not_kept.dropped), (1, 3));
+        // Group 3's episode and group 4's played one are dropped; the lost one is returned
+        // with the kept, for the fault counts.
+        assert_eq!((not_kept.carried, not_kept.dropped), (1, 2));
         // Without carry every group not kept is dropped.
         let outcomes = vec![played(0), played(2)];
         let (_, not_kept) = split_outcomes(outcomes, &[0], &HashMap::new(), false);

@@ -263,10 +263,9 @@ pub fn step_slots(
         let carried = (carried.iter())
             .filter(|g| g.members.first().is_some_and(|m| m.slot().env_tag == *tag))
             .count();
-        let extra = settings.extra_groups.saturating_sub(carried);
         slots.extend(
             manager
-                .slots_with_extra(tag, step, shard, extra)
+                .slots_with_extra(tag, step, shard, (settings.extra_groups, carried))
                 .map_err(|e| e.to_string())?,
         );
     }

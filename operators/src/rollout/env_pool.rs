@@ -114,9 +114,12 @@ impl<'a> EnvPool<'a> {
             }))
             .unwrap_or_else(|payload| (Slot::Done(Err(panicked("an env loop", payload))), None));
             let continues_chat = matches!(&next, Slot::Asked(run) if run.continues_chat());
-            let ended = !matches!(&next, Slot::Done(Ok(EpisodeOutcome::Unfinished(_))));
-            if let (Slot::Done(_), true, Some(cut)) = (&next, ended, self.cut) {
-                cut.env_finished(env);
+            if let (Slot::Done(outcome), Some(cut)) = (&next, self.cut) {
+                match outcome {
+                    Ok(EpisodeOutcome::Unfinished(_)) => {}
+                    Ok(EpisodeOutcome::Played(_)) => cut.env_finished(env, false),
+                    Ok(EpisodeOutcome::Lost { .. }) | Err(_) => cut.env_finished(env, true),
+                }
             }
             *slot = next;
             drop(slot);

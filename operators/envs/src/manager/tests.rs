@@ -180,8 +180,8 @@ fn a_slot_position_is_its_index_in_the_one_worker_list() {
 fn extra_groups_come_after_every_own_group_with_seeds_and_places_of_their_own() {
     let m = manager(); // train: 5 groups of 3 (ids 0-4); val: 4 groups of 1 (ids 5-8)
     let own = m.slots_for("train", 2, Shard::ALL).unwrap();
-    let train = m.slots_with_extra("train", 2, Shard::ALL, 2).unwrap();
-    let val = m.slots_with_extra("val", 2, Shard::ALL, 2).unwrap();
+    let train = m.slots_with_extra("train", 2, Shard::ALL, (2, 0)).unwrap();
+    let val = m.slots_with_extra("val", 2, Shard::ALL, (2, 0)).unwrap();
     assert_eq!(train[..15], own[..], "the own groups are unchanged");
     // Extra ids follow all 9 own groups: train's 9 and 10, val's 11 and 12.
     let ids = |slots: &[super::EnvSlot]| -> Vec<(usize, usize)> {
@@ -208,7 +208,13 @@ fn extra_groups_come_after_every_own_group_with_seeds_and_places_of_their_own() 
         worker: 1,
         workers: 2,
     };
-    let odd = m.slots_with_extra("train", 2, shard, 2).unwrap();
+    let odd = m.slots_with_extra("train", 2, shard, (2, 0)).unwrap();
     let odd_ids: BTreeSet<usize> = odd.iter().map(|s| s.group_id).collect();
     assert_eq!(odd_ids, BTreeSet::from([1, 3, 9]));
+    // A step that plays only the last extra group (the first gave way to a carried one)
+    // keeps the ids: val's second extra group is 12 whichever of train's are played.
+    let last = m.slots_with_extra("train", 2, Shard::ALL, (2, 1)).unwrap();
+    assert_eq!(ids(&last[15..]), [(10, 6), (10, 6), (10, 6)]);
+    let val_last = m.slots_with_extra("val", 2, Shard::ALL, (2, 1)).unwrap();
+    assert_eq!(ids(&val_last[4..]), [(12, 5)]);
 }

@@ -223,7 +223,7 @@ pub fn top_k(
     let mut pass = Pass {
         top: TopK {
             k,
-            worst_first: BinaryHeap::with_capacity(k + 1),
+            worst_first: BinaryHeap::with_capacity(k.min(1 << 16) + 1),
         },
         parts: vec![0.0; slots],
         order: Vec::with_capacity(lists.len()),
@@ -269,7 +269,7 @@ impl Pass {
         let start = w as DocId * WINDOW_DOCS;
         let end = (start + WINDOW_DOCS).min(self.max_doc);
         for list in lists.iter_mut() {
-            list.bound = list.windows.bound(w) * list.count;
+            list.bound = list.windows.bound(w) * list.count * (1.0 + BOUND_MARGIN);
         }
         self.order.clear();
         self.order
