@@ -182,9 +182,7 @@ impl RolloutSpec {
             carry_cut: self.carries(),
         }
     }
-}
 
-impl RolloutSpec {
     /// Whether a partial rollout continues the groups it did not keep.
     fn carries(&self) -> bool {
         self.partial.as_ref().is_some_and(|p| p.carry)

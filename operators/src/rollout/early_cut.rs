@@ -14,9 +14,9 @@
 //! wrote it (a sample is as old as its oldest turn, `policy_version`/`policy_lag`). They
 //! take the place of the next step's extra groups (it starts N less the carried ones, so
 //! a step never plays more than its own groups and N), take group ids after its own and
-//! extra ones, and compete with its groups to finish first. A group continues into one more step at most ([`MAX_CARRIES`]); then it
-//! is dropped. Without `carry`, groups not kept are dropped at once and every sample is
-//! on-policy.
+//! extra ones, and compete with its groups to finish first. A group continues into one
+//! more step at most ([`MAX_CARRIES`]); then it is dropped. Without `carry`, groups not
+//! kept are dropped at once and every sample is on-policy.
 //!
 //! Which groups finish first depends on timing, so a run with extra groups is not
 //! reproducible, and its batches lean to shorter episodes (those finish first); it is off

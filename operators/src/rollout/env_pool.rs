@@ -108,11 +108,11 @@ impl<'a> EnvPool<'a> {
                 _ => unreachable!("a task for an env that asked for nothing"),
             };
             let cut = self.cut.is_some_and(|cut| cut.is_cut(env));
-            let (next, message) = std::panic::catch_unwind(AssertUnwindSafe(|| match cut {
-                true => (cut_off(state, reply), None),
-                false => advance(state, reply),
-            }))
-            .unwrap_or_else(|payload| (Slot::Done(Err(panicked("an env loop", payload))), None));
+            let (next, message) =
+                std::panic::catch_unwind(AssertUnwindSafe(|| advance(state, reply, cut)))
+                    .unwrap_or_else(|payload| {
+                        (Slot::Done(Err(panicked("an env loop", payload))), None)
+                    });
             let continues_chat = matches!(&next, Slot::Asked(run) if run.continues_chat());
             if let (Slot::Done(outcome), Some(cut)) = (&next, self.cut) {
                 match outcome {
@@ -149,12 +149,17 @@ impl<'a> EnvPool<'a> {
     }
 }
 
-/// Plays an env from its last reply (or its start) to its next request or its end.
+/// Plays an env from its last reply (or its start) to its next request or its end. In a
+/// tag a partial rollout `cut`, the reply it waited for is still played (its turn was
+/// generated already), then the episode stops where it stands, unfinished.
 fn advance(
     state: Slot,
     reply: Option<GenerationOutput>,
+    cut: bool,
 ) -> (Slot, Option<roll_flow_model::generate::GenerationRequest>) {
+    let unfinished = |u| (Slot::Done(Ok(EpisodeOutcome::Unfinished(u))), None);
     let (slot, run) = match (state, reply) {
+        (Slot::Ready(job), None) if cut => return unfinished(Unfinished::Unstarted(job)),
         (Slot::Ready(job), None) => (job.slot.clone(), EpisodeRun::start(job).map(Box::new)),
         (Slot::Resumed(run), None) => (run.slot().clone(), Ok(run)),
         (Slot::Finished { episode, .. }, None) => {
@@ -172,6 +177,7 @@ fn advance(
     };
     let stopped = |stop: Stop| (Slot::Done(stop.outcome(slot.clone())), None);
     match run {
+        Ok(run) if cut => unfinished(Unfinished::Running(run)),
         Ok(mut run) => match run.next_request() {
             Ok(Some(request)) => (Slot::Asked(run), Some(request)),
             Ok(None) => (played(run), None),
@@ -179,28 +185,6 @@ fn advance(
         },
         Err(stop) => stopped(stop),
     }
-}
-
-/// An env of a tag the partial rollout cut, at its next task: the reply it waited for is
-/// played (its turn was generated already), then the episode stops where it stands.
-fn cut_off(state: Slot, reply: Option<GenerationOutput>) -> Slot {
-    let unfinished = match (state, reply) {
-        (Slot::Ready(job), None) => Unfinished::Unstarted(job),
-        (Slot::Resumed(run), None) => Unfinished::Running(run),
-        (Slot::Finished { episode, .. }, None) => {
-            return Slot::Done(Ok(EpisodeOutcome::Played(episode)))
-        }
-        (Slot::Asked(mut run), Some(output)) => {
-            let slot = run.slot().clone();
-            match run.take_reply(output) {
-                Ok(true) => Unfinished::Running(run),
-                Ok(false) => return played(run),
-                Err(stop) => return Slot::Done(stop.outcome(slot)),
-            }
-        }
-        _ => unreachable!("a reply for an env that asked for nothing, or none for one that did"),
-    };
-    Slot::Done(Ok(EpisodeOutcome::Unfinished(unfinished)))
 }
 
 fn played(run: Box<EpisodeRun>) -> Slot {

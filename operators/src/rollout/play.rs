@@ -41,7 +41,6 @@ pub struct StepKeys {
 /// groups an env fault lost ([`super::faults`]). With `settings.extra_groups`, each tag
 /// keeps only its first groups to finish, and `carried` groups from the last step play on
 /// first ([`super::early_cut`]).
-#[allow(clippy::too_many_arguments)]
 pub fn play_episodes<B: RunBackend>(
     model: &Qwen2CausalLm<B>,
     tokenizer: &Arc<TextTokenizer>,

@@ -113,18 +113,19 @@ pub struct WordList {
 }
 
 impl WordList {
-    /// The word in query position `slot`, `count` times in the query, with two cursors on
-    /// its postings, its documents' lengths, its one-occurrence BM25 weight and its windows.
+    /// The word in query position `slot`, `count` times in the query, with its postings
+    /// (a second cursor is a copy), its documents' lengths, its one-occurrence BM25 weight
+    /// and its windows.
     pub fn new(
-        (postings, first_look): (SegmentPostings, SegmentPostings),
+        postings: SegmentPostings,
         fieldnorms: FieldNormReader,
         weight: Bm25Weight,
         (count, slot): (u32, usize),
         windows: Arc<WordWindows>,
     ) -> WordList {
         WordList {
+            first_look: postings.clone(),
             postings,
-            first_look,
             fieldnorms,
             weight: weight.boost_by(count as Score),
             count: count as Score,

@@ -273,19 +273,28 @@ impl SearchIndex {
         let mut lists = Vec::new();
         for (slot, (word, count)) in distinct.iter().enumerate() {
             let term = Term::from_field_text(self.contents, word);
-            let open = || {
-                postings
-                    .read_postings(&term, IndexRecordOption::WithFreqs)
-                    .map_err(|e| search_error(e.into()))
-            };
-            let (Some(list), Some(first_look)) = (open()?, open()?) else {
+            let Some(list) = postings
+                .read_postings(&term, IndexRecordOption::WithFreqs)
+                .map_err(|e| search_error(e.into()))?
+            else {
                 continue;
             };
             let weight = Bm25Weight::for_terms(&self.searcher, std::slice::from_ref(&term))
                 .map_err(search_error)?;
-            let windows = self.word_windows(word, &term, &weight)?;
+            let windows = self.word_windows(word, || {
+                let blocks = postings
+                    .read_block_postings(&term, IndexRecordOption::WithFreqs)
+                    .map_err(|e| search_error(e.into()))?
+                    .unwrap_or_else(BlockSegmentPostings::empty);
+                Ok(WordWindows::of(
+                    blocks,
+                    &fieldnorms,
+                    &weight,
+                    segment.max_doc(),
+                ))
+            })?;
             lists.push(WordList::new(
-                (list, first_look),
+                list,
                 fieldnorms.clone(),
                 weight,
                 (*count, slot),
@@ -300,36 +309,15 @@ impl SearchIndex {
         )
     }
 
-    /// The window-max index of `word` (`term`, scored by `weight`), made on its first
-    /// search and kept while it is among the last [`KEPT_WORD_WINDOWS`] words made (the
-    /// index is read-only).
+    /// The window-max index of `word`, made by `make` on the word's first search and kept
+    /// while it is among the last [`KEPT_WORD_WINDOWS`] words made (the index is read-only).
     fn word_windows(
         &self,
         word: &str,
-        term: &Term,
-        weight: &Bm25Weight,
+        make: impl FnOnce() -> Result<WordWindows, EnvError>,
     ) -> Result<Arc<WordWindows>, EnvError> {
         let kept = entry(&self.windows, word);
-        from_text(kept.get_or_init(|| {
-            as_text((|| {
-                let segment = &self.searcher.segment_readers()[0];
-                let fieldnorms = segment
-                    .get_fieldnorms_reader(self.contents)
-                    .map_err(search_error)?;
-                let postings = segment
-                    .inverted_index(self.contents)
-                    .map_err(search_error)?
-                    .read_block_postings(term, IndexRecordOption::WithFreqs)
-                    .map_err(|e| search_error(e.into()))?
-                    .unwrap_or_else(BlockSegmentPostings::empty);
-                Ok(Arc::new(WordWindows::of(
-                    postings,
-                    &fieldnorms,
-                    weight,
-                    segment.max_doc(),
-                )))
-            })())
-        }))
+        from_text(kept.get_or_init(|| as_text(make().map(Arc::new))))
     }
 
     /// The rows of the top [`SEARCH_RETURN_N`] products for `query`, best first; an answer
