@@ -314,10 +314,24 @@ impl KernelBackend for Flex {
         tensor(dx, &shape)
     }
 
+    /// Inside a [`crate::with_packed_weights`] scope, a product of few rows reads its
+    /// weight's packed panels.
     fn dense_forward(x: FlexTensor, weight: FlexTensor, bias: Option<FlexTensor>) -> FlexTensor {
         let (n, k, m) = linear_dims(&x, &weight);
         let bias = bias.as_ref().map(host_f32);
         let (w, layout) = host_weight(&weight);
+        let few_rows = n <= cpu::linear::FEW_ROWS
+            && layout == WeightLayout::InOut
+            && cpu::linear::few_rows_kernels_run();
+        if let (true, Cow::Borrowed(values)) = (few_rows, &w) {
+            let panels = crate::packed_weights::active_panels(&weight, values);
+            let y = panels.and_then(|panels| {
+                cpu::linear::linear_forward_panels(&host_f32(&x), &panels, bias.as_deref(), n)
+            });
+            if let Some(y) = y {
+                return tensor(y, &[n, m]);
+            }
+        }
         let y =
             cpu::linear::linear_forward(&host_f32(&x), (&w, layout), bias.as_deref(), (n, k, m));
         tensor(y, &[n, m])

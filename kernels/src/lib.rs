@@ -55,6 +55,7 @@ mod cube;
 mod flex;
 #[cfg(feature = "ndarray")]
 mod ndarray;
+mod packed_weights;
 pub mod ppo_clip;
 pub mod reference;
 mod unfused;
@@ -63,6 +64,7 @@ use burn::tensor::{Int, Tensor, TensorPrimitive};
 
 pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
 pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
+pub use packed_weights::{with_packed_weights, PackedWeights};
 pub use ppo_clip::{PpoClipConfig, PpoStats};
 pub use unfused::DenseGradients;
 

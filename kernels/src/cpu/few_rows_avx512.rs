@@ -30,8 +30,9 @@ const BROADCAST_VECTORS: usize = 3;
 /// How many W rows ahead the packing loop prefetches (16: 5-10% faster than none on the
 /// decode shapes, within the VM's noise beyond).
 const PACK_PREFETCH: usize = 16;
-/// Columns one broadcast-form tile covers.
+/// Columns one broadcast-form tile covers: a panel of packed weights.
 pub(super) const BROADCAST_COLS: usize = 16 * BROADCAST_VECTORS;
+const _: () = assert!(BROADCAST_COLS == super::weight_panels::PANEL_COLS);
 /// Up to this many rows, a transposed-form product computes dot products along the inner
 /// axis instead ([`dot_tiles`]): a 16-lane column of xᵀ would be mostly padding (a decode
 /// step's q·kᵀ has one query row, or the few query heads sharing a key/value head).
@@ -55,14 +56,24 @@ unsafe impl Send for Rows {}
 // SAFETY: as above.
 unsafe impl Sync for Rows {}
 
+/// W for [`broadcast_form`]: row-major `[inner, all columns]` at a row stride, or packed
+/// in 48-column panels (`super::weight_panels`), panel `p` at `ptr + p · stride`.
+#[derive(Clone, Copy)]
+pub(super) enum Weight {
+    Rows(Rows),
+    Panels(Rows),
+}
+
 /// dst columns `cols.0..cols.1` of all `rows` := (dst +) x · W, W row-major
-/// `[inner, all columns]` with row stride `w.stride`.
+/// `[inner, all columns]` with row stride `w.stride`, or already packed in panels.
 ///
 /// With more rows than one tile, each 48-column panel of W is first copied into a
 /// contiguous scratch panel (`inner × 48`), which every row tile then reads in order: read
 /// in place, each inner index starts three new cache lines a whole W row apart (8 KB at
 /// 2,048 columns, a new page each time), which the hardware prefetchers do not follow;
 /// packed, the kernel ran 100-147 GFLOP/s on the decode shapes above against 35-95 in place.
+/// Panels packed once for many calls ([`Weight::Panels`]) are read as they are. With
+/// panels, `cols.0` must be a multiple of [`BROADCAST_COLS`].
 ///
 /// # Safety
 /// AVX-512F must be available; x must hold `rows × inner`, W `inner × cols.1`, dst
@@ -74,14 +85,18 @@ pub(super) unsafe fn broadcast_form(
     (rows, inner): (usize, usize),
     cols: (usize, usize),
     x: Rows,
-    w: Rows,
+    w: Weight,
     accumulate: bool,
 ) {
     thread_local! {
         /// The scratch panel of this thread, grown as needed and reused across calls.
         static PANEL: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    let pack = rows > BROADCAST_ROWS;
+    let (w, packed) = match w {
+        Weight::Rows(w) => (w, None),
+        Weight::Panels(panels) => (panels, Some(panels)),
+    };
+    let pack = rows > BROADCAST_ROWS && packed.is_none();
     PANEL.with_borrow_mut(|panel| {
         if pack && panel.len() < inner * BROADCAST_COLS {
             panel.resize(inner * BROADCAST_COLS, 0.0);
@@ -95,7 +110,13 @@ pub(super) unsafe fn broadcast_form(
                 low_lanes(width.saturating_sub(32)),
             ];
             let mut from = unsafe { w.ptr.add(col) };
-            let panel = if pack {
+            let panel = if let Some(panels) = packed {
+                // `col` is a multiple of the panel width (parts are whole tiles).
+                Rows {
+                    ptr: unsafe { panels.ptr.add(col / BROADCAST_COLS * panels.stride) },
+                    stride: BROADCAST_COLS,
+                }
+            } else if pack {
                 // Columns past `width` are stored as zeros (masked loads).
                 for row in panel[..inner * BROADCAST_COLS].chunks_exact_mut(BROADCAST_COLS) {
                     // W's rows are far apart, beyond what the hardware prefetchers follow.

@@ -22,3 +22,4 @@ pub mod rotary;
 pub(crate) mod simd;
 pub mod softmax;
 pub mod swiglu;
+pub mod weight_panels;

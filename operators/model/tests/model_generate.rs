@@ -1,14 +1,17 @@
-//! Generation: KV-cache decoding equals full recomputation, continuous batching gives each
-//! request the tokens it gets alone, sampling is seeded per request, and stop tokens / token
-//! limits end sequences.
+//! Generation: KV-cache decoding equals full recomputation, packed weights change no bit of a
+//! decode step, continuous batching gives each request the tokens it gets alone, sampling is
+//! seeded per request, and stop tokens / token limits end sequences.
 
 mod common;
 
+use burn::tensor::{Int, Tensor, TensorData};
 use common::{alone, device, logits_of, request, tiny_qwen2, B};
+use roll_flow_kernels::{with_packed_weights, PackedWeights};
 use roll_flow_model::generate::sampler::log_softmax_at;
 use roll_flow_model::generate::{
     ContinuousBatcher, FinishReason, GenerationOutput, GenerationRequest, SamplingParams,
 };
+use roll_flow_model::qwen2::AttentionLayout;
 
 const PROMPTS: [&[u32]; 5] = [
     &[1, 337, 262, 201, 50, 301],
@@ -43,6 +46,43 @@ fn cached_decoding_matches_full_recomputation() {
             );
         }
     }
+}
+
+/// A decode step inside a packed-weights scope, as the batcher runs it, gives the logits of
+/// the same step outside one, bit for bit; where the CPU's few-rows kernels run (AVX-512,
+/// no `ROLL_FLOW_KERNELS_ISA` cap) the scope packed the 7 projections of each layer (the
+/// tied head reads the embedding in place).
+#[test]
+fn packed_weights_give_the_same_logits_bit_for_bit() {
+    let model = tiny_qwen2();
+    let ids = vec![1i64, 337, 262, 50, 25, 300];
+    let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(ids, [6, 1]), &device());
+    let layout = AttentionLayout::right_padded(6, 1);
+    let plain = model.forward(tokens.clone(), &layout, None).into_data();
+    let mut store = PackedWeights::new();
+    for _ in 0..2 {
+        let packed =
+            with_packed_weights(&mut store, || model.forward(tokens.clone(), &layout, None));
+        assert_eq!(packed.into_data(), plain);
+    }
+    let kernels_run = cfg!(target_arch = "x86_64")
+        && std::env::var_os("ROLL_FLOW_KERNELS_ISA").is_none()
+        && is_avx512();
+    let layers = model.model.layers.len();
+    assert_eq!(store.len(), if kernels_run { 7 * layers } else { 0 });
+}
+
+#[cfg(target_arch = "x86_64")]
+fn is_avx512() -> bool {
+    std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+        && std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512dq")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn is_avx512() -> bool {
+    false
 }
 
 #[test]

@@ -34,7 +34,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use roll_flow_kernels::KernelBackend;
+use roll_flow_kernels::{with_packed_weights, KernelBackend, PackedWeights};
 
 use super::prefix_reuse::{plan_prefill, stored_columns, Prefix, PrefixStore};
 use super::request::{FinishReason, GenerationOutput, GenerationRequest, RequestId};
@@ -80,6 +80,8 @@ pub struct ContinuousBatcher<B: Backend> {
     next_id: u64,
     max_batch: usize,
     device: B::Device,
+    /// The weights the decode steps read packed (CPU; see `roll_flow_kernels::PackedWeights`).
+    packed: PackedWeights,
 }
 
 impl<B: KernelBackend> ContinuousBatcher<B> {
@@ -96,6 +98,7 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
             next_id: 0,
             max_batch: max_batch.max(1),
             device: device.clone(),
+            packed: PackedWeights::new(),
         }
     }
 
@@ -262,7 +265,11 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
                 .collect(),
             key_start: cache.key_start().to_vec(),
         };
-        let logits = model.forward(tokens, &layout, Some(cache));
+        // Every decode step runs the same projections: their weights are packed once (prefills
+        // run other row counts, so their scope would drop the decode steps' entries).
+        let logits = with_packed_weights(&mut self.packed, || {
+            model.forward(tokens, &layout, Some(cache))
+        });
         let running = std::mem::take(&mut self.running);
         self.running = self.sample_rows(logits, running.into_iter());
     }
