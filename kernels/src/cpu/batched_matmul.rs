@@ -14,6 +14,14 @@ use rayon::prelude::*;
 
 use super::linear::{few_rows_kernels_run, product, splits_over_threads, FEW_ROWS};
 
+/// A batch of products splits over threads from 1/16 of the multiply-adds at which one
+/// product splits its columns: a batch splits into halves at one join, a product into four
+/// parts per thread. A `medium` decode step's attention (32 sequences × 8 heads, 64 × 17-80
+/// keys, 0.3-1.3 M multiply-adds) then splits from 27 keys on (two-thread generation
+/// 1,557-1,659 → 1,958-2,067 tok/s, `bench/model_throughput.rs`, AMD VM); a Tiny model's
+/// (32 × 4 heads, 32 × keys) only beyond 108 keys.
+const BATCH_SPLIT_SCALE: usize = 16;
+
 /// A strided f32 view: the storage, the first element's offset, shape and strides.
 pub struct View<'a> {
     pub storage: &'a [f32],
@@ -75,8 +83,9 @@ pub fn few_rows_matmul(lhs: &View<'_>, rhs: &View<'_>) -> Option<Vec<f32>> {
         // strides (the tensors' layouts say so).
         unsafe { product(dst.as_mut_ptr(), (m, k, n), a, b, false) };
     };
-    // The batch splits over threads only when it is as large as a product that would.
-    if splits_over_threads(a_offsets.len() * m * k * n) {
+    // The batch splits over threads only when it is a sizeable fraction of a product that
+    // would (see BATCH_SPLIT_SCALE).
+    if splits_over_threads(BATCH_SPLIT_SCALE * a_offsets.len() * m * k * n) {
         out.par_chunks_mut(m * n)
             .zip(a_offsets.par_iter().zip(&b_offsets))
             .for_each(one);

@@ -7,11 +7,12 @@ mod common;
 use burn::tensor::{Int, Tensor, TensorData};
 use common::{alone, device, logits_of, request, tiny_qwen2, B};
 use roll_flow_kernels::{with_packed_weights, PackedWeights};
+use roll_flow_model::config::{Qwen2Config, TinyArch};
 use roll_flow_model::generate::sampler::log_softmax_at;
 use roll_flow_model::generate::{
     ContinuousBatcher, FinishReason, GenerationOutput, GenerationRequest, SamplingParams,
 };
-use roll_flow_model::qwen2::AttentionLayout;
+use roll_flow_model::qwen2::{AttentionLayout, Qwen2CausalLm};
 
 const PROMPTS: [&[u32]; 5] = [
     &[1, 337, 262, 201, 50, 301],
@@ -130,6 +131,36 @@ fn continuous_batching_matches_running_alone() {
             for (a, b) in batched.logprobs.iter().zip(&solo.logprobs) {
                 assert!((a - b).abs() < 1e-4, "{a} vs {b}");
             }
+        }
+    }
+}
+
+/// With a step's logits above the batcher's threshold (16 rows × 8,192), its rows are
+/// sampled on rayon's threads: each request still gets the tokens it gets alone (one row:
+/// sampled on the calling thread).
+#[test]
+fn rows_sampled_in_parallel_get_the_tokens_they_get_alone() {
+    let config = Qwen2Config::tiny(&TinyArch::default(), 8192);
+    let model = Qwen2CausalLm::<B>::random(&config, 7, &device());
+    let params = SamplingParams {
+        temperature: 1.0,
+        top_p: 0.9,
+        top_k: 0,
+    };
+    let requests: Vec<GenerationRequest> = (0..16u32)
+        .map(|i| request(&[i * 500 + 3, i + 1, 4000], 6, params.clone(), u64::from(i)))
+        .collect();
+    let mut batcher = ContinuousBatcher::<B>::new(16, &device());
+    for r in &requests {
+        batcher.submit(&model, r.clone()).unwrap();
+    }
+    let batched = batcher.run_to_completion(&model);
+    assert_eq!(batched.len(), 16);
+    for (batched, r) in batched.iter().zip(requests) {
+        let solo = alone(&model, r);
+        assert_eq!(batched.tokens, solo.tokens);
+        for (a, b) in batched.logprobs.iter().zip(&solo.logprobs) {
+            assert!((a - b).abs() < 1e-4, "{a} vs {b}");
         }
     }
 }
