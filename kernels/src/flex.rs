@@ -320,9 +320,9 @@ impl KernelBackend for Flex {
         let (n, k, m) = linear_dims(&x, &weight);
         let bias = bias.as_ref().map(host_f32);
         let (w, layout) = host_weight(&weight);
-        let few_rows = n <= cpu::linear::FEW_ROWS
+        let few_rows = n <= cpu::few_rows::FEW_ROWS
             && layout == WeightLayout::InOut
-            && cpu::linear::few_rows_kernels_run();
+            && cpu::few_rows::few_rows_kernels_run();
         if let (true, Cow::Borrowed(values)) = (few_rows, &w) {
             let panels = crate::packed_weights::active_panels(&weight, values);
             let y = panels.and_then(|panels| {

@@ -5,6 +5,7 @@
 pub mod batched_matmul;
 pub mod block_write;
 pub(crate) mod buffer;
+pub(crate) mod few_rows;
 #[cfg(target_arch = "x86_64")]
 mod few_rows_avx512;
 pub use buffer::keep_freed_buffers_for_reuse;
