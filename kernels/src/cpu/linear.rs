@@ -135,7 +135,7 @@ unsafe fn gemm_product(
     }
 }
 
-/// y = x·W (+ b) for at most [`FEW_ROWS`] rows of x `[n, k]`, W packed in panels; `None`
+/// y = x·W (+ b) for at most 64 rows (`FEW_ROWS`) of x `[n, k]`, W packed in panels; `None`
 /// (nothing computed) where the few-rows kernels do not run (no AVX-512, or more rows).
 /// The same values as [`linear_forward`] on the unpacked W, bit for bit.
 ///
