@@ -12,8 +12,8 @@
 
 use rayon::prelude::*;
 
-use super::few_rows::{few_rows_kernels_run, FEW_ROWS};
-use super::linear::{product, splits_over_threads};
+use super::few_rows::{few_rows_kernels_run, splits_over_threads, FEW_ROWS};
+use super::linear::product;
 
 /// A batch of products splits over threads from 1/16 of the multiply-adds at which one
 /// product splits its columns: a batch splits into halves at one join, a product into four

@@ -1,9 +1,25 @@
 //! Which products the few-rows kernels ([`super::few_rows_avx512`]) take instead of gemm,
-//! and how they split a product's columns over threads; for [`super::linear`] and
-//! [`super::batched_matmul`].
+//! when a product splits over threads (gemm's too), and how the few-rows kernels split a
+//! product's columns; for the dense layer (`linear`) and `batched_matmul`.
 
-use super::linear::{splits_over_threads, Operand};
 use super::weight_panels::{WeightPanels, PANEL_COLS};
+
+/// Products with at least this many multiply-adds (m·n·k) split over rayon's threads,
+/// burn-flex's own threshold (192³), in gemm and in the few-rows kernels alike. A lower one
+/// (2²⁰) split the Tiny model's decode-step projections (32 rows · 128 · 512 and less) and
+/// cost a third of its two-thread generation speed in `bench/model_throughput.rs`, with
+/// gemm and again with the few-rows kernels; a dim-512 model's (32 · 512 · 512 and up) and
+/// training's products (1,024 tokens · 128 · 128 and up) are above it.
+const PARALLEL_MIN: usize = 192 * 192 * 192;
+
+/// Whether a product (or a batch of products) of `macs` multiply-adds splits over rayon's
+/// threads.
+pub(super) fn splits_over_threads(macs: usize) -> bool {
+    rayon::current_num_threads() > 1 && macs >= PARALLEL_MIN
+}
+
+/// A row-major matrix operand: data, row stride, column stride.
+pub(super) type Operand<'a> = (&'a [f32], isize, isize);
 
 /// Whether the few-rows kernels run on this CPU (AVX-512, unless `ROLL_FLOW_KERNELS_ISA`
 /// caps the instruction set, so the capped test runs take the fallback paths).
@@ -15,11 +31,11 @@ pub(crate) fn few_rows_kernels_run() -> bool {
 /// kernels of `few_rows_avx512`, which read the weight in place, instead of gemm.
 pub(crate) const FEW_ROWS: usize = 64;
 
-/// [`super::linear::product`] through the few-rows kernels when they apply (AVX-512, at most [`FEW_ROWS`]
-/// rows, a row-major `a`, `b` row-major or transposed); false when they do not.
+/// `linear::product` through the few-rows kernels when they apply (AVX-512, at most
+/// [`FEW_ROWS`] rows, a row-major `a`, `b` row-major or transposed); false when they do not.
 ///
 /// # Safety
-/// As [`super::linear::product`].
+/// As `linear::product`.
 #[cfg(target_arch = "x86_64")]
 pub(super) unsafe fn few_rows_product(
     dst: *mut f32,
@@ -127,7 +143,8 @@ pub(super) unsafe fn panels_product(
     });
 }
 
-/// Without x86-64 there is no few-rows kernel ([`super::linear::linear_forward_panels`] returns first).
+/// Without x86-64 there is no few-rows kernel (`linear::linear_forward_panels` returns
+/// first).
 #[cfg(not(target_arch = "x86_64"))]
 pub(super) unsafe fn panels_product(_: *mut f32, _: &[f32], _: &WeightPanels, _: usize, _: bool) {
     unreachable!("the few-rows kernels run on x86-64 only")

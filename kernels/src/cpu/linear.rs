@@ -23,22 +23,9 @@
 //! (`read_dst = true`), and the transposes of the backward are strides, not copies.
 
 use super::buffer;
-use super::few_rows::{few_rows_kernels_run, few_rows_product, panels_product, FEW_ROWS};
+use super::few_rows::{few_rows_kernels_run, few_rows_product, panels_product, Operand};
+use super::few_rows::{splits_over_threads, FEW_ROWS};
 use super::weight_panels::WeightPanels;
-
-/// Products with at least this many multiply-adds (m·n·k) split over rayon's threads,
-/// burn-flex's own threshold (192³), in gemm and in the few-rows kernels alike. A lower one
-/// (2²⁰) split the Tiny model's decode-step projections (32 rows · 128 · 512 and less) and
-/// cost a third of its two-thread generation speed in `bench/model_throughput.rs`, with
-/// gemm and again with the few-rows kernels; a dim-512 model's (32 · 512 · 512 and up) and
-/// training's products (1,024 tokens · 128 · 128 and up) are above it.
-const PARALLEL_MIN: usize = 192 * 192 * 192;
-
-/// Whether a product (or a batch of products) of `macs` multiply-adds splits over rayon's
-/// threads.
-pub(super) fn splits_over_threads(macs: usize) -> bool {
-    rayon::current_num_threads() > 1 && macs >= PARALLEL_MIN
-}
 
 /// (n, k, m): rows, input features, output features.
 pub type LinearDims = (usize, usize, usize);
@@ -69,9 +56,6 @@ impl WeightLayout {
         }
     }
 }
-
-/// A row-major matrix operand: data, row stride, column stride.
-pub(super) type Operand<'a> = (&'a [f32], isize, isize);
 
 /// dst `[rows, cols]` (row-major, uninitialised unless `accumulate`) := (dst +) a·b.
 ///
