@@ -92,11 +92,7 @@ pub(super) unsafe fn broadcast_form(
         /// The scratch panel of this thread, grown as needed and reused across calls.
         static PANEL: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    let (w, packed) = match w {
-        Weight::Rows(w) => (w, None),
-        Weight::Panels(panels) => (panels, Some(panels)),
-    };
-    let pack = rows > BROADCAST_ROWS && packed.is_none();
+    let pack = rows > BROADCAST_ROWS && matches!(w, Weight::Rows(_));
     PANEL.with_borrow_mut(|panel| {
         if pack && panel.len() < inner * BROADCAST_COLS {
             panel.resize(inner * BROADCAST_COLS, 0.0);
@@ -109,36 +105,36 @@ pub(super) unsafe fn broadcast_form(
                 low_lanes(width.saturating_sub(16)),
                 low_lanes(width.saturating_sub(32)),
             ];
-            let mut from = unsafe { w.ptr.add(col) };
-            let panel = if let Some(panels) = packed {
+            let panel = match w {
                 // `col` is a multiple of the panel width (parts are whole tiles).
-                Rows {
+                Weight::Panels(panels) => Rows {
                     ptr: unsafe { panels.ptr.add(col / BROADCAST_COLS * panels.stride) },
                     stride: BROADCAST_COLS,
-                }
-            } else if pack {
-                // Columns past `width` are stored as zeros (masked loads).
-                for row in panel[..inner * BROADCAST_COLS].chunks_exact_mut(BROADCAST_COLS) {
-                    // W's rows are far apart, beyond what the hardware prefetchers follow.
-                    let ahead = from.wrapping_add(PACK_PREFETCH * w.stride) as *const i8;
-                    for line in 0..BROADCAST_VECTORS {
-                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * line));
+                },
+                Weight::Rows(w) if pack => {
+                    let mut from = unsafe { w.ptr.add(col) };
+                    // Columns past `width` are stored as zeros (masked loads).
+                    for row in panel[..inner * BROADCAST_COLS].chunks_exact_mut(BROADCAST_COLS) {
+                        // W's rows are far apart, beyond what the hardware prefetchers follow.
+                        let ahead = from.wrapping_add(PACK_PREFETCH * w.stride) as *const i8;
+                        for line in 0..BROADCAST_VECTORS {
+                            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * line));
+                        }
+                        for (v, &mask) in masks.iter().enumerate() {
+                            let values = unsafe { _mm512_maskz_loadu_ps(mask, from.add(16 * v)) };
+                            unsafe { _mm512_storeu_ps(row.as_mut_ptr().add(16 * v), values) };
+                        }
+                        from = unsafe { from.add(w.stride) };
                     }
-                    for (v, &mask) in masks.iter().enumerate() {
-                        let values = unsafe { _mm512_maskz_loadu_ps(mask, from.add(16 * v)) };
-                        unsafe { _mm512_storeu_ps(row.as_mut_ptr().add(16 * v), values) };
+                    Rows {
+                        ptr: panel.as_ptr(),
+                        stride: BROADCAST_COLS,
                     }
-                    from = unsafe { from.add(w.stride) };
                 }
-                Rows {
-                    ptr: panel.as_ptr(),
-                    stride: BROADCAST_COLS,
-                }
-            } else {
-                Rows {
-                    ptr: from,
+                Weight::Rows(w) => Rows {
+                    ptr: unsafe { w.ptr.add(col) },
                     stride: w.stride,
-                }
+                },
             };
             let mut row = 0;
             while row < rows {
