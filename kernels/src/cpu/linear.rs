@@ -23,8 +23,9 @@
 //! (`read_dst = true`), and the transposes of the backward are strides, not copies.
 
 use super::buffer;
+use super::few_rows::FEW_ROWS;
 use super::few_rows::{few_rows_kernels_run, few_rows_product, panels_product, Operand};
-use super::few_rows::{splits_over_threads, FEW_ROWS};
+use super::gemm_split::gemm_product;
 use super::weight_panels::WeightPanels;
 
 /// (n, k, m): rows, input features, output features.
@@ -74,48 +75,6 @@ pub(super) unsafe fn product(
         if !few_rows_product(dst, dims, a, b, accumulate) {
             gemm_product(dst, dims, a, b, accumulate);
         }
-    }
-}
-
-/// [`product`] through gemm.
-///
-/// # Safety
-/// As [`product`].
-unsafe fn gemm_product(
-    dst: *mut f32,
-    (rows, inner, cols): (usize, usize, usize),
-    a: Operand<'_>,
-    b: Operand<'_>,
-    accumulate: bool,
-) {
-    let parallelism = if splits_over_threads(rows.saturating_mul(inner).saturating_mul(cols)) {
-        gemm::Parallelism::Rayon(0)
-    } else {
-        gemm::Parallelism::None
-    };
-    // SAFETY: as the caller guarantees; gemm reads `dst` only when `accumulate`.
-    unsafe {
-        gemm::gemm(
-            rows,
-            cols,
-            inner,
-            dst,
-            1,
-            cols as isize,
-            accumulate,
-            a.0.as_ptr(),
-            a.2,
-            a.1,
-            b.0.as_ptr(),
-            b.2,
-            b.1,
-            1.0f32,
-            1.0f32,
-            false,
-            false,
-            false,
-            parallelism,
-        );
     }
 }
 

@@ -12,6 +12,7 @@ pub use buffer::keep_freed_buffers_for_reuse;
 pub mod gae;
 #[cfg(target_arch = "x86_64")]
 mod gae_avx512;
+mod gemm_split;
 pub mod linear;
 pub mod logprob;
 #[cfg(target_arch = "x86_64")]
