@@ -8,7 +8,7 @@
 //! - PPO loss: one parent (logp); old log-probs, advantages, mask and token weights are
 //!   constants.
 //! - GAE: not differentiable; runs on `B` and returns untracked tensors.
-//! - the model ops (SwiGLU, RMSNorm, rotary, masked softmax): their `Backward` steps are
+//! - the model ops (SwiGLU, RMSNorm, rotary, masked softmax, contiguous): their `Backward` steps are
 //!   in [`crate::autodiff_model_ops`]; the dense layer's in [`crate::autodiff_linear`].
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -20,7 +20,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::autodiff_model_ops::{
-    MaskedSoftmaxBackward, RmsNormBackward, RotaryBackward, SwiGluBackward,
+    ContiguousBackward, MaskedSoftmaxBackward, RmsNormBackward, RotaryBackward, SwiGluBackward,
 };
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
 use crate::ppo_clip::PpoClipConfig;
@@ -275,6 +275,13 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
             sin.primitive,
             grad.primitive,
         ))
+    }
+
+    fn contiguous(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        ContiguousBackward
+            .prepare::<C>([x.node.clone()])
+            .compute_bound()
+            .stateless(B::contiguous(x.primitive))
     }
 
     fn rotary(

@@ -6,6 +6,7 @@
 //! - Rotary embedding: one parent (x; the cos/sin tables are constants, kept).
 //! - Masked softmax: one parent (the scores; the mask is a constant); the state is the
 //!   output, all the backward needs.
+//! - Contiguous: one parent, no state; the gradient passes through, laid out row-major.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
@@ -89,6 +90,21 @@ impl<B: KernelBackend> Backward<B, 1> for MaskedSoftmaxBackward {
         let grad = grads.consume::<B>(&ops.node);
         if let Some(node) = parent {
             grads.register::<B>(node.id, B::masked_softmax_backward(ops.state, grad));
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct ContiguousBackward;
+
+impl<B: KernelBackend> Backward<B, 1> for ContiguousBackward {
+    type State = ();
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        if let Some(node) = parent {
+            grads.register::<B>(node.id, B::contiguous(grad));
         }
     }
 }

@@ -303,6 +303,15 @@ pub trait KernelBackend: Backend {
         Self::rotary_forward(x, cos, sin)
     }
 
+    /// `x` laid out row-major: a copy of a strided view (e.g. after `swap_dims`), so that a
+    /// reshape after it is a view; the gradient of the op is the incoming one laid out the
+    /// same way. Default: `x` as it is (the backend's reshape copies a view itself); `Flex`
+    /// copies whole rows on every thread ([`crate::cpu::strided_copy`]) where burn-flex
+    /// would walk the view element by element on one.
+    fn contiguous(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        x
+    }
+
     /// `tensor` with `value` written at offsets `starts` (one per axis). Default: burn's
     /// `slice_assign` (tracked under autodiff); `Flex` writes in place when `tensor` owns
     /// its contiguous storage alone ([`crate::cpu::block_write`]).

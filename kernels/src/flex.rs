@@ -54,64 +54,18 @@ fn host_weight(t: &FlexTensor) -> (Cow<'_, [f32]>, WeightLayout) {
     (host_f32(t), WeightLayout::InOut)
 }
 
-/// A contiguous copy of an f32 view with an axis of stride 1, e.g. a gradient that
-/// reaches an op through `swap_dims` or out of a transposed matmul. burn-flex's own copy
-/// collapses such layouts only to 2-D and walks a 4-D head transpose element by element,
-/// which showed as the largest cost outside the matrix products of a training step.
-///
-/// With `u` the unit-stride axis and `l` the last one, every index of the other axes
-/// selects a `[size_u, size_l]` block: rows copied whole when u = l, otherwise a small
-/// transpose reading along u (the block of a head is a few KB and stays in L1).
+/// A row-major copy of an f32 view with an axis of stride 1 ([`cpu::strided_copy`]).
 fn contiguous_rows(t: &FlexTensor) -> Option<Vec<f32>> {
+    if t.dtype() != burn::tensor::DType::F32 {
+        return None;
+    }
     let layout = t.layout();
-    let (shape, strides) = (layout.shape().to_vec(), layout.strides());
-    if t.dtype() != burn::tensor::DType::F32 || strides.iter().any(|&s| s < 0) {
-        return None;
-    }
-    let strides: Vec<usize> = strides.iter().map(|&s| s as usize).collect();
-    let rank = shape.len();
-    let (l, u) = (rank.checked_sub(1)?, strides.iter().position(|&s| s == 1)?);
-    let mut out_strides = vec![1usize; rank];
-    for d in (0..l).rev() {
-        out_strides[d] = out_strides[d + 1] * shape[d + 1];
-    }
-    let total = shape.iter().product::<usize>();
-    let src = t.storage::<f32>();
-    let last_read = layout.start_offset()
-        + (0..rank)
-            .map(|d| shape[d].saturating_sub(1) * strides[d])
-            .sum::<usize>();
-    if total == 0 || last_read >= src.len() {
-        return None;
-    }
-    let mut out = vec![0.0f32; total];
-    let outer: Vec<usize> = (0..rank).filter(|&d| d != u && d != l).collect();
-    let mut index = vec![0usize; outer.len()];
-    let blocks = outer.iter().map(|&d| shape[d]).product::<usize>();
-    let (size_u, size_l, stride_l, out_u) = (shape[u], shape[l], strides[l], out_strides[u]);
-    for _ in 0..blocks {
-        // The block's start under `s`: Σ over the other axes of index · stride.
-        let at = |s: &[usize]| -> usize { outer.iter().zip(&index).map(|(&d, &i)| i * s[d]).sum() };
-        let (from, to) = (layout.start_offset() + at(&strides), at(&out_strides));
-        if u == l {
-            out[to..to + size_l].copy_from_slice(&src[from..from + size_l]);
-        } else {
-            for j in 0..size_l {
-                let column = &src[from + j * stride_l..from + j * stride_l + size_u];
-                for (i, &v) in column.iter().enumerate() {
-                    out[to + i * out_u + j] = v;
-                }
-            }
-        }
-        for k in (0..index.len()).rev() {
-            index[k] += 1;
-            if index[k] < shape[outer[k]] {
-                break;
-            }
-            index[k] = 0;
-        }
-    }
-    Some(out)
+    cpu::strided_copy::contiguous_copy(
+        t.storage::<f32>(),
+        layout.start_offset(),
+        layout.shape(),
+        layout.strides(),
+    )
 }
 
 /// The values of an int tensor as indices (negative values panic with a message).
@@ -367,6 +321,16 @@ impl KernelBackend for Flex {
                 tensor
             }
             None => slice_assign_block::<Flex>(tensor, starts, value),
+        }
+    }
+
+    fn contiguous(x: FlexTensor) -> FlexTensor {
+        if x.as_slice::<f32>().is_some() {
+            return x;
+        }
+        match contiguous_rows(&x) {
+            Some(values) => tensor(values, &dims(&x)),
+            None => x,
         }
     }
 

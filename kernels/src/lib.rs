@@ -131,6 +131,13 @@ pub fn rotary<B: KernelBackend, const D: usize>(
     Tensor::from_primitive(TensorPrimitive::Float(out))
 }
 
+/// `x` laid out row-major, the same values and shape: a strided view (e.g. heads moved
+/// back with `swap_dims`) is copied so that a reshape after it is a view; the gradient
+/// flows through unchanged, laid out row-major too. See [`KernelBackend::contiguous`].
+pub fn contiguous<B: KernelBackend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(B::contiguous(float(x))))
+}
+
 /// `tensor` with `value` written at offsets `starts`, like `slice_assign` with the ranges
 /// `starts[d]..starts[d] + value.dims()[d]`; on `Flex`, in place when `tensor` owns its
 /// storage alone (a KV cache's append then copies only the new columns). See

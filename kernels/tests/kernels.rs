@@ -77,6 +77,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn contiguous_keeps_values_and_gradients() {
+                super::suite::contiguous::contiguous_forward_backward::<A>(&device());
+            }
+
+            #[test]
             fn block_write_matches_reference() {
                 super::suite::block_write::block_write_matches_reference::<B>(&device());
             }

@@ -23,5 +23,6 @@ pub mod rms_norm;
 pub mod rotary;
 pub(crate) mod simd;
 pub mod softmax;
+pub mod strided_copy;
 pub mod swiglu;
 pub mod weight_panels;

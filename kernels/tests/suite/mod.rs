@@ -21,6 +21,7 @@ use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use roll_flow_kernels::{reference, KernelBackend, LossAgg, PpoClipConfig, PpoStats};
 
 pub mod block_write;
+pub mod contiguous;
 pub mod linear;
 pub mod masked_softmax;
 pub mod matmul;

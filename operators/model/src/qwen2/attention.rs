@@ -208,7 +208,9 @@ impl<B: KernelBackend> Attention<B> {
         let [batch, len, _] = x.dims();
         let shape = [batch, len, self.kv_heads, self.head_dim];
         let k = rope.apply(project(&self.k_proj, x.clone()).reshape(shape));
-        let v = project(&self.v_proj, x).reshape(shape);
+        // The values' gradient comes back through `swap_dims`, strided: `contiguous` lays it
+        // out row-major before the reshape's backward would copy it value by value.
+        let v = roll_flow_kernels::contiguous(project(&self.v_proj, x).reshape(shape));
         (k.swap_dims(1, 2), v.swap_dims(1, 2))
     }
 
@@ -244,12 +246,11 @@ impl<B: KernelBackend> Attention<B> {
         );
         // Fused mask add + softmax (one pass each way; `roll-flow-kernels`).
         let probs = roll_flow_kernels::masked_softmax(scores, mask.clone());
-        regroup(
+        let out = regroup(
             roll_flow_kernels::matmul(regroup(probs, grouped(keys)), v),
             per_head(d),
-        )
-        .swap_dims(1, 2)
-        .reshape([batch, queries, heads * d])
+        );
+        roll_flow_kernels::contiguous(out.swap_dims(1, 2)).reshape([batch, queries, heads * d])
     }
 }
 
