@@ -199,3 +199,28 @@ fn a_thread_waiting_inside_a_concurrent_item_never_takes_up_another() {
         "an item ran nested in another"
     );
 }
+
+/// One concurrent item runs on a lane's pool of every thread, not on the calling thread;
+/// without `concurrent` it stays on the caller.
+#[test]
+fn a_single_concurrent_item_runs_in_a_lane_of_every_thread() {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    let seen = |concurrent| {
+        pool.install(|| {
+            in_order(vec![()], concurrent, |()| {
+                let name = std::thread::current().name().map(str::to_owned);
+                Ok((name, rayon::current_num_threads()))
+            })
+        })
+        .unwrap()
+        .remove(0)
+    };
+    let (lane, threads) = seen(true);
+    assert!(lane.is_some_and(|n| n.starts_with("roll-flow:lane-0.")));
+    assert_eq!(threads, 3);
+    let (caller, _) = seen(false);
+    assert!(!caller.is_some_and(|n| n.starts_with("roll-flow:lane")));
+}
