@@ -18,6 +18,14 @@
 
 use std::time::Instant;
 
+/// The roll-flow binary's allocator (mimalloc, freed pages kept), so the figures are the
+/// binary's; `ROLL_FLOW_SYSTEM_MALLOC=1` measures glibc's malloc instead.
+#[path = "../src/allocator.rs"]
+mod allocator;
+
+#[global_allocator]
+static ALLOCATOR: allocator::BinaryAllocator = allocator::BinaryAllocator::new();
+
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn::optim::GradientsAccumulator;
 use burn::tensor::backend::AutodiffBackend;
