@@ -264,8 +264,8 @@ fn gemm_rate() -> f64 {
 }
 
 fn main() {
-    // glibc with raised mmap/trim thresholds (ROLL_FLOW_DEFAULT_MALLOC=1 keeps its defaults);
-    // the roll-flow binary itself uses mimalloc (src/allocator.rs).
+    // Under ROLL_FLOW_SYSTEM_MALLOC=1: glibc with raised mmap/trim thresholds, as the binary
+    // sets them (ROLL_FLOW_DEFAULT_MALLOC=1 keeps glibc's defaults).
     roll_flow_kernels::cpu::keep_freed_buffers_for_reuse();
     let shape_name = std::env::args()
         .skip(1)

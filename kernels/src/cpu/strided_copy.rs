@@ -8,7 +8,7 @@
 //! With `u` the unit-stride axis and `l` the last one, every index of the other axes
 //! selects a `[size_u, size_l]` block: rows copied whole when u = l, otherwise a small
 //! transpose reading along u (the block of a head is a few KB and stays in L1). Blocks go
-//! to rayon's threads in runs of at least [`PARALLEL_MIN`] values; every output value is
+//! to rayon's threads in runs of at least `PARALLEL_MIN` values; every output value is
 //! written once, so the output is never zeroed first.
 
 use rayon::prelude::*;
