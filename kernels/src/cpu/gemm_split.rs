@@ -139,7 +139,10 @@ const STRIP_ROWS: usize = 64;
 impl Grid {
     /// The grid, or `None` when it would be one cell or a cell would be too small.
     fn new(rows: usize, cols: usize, threads: usize) -> Option<Grid> {
-        let col_parts = threads.min(cols / STRIP_COLS).max(1);
+        let col_parts = threads.min(cols / STRIP_COLS);
+        if col_parts == 0 {
+            return None;
+        }
         let row_parts = (threads / col_parts).min(rows / (STRIP_ROWS + 1));
         let grid = Grid {
             rows,
@@ -256,8 +259,10 @@ mod tests {
             (grid.row_parts, grid.col_parts, grid.rows(1)),
             (2, 1, (500, 1000))
         );
-        // Too few rows and columns to cut: gemm's own split.
+        // Too few rows and columns to cut, or fewer columns than a tile: gemm's own split
+        // (a strip of 1 to 3 columns can take gemm's small-matrix path).
         assert!(Grid::new(64, 100, 2).is_none());
+        assert!(Grid::new(1000, 63, 2).is_none());
     }
 
     /// dst of `gemm_product` with `threads` threads, b transposed (`[cols, inner]` storage).

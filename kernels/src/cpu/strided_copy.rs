@@ -32,7 +32,13 @@ pub fn contiguous_copy(
     }
     let strides: Vec<usize> = strides.iter().map(|&s| s as usize).collect();
     let rank = shape.len();
-    let (l, u) = (rank.checked_sub(1)?, strides.iter().position(|&s| s == 1)?);
+    // The unit-stride axis: the last one when it has stride 1 (rows copied whole), else the
+    // first of more than one value (a size-1 axis of stride 1 would say nothing).
+    let l = rank.checked_sub(1)?;
+    let u = match strides[l] == 1 {
+        true => l,
+        false => (0..rank).find(|&d| strides[d] == 1 && shape[d] > 1)?,
+    };
     let mut out_strides = vec![1usize; rank];
     for d in (0..l).rev() {
         out_strides[d] = out_strides[d + 1] * shape[d + 1];
@@ -48,6 +54,7 @@ pub fn contiguous_copy(
     let outer: Vec<usize> = (0..rank).filter(|&d| d != u && d != l).collect();
     let blocks = outer.iter().map(|&d| shape[d]).product::<usize>();
     let block = Block {
+        rows: u == l,
         size_u: shape[u],
         size_l: shape[l],
         stride_l: strides[l],
@@ -55,7 +62,11 @@ pub fn contiguous_copy(
     };
     let mut out = buffer::uninit(total);
     let dst = out.as_mut_ptr() as usize;
-    let per_block = block.size_u * block.size_l;
+    let per_block = if block.rows {
+        block.size_l
+    } else {
+        block.size_u * block.size_l
+    };
     (0..blocks)
         .into_par_iter()
         .with_min_len(PARALLEL_MIN.div_ceil(per_block).max(1))
@@ -70,7 +81,7 @@ pub fn contiguous_copy(
                 to += i * out_strides[d];
             }
             // SAFETY: the blocks write disjoint sets of the `total` output values (a
-            // row-major layout is one-to-one); reads stay before `last_read`, checked.
+            // row-major layout is one-to-one).
             unsafe { block.copy(src, from, (dst as *mut f32).add(to)) };
         });
     // SAFETY: the blocks wrote every one of the `total` values.
@@ -78,9 +89,11 @@ pub fn contiguous_copy(
     Some(out)
 }
 
-/// The shape of one `[size_u, size_l]` block: its last axis' stride in the source, its
+/// The shape of one block: a row of `size_l` values when the last axis has stride 1
+/// (`rows`), else `[size_u, size_l]` with its last axis' stride in the source and its
 /// unit-stride axis' stride in the output.
 struct Block {
+    rows: bool,
     size_u: usize,
     size_l: usize,
     stride_l: usize,
@@ -91,10 +104,9 @@ impl Block {
     /// Copies the block starting at `src[from]` to `to`.
     ///
     /// # Safety
-    /// `to` must be valid for the block's writes; `src` must hold the block's reads.
+    /// `to` must be valid for the block's writes (reads of `src` are checked).
     unsafe fn copy(&self, src: &[f32], from: usize, to: *mut f32) {
-        if self.out_u == 1 {
-            // u = l: one row, read and written whole.
+        if self.rows {
             let row = &src[from..from + self.size_l];
             // SAFETY: as the caller guarantees.
             unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), to, self.size_l) };
@@ -134,11 +146,16 @@ mod tests {
         let src: Vec<f32> = (0..200_000).map(|i| i as f32).collect();
         // [2, 3, 4, 5] heads swapped from [2, 4, 3, 5] (u = l); a 2-D transpose (u ≠ l);
         // a view with an offset whose last axis is strided; large enough to split.
-        let views: [(usize, &[usize], &[isize]); 4] = [
+        let views: [(usize, &[usize], &[isize]); 7] = [
             (0, &[2, 3, 4, 5], &[60, 5, 15, 1]),
             (0, &[6, 7], &[1, 6]),
             (3, &[4, 5, 6], &[1, 4 * 6, 4]),
             (0, &[8, 128, 8, 16], &[16_384, 16, 2048, 1]),
+            // Size-1 axes after (or at) the unit-stride one: a [1, n] transposed; a key
+            // axis of one.
+            (0, &[4, 1], &[1, 4]),
+            (0, &[2, 3, 1], &[3, 1, 9]),
+            (0, &[2, 1, 5], &[5, 1, 1]),
         ];
         for threads in [1, 3] {
             let pool = rayon::ThreadPoolBuilder::new()

@@ -65,7 +65,8 @@ impl<B: AutodiffBackend> ModuleMapper<B> for FreshLeaves {
 /// as the current rayon pool has threads (at most one per item), each lane with a pool of
 /// its own holding its share of those threads (see the module doc), and a single item runs
 /// in one lane's pool of all of them; otherwise one after another on the calling thread.
-/// The first error, in item order, is returned.
+/// The first error, in item order, is returned. A concurrent item runs on a lane thread, so
+/// thread-local scopes of the caller (e.g. `with_packed_weights`) do not reach it.
 pub fn in_order<T, R, F>(items: Vec<T>, concurrent: bool, f: F) -> Result<Vec<R>, String>
 where
     T: Send,
@@ -74,7 +75,7 @@ where
 {
     let threads = rayon::current_num_threads();
     let lanes = threads.min(items.len());
-    if !concurrent || threads <= 1 {
+    if !concurrent || threads <= 1 || items.is_empty() {
         return items.into_iter().map(f).collect();
     }
     if lanes <= 1 {
