@@ -98,19 +98,30 @@ pub fn linear_forward_panels(
     if !few_rows_kernels_run() || n > FEW_ROWS || n == 0 || k == 0 || m == 0 {
         return None;
     }
-    // SAFETY: the buffers hold n·m floats (the bias rows, or for `filled` to write); AVX-512
-    // was detected and x's length checked.
-    Some(match bias {
-        Some(b) => {
-            let mut y = buffer::uninit(n * m);
-            (0..n).for_each(|_| y.extend_from_slice(b));
-            unsafe { panels_product(y.as_mut_ptr(), x, panels, n, true) };
-            y
-        }
-        None => filled(n, m, |dst| unsafe {
-            panels_product(dst, x, panels, n, false)
-        }),
-    })
+    // SAFETY: `with_bias` hands n·m floats; AVX-512 was detected and x's length checked.
+    Some(with_bias(n, m, bias, |dst, accumulate| unsafe {
+        panels_product(dst, x, panels, n, accumulate)
+    }))
+}
+
+/// y `[rows, cols]` from `product(dst, accumulate)`: onto `rows` copies of the bias
+/// (`accumulate` true), or into an uninitialised buffer it writes whole (false). `product`
+/// must write (or add to) all `rows · cols` floats at `dst`.
+fn with_bias(
+    rows: usize,
+    cols: usize,
+    bias: Option<&[f32]>,
+    product: impl FnOnce(*mut f32, bool),
+) -> Vec<f32> {
+    let Some(b) = bias else {
+        return filled(rows, cols, |dst| product(dst, false));
+    };
+    let mut y = buffer::uninit(rows * cols);
+    for _ in 0..rows {
+        y.extend_from_slice(b);
+    }
+    product(y.as_mut_ptr(), true);
+    y
 }
 
 /// `rows × cols` floats computed by `fill` into an uninitialised buffer.
@@ -143,27 +154,21 @@ pub fn linear_forward(
     let (n, k, m) = dims;
     check("x", x.len(), n * k);
     check("weight", w.len(), k * m);
+    if let Some(b) = bias {
+        check("bias", b.len(), m);
+    }
     let (xs, ws) = ((x, k as isize, 1), layout.weight(w, dims));
-    let empty = k == 0 || n == 0 || m == 0;
-    let Some(b) = bias else {
-        if empty {
-            return vec![0.0; n * m];
-        }
-        // SAFETY: `filled` hands a buffer of n·m floats; x and w were checked.
-        return filled(n, m, |dst| unsafe {
-            product(dst, (n, k, m), xs, ws, false)
-        });
-    };
-    check("bias", b.len(), m);
-    let mut y = buffer::uninit(n * m);
-    for _ in 0..n {
-        y.extend_from_slice(b);
+    if k == 0 || n == 0 || m == 0 {
+        // Nothing to multiply: the bias rows, or zeros.
+        return match bias {
+            Some(b) => b.repeat(n),
+            None => vec![0.0; n * m],
+        };
     }
-    if !empty {
-        // SAFETY: y holds n·m floats (the bias rows); x and w were checked.
-        unsafe { product(y.as_mut_ptr(), (n, k, m), xs, ws, true) };
-    }
-    y
+    // SAFETY: `with_bias` hands n·m floats; x and w were checked.
+    with_bias(n, m, bias, |dst, accumulate| unsafe {
+        product(dst, (n, k, m), xs, ws, accumulate)
+    })
 }
 
 /// The gradients of [`linear_forward`] for the incoming `dy`: (dx, dW, db), db only
