@@ -277,6 +277,10 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         ))
     }
 
+    fn sum_of_squares(x: FloatTensor<Self>) -> f64 {
+        B::sum_of_squares(x.primitive)
+    }
+
     fn contiguous(x: FloatTensor<Self>) -> FloatTensor<Self> {
         ContiguousBackward
             .prepare::<C>([x.node.clone()])

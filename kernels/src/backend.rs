@@ -312,6 +312,15 @@ pub trait KernelBackend: Backend {
         x
     }
 
+    /// Σ x² over every value of `x`, in f64 (not differentiable). Default: burn's
+    /// `square().sum()`; `Flex` sums in an order fixed by the element count, the same on
+    /// every CPU and at every thread count ([`crate::cpu::sum_of_squares`]).
+    fn sum_of_squares(x: FloatTensor<Self>) -> f64 {
+        use burn::tensor::{ElementConversion, Tensor, TensorPrimitive};
+        let x = Tensor::<Self, 1>::from_primitive(TensorPrimitive::Float(x));
+        x.square().sum().into_scalar().elem::<f64>()
+    }
+
     /// `tensor` with `value` written at offsets `starts` (one per axis). Default: burn's
     /// `slice_assign` (tracked under autodiff); `Flex` writes in place when `tensor` owns
     /// its contiguous storage alone ([`crate::cpu::block_write`]).

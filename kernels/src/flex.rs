@@ -81,11 +81,11 @@ fn tensor(values: Vec<f32>, shape: &[usize]) -> FlexTensor {
 }
 
 impl KernelBackend for Flex {
-    /// Products of few rows (a decode step's attention) through
-    /// [`cpu::batched_matmul`], burn-flex's matmul otherwise.
+    /// f32 products through [`cpu::batched_matmul`] (each output summed in order, the same
+    /// bits on every CPU); burn-flex's matmul for other dtypes and for shapes it refuses.
     fn matmul_forward(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
         let f32_pair = lhs.dtype() == DType::F32 && rhs.dtype() == DType::F32;
-        let few_rows = f32_pair.then(|| {
+        let ordered = f32_pair.then(|| {
             fn view(t: &FlexTensor) -> (&[f32], usize, Vec<usize>, Vec<isize>) {
                 let layout = t.layout();
                 let strides = layout.strides().to_vec();
@@ -93,10 +93,13 @@ impl KernelBackend for Flex {
             }
             let ((a, a_at, a_shape, a_strides), (b, b_at, b_shape, b_strides)) =
                 (view(&lhs), view(&rhs));
-            let out_shape: Vec<usize> = a_shape[..a_shape.len() - 1]
-                .iter()
-                .chain(b_shape.last())
-                .copied()
+            // Leading axes broadcast (a size-1 axis takes the other side's size); when the
+            // shapes do not multiply, `batched_matmul` refuses before this shape is used.
+            let rank = a_shape.len();
+            let out_shape: Vec<usize> = (0..rank.saturating_sub(2))
+                .map(|axis| a_shape[axis].max(b_shape.get(axis).copied().unwrap_or(1)))
+                .chain(a_shape.get(rank.wrapping_sub(2)).copied())
+                .chain(b_shape.last().copied())
                 .collect();
             let lhs = cpu::batched_matmul::View {
                 storage: a,
@@ -110,9 +113,9 @@ impl KernelBackend for Flex {
                 shape: &b_shape,
                 strides: &b_strides,
             };
-            cpu::batched_matmul::few_rows_matmul(&lhs, &rhs).map(|out| tensor(out, &out_shape))
+            cpu::batched_matmul::batched_matmul(&lhs, &rhs).map(|out| tensor(out, &out_shape))
         });
-        match few_rows.flatten() {
+        match ordered.flatten() {
             Some(out) => out,
             None => <Flex as burn::tensor::ops::FloatTensorOps<Flex>>::float_matmul(lhs, rhs),
         }
@@ -322,6 +325,10 @@ impl KernelBackend for Flex {
             }
             None => slice_assign_block::<Flex>(tensor, starts, value),
         }
+    }
+
+    fn sum_of_squares(x: FlexTensor) -> f64 {
+        cpu::sum_of_squares::sum_of_squares(&host_f32(&x))
     }
 
     fn contiguous(x: FlexTensor) -> FlexTensor {

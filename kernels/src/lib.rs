@@ -131,6 +131,12 @@ pub fn rotary<B: KernelBackend, const D: usize>(
     Tensor::from_primitive(TensorPrimitive::Float(out))
 }
 
+/// Σ x² over every value of `x`, in f64, summed in an order that does not depend on the CPU
+/// or the thread count on the CPU backend (see [`KernelBackend::sum_of_squares`]).
+pub fn sum_of_squares<B: KernelBackend, const D: usize>(x: Tensor<B, D>) -> f64 {
+    B::sum_of_squares(float(x))
+}
+
 /// `x` laid out row-major, the same values and shape: a strided view (e.g. heads moved
 /// back with `swap_dims`) is copied so that a reshape after it is a view; the gradient
 /// flows through unchanged, laid out row-major too. See [`KernelBackend::contiguous`].
@@ -175,6 +181,15 @@ pub fn matmul<B: KernelBackend, const D: usize>(
         "matmul: {l:?} · {r:?} do not fit"
     );
     wrap(B::matmul(float(lhs), float(rhs)))
+}
+
+/// Σ_i values_i · weights_i as a `[1]` tensor, differentiable w.r.t. both: the product
+/// `[1, n] · [n, 1]`, so on the CPU the sum runs in index order, one fused multiply-add per
+/// value, the same bits on every CPU (burn's `sum` adds across as many partials as the
+/// CPU's SIMD width).
+pub fn weighted_sum<B: KernelBackend>(values: Tensor<B, 1>, weights: Tensor<B, 1>) -> Tensor<B, 1> {
+    let n = values.dims()[0];
+    matmul(values.reshape([1, n]), weights.reshape([n, 1])).reshape([1])
 }
 
 /// A dense layer `x·weight (+ bias)` on the last axis of `x` (`[…, k]`), with `weight`

@@ -1,18 +1,19 @@
-//! Batched matrix products of few rows, `[…, m, k] · […, k, n]` with m ≤ 64, on strided f32
-//! views: attention's q·kᵀ and p·v in a decode step, one query (or, with grouped heads, the
-//! few queries of a key/value head) against its sequence's cache.
+//! Batched matrix products `[…, m, k] · […, k, n]` on strided f32 views: attention's q·kᵀ
+//! and p·v, in training (many rows) and in a decode step (one query, or the few queries of
+//! a key/value head, against its sequence's cache). Leading axes of size 1 broadcast.
 //!
-//! Why: burn-flex runs a batched matmul as one gemm call per matrix, and gemm packs both
-//! operands on every call; a decode step of a dim-512 model has 256 such products of one
-//! row per layer (32 sequences × 8 heads), each a few thousand multiply-adds, so packing
-//! and dispatch were about 12% of generation time. Here each product goes through
-//! [`super::linear`]'s few-rows kernels, which read the operands where they lie (keys
-//! through the transposed view `kᵀ`, values row-major), and the batch is split over
-//! rayon's threads.
+//! Why: burn-flex runs a batched matmul as one gemm call per matrix; gemm packs both
+//! operands on every call, and its sums follow the CPU (see [`super::ordered_product`]). A
+//! decode step of a dim-512 model has 256 such products of one row per layer (32 sequences
+//! × 8 heads), each a few thousand multiply-adds, so packing and dispatch were about 12% of
+//! generation time. Here each product goes through [`super::linear`]'s product (the
+//! few-rows kernels on AVX-512 read the operands where they lie: keys through the
+//! transposed view `kᵀ`, values row-major; the ordered product otherwise), so every output
+//! is summed in the same order on every CPU, and the batch is split over rayon's threads.
 
 use rayon::prelude::*;
 
-use super::few_rows::{few_rows_kernels_run, splits_over_threads, FEW_ROWS};
+use super::few_rows::splits_over_threads;
 use super::linear::product;
 
 /// A batch of products splits over threads from 1/16 of the multiply-adds at which one
@@ -32,60 +33,61 @@ pub struct View<'a> {
 }
 
 impl View<'_> {
-    /// Offsets of the matrices of the leading axes, in row-major order of those axes.
-    fn matrix_offsets(&self) -> Vec<usize> {
-        let lead = self.shape.len() - 2;
+    /// The offset of each matrix of the view, over the leading axes `lead` (the view's own,
+    /// or larger where the view's axis has size 1 and broadcasts), in row-major order.
+    fn matrix_offsets(&self, lead: &[usize]) -> Vec<usize> {
         let mut offsets = vec![self.offset];
-        for axis in 0..lead {
-            let stride = self.strides[axis] as usize;
+        for (axis, &size) in lead.iter().enumerate() {
+            let stride = match self.shape[axis] {
+                1 => 0,
+                _ => self.strides[axis] as usize,
+            };
             offsets = offsets
                 .iter()
-                .flat_map(|&o| (0..self.shape[axis]).map(move |i| o + i * stride))
+                .flat_map(|&o| (0..size).map(move |i| o + i * stride))
                 .collect();
         }
         offsets
     }
 }
 
-/// `lhs · rhs` (row-major `[…, m, n]`) when the few-rows kernels apply: they run on this
-/// CPU (AVX-512, unless `ROLL_FLOW_KERNELS_ISA` caps it), equal leading axes (no
-/// broadcasting), m ≤ 64, `lhs` with unit stride along its last axis and `rhs` along either
-/// of its last two, no negative stride. `None` otherwise.
-pub fn few_rows_matmul(lhs: &View<'_>, rhs: &View<'_>) -> Option<Vec<f32>> {
+/// `lhs · rhs` for every matrix of the batch, the output contiguous `[lead…, m, n]` with
+/// `lead` the broadcast leading shape; `None` (nothing computed) when the shapes do not
+/// multiply this way (ranks differ, leading axes that neither equal nor broadcast, inner
+/// sizes that differ, or a negative stride), for burn's matmul to refuse.
+pub fn batched_matmul(lhs: &View<'_>, rhs: &View<'_>) -> Option<Vec<f32>> {
     let rank = lhs.shape.len();
-    let applies = few_rows_kernels_run()
-        && rank >= 2
-        && rhs.shape.len() == rank
-        && lhs.shape[..rank - 2] == rhs.shape[..rank - 2]
-        && lhs.shape[rank - 1] == rhs.shape[rank - 2]
-        && lhs.shape[rank - 2] <= FEW_ROWS
-        && lhs.strides[rank - 1] == 1
-        && (rhs.strides[rank - 1] == 1 || rhs.strides[rank - 2] == 1)
+    let lead: Option<Vec<usize>> = (rank >= 2 && rhs.shape.len() == rank)
+        .then(|| {
+            lhs.shape[..rank - 2]
+                .iter()
+                .zip(&rhs.shape[..rank - 2])
+                .map(|(&a, &b)| (a == b || a == 1 || b == 1).then_some(a.max(b)))
+                .collect()
+        })
+        .flatten();
+    let applies = lhs.shape.get(rank.wrapping_sub(1)) == rhs.shape.get(rank.wrapping_sub(2))
         && lhs.strides.iter().chain(rhs.strides).all(|&s| s >= 0);
-    if !applies {
-        return None;
-    }
+    let lead = lead.filter(|_| applies)?;
     let (m, k, n) = (
         lhs.shape[rank - 2],
         lhs.shape[rank - 1],
         rhs.shape[rank - 1],
     );
-    let mut out = vec![0.0f32; lhs.shape[..rank - 2].iter().product::<usize>() * m * n];
+    let mut out = vec![0.0f32; lead.iter().product::<usize>() * m * n];
     if m * n == 0 {
         return Some(out);
     }
-    let (a_offsets, b_offsets) = (lhs.matrix_offsets(), rhs.matrix_offsets());
-    let a_rows = lhs.strides[rank - 2];
+    let (a_offsets, b_offsets) = (lhs.matrix_offsets(&lead), rhs.matrix_offsets(&lead));
+    let (a_rows, a_cols) = (lhs.strides[rank - 2], lhs.strides[rank - 1]);
     let (b_rows, b_cols) = (rhs.strides[rank - 2], rhs.strides[rank - 1]);
     let one = |(dst, (&a, &b)): (&mut [f32], (&usize, &usize))| {
-        let a = (&lhs.storage[a..], a_rows, 1);
+        let a = (&lhs.storage[a..], a_rows, a_cols);
         let b = (&rhs.storage[b..], b_rows, b_cols);
-        // SAFETY: dst holds m·n floats; each view's storage holds its matrix at these
-        // strides (the tensors' layouts say so).
+        // SAFETY: dst holds m·n floats; the views' strides keep each matrix inside its
+        // storage (burn's layouts), read from the matrix's offset.
         unsafe { product(dst.as_mut_ptr(), (m, k, n), a, b, false) };
     };
-    // The batch splits over threads only when it is a sizeable fraction of a product that
-    // would (see BATCH_SPLIT_SCALE).
     if splits_over_threads(BATCH_SPLIT_SCALE * a_offsets.len() * m * k * n) {
         out.par_chunks_mut(m * n)
             .zip(a_offsets.par_iter().zip(&b_offsets))
@@ -107,9 +109,6 @@ mod tests {
     /// v); against the products computed by hand from the indexing rule, in f64.
     #[test]
     fn strided_batches_match_the_indexing_rule() {
-        if !few_rows_kernels_run() {
-            return;
-        }
         let (b, h, m, k, n) = (2, 3, 5, 7, 19);
         let value = |i: usize| ((i * 37 % 101) as f32 - 50.0) / 25.0;
         // lhs stored [b, m, h, k], viewed [b, h, m, k].
@@ -145,7 +144,7 @@ mod tests {
                 shape: &[b, h, k, n],
                 strides: &rhs_strides,
             };
-            let got = few_rows_matmul(&lhs, &rhs).expect("the few-rows path applies");
+            let got = batched_matmul(&lhs, &rhs).expect("the few-rows path applies");
             for bi in 0..b {
                 for hi in 0..h {
                     for r in 0..m {
@@ -166,18 +165,58 @@ mod tests {
         }
     }
 
+    /// 65 rows (past the few-rows kernels) against a broadcast right side `[1, k, n]`: each
+    /// output the in-order fused sum of `ordered_product`, bit for bit; shapes that do not
+    /// multiply are refused.
     #[test]
-    fn broadcasting_and_many_rows_are_left_to_burn() {
-        let storage = vec![1.0f32; 4096];
-        let view = |shape: &'static [usize], strides: &'static [isize]| View {
-            storage: &storage,
+    fn many_rows_and_broadcast_batches_sum_in_order() {
+        let (b, m, k, n) = (2, 65, 5, 3);
+        let lhs_storage: Vec<f32> = (0..b * m * k)
+            .map(|i| ((i * 29 % 83) as f32 - 41.0) / 17.0)
+            .collect();
+        let rhs_storage: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 13 % 31) as f32 - 15.0) / 7.0)
+            .collect();
+        let lhs = View {
+            storage: &lhs_storage,
             offset: 0,
-            shape,
-            strides,
+            shape: &[b, m, k],
+            strides: &[(m * k) as isize, k as isize, 1],
         };
-        let rows_65 = view(&[65, 2], &[2, 1]);
-        assert!(few_rows_matmul(&rows_65, &view(&[2, 3], &[3, 1])).is_none());
-        let broadcast = view(&[1, 2, 2], &[4, 2, 1]);
-        assert!(few_rows_matmul(&view(&[2, 2, 2], &[4, 2, 1]), &broadcast).is_none());
+        let rhs = View {
+            storage: &rhs_storage,
+            offset: 0,
+            shape: &[1, k, n],
+            strides: &[(k * n) as isize, n as isize, 1],
+        };
+        let got = batched_matmul(&lhs, &rhs).expect("the shapes multiply");
+        for bi in 0..b {
+            for r in 0..m {
+                for c in 0..n {
+                    let want = (0..k).fold(0.0f32, |s, j| {
+                        lhs_storage[(bi * m + r) * k + j].mul_add(rhs_storage[j * n + c], s)
+                    });
+                    assert_eq!(
+                        got[(bi * m + r) * n + c].to_bits(),
+                        want.to_bits(),
+                        "[{bi}, {r}, {c}]"
+                    );
+                }
+            }
+        }
+        let bad_inner = View {
+            storage: &rhs_storage,
+            offset: 0,
+            shape: &[1, k + 1, 2],
+            strides: &[(2 * k + 2) as isize, 2, 1],
+        };
+        assert!(batched_matmul(&lhs, &bad_inner).is_none());
+        let bad_lead = View {
+            storage: &lhs_storage,
+            offset: 0,
+            shape: &[3, k, n],
+            strides: &[0, n as isize, 1],
+        };
+        assert!(batched_matmul(&lhs, &bad_lead).is_none());
     }
 }

@@ -45,14 +45,17 @@ pub(super) unsafe fn few_rows_product(
     accumulate: bool,
 ) -> bool {
     use super::few_rows_avx512::{broadcast_form, transposed_form, Rows, Weight};
-    use super::few_rows_avx512::{BROADCAST_COLS, TRANSPOSED_COLS};
+    use super::few_rows_avx512::{BROADCAST_COLS, TRANSPOSED_COLS, TRANSPOSED_MIN_ROWS};
     // b row-major (unit column stride), or transposed (unit row stride).
     let transposed = match (b.1, b.2) {
         (_, 1) => false,
         (1, _) => true,
         _ => return false,
     };
-    let usable = few_rows_kernels_run() && a.2 == 1 && rows <= FEW_ROWS;
+    let usable = few_rows_kernels_run()
+        && a.2 == 1
+        && rows <= FEW_ROWS
+        && (!transposed || rows >= TRANSPOSED_MIN_ROWS);
     if !usable || rows == 0 || inner == 0 || cols == 0 {
         return false;
     }
@@ -150,7 +153,8 @@ pub(super) unsafe fn panels_product(_: *mut f32, _: &[f32], _: &WeightPanels, _:
     unreachable!("the few-rows kernels run on x86-64 only")
 }
 
-/// Without x86-64 the few-rows kernels do not exist: gemm computes every product.
+/// Without x86-64 the few-rows kernels do not exist: `ordered_product` computes every
+/// product.
 #[cfg(not(target_arch = "x86_64"))]
 pub(super) unsafe fn few_rows_product(
     _: *mut f32,

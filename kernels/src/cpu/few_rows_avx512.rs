@@ -17,8 +17,11 @@
 //!
 //! Row and column tails reuse the full tile: missing rows read the last row again (or
 //! zeros) and are not stored, missing columns are masked off or not stored. Each output is
-//! summed over the inner index in order, so results differ from gemm's in the last bits
-//! only.
+//! summed over the inner index in order from its start value, exactly as
+//! [`super::ordered_product`] sums it: the same bits whichever of the two computes a
+//! product. A transposed W with at most 8 rows is left to `ordered_product` (a 16-lane
+//! column of xᵀ would be mostly padding; summing across lanes instead would change the
+//! order).
 
 use std::arch::x86_64::*;
 
@@ -33,12 +36,9 @@ const PACK_PREFETCH: usize = 16;
 /// Columns one broadcast-form tile covers: a panel of packed weights.
 pub(super) const BROADCAST_COLS: usize = 16 * BROADCAST_VECTORS;
 const _: () = assert!(BROADCAST_COLS == super::weight_panels::PANEL_COLS);
-/// Up to this many rows, a transposed-form product computes dot products along the inner
-/// axis instead ([`dot_tiles`]): a 16-lane column of xᵀ would be mostly padding (a decode
-/// step's q·kᵀ has one query row, or the few query heads sharing a key/value head).
-const DOT_MAX_ROWS: usize = 8;
-/// Columns of a dot-product tile.
-const DOT_COLS: usize = 3;
+/// A transposed-form product needs at least this many rows; fewer are left to
+/// `ordered_product`.
+pub(super) const TRANSPOSED_MIN_ROWS: usize = 9;
 /// Columns a part of a transposed-form product is a multiple of: every tile width
 /// (16, 12, 8, 6) divides it.
 pub(super) const TRANSPOSED_COLS: usize = 48;
@@ -181,7 +181,17 @@ type BroadcastTile = (
 unsafe fn broadcast_tile<const R: usize>(
     (out, out_stride, (live, inner), x, w, masks, accumulate): BroadcastTile,
 ) {
+    // Each output's chain starts from dst's value when adding (the order of
+    // `super::ordered_product`).
     let mut acc = [[_mm512_setzero_ps(); BROADCAST_VECTORS]; R];
+    if accumulate {
+        for (r, acc) in acc.iter_mut().enumerate().take(live) {
+            let from = unsafe { out.add(r * out_stride) };
+            for (v, sum) in acc.iter_mut().enumerate() {
+                *sum = unsafe { _mm512_maskz_loadu_ps(masks[v], from.add(16 * v)) };
+            }
+        }
+    }
     let x_rows: [*const f32; R] =
         std::array::from_fn(|r| unsafe { x.ptr.add(r.min(live - 1) * x.stride) });
     let mut w_row = w.ptr;
@@ -200,13 +210,7 @@ unsafe fn broadcast_tile<const R: usize>(
     for (r, acc) in acc.iter().enumerate().take(live) {
         let out = unsafe { out.add(r * out_stride) };
         for (v, &sum) in acc.iter().enumerate() {
-            let at = unsafe { out.add(16 * v) };
-            let sum = if accumulate {
-                _mm512_add_ps(sum, unsafe { _mm512_maskz_loadu_ps(masks[v], at) })
-            } else {
-                sum
-            };
-            unsafe { _mm512_mask_storeu_ps(at, masks[v], sum) };
+            unsafe { _mm512_mask_storeu_ps(out.add(16 * v), masks[v], sum) };
         }
     }
 }
@@ -235,21 +239,6 @@ pub(super) unsafe fn transposed_form(
     thread_local! {
         /// xᵀ of this thread, grown as needed and reused across calls.
         static XT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    if rows <= DOT_MAX_ROWS {
-        let out = Out {
-            ptr: dst,
-            stride: dst_stride,
-            rows,
-            accumulate,
-        };
-        match rows {
-            1 => unsafe { dot_tiles::<1>(out, inner, cols, x, wt) },
-            2 => unsafe { dot_tiles::<2>(out, inner, cols, x, wt) },
-            3 | 4 => unsafe { dot_tiles::<4>(out, inner, cols, x, wt) },
-            _ => unsafe { dot_tiles::<8>(out, inner, cols, x, wt) },
-        }
-        return;
     }
     let vectors = rows.div_ceil(16);
     let padded = 16 * vectors;
@@ -294,57 +283,6 @@ struct Out {
     accumulate: bool,
 }
 
-/// [`transposed_form`] for at most [`DOT_MAX_ROWS`] rows: tiles of `R` rows × 3 columns,
-/// each output a dot product of a row of x and a row of Wᵀ, 16 lanes at a time along the
-/// inner axis, summed across lanes at the end. Missing rows and columns read the last ones
-/// again and are not stored.
-#[target_feature(enable = "avx512f")]
-unsafe fn dot_tiles<const R: usize>(
-    out: Out,
-    inner: usize,
-    cols: (usize, usize),
-    x: Rows,
-    wt: Rows,
-) {
-    let mut col = cols.0;
-    while col < cols.1 {
-        let width = (cols.1 - col).min(DOT_COLS);
-        let w_rows: [*const f32; DOT_COLS] =
-            std::array::from_fn(|c| unsafe { wt.ptr.add((col + c.min(width - 1)) * wt.stride) });
-        let mut row = 0;
-        while row < out.rows {
-            let live = (out.rows - row).min(R);
-            let x_rows: [*const f32; R] =
-                std::array::from_fn(|r| unsafe { x.ptr.add((row + r.min(live - 1)) * x.stride) });
-            let mut acc = [[_mm512_setzero_ps(); DOT_COLS]; R];
-            let mut k = 0;
-            while k < inner {
-                let mask = low_lanes(inner - k);
-                let b = std::array::from_fn::<_, DOT_COLS, _>(|c| unsafe {
-                    _mm512_maskz_loadu_ps(mask, w_rows[c].add(k))
-                });
-                for r in 0..R {
-                    let a = unsafe { _mm512_maskz_loadu_ps(mask, x_rows[r].add(k)) };
-                    for c in 0..DOT_COLS {
-                        acc[r][c] = _mm512_fmadd_ps(a, b[c], acc[r][c]);
-                    }
-                }
-                k += 16;
-            }
-            for (r, acc) in acc.iter().enumerate().take(live) {
-                let at = unsafe { out.ptr.add((row + r) * out.stride + col) };
-                for (c, &sum) in acc.iter().enumerate().take(width) {
-                    let sum = _mm512_reduce_add_ps(sum);
-                    let at = unsafe { at.add(c) };
-                    unsafe { *at = if out.accumulate { *at + sum } else { sum } };
-                }
-            }
-            row += R;
-        }
-        col += DOT_COLS;
-    }
-}
-
 /// The tiles of [`transposed_form`] over columns `cols`: `J` columns × `RV` row vectors.
 #[target_feature(enable = "avx512f")]
 unsafe fn transposed_tiles<const RV: usize, const J: usize>(
@@ -364,7 +302,24 @@ unsafe fn transposed_tiles<const RV: usize, const J: usize>(
         let width = (cols.1 - col).min(J);
         let w_rows: [*const f32; J] =
             std::array::from_fn(|j| unsafe { wt.ptr.add((col + j.min(width - 1)) * wt.stride) });
+        // Each output's chain starts from dst's value when adding (the order of
+        // `super::ordered_product`).
         let mut acc = [[_mm512_setzero_ps(); RV]; J];
+        if out.accumulate {
+            for (j, acc) in acc.iter_mut().enumerate().take(width) {
+                for (v, sum) in acc.iter_mut().enumerate() {
+                    let base = unsafe { out.ptr.add(16 * v * out.stride + col + j) };
+                    *sum = unsafe {
+                        _mm512_mask_i32gather_ps::<4>(
+                            _mm512_setzero_ps(),
+                            masks[v],
+                            row_offsets,
+                            base,
+                        )
+                    };
+                }
+            }
+        }
         let mut xt_row = xt.ptr;
         for k in 0..inner {
             let a =
@@ -380,19 +335,6 @@ unsafe fn transposed_tiles<const RV: usize, const J: usize>(
         for (j, acc) in acc.iter().enumerate().take(width) {
             for (v, &sum) in acc.iter().enumerate() {
                 let base = unsafe { out.ptr.add(16 * v * out.stride + col + j) };
-                let sum = if out.accumulate {
-                    let old = unsafe {
-                        _mm512_mask_i32gather_ps::<4>(
-                            _mm512_setzero_ps(),
-                            masks[v],
-                            row_offsets,
-                            base,
-                        )
-                    };
-                    _mm512_add_ps(sum, old)
-                } else {
-                    sum
-                };
                 unsafe { _mm512_mask_i32scatter_ps::<4>(base, masks[v], row_offsets, sum) };
             }
         }

@@ -10,8 +10,10 @@
 //!
 //! Tokens outside the mask get advantage 0 and return 0, and their rewards are ignored.
 //!
-//! Sequences run in parallel (rayon). With AVX-512 each is a vectorised scan in f32
-//! (`super::gae_avx512`); otherwise a serial scan accumulating in f64 like the oracle.
+//! Sequences run in parallel (rayon), each a serial scan accumulating in f64 like the
+//! oracle, one fused multiply-add per token, the same bits on every CPU. (A vectorised f32
+//! scan for AVX-512 computed other roundings than the AVX2 and plain paths, so a run's
+//! numbers depended on the CPU: removed.)
 
 use std::mem::MaybeUninit;
 
@@ -61,11 +63,7 @@ fn scan<const FMA: bool>(
         if m[t] != 0.0 {
             let vt = v[t] as f64;
             let delta = r[t] as f64 + g * next_v - vt;
-            next_a = if FMA {
-                gl.mul_add(next_a, delta)
-            } else {
-                gl * next_a + delta
-            };
+            next_a = gl.mul_add(next_a, delta);
             adv[t].write(next_a as f32);
             ret[t].write((next_a + vt) as f32);
             next_v = vt;
@@ -116,20 +114,13 @@ pub fn gae(
     seqs.into_par_iter()
         .zip(offsets.par_windows(2))
         .with_min_len(16)
-        .for_each_init(Default::default, |scratch, ((a, rt), w)| {
+        .for_each(|((a, rt), w)| {
             let (s, e) = (w[0], w[1]);
             let (r, v, m) = (&rewards[s..e], &values[s..e], &mask[s..e]);
-            #[cfg(not(target_arch = "x86_64"))]
-            let _: &mut () = scratch;
             match isa {
-                // SAFETY: `Isa::detect` found AVX-512 (F and DQ) at run time.
+                // SAFETY: `Isa::detect` found AVX2 and FMA (AVX-512 implies them) at run time.
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => unsafe {
-                    super::gae_avx512::scan_sequence(r, v, m, a, rt, gamma, gamma * lambda, scratch)
-                },
-                // SAFETY: `Isa::detect` found AVX2 and FMA at run time.
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => unsafe { avx2::scan(r, v, m, a, rt, g, gl) },
+                Isa::Avx512 | Isa::Avx2 => unsafe { avx2::scan(r, v, m, a, rt, g, gl) },
                 _ => scan::<false>(r, v, m, a, rt, g, gl),
             }
         });

@@ -1,5 +1,7 @@
 //! A dense layer on the CPU, y = x·W + b, and its backward, on row-major slices, through
-//! the `gemm` crate (the matrix kernels burn-flex's own matmul calls).
+//! [`super::ordered_product`] (every output summed over its inner axis in order, the same
+//! bits on every CPU) or, for a few rows on AVX-512, the few-rows kernels, which sum in the
+//! same order.
 //!
 //! Shapes: x `[n, k]`, W `[k, m]` (burn's `Linear` layout, in × out), b `[m]`, y `[n, m]`.
 //! Backward, for the incoming gradient dy `[n, m]`:
@@ -8,24 +10,24 @@
 //! - db = Σ over rows of dy `[m]`.
 //!
 //! W may also be stored as its transpose, `[m, k]` row-major ([`WeightLayout::OutIn`]): a
-//! tied output head reads the `[vocab, hidden]` token embedding as `[hidden, vocab]`. gemm
-//! reads it through strides, and dW comes back in the same storage order (dWᵀ = dyᵀ·x),
-//! so neither direction copies the matrix. (Copying it into `[k, m]` order on every call
-//! cost 31% of a decode step's time at dim 512 and vocab 8192.)
+//! tied output head reads the `[vocab, hidden]` token embedding as `[hidden, vocab]`. The
+//! product reads it through strides, and dW comes back in the same storage order (dWᵀ =
+//! dyᵀ·x), so neither direction copies the matrix. (Copying it into `[k, m]` order on every
+//! call cost 31% of a decode step's time at dim 512 and vocab 8192.)
 //!
 //! Why not burn's `linear`: burn-flex creates every matmul output with
 //! `FlexTensor::empty`, which zero-fills a byte vector and then copies it into a 16-byte
 //! aligned allocation (cubecl's `Bytes::from_bytes_vec` re-aligns any byte vector), so each
-//! product pays a memset and a memcpy of its output before gemm writes it: about 11% of a
-//! Tiny-model training step in a perf profile (`bench/model_throughput.rs`). The bias is
-//! then one more broadcast pass, and its gradient one more reduction. Here gemm writes an
-//! uninitialised output once (`read_dst = false`), or accumulates onto the bias rows
-//! (`read_dst = true`), and the transposes of the backward are strides, not copies.
+//! product pays a memset and a memcpy of its output; its product (the `gemm` crate) sums in
+//! an order that depends on the CPU. The bias is then one more broadcast pass, and its
+//! gradient one more reduction. Here the product writes an uninitialised output once
+//! (`accumulate = false`), or starts each output's sum from the bias rows
+//! (`accumulate = true`), and the transposes of the backward are strides, not copies.
 
 use super::buffer;
 use super::few_rows::FEW_ROWS;
 use super::few_rows::{few_rows_kernels_run, few_rows_product, panels_product, Operand};
-use super::gemm_split::gemm_product;
+use super::ordered_product::ordered_product;
 use super::weight_panels::WeightPanels;
 
 /// (n, k, m): rows, input features, output features.
@@ -58,7 +60,9 @@ impl WeightLayout {
     }
 }
 
-/// dst `[rows, cols]` (row-major, uninitialised unless `accumulate`) := (dst +) a·b.
+/// dst `[rows, cols]` (row-major, uninitialised unless `accumulate`) := (dst +) a·b, each
+/// output's sum started from dst's value (`accumulate`) or 0 and taken over the inner axis
+/// in order ([`super::ordered_product`]).
 ///
 /// # Safety
 /// `dst` must hold `rows · cols` writable floats; `a` and `b` must be valid for
@@ -73,7 +77,7 @@ pub(super) unsafe fn product(
     // SAFETY: as the caller guarantees.
     unsafe {
         if !few_rows_product(dst, dims, a, b, accumulate) {
-            gemm_product(dst, dims, a, b, accumulate);
+            ordered_product(dst, dims, a, b, accumulate);
         }
     }
 }
@@ -129,7 +133,7 @@ fn filled(rows: usize, cols: usize, fill: impl FnOnce(*mut f32)) -> Vec<f32> {
     let len = rows * cols;
     let mut out = buffer::uninit(len);
     fill(out.as_mut_ptr());
-    // SAFETY: `fill` wrote all `len` elements (gemm writes every output element).
+    // SAFETY: `fill` wrote all `len` elements (the product writes every output element).
     unsafe { out.set_len(len) };
     out
 }

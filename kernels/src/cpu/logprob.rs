@@ -13,14 +13,14 @@
 //! Backward (from the saved lse and H, never a stored softmax):
 //! ∂logp/∂s_v = δ_vy − p_v, ∂H/∂s_v = −p_v(log p_v + H), and ∂/∂z = ∂/∂s / T.
 //!
-//! Rows run in parallel with rayon; the instruction set is picked at run time:
-//! - AVX-512: `super::logprob_avx512`, intrinsics; a max/min pass then one exponential
-//!   pass per row in base 2 with a cheaper `exp` (`vreduceps` + degree-5 polynomial +
-//!   `vscalefps`); the backward writes dz straight from the logits (no copy, no zeroing).
-//! - AVX2 or plain: the loops below, which LLVM vectorises (16 lanes: two AVX2 registers).
-//!   The row is walked in blocks of `BLOCK` values: the block max is taken first (the
-//!   block stays in L1), then the block's exponentials are added (online rescaling when
-//!   the max grows), so memory is read once.
+//! Rows run in parallel with rayon. Each row is the loops below, which LLVM vectorises for
+//! the instruction set picked at run time (AVX-512, AVX2 or plain), always over the same
+//! 16 lanes with the same fused multiply-adds, so every path gives the same bits. The row
+//! is walked in blocks of `BLOCK` values: the block max is taken first (the block stays in
+//! L1), then the block's exponentials are added (online rescaling when the max grows), so
+//! memory is read once. (An AVX-512 intrinsics version in base 2 with a cheaper `exp` was
+//! faster but rounded differently from the other paths, so a run's numbers depended on
+//! the CPU: removed.)
 //!
 //! Sources: the online softmax of Milakov & Gimelshein 2018; verl/ROLL
 //! `entropy_from_logits` (H = lse − Σ p·s); the oracle is `roll-flow-operators`
@@ -29,7 +29,7 @@
 use rayon::prelude::*;
 
 use super::logprob_row::RowGrad;
-use super::simd::{exp, exp_in_range, fma, isa_copies, Isa};
+use super::simd::{dispatch, exp, exp_in_range, fma, isa_copies, Isa};
 
 const LANES: usize = 16;
 const BLOCK: usize = 1024;
@@ -113,6 +113,10 @@ fn row_backward<const FMA: bool>(row: &mut [f32], target: usize, inv_t: f32, g: 
     row[target] += a;
 }
 
+isa_copies!(avx512, "avx512f,avx2,fma":
+    row_forward(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32);
+    row_backward(row: &mut [f32], target: usize, inv_t: f32, g: RowGrad);
+);
 isa_copies!(avx2, "avx2,fma":
     row_forward(row: &[f32], target: usize, inv_t: f32) -> (f32, f32, f32);
     row_backward(row: &mut [f32], target: usize, inv_t: f32, g: RowGrad);
@@ -148,15 +152,7 @@ pub fn logprob_entropy_forward(
         .zip(lse.par_iter_mut())
         .zip(logits.par_chunks(vocab).zip(targets.par_iter()))
         .for_each(|((o, l), (row, &y))| {
-            let (lp, h, s) = match isa {
-                // SAFETY: `Isa::detect` found AVX-512 (F and DQ) at run time.
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => unsafe { super::logprob_avx512::row_forward(row, y, inv_t) },
-                // SAFETY: `Isa::detect` found AVX2 and FMA at run time.
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => unsafe { avx2::row_forward(row, y, inv_t) },
-                _ => row_forward::<false>(row, y, inv_t),
-            };
+            let (lp, h, s) = dispatch!(isa, row_forward(row, y, inv_t));
             o[0] = lp;
             o[1] = h;
             *l = s;
@@ -179,31 +175,6 @@ pub fn logprob_entropy_backward(
     check_targets(targets, vocab);
     let (inv_t, isa) = (1.0 / temperature, Isa::detect());
     let grads = RowGrads { lse, out, grad };
-    #[cfg(target_arch = "x86_64")]
-    if let Isa::Avx512 = isa {
-        // Every element is written from the logits directly: no zeroing or copy pass.
-        let mut d = super::buffer::uninit(logits.len());
-        d.spare_capacity_mut()[..logits.len()]
-            .par_chunks_mut(vocab)
-            .enumerate()
-            .for_each(|(r, row)| {
-                let src = logits[r * vocab..(r + 1) * vocab].as_ptr();
-                // SAFETY: AVX-512 was detected; `src` and `row` hold `vocab` floats.
-                unsafe {
-                    super::logprob_avx512::row_backward(
-                        src,
-                        row.as_mut_ptr().cast(),
-                        vocab,
-                        targets[r],
-                        inv_t,
-                        grads.row(r),
-                    )
-                };
-            });
-        // SAFETY: the rows above wrote all `logits.len()` elements.
-        unsafe { d.set_len(logits.len()) };
-        return d;
-    }
     let mut dlogits = super::buffer::zeroed(logits.len());
     dlogits
         .par_chunks_mut(vocab)
@@ -257,16 +228,5 @@ impl RowGrads<'_> {
 
 /// One row's backward pass in place, with the instruction set `isa` allows.
 fn backward_row(isa: Isa, row: &mut [f32], target: usize, inv_t: f32, g: RowGrad) {
-    match isa {
-        // SAFETY: `Isa::detect` found AVX-512 at run time; `row` is read and written in place.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe {
-            let p = row.as_mut_ptr();
-            super::logprob_avx512::row_backward(p, p, row.len(), target, inv_t, g)
-        },
-        // SAFETY: `Isa::detect` found AVX2 and FMA at run time.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { avx2::row_backward(row, target, inv_t, g) },
-        _ => row_backward::<false>(row, target, inv_t, g),
-    }
+    dispatch!(isa, row_backward(row, target, inv_t, g))
 }

@@ -1,5 +1,5 @@
 //! [`RowGrad`]: what the log-prob + entropy backward needs of one row besides its logits,
-//! shared by the portable rows ([`super::logprob`]) and the AVX-512 ones.
+//! shared by the rows of [`super::logprob`].
 
 /// What the backward pass of one row needs besides the logits.
 #[derive(Clone, Copy)]

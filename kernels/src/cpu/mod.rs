@@ -10,19 +10,18 @@ pub(crate) mod few_rows;
 mod few_rows_avx512;
 pub use buffer::keep_freed_buffers_for_reuse;
 pub mod gae;
-#[cfg(target_arch = "x86_64")]
-mod gae_avx512;
-mod gemm_split;
 pub mod linear;
 pub mod logprob;
-#[cfg(target_arch = "x86_64")]
-mod logprob_avx512;
 mod logprob_row;
+mod ordered_product;
+#[cfg(target_arch = "x86_64")]
+mod ordered_product_x86;
 pub mod ppo;
 pub mod rms_norm;
 pub mod rotary;
 pub(crate) mod simd;
 pub mod softmax;
 pub mod strided_copy;
+pub mod sum_of_squares;
 pub mod swiglu;
 pub mod weight_panels;

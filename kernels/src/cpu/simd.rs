@@ -9,14 +9,38 @@
 //! every sum. Rounding uses the 1.5·2²³ trick so the loop needs no `floor` call and no
 //! float→int conversion.
 
-/// Multiply-add, fused when the caller was compiled with FMA.
+/// a·b + c rounded once, on every path: the copies compiled with FMA use the instruction,
+/// the plain one [`fma_without_instruction`] (the same bits). A separate multiply and add
+/// would round twice and give a CPU without FMA other numbers than the rest.
 #[inline(always)]
 pub(crate) fn fma<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     if FMA {
         a.mul_add(b, c)
     } else {
-        a * b + c
+        fma_without_instruction(a, b, c)
     }
+}
+
+/// a·b + c correctly rounded (what an FMA instruction gives) from plain f64 arithmetic,
+/// which vectorises, where the C library's `fmaf` is one call per value: the product of
+/// two f32 is exact in f64 (48 significant bits); the f64 sum s is made *round-to-odd*
+/// (its exact error e from TwoSum (Knuth); when e ≠ 0 and s is even, s moves one unit
+/// towards e); and a value rounded to odd at 53 bits, then to nearest at 24, is the
+/// correctly rounded value (Boldo & Melquiond 2008, "Emulation of FMA and correctly
+/// rounded sums: proved algorithms using rounding to odd", 53 ≥ 24 + 2).
+#[inline(always)]
+pub(crate) fn fma_without_instruction(a: f32, b: f32, c: f32) -> f32 {
+    let (p, c) = (a as f64 * b as f64, c as f64);
+    let s = p + c;
+    let t = s - p;
+    let e = (p - (s - t)) + (c - t);
+    let bits = s.to_bits();
+    // Without branches, so that it vectorises: one unit towards e, up in magnitude when e
+    // has s's sign (s ≠ 0 when e ≠ 0), only for an inexact even finite s.
+    let inexact_even = (e != 0.0) & (bits & 1 == 0) & s.is_finite();
+    let towards = ((e > 0.0) == (s > 0.0)) as i64 * 2 - 1;
+    let odd = bits.wrapping_add((inexact_even as i64 * towards) as u64);
+    f64::from_bits(odd) as f32
 }
 
 /// e^x for x in [−87, 88] (88 above), relative error ≈ 2e-7; 0 below −87.
@@ -187,6 +211,13 @@ pub(crate) fn has_avx512() -> bool {
     }
 }
 
+/// Whether this CPU has the FMA instruction (whatever the vector width).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) fn has_fma() -> bool {
+    std::arch::is_x86_feature_detected!("fma")
+}
+
 /// Whether the AVX2+FMA code paths can run on this CPU.
 #[inline]
 pub(crate) fn has_avx2_fma() -> bool {
@@ -202,6 +233,67 @@ pub(crate) fn has_avx2_fma() -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::fma_without_instruction;
+
+    /// The emulated FMA equals the instruction's (`f32::mul_add`) bit for bit: on a million
+    /// random triples over the whole exponent range (products near the sum's magnitude, so
+    /// the sum is inexact, is where double rounding would show), cancellations, ties,
+    /// subnormals, overflow, infinities and NaN.
+    #[test]
+    fn fma_without_the_instruction_rounds_once() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let check = |a: f32, b: f32, c: f32| {
+            let (want, got) = (a.mul_add(b, c), fma_without_instruction(a, b, c));
+            assert!(
+                want.to_bits() == got.to_bits() || (want.is_nan() && got.is_nan()),
+                "fma({a:e}, {b:e}, {c:e}) = {want:e}, emulated {got:e}"
+            );
+        };
+        for _ in 0..1_000_000 {
+            let r = next();
+            let a = f32::from_bits(r as u32);
+            let b = f32::from_bits((r >> 32) as u32);
+            // c near −a·b in magnitude half of the time: long cancellations, inexact sums.
+            let c = match next() % 4 {
+                0 => f32::from_bits(next() as u32),
+                1 => -(a * b) * (1.0 + (next() % 1000) as f32 * f32::EPSILON),
+                2 => (a * b) * f32::from_bits(0x3300_0000 + (next() % 0x0100_0000) as u32),
+                _ => -(a * b),
+            };
+            check(a, b, c);
+            // The same in an ordinary range (most training values).
+            let small = |x: u64| ((x % 2_000_001) as f32 - 1_000_000.0) * 1e-6;
+            check(small(next()), small(next()), small(next()));
+        }
+        let specials = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::MIN_POSITIVE,
+            1e-45,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NAN,
+            1.0 + f32::EPSILON,
+            0.5 - f32::EPSILON / 4.0,
+        ];
+        for &a in &specials {
+            for &b in &specials {
+                for &c in &specials {
+                    check(a, b, c);
+                    check(a, b, -c);
+                }
+            }
+        }
+    }
+
     #[test]
     fn exp_matches_std() {
         let mut worst = 0.0f32;

@@ -15,7 +15,6 @@
 //! kernels crate ([`roll_flow_kernels::sequence_weights`]), which the fused PPO loss uses
 //! too, so the four modes are written once.
 
-use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
 use super::packed_layout::PackedLayout;
@@ -26,7 +25,7 @@ pub use roll_flow_kernels::LossAgg;
 /// Aggregates per-token `values` to a `[1]` tensor (see the module docs): Σ_t u_t·v_t with
 /// u_t = w_s·m_t, the per-sequence weights w_s of [`roll_flow_kernels::sequence_weights`]
 /// (the same weights the fused PPO loss uses).
-pub fn aggregate<B: Backend>(
+pub fn aggregate<B: roll_flow_kernels::KernelBackend>(
     values: Tensor<B, 1>,
     layout: &PackedLayout<B>,
     agg: LossAgg,
@@ -38,9 +37,8 @@ pub fn aggregate<B: Backend>(
     for (w, &sw) in layout.offsets.windows(2).zip(&seq_weights) {
         token_weights[w[0]..w[1]].fill(sw as f32);
     }
-    (values * layout.mask.clone() * layout.constant(token_weights))
-        .sum()
-        .reshape([1])
+    // Σ_t v_t·(m_t·w_t) in token order (the same bits on every CPU).
+    roll_flow_kernels::weighted_sum(values, layout.mask.clone() * layout.constant(token_weights))
 }
 
 #[cfg(test)]

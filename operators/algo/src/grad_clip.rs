@@ -11,7 +11,8 @@ use std::marker::PhantomData;
 use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{ElementConversion, Tensor};
+use burn::tensor::Tensor;
+use roll_flow_kernels::KernelBackend;
 
 struct SquaredNorm<'a, B> {
     grads: &'a GradientsParams,
@@ -19,11 +20,12 @@ struct SquaredNorm<'a, B> {
     _backend: PhantomData<B>,
 }
 
-impl<B: AutodiffBackend> ModuleVisitor<B> for SquaredNorm<'_, B> {
+impl<B: AutodiffBackend<InnerBackend: KernelBackend>> ModuleVisitor<B> for SquaredNorm<'_, B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         if let Some(g) = self.grads.get::<B::InnerBackend, D>(param.id) {
-            let s: f32 = g.square().sum().into_scalar().elem();
-            self.total += s as f64;
+            // In an order fixed by the tensor's size, not the CPU (the clipping scale
+            // and every step after it follow this sum).
+            self.total += roll_flow_kernels::sum_of_squares(g);
         }
     }
 }
@@ -44,7 +46,7 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Scale<'_, B> {
 }
 
 /// The global gradient norm of `module`'s parameters in `grads`.
-pub fn grad_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
+pub fn grad_norm<B: AutodiffBackend<InnerBackend: KernelBackend>, M: AutodiffModule<B>>(
     module: &M,
     grads: &GradientsParams,
 ) -> f64 {
@@ -58,7 +60,7 @@ pub fn grad_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
 }
 
 /// Clips `grads` to global norm `max_norm` in place; returns the norm before clipping.
-pub fn clip_grad_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
+pub fn clip_grad_norm<B: AutodiffBackend<InnerBackend: KernelBackend>, M: AutodiffModule<B>>(
     module: &M,
     grads: &mut GradientsParams,
     max_norm: f64,

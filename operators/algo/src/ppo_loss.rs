@@ -17,7 +17,7 @@
 //! RON: `loss: PpoClip(low: 0.2, high: 0.28, dual_clip: Some(3.0), ratio: Token, agg: SeqMeanTokenMean)`.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{ElementConversion, Tensor};
+use burn::tensor::Tensor;
 use roll_flow_kernels::{KernelBackend, PpoClipConfig, PpoStats};
 use serde::Deserialize;
 
@@ -194,13 +194,21 @@ pub(crate) fn check_clip(
     Ok(())
 }
 
-/// Masked mean of a detached per-token tensor, as f64.
+/// Masked mean of a detached per-token tensor, as f64, summed in token order on the host
+/// (the same bits on every CPU).
 pub(crate) fn masked_mean<B: Backend>(values: Tensor<B, 1>, layout: &PackedLayout<B>) -> f64 {
-    let s: f32 = (values.detach() * layout.mask.clone())
-        .sum()
-        .into_scalar()
-        .elem();
-    s as f64 / layout.response_tokens().max(1) as f64
+    let host = |t: Tensor<B, 1>| {
+        t.into_data()
+            .convert::<f32>()
+            .to_vec::<f32>()
+            .expect("f32 data")
+    };
+    let (values, mask) = (host(values.detach()), host(layout.mask.clone()));
+    let s = values
+        .iter()
+        .zip(mask)
+        .fold(0.0f64, |s, (&v, m)| s + v as f64 * m as f64);
+    s / layout.response_tokens().max(1) as f64
 }
 
 #[cfg(test)]

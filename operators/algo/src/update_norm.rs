@@ -8,7 +8,8 @@ use std::collections::HashMap;
 
 use burn::module::{AutodiffModule, ModuleVisitor, Param, ParamId};
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{ElementConversion, Tensor};
+use burn::tensor::Tensor;
+use roll_flow_kernels::KernelBackend;
 
 /// Each float parameter's values, by id, flattened, on the inner backend: arithmetic on
 /// the autodiff tensors themselves would record graph nodes that no backward pass ever
@@ -29,20 +30,25 @@ struct SquaredChange<B: AutodiffBackend> {
     total: f64,
 }
 
-impl<B: AutodiffBackend> ModuleVisitor<B> for SquaredChange<B> {
+impl<B: AutodiffBackend<InnerBackend: KernelBackend>> ModuleVisitor<B> for SquaredChange<B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         let after = param.val().inner().flatten::<1>(0, D - 1);
-        let s: f32 = match self.before.remove(&param.id) {
-            Some(before) => after.sub(before).square().sum().into_scalar().elem(),
+        // In an order fixed by the tensor's size, not the CPU; rounded to f32, where a
+        // sum beyond f32's range is infinite.
+        let s = roll_flow_kernels::sum_of_squares(match self.before.remove(&param.id) {
+            Some(before) => after.sub(before),
             // A parameter the step created: its whole value is the change.
-            None => after.square().sum().into_scalar().elem(),
-        };
-        self.total += s as f64;
+            None => after,
+        });
+        self.total += s as f32 as f64;
     }
 }
 
 /// ‖after − before‖₂ over the float parameters of two versions of one module.
-pub fn update_norm<B: AutodiffBackend, M: AutodiffModule<B>>(before: &M, after: &M) -> f64 {
+pub fn update_norm<B: AutodiffBackend<InnerBackend: KernelBackend>, M: AutodiffModule<B>>(
+    before: &M,
+    after: &M,
+) -> f64 {
     let mut collect = Collect::<B> {
         params: HashMap::new(),
     };

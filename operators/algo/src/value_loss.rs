@@ -52,7 +52,7 @@ pub struct ValueLossOutput<B: Backend> {
 
 impl ValueLoss {
     /// The aggregated loss of predictions `values` against `returns`.
-    pub fn loss<B: Backend>(
+    pub fn loss<B: roll_flow_kernels::KernelBackend>(
         &self,
         values: Tensor<B, 1>,
         old_values: Tensor<B, 1>,

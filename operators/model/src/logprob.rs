@@ -158,6 +158,13 @@ pub fn response_scores<B: KernelBackend>(
         Some(allowed) => guide_mask(allowed, &targets, vocab),
         None => None,
     };
+    let allowed_counts: Vec<f64> = match &ruled_out {
+        Some(r) => r
+            .chunks(vocab)
+            .map(|row| row.iter().filter(|&&out| !out).count() as f64)
+            .collect(),
+        None => vec![vocab as f64; m],
+    };
     if n == 0 {
         let empty = Tensor::<B, 1>::zeros([0], &device);
         return Ok(ResponseLogProbs {
@@ -177,16 +184,26 @@ pub fn response_scores<B: KernelBackend>(
         logits = logits.mask_fill(ruled_out.clone(), f32::NEG_INFINITY);
     }
     let spread = Spread::new(&decisions, n, &device);
-    let uniform_kl = scoring
-        .uniform_kl
-        .then(|| spread.apply(uniform_prior_kl(logits.clone(), ruled_out, temperature)));
     let targets = Tensor::<B, 1, Int>::from_data(TensorData::new(targets, [m]), &device);
+    let kl_inputs = scoring
+        .uniform_kl
+        .then(|| (logits.clone(), targets.clone(), ruled_out.clone()));
     let fused =
         roll_flow_kernels::token_logprob_entropy(logits, targets, temperature).map_err(|e| {
             ModelError::Request {
                 message: e.to_string(),
             }
         })?;
+    let uniform_kl = kl_inputs.map(|(logits, targets, ruled_out)| {
+        let prior = UniformPrior {
+            targets,
+            logprob: fused.logprob.clone(),
+            ruled_out,
+            allowed_counts: allowed_counts.clone(),
+            temperature,
+        };
+        spread.apply(uniform_prior_kl(logits, prior))
+    });
     let (logprobs, entropy) = (spread.apply(fused.logprob), spread.apply(fused.entropy));
     Ok(ResponseLogProbs {
         logprobs,
@@ -196,28 +213,48 @@ pub fn response_scores<B: KernelBackend>(
     })
 }
 
-/// `KL(U_A ‖ π) = −ln|A| − (1/|A|)·Σ_{a∈A} ln π(a)` per row of `logits` (ruled-out entries
-/// already −∞), `π = softmax(logits / T)`; its gradient is `(π − 1/|A|) / T` on `A`.
-fn uniform_prior_kl<B: Backend>(
-    logits: Tensor<B, 2>,
+/// What [`uniform_prior_kl`] needs besides the logits: each row's target and its log-prob
+/// (from the fused kernel), the ruled-out tokens, and each row's allowed-token count |A|.
+struct UniformPrior<B: Backend> {
+    targets: Tensor<B, 1, Int>,
+    logprob: Tensor<B, 1>,
     ruled_out: Option<Tensor<B, 2, Bool>>,
+    allowed_counts: Vec<f64>,
     temperature: f32,
+}
+
+/// `KL(U_A ‖ π) = −ln|A| − (1/|A|)·Σ_{a∈A} ln π(a)` per row of `logits` (ruled-out entries
+/// already −∞), `π = softmax(z / T)`; its gradient is `(π − 1/|A|) / T` on `A`.
+///
+/// With ln π(a) = z_a/T − lse and lse = z_y/T − ln π(y) for the row's target y (whose
+/// log-prob the fused kernel already gives, with the gradient (δ_y − π)/T), this is
+/// `lse − (1/|A|)·Σ_{a∈A} z_a/T − ln|A|`: the row sums of the logits are a matrix product
+/// with a column of ones (summed in vocabulary order, the same bits on every CPU; burn's
+/// `log_softmax` and `sum_dim` add across the CPU's SIMD width), and ln|A| is computed on
+/// the host.
+fn uniform_prior_kl<B: KernelBackend>(
+    logits: Tensor<B, 2>,
+    prior: UniformPrior<B>,
 ) -> Tensor<B, 1> {
     let [m, vocab] = logits.dims();
     let device = logits.device();
-    let log_pi = burn::tensor::activation::log_softmax(logits.div_scalar(temperature), 1);
-    let (sum, count) = match ruled_out {
-        // −∞ log-probs of ruled-out tokens become 0 (and get no gradient) before the sum.
-        Some(ruled_out) => (
-            log_pi.mask_fill(ruled_out.clone(), 0.0).sum_dim(1),
-            ruled_out.bool_not().float().sum_dim(1),
-        ),
-        None => (
-            log_pi.sum_dim(1),
-            Tensor::full([m, 1], vocab as f32, &device),
-        ),
+    let t = prior.temperature;
+    let target_logits = logits
+        .clone()
+        .gather(1, prior.targets.reshape([m, 1]))
+        .reshape([m]);
+    let lse = target_logits.div_scalar(t) - prior.logprob;
+    // −∞ logits of ruled-out tokens become 0 (and get no gradient) before the sum.
+    let logits = match prior.ruled_out {
+        Some(ruled_out) => logits.mask_fill(ruled_out, 0.0),
+        None => logits,
     };
-    (count.clone().log().neg() - sum / count).reshape([m])
+    let sums = roll_flow_kernels::matmul(logits, Tensor::ones([vocab, 1], &device)).reshape([m]);
+    let per_row = |f: fn(f64) -> f64| {
+        let values: Vec<f32> = prior.allowed_counts.iter().map(|&c| f(c) as f32).collect();
+        Tensor::<B, 1>::from_data(TensorData::new(values, [m]), &device)
+    };
+    lse - sums * per_row(|c| 1.0 / c).div_scalar(t) - per_row(f64::ln)
 }
 
 /// Whether a guide allows exactly one token here (a forced token, log-prob 0).
@@ -376,7 +413,28 @@ mod tests {
                     ),
                     false => (logits.clone(), None),
                 };
-                let kl = uniform_prior_kl(masked, ruled, temperature);
+                // Each row's target (an allowed token) and its log-prob from the fused kernel.
+                let targets =
+                    Tensor::<A, 1, Int>::from_data(TensorData::new(vec![0i64, 2], [2]), &device);
+                let logprob = roll_flow_kernels::token_logprob_entropy(
+                    masked.clone(),
+                    targets.clone(),
+                    temperature,
+                )
+                .unwrap()
+                .logprob;
+                let allowed_counts = match guided {
+                    true => vec![3.0, 5.0],
+                    false => vec![5.0, 5.0],
+                };
+                let prior = UniformPrior {
+                    targets,
+                    logprob,
+                    ruled_out: ruled,
+                    allowed_counts,
+                    temperature,
+                };
+                let kl = uniform_prior_kl(masked, prior);
                 let grad = logits.grad(&kl.clone().sum().backward()).unwrap();
                 let (kl, grad) = (kl.into_data().to_vec::<f32>().unwrap(), grad.into_data());
                 let grad = grad.to_vec::<f32>().unwrap();

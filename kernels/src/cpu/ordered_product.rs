@@ -1,0 +1,686 @@
+//! The matrix product every CPU path shares: dst `[rows, cols]` := (dst +) a·b, where each
+//! output sums its inner axis **in order, one fused multiply-add at a time**:
+//!
+//! ```text
+//! s ← (accumulate ? dst[i, j] : 0);   for p in 0..inner: s ← fma(a[i, p], b[p, j], s)
+//! ```
+//!
+//! That order is fixed by this definition, not by the machine: the AVX-512, AVX2 and plain
+//! kernels below differ in register tiles (8 × 48, 6 × 16, 4 × 8 outputs), cache blocks and
+//! thread splits, but every output element takes exactly the same chain of roundings, so
+//! the results are bit-identical on every x86-64 CPU and at every thread count (the
+//! reproducibility contract, docs/ARCHITECTURE.md). What the `gemm` crate (burn-flex's
+//! matmul) gives instead depends on the CPU: its inner-axis blocks follow the detected L1
+//! cache (`gemm-common`'s `kernel_params`), its small-product kernels sum across 8 or 16
+//! SIMD lanes, and its register tiles differ between AVX2 and AVX-512.
+//!
+//! The chain is cut into inner-axis blocks of [`Kernel::KC`] for the caches: a block's
+//! partial sums are stored to dst and loaded again as the next block's start, which is
+//! exact, so the blocks do not change the order. Threads split the outputs only (row or
+//! column ranges), never the inner axis.
+//!
+//! The plain kernel fuses too (the instruction where the CPU has FMA, else its exact
+//! emulation, [`super::simd::fma_without_instruction`]): never a separate multiply and
+//! add, which would round twice.
+
+use super::few_rows::{splits_over_threads, Operand};
+use super::simd::{fma, Isa};
+
+/// A register-tile kernel: `MR × NR` outputs from packed operands.
+pub(super) trait Kernel {
+    /// Rows of a tile (values per inner index in a packed `a` panel).
+    const MR: usize;
+    /// Columns of a tile (values per inner index in a packed `b` panel).
+    const NR: usize;
+    /// Inner-axis block: a `KC × NR` panel of `b` stays in L1 while every row panel reads it.
+    const KC: usize;
+    /// Rows of `a` packed at once (a multiple of `MR`; `MC × KC` stays in L2).
+    const MC: usize;
+
+    /// The tile at `dst` (row stride `stride`, all `MR × NR` values writable) :=
+    /// chain over `kc` inner indices of `a` (`[kc][MR]`) and `b` (`[kc][NR]`), starting from
+    /// dst's values when `load`, from 0 otherwise.
+    ///
+    /// # Safety
+    /// The instruction set the kernel is compiled for must be available; the pointers hold
+    /// what is described.
+    unsafe fn tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        dst: *mut f32,
+        stride: usize,
+        load: bool,
+    );
+}
+
+/// The plain kernel: 4 × 8 outputs, one fused multiply-add per output and inner index:
+/// the FMA instruction where the CPU has it (a CPU with FMA but no AVX2, or the kernels
+/// capped to `generic`), its exact emulation otherwise.
+pub(super) struct Plain;
+
+impl Kernel for Plain {
+    const MR: usize = 4;
+    const NR: usize = 8;
+    const KC: usize = 256;
+    const MC: usize = 64;
+
+    unsafe fn tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        dst: *mut f32,
+        stride: usize,
+        load: bool,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if super::simd::has_fma() {
+            // SAFETY: FMA was detected; the caller vouches for the pointers.
+            return unsafe { plain_tile_fma(kc, a, b, dst, stride, load) };
+        }
+        // SAFETY: as the caller guarantees.
+        unsafe { plain_tile::<false>(kc, a, b, dst, stride, load) }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn plain_tile_fma(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    dst: *mut f32,
+    stride: usize,
+    load: bool,
+) {
+    // SAFETY: as the caller guarantees.
+    unsafe { plain_tile::<true>(kc, a, b, dst, stride, load) }
+}
+
+/// [`Plain`]'s tile, fused by the instruction (`FMA`) or by its emulation.
+#[inline(always)]
+unsafe fn plain_tile<const FMA: bool>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    dst: *mut f32,
+    stride: usize,
+    load: bool,
+) {
+    let mut acc = [[0.0f32; 8]; 4];
+    if load {
+        for (r, row) in acc.iter_mut().enumerate() {
+            for (c, s) in row.iter_mut().enumerate() {
+                // SAFETY: the caller hands a writable (so readable) MR × NR tile.
+                *s = unsafe { *dst.add(r * stride + c) };
+            }
+        }
+    }
+    for p in 0..kc {
+        // SAFETY: the packed panels hold kc · MR and kc · NR values.
+        let (ap, bp) = unsafe { (a.add(p * 4), b.add(p * 8)) };
+        for (r, row) in acc.iter_mut().enumerate() {
+            let x = unsafe { *ap.add(r) };
+            for (c, s) in row.iter_mut().enumerate() {
+                *s = fma::<FMA>(x, unsafe { *bp.add(c) }, *s);
+            }
+        }
+    }
+    for (r, row) in acc.iter().enumerate() {
+        for (c, &s) in row.iter().enumerate() {
+            // SAFETY: as above.
+            unsafe { *dst.add(r * stride + c) = s };
+        }
+    }
+}
+
+/// dst `[rows, cols]` (row-major, uninitialised unless `accumulate`) := (dst +) a·b in the
+/// order of the module docs, with the best kernel this CPU has (see [`Isa::detect`]).
+///
+/// # Safety
+/// `dst` must hold `rows · cols` writable floats; `a` and `b` must be valid for
+/// `rows × inner` and `inner × cols` reads at their (non-negative) strides.
+pub(super) unsafe fn ordered_product(
+    dst: *mut f32,
+    dims: (usize, usize, usize),
+    a: Operand<'_>,
+    b: Operand<'_>,
+    accumulate: bool,
+) {
+    // SAFETY: as the caller guarantees.
+    unsafe { ordered_product_with(Isa::detect(), dst, dims, a, b, accumulate) }
+}
+
+/// [`ordered_product`] with the kernel of `isa` (which this CPU must have).
+///
+/// # Safety
+/// As [`ordered_product`], and `isa` must be available.
+pub(super) unsafe fn ordered_product_with(
+    isa: Isa,
+    dst: *mut f32,
+    dims: (usize, usize, usize),
+    a: Operand<'_>,
+    b: Operand<'_>,
+    accumulate: bool,
+) {
+    let (rows, inner, cols) = dims;
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    if inner == 0 {
+        if !accumulate {
+            // SAFETY: dst holds rows · cols floats.
+            unsafe { std::ptr::write_bytes(dst, 0, rows * cols) };
+        }
+        return;
+    }
+    let job = Job {
+        dst: dst as usize,
+        dims,
+        a: Raw::of(a),
+        b: Raw::of(b),
+        accumulate,
+    };
+    // SAFETY: as the caller guarantees; `isa` is available.
+    unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => job.run::<super::ordered_product_x86::Avx512>(),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => job.run::<super::ordered_product_x86::Avx2>(),
+            _ => job.run::<Plain>(),
+        }
+    }
+}
+
+/// An operand as an address and strides, shareable across threads (the slice it came from
+/// outlives the call).
+#[derive(Clone, Copy)]
+struct Raw {
+    at: usize,
+    row_stride: usize,
+    col_stride: usize,
+}
+
+impl Raw {
+    fn of((data, row_stride, col_stride): Operand<'_>) -> Raw {
+        Raw {
+            at: data.as_ptr() as usize,
+            row_stride: row_stride as usize,
+            col_stride: col_stride as usize,
+        }
+    }
+
+    /// The value at (r, c).
+    ///
+    /// # Safety
+    /// (r, c) must lie inside the operand.
+    #[inline(always)]
+    unsafe fn at(self, r: usize, c: usize) -> f32 {
+        unsafe { *(self.at as *const f32).add(r * self.row_stride + c * self.col_stride) }
+    }
+}
+
+/// One product: where it writes, its dims, its operands.
+#[derive(Clone, Copy)]
+struct Job {
+    dst: usize,
+    dims: (usize, usize, usize),
+    a: Raw,
+    b: Raw,
+    accumulate: bool,
+}
+
+thread_local! {
+    /// Packed panels of `a` and `b` of this thread, grown as needed and reused.
+    static PACKED: std::cell::RefCell<(Vec<f32>, Vec<f32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+impl Job {
+    /// The whole product, its outputs split over threads when it is large enough: row
+    /// ranges when it has more rows than columns, column ranges otherwise (whole tiles).
+    ///
+    /// # Safety
+    /// As [`ordered_product_with`], with `K`'s instruction set available.
+    unsafe fn run<K: Kernel>(self) {
+        let (rows, inner, cols) = self.dims;
+        let threads = rayon::current_num_threads();
+        let parts = if splits_over_threads(rows.saturating_mul(inner).saturating_mul(cols)) {
+            threads
+        } else {
+            1
+        };
+        let by_rows = rows >= cols;
+        let (len, unit) = if by_rows {
+            (rows, K::MR)
+        } else {
+            (cols, K::NR)
+        };
+        let per_part = len.div_ceil(unit).div_ceil(parts).max(1) * unit;
+        let ranges = len.div_ceil(per_part);
+        let part = |p: usize| {
+            let range = (p * per_part, ((p + 1) * per_part).min(len));
+            let (row_range, col_range) = if by_rows {
+                (range, (0, cols))
+            } else {
+                ((0, rows), range)
+            };
+            // SAFETY: parts write disjoint blocks of dst; K's instruction set is available.
+            unsafe { self.block::<K>(row_range, col_range) };
+        };
+        if ranges > 1 {
+            use rayon::prelude::*;
+            (0..ranges).into_par_iter().for_each(part);
+        } else {
+            part(0);
+        }
+    }
+
+    /// dst rows `r0..r1` × columns `c0..c1`, on this thread.
+    ///
+    /// # Safety
+    /// As [`Job::run`]; no other thread writes this block.
+    unsafe fn block<K: Kernel>(self, (r0, r1): (usize, usize), (c0, c1): (usize, usize)) {
+        let (_, inner, cols) = self.dims;
+        let col_panels = (c1 - c0).div_ceil(K::NR);
+        PACKED.with_borrow_mut(|(packed_a, packed_b)| {
+            let b_len = col_panels * K::NR * K::KC;
+            let a_len = K::MC * K::KC;
+            if packed_b.len() < b_len {
+                packed_b.resize(b_len, 0.0);
+            }
+            if packed_a.len() < a_len {
+                packed_a.resize(a_len, 0.0);
+            }
+            let mut k0 = 0;
+            while k0 < inner {
+                let kc = (inner - k0).min(K::KC);
+                let load = self.accumulate || k0 > 0;
+                // SAFETY: the ranges lie inside b; the buffer holds col_panels panels.
+                unsafe { self.pack_b::<K>(packed_b, (k0, kc), (c0, c1)) };
+                let mut m0 = r0;
+                while m0 < r1 {
+                    let m1 = (m0 + K::MC).min(r1);
+                    // SAFETY: as above, for a.
+                    unsafe { self.pack_a::<K>(packed_a, (m0, m1), (k0, kc)) };
+                    for jp in 0..col_panels {
+                        let c = c0 + jp * K::NR;
+                        let b_panel = packed_b[jp * K::NR * kc..].as_ptr();
+                        let mut r = m0;
+                        while r < m1 {
+                            let a_panel = packed_a[(r - m0) * kc..].as_ptr();
+                            let (live_r, live_c) = ((m1 - r).min(K::MR), (c1 - c).min(K::NR));
+                            let out = (self.dst as *mut f32).wrapping_add(r * cols + c);
+                            // SAFETY: the tile lies in this block of dst.
+                            unsafe {
+                                tile_at::<K>(
+                                    kc,
+                                    a_panel,
+                                    b_panel,
+                                    out,
+                                    cols,
+                                    (live_r, live_c),
+                                    load,
+                                )
+                            };
+                            r += K::MR;
+                        }
+                    }
+                    m0 = m1;
+                }
+                k0 += kc;
+            }
+        });
+    }
+
+    /// b's inner indices `k0..k0 + kc` × columns `c0..c1` as `NR`-column panels, each
+    /// `[kc][NR]`, columns past `c1` zero.
+    ///
+    /// # Safety
+    /// The ranges lie inside b.
+    unsafe fn pack_b<K: Kernel>(
+        &self,
+        out: &mut [f32],
+        (k0, kc): (usize, usize),
+        (c0, c1): (usize, usize),
+    ) {
+        let nr = K::NR;
+        for (jp, panel) in out
+            .chunks_exact_mut(nr * kc)
+            .take((c1 - c0).div_ceil(nr))
+            .enumerate()
+        {
+            let c = c0 + jp * nr;
+            let live = (c1 - c).min(nr);
+            if self.b.col_stride == 1 {
+                for (p, row) in panel.chunks_exact_mut(nr).enumerate() {
+                    // SAFETY: row k0 + p, columns c..c + live lie inside b.
+                    let from = unsafe {
+                        std::slice::from_raw_parts(
+                            (self.b.at as *const f32).add((k0 + p) * self.b.row_stride + c),
+                            live,
+                        )
+                    };
+                    row[..live].copy_from_slice(from);
+                    row[live..].fill(0.0);
+                }
+            } else {
+                for j in 0..nr {
+                    for p in 0..kc {
+                        // SAFETY: as above.
+                        panel[p * nr + j] = if j < live {
+                            unsafe { self.b.at(k0 + p, c + j) }
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    /// a's rows `m0..m1` × inner indices `k0..k0 + kc` as `MR`-row panels, each
+    /// `[kc][MR]`, rows past `m1` zero.
+    ///
+    /// # Safety
+    /// The ranges lie inside a.
+    unsafe fn pack_a<K: Kernel>(
+        &self,
+        out: &mut [f32],
+        (m0, m1): (usize, usize),
+        (k0, kc): (usize, usize),
+    ) {
+        let mr = K::MR;
+        for (ip, panel) in out
+            .chunks_exact_mut(mr * kc)
+            .take((m1 - m0).div_ceil(mr))
+            .enumerate()
+        {
+            let r = m0 + ip * mr;
+            let live = (m1 - r).min(mr);
+            if self.a.row_stride == 1 {
+                // aᵀ stored row-major (xᵀ in dW = xᵀ·dy): a panel row is contiguous.
+                for (p, row) in panel.chunks_exact_mut(mr).enumerate() {
+                    // SAFETY: column k0 + p, rows r..r + live lie inside a.
+                    let from = unsafe {
+                        std::slice::from_raw_parts(
+                            (self.a.at as *const f32).add((k0 + p) * self.a.col_stride + r),
+                            live,
+                        )
+                    };
+                    row[..live].copy_from_slice(from);
+                    row[live..].fill(0.0);
+                }
+            } else {
+                for i in 0..mr {
+                    for p in 0..kc {
+                        // SAFETY: as above.
+                        panel[p * mr + i] = if i < live {
+                            unsafe { self.a.at(r + i, k0 + p) }
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One tile: in place when it is whole, through a full-size copy at the edges (rows or
+/// columns past the live ones are computed on zero padding and not stored).
+///
+/// # Safety
+/// As [`Kernel::tile`] for the `live` part of the tile at `dst`.
+#[inline(always)]
+unsafe fn tile_at<K: Kernel>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    dst: *mut f32,
+    stride: usize,
+    (live_r, live_c): (usize, usize),
+    load: bool,
+) {
+    if live_r == K::MR && live_c == K::NR {
+        // SAFETY: the whole tile lies in dst.
+        unsafe { K::tile(kc, a, b, dst, stride, load) };
+        return;
+    }
+    let mut edge = [0.0f32; 8 * 48];
+    debug_assert!(K::MR * K::NR <= edge.len());
+    if load {
+        for r in 0..live_r {
+            for c in 0..live_c {
+                // SAFETY: the live part lies in dst.
+                edge[r * K::NR + c] = unsafe { *dst.add(r * stride + c) };
+            }
+        }
+    }
+    // SAFETY: `edge` holds a whole tile at row stride NR.
+    unsafe { K::tile(kc, a, b, edge.as_mut_ptr(), K::NR, load) };
+    for r in 0..live_r {
+        for c in 0..live_c {
+            // SAFETY: as above.
+            unsafe { *dst.add(r * stride + c) = edge[r * K::NR + c] };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in [-1, 1).
+    fn values(n: usize, salt: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i * 7919 + salt * 104_729) % 20_011) as f32 / 10_005.5) - 1.0)
+            .collect()
+    }
+
+    /// The order of the module docs, written out: one `mul_add` per inner index.
+    fn chain(
+        (rows, inner, cols): (usize, usize, usize),
+        a: Operand<'_>,
+        b: Operand<'_>,
+        start: &[f32],
+    ) -> Vec<f32> {
+        let at =
+            |(d, rs, cs): Operand<'_>, r: usize, c: usize| d[r * rs as usize + c * cs as usize];
+        let mut out = start.to_vec();
+        for i in 0..rows {
+            for j in 0..cols {
+                out[i * cols + j] = (0..inner).fold(start[i * cols + j], |s, p| {
+                    at(a, i, p).mul_add(at(b, p, j), s)
+                });
+            }
+        }
+        out
+    }
+
+    /// The kernels this CPU can run.
+    fn isas() -> Vec<Isa> {
+        let mut isas = vec![Isa::Generic];
+        if super::super::simd::has_avx2_fma() {
+            isas.push(Isa::Avx2);
+        }
+        if super::super::simd::has_avx512() {
+            isas.push(Isa::Avx512);
+        }
+        isas
+    }
+
+    /// Every tile tail (rows and columns around each kernel's tile and cache block), inner
+    /// lengths across the KC blocks, both operands row-major or transposed, with and without
+    /// a start value: each kernel equals the written-out chain bit for bit, in a pool of one
+    /// thread and of three (the split over outputs changes nothing).
+    #[test]
+    fn every_kernel_gives_the_written_out_chain_bit_for_bit() {
+        let shapes = [
+            (1, 1, 1),
+            (3, 5, 7),
+            (8, 130, 48),
+            (9, 257, 49),
+            (13, 300, 17),
+            (65, 64, 96),
+            (130, 520, 33),
+        ];
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            for &(rows, inner, cols) in &shapes {
+                let (av, bv) = (values(rows * inner, 1), values(inner * cols, 2));
+                let start = values(rows * cols, 3);
+                for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let a: Operand<'_> = match a_t {
+                        false => (&av, inner as isize, 1),
+                        true => (&av, 1, rows as isize),
+                    };
+                    let b: Operand<'_> = match b_t {
+                        false => (&bv, cols as isize, 1),
+                        true => (&bv, 1, inner as isize),
+                    };
+                    for accumulate in [false, true] {
+                        let zeros = vec![0.0; rows * cols];
+                        let from = if accumulate { &start } else { &zeros };
+                        let want = chain((rows, inner, cols), a, b, from);
+                        for isa in isas() {
+                            let mut got = if accumulate {
+                                start.clone()
+                            } else {
+                                vec![f32::NAN; rows * cols]
+                            };
+                            // SAFETY: got holds rows · cols floats; the operands fit the dims.
+                            pool.install(|| unsafe {
+                                ordered_product_with(
+                                    isa,
+                                    got.as_mut_ptr(),
+                                    (rows, inner, cols),
+                                    a,
+                                    b,
+                                    accumulate,
+                                )
+                            });
+                            let same = got
+                                .iter()
+                                .zip(&want)
+                                .all(|(g, w)| g.to_bits() == w.to_bits());
+                            assert!(
+                                same,
+                                "{isa:?} {rows}×{inner}×{cols} a_t {a_t} b_t {b_t} accumulate {accumulate} \
+                                 {threads} threads"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Plain`] with the emulated FMA (what a CPU without FMA runs).
+    struct PlainEmulated;
+
+    impl Kernel for PlainEmulated {
+        const MR: usize = Plain::MR;
+        const NR: usize = Plain::NR;
+        const KC: usize = Plain::KC;
+        const MC: usize = Plain::MC;
+
+        unsafe fn tile(
+            kc: usize,
+            a: *const f32,
+            b: *const f32,
+            dst: *mut f32,
+            stride: usize,
+            load: bool,
+        ) {
+            unsafe { plain_tile::<false>(kc, a, b, dst, stride, load) }
+        }
+    }
+
+    /// The plain kernel on a CPU without FMA (the emulation) gives the written-out chain
+    /// of instruction FMAs bit for bit.
+    #[test]
+    fn the_plain_kernel_without_the_instruction_gives_the_same_bits() {
+        for &(rows, inner, cols) in &[(3, 5, 7), (9, 300, 17), (65, 64, 33)] {
+            let (av, bv) = (values(rows * inner, 7), values(inner * cols, 8));
+            let start = values(rows * cols, 9);
+            let (a, b): (Operand<'_>, Operand<'_>) =
+                ((&av, inner as isize, 1), (&bv, 1, inner as isize));
+            let want = chain((rows, inner, cols), a, b, &start);
+            let mut got = start.clone();
+            let job = Job {
+                dst: got.as_mut_ptr() as usize,
+                dims: (rows, inner, cols),
+                a: Raw::of(a),
+                b: Raw::of(b),
+                accumulate: true,
+            };
+            // SAFETY: got holds rows · cols floats; the operands fit the dims.
+            unsafe { job.run::<PlainEmulated>() };
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(g, w)| g.to_bits() == w.to_bits()),
+                "{rows}×{inner}×{cols}"
+            );
+        }
+    }
+
+    /// The few-rows kernels (AVX-512, at most 64 rows) sum in the same order: the dense
+    /// layer gives the same bits whichever of the two computes it.
+    #[test]
+    fn the_few_rows_kernels_sum_in_the_same_order() {
+        if !super::super::few_rows::few_rows_kernels_run() {
+            return;
+        }
+        for &(rows, inner, cols) in &[(1, 64, 100), (5, 33, 48), (9, 200, 97), (64, 130, 50)] {
+            let (av, bv) = (values(rows * inner, 4), values(inner * cols, 5));
+            let start = values(rows * cols, 6);
+            for b_t in [false, true] {
+                let a: Operand<'_> = (&av, inner as isize, 1);
+                let b: Operand<'_> = match b_t {
+                    false => (&bv, cols as isize, 1),
+                    true => (&bv, 1, inner as isize),
+                };
+                for accumulate in [false, true] {
+                    let run = |few: bool| {
+                        let mut out = if accumulate {
+                            start.clone()
+                        } else {
+                            vec![0.0; rows * cols]
+                        };
+                        // SAFETY: as above.
+                        unsafe {
+                            let dims = (rows, inner, cols);
+                            if !few
+                                || !super::super::few_rows::few_rows_product(
+                                    out.as_mut_ptr(),
+                                    dims,
+                                    a,
+                                    b,
+                                    accumulate,
+                                )
+                            {
+                                ordered_product(out.as_mut_ptr(), dims, a, b, accumulate);
+                            }
+                        }
+                        out
+                    };
+                    let (few, ordered) = (run(true), run(false));
+                    let same = few
+                        .iter()
+                        .zip(&ordered)
+                        .all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(
+                        same,
+                        "{rows}×{inner}×{cols} b_t {b_t} accumulate {accumulate}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The x86-64 register tiles of [`super::ordered_product`]: AVX-512 (8 rows × 48 columns,
+//! 24 accumulators) and AVX2 (6 × 16, 12 accumulators). Each accumulator lane is one
+//! output, so a vector FMA is 16 (or 8) independent scalar FMAs: the lane count changes
+//! nothing in any output's chain.
+
+use std::arch::x86_64::*;
+
+use super::ordered_product::Kernel;
+
+/// The AVX-512 tile: 8 × 48.
+pub(super) struct Avx512;
+
+impl Kernel for Avx512 {
+    const MR: usize = 8;
+    const NR: usize = 48;
+    const KC: usize = 128;
+    const MC: usize = 128;
+
+    #[inline(always)]
+    unsafe fn tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        dst: *mut f32,
+        stride: usize,
+        load: bool,
+    ) {
+        // SAFETY: as the trait requires (AVX-512F available, the pointers valid).
+        unsafe { tile_avx512(kc, a, b, dst, stride, load) }
+    }
+}
+
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_avx512(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    dst: *mut f32,
+    stride: usize,
+    load: bool,
+) {
+    let mut acc = [[_mm512_setzero_ps(); 3]; 8];
+    if load {
+        for (r, row) in acc.iter_mut().enumerate() {
+            for (v, s) in row.iter_mut().enumerate() {
+                *s = unsafe { _mm512_loadu_ps(dst.add(r * stride + 16 * v)) };
+            }
+        }
+    }
+    let (mut a, mut b) = (a, b);
+    for _ in 0..kc {
+        let bv = unsafe {
+            [
+                _mm512_loadu_ps(b),
+                _mm512_loadu_ps(b.add(16)),
+                _mm512_loadu_ps(b.add(32)),
+            ]
+        };
+        for (r, row) in acc.iter_mut().enumerate() {
+            let x = _mm512_set1_ps(unsafe { *a.add(r) });
+            for (s, &y) in row.iter_mut().zip(&bv) {
+                *s = _mm512_fmadd_ps(x, y, *s);
+            }
+        }
+        a = unsafe { a.add(8) };
+        b = unsafe { b.add(48) };
+    }
+    for (r, row) in acc.iter().enumerate() {
+        for (v, &s) in row.iter().enumerate() {
+            unsafe { _mm512_storeu_ps(dst.add(r * stride + 16 * v), s) };
+        }
+    }
+}
+
+/// The AVX2 + FMA tile: 6 × 16.
+pub(super) struct Avx2;
+
+impl Kernel for Avx2 {
+    const MR: usize = 6;
+    const NR: usize = 16;
+    const KC: usize = 256;
+    const MC: usize = 96;
+
+    #[inline(always)]
+    unsafe fn tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        dst: *mut f32,
+        stride: usize,
+        load: bool,
+    ) {
+        // SAFETY: as the trait requires (AVX2 and FMA available, the pointers valid).
+        unsafe { tile_avx2(kc, a, b, dst, stride, load) }
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_avx2(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    dst: *mut f32,
+    stride: usize,
+    load: bool,
+) {
+    let mut acc = [[_mm256_setzero_ps(); 2]; 6];
+    if load {
+        for (r, row) in acc.iter_mut().enumerate() {
+            for (v, s) in row.iter_mut().enumerate() {
+                *s = unsafe { _mm256_loadu_ps(dst.add(r * stride + 8 * v)) };
+            }
+        }
+    }
+    let (mut a, mut b) = (a, b);
+    for _ in 0..kc {
+        let bv = unsafe { [_mm256_loadu_ps(b), _mm256_loadu_ps(b.add(8))] };
+        for (r, row) in acc.iter_mut().enumerate() {
+            let x = _mm256_set1_ps(unsafe { *a.add(r) });
+            for (s, &y) in row.iter_mut().zip(&bv) {
+                *s = _mm256_fmadd_ps(x, y, *s);
+            }
+        }
+        a = unsafe { a.add(6) };
+        b = unsafe { b.add(16) };
+    }
+    for (r, row) in acc.iter().enumerate() {
+        for (v, &s) in row.iter().enumerate() {
+            unsafe { _mm256_storeu_ps(dst.add(r * stride + 8 * v), s) };
+        }
+    }
+}
