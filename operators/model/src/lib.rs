@@ -3,7 +3,7 @@
 //! template, batched KV-cache generation with continuous batching, and packed log-probs.
 //!
 //! One code path serves the Tiny preset trained from scratch, a user's Hugging Face directory
-//! (Qwen2, Llama or Qwen3: [`family`]): each is a
+//! (Qwen2, Llama or Qwen3: [`family`]) and a GGUF file ([`gguf`]): each is a
 //! [`config::Qwen2Config`] plus named weights from a [`weights::WeightSource`].
 
 pub mod build;
@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod family;
 pub mod generate;
+pub mod gguf;
 pub mod hf;
 pub mod kv_cache;
 pub mod logprob;
