@@ -14,6 +14,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::error::ModelError;
+use super::family::Family;
 
 /// Hyper-parameters of a Qwen2 decoder-only transformer (Hugging Face `Qwen2Config` names).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -166,7 +167,7 @@ impl Qwen2Config {
 
     /// Checks the invariants the model code relies on; the message says what to fix.
     pub fn validate(&self) -> Result<(), String> {
-        crate::family::Family::from_model_type(&self.model_type)?;
+        Family::from_model_type(&self.model_type)?;
         if self.mlp_bias == Some(true) {
             return Err("mlp_bias is true; only MLPs without biases are supported".into());
         }
@@ -248,6 +249,27 @@ impl Qwen2Config {
         };
         self.sliding_window
             .filter(|_| sliding && self.use_sliding_window)
+    }
+
+    /// The family of `model_type` (a validated config names a supported one; anything else
+    /// reads as Qwen2, whose switches were the only ones before families existed).
+    pub fn family(&self) -> Family {
+        Family::from_model_type(&self.model_type).unwrap_or(Family::Qwen2)
+    }
+
+    /// Whether the q, k and v projections have biases ([`Family::qkv_bias`]).
+    pub fn qkv_bias(&self) -> bool {
+        self.family().qkv_bias(self.attention_bias)
+    }
+
+    /// Whether attention's output projection has a bias ([`Family::o_bias`]).
+    pub fn o_bias(&self) -> bool {
+        self.family().o_bias(self.attention_bias)
+    }
+
+    /// Whether queries and keys are RMS-normalised per head ([`Family::qk_norm`]).
+    pub fn qk_norm(&self) -> bool {
+        self.family().qk_norm()
     }
 
     /// Number of key/value heads.

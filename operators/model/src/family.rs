@@ -13,8 +13,6 @@
 //! plus the rotary frequencies (`rope_scaling` of type `llama3`, [`crate::rope_scaling`]),
 //! which transformers applies to any family.
 
-use crate::config::Qwen2Config;
-
 /// A decoder family, from config.json's `model_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
@@ -58,39 +56,35 @@ impl Family {
     }
 }
 
-impl Qwen2Config {
-    /// The family of `model_type` (validated configs only name supported ones; anything
-    /// else reads as Qwen2, whose switches were the only ones before families existed).
-    pub fn family(&self) -> Family {
-        Family::from_model_type(&self.model_type).unwrap_or(Family::Qwen2)
-    }
-
-    /// Whether the q, k and v projections have biases.
-    pub fn qkv_bias(&self) -> bool {
-        match self.family() {
+impl Family {
+    /// Whether the q, k and v projections have biases, given config.json's
+    /// `attention_bias`.
+    pub fn qkv_bias(self, attention_bias: Option<bool>) -> bool {
+        match self {
             Family::Qwen2 => true,
-            Family::Llama | Family::Qwen3 => self.attention_bias.unwrap_or(false),
+            Family::Llama | Family::Qwen3 => attention_bias.unwrap_or(false),
         }
     }
 
     /// Whether the output projection of attention has a bias.
-    pub fn o_bias(&self) -> bool {
-        match self.family() {
+    pub fn o_bias(self, attention_bias: Option<bool>) -> bool {
+        match self {
             Family::Qwen2 => false,
-            Family::Llama | Family::Qwen3 => self.attention_bias.unwrap_or(false),
+            Family::Llama | Family::Qwen3 => attention_bias.unwrap_or(false),
         }
     }
 
     /// Whether queries and keys are RMS-normalised per head before the rotation (Qwen3's
     /// `q_norm`/`k_norm`, weight `[head_dim]`).
-    pub fn qk_norm(&self) -> bool {
-        self.family() == Family::Qwen3
+    pub fn qk_norm(self) -> bool {
+        self == Family::Qwen3
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Qwen2Config;
 
     fn config(model_type: &str, attention_bias: Option<bool>) -> Qwen2Config {
         let mut c = Qwen2Config::tiny(&Default::default(), 10);
