@@ -110,7 +110,7 @@ fn main() {
         let same = output.tokens == ids(hf);
         equal += usize::from(same);
         let text = tokenizer.decode(&output.tokens, true).expect("decodes");
-        println!("greedy equal: {same}: {text:?}");
+        println!("greedy equal: {same}: {text:?} {:?}", output.tokens);
     }
     println!("greedy continuations equal: {equal} of {}", outputs.len());
 }
