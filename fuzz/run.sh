@@ -11,7 +11,7 @@ cd "$(dirname "$0")"
 seconds="${1:-600}"
 export RUSTC_BOOTSTRAP=1
 cargo fuzz build -s none -O
-targets="${TARGETS:-pipeline set_override env_protocol env_actions chat_template model_dir tokenizer batch_dump}"
+targets="${TARGETS:-pipeline set_override env_protocol env_actions chat_template model_dir tokenizer batch_dump gguf}"
 for target in $targets; do
     mkdir -p "corpus/$target" "seeds/$target"
     seeds="seeds/$target"

@@ -254,3 +254,57 @@ fn generate_greedy_continues_the_fixture_prompts_as_transformers_does() {
         );
     }
 }
+
+/// `generate --greedy` on the tiny Llama GGUF fixture (tests/fixtures/make_tiny_gguf.py)
+/// prints transformers' 16 greedy tokens of its first prompt, and `--chat` renders the
+/// prompt with the file's own chat template.
+#[test]
+fn generate_reads_a_gguf_file() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text =
+        std::fs::read_to_string(root.join("tests/fixtures/tiny_gguf/tiny_llama.json")).unwrap();
+    let expected: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let model = "tests/fixtures/tiny_gguf/tiny_llama.gguf";
+    let gguf = roll_flow_model::gguf::GgufModel::open(&root.join(model)).unwrap();
+    let tokenizer = gguf.tokenizer().unwrap();
+    let greedy: Vec<u32> = expected["greedy"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect();
+    let prompt = expected["prompts"][0].as_str().unwrap();
+    let out = roll_flow(&[
+        "generate",
+        "--model",
+        model,
+        "--prompt",
+        prompt,
+        "--greedy",
+        "--max-new-tokens",
+        "16",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let want = tokenizer.decode(&greedy, true).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{want}\n"));
+    let out = roll_flow(&[
+        "generate",
+        "--model",
+        model,
+        "--prompt",
+        "Hi",
+        "--chat",
+        "--greedy",
+        "--max-new-tokens",
+        "4",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let chat = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+    let prompt_tokens = tokenizer.encode(chat).unwrap().len();
+    assert!(
+        stderr.contains(&format!("[{prompt_tokens} prompt tokens")),
+        "{stderr}"
+    );
+}

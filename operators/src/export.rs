@@ -6,7 +6,8 @@
 //! directory also needs is the tokenizer. For the Tiny preset that is the built-in
 //! byte-level BPE as `tokenizer.json` plus a `tokenizer_config.json` carrying the ChatML
 //! template and special tokens; for a policy fine-tuned from an HF directory, the
-//! tokenizer files of that directory are copied as they are.
+//! tokenizer files of that directory are copied as they are; for one loaded from a GGUF
+//! file, its tokenizer and chat template are written out as those two files.
 //!
 //! The directory is assembled in a staging folder beside `OUT_DIR` and renamed into place,
 //! so `OUT_DIR` is either the previous export or the complete new one, never half written.
@@ -19,7 +20,8 @@ use std::path::{Component, Path, PathBuf};
 use roll_flow_engine::atomic_file::replace_dir;
 use roll_flow_engine::Pipeline;
 
-use roll_flow_model::build::tokenizer_dir;
+use roll_flow_model::build::{tokenizer_source, TokenizerSource};
+use roll_flow_model::gguf::GgufModel;
 use roll_flow_model::hf::read_config;
 use roll_flow_model::spec::ArchSpec;
 use roll_flow_model::tokenizer::{BUILTIN_CHAT_TEMPLATE, BUILTIN_TOKENIZER};
@@ -78,12 +80,12 @@ pub fn export_hf(
         }
     }
     let config = read_config(&weights).map_err(|e| e.to_string())?;
-    let tokenizer_source = tokenizer_dir(spec, Path::new("."));
+    let tokenizer_source = tokenizer_source(spec, Path::new("."));
     let mut protected = vec![("the run directory", pipeline.out_dir.clone())];
     if let ArchSpec::HfDir(dir) = &spec.arch {
         protected.push(("the model directory the policy was loaded from", dir.into()));
     }
-    if let Some(dir) = &tokenizer_source {
+    if let TokenizerSource::HfDir(dir) = &tokenizer_source {
         protected.push(("the policy's tokenizer directory", dir.clone()));
     }
     check_out_dir(out, &protected)?;
@@ -92,8 +94,11 @@ pub fn export_hf(
             copy(&weights.join(file), &staging.join(file))?;
         }
         match &tokenizer_source {
-            None => write_builtin_tokenizer(staging, config.max_position_embeddings),
-            Some(dir) => copy_tokenizer_files(dir, staging),
+            TokenizerSource::Builtin => {
+                write_builtin_tokenizer(staging, config.max_position_embeddings)
+            }
+            TokenizerSource::HfDir(dir) => copy_tokenizer_files(dir, staging),
+            TokenizerSource::Gguf(file) => write_gguf_tokenizer(file, staging),
         }
     })
 }
@@ -125,6 +130,15 @@ fn write_builtin_tokenizer(dir: &Path, context: usize) -> Result<(), String> {
     });
     let text = serde_json::to_string_pretty(&config).expect("a JSON literal prints");
     write(&dir.join("tokenizer_config.json"), &text)
+}
+
+/// The tokenizer of the GGUF file the policy was loaded from, as HF files.
+fn write_gguf_tokenizer(file: &Path, dir: &Path) -> Result<(), String> {
+    let gguf = GgufModel::open(file).map_err(|e| e.to_string())?;
+    for (name, text) in gguf.hf_tokenizer_files().map_err(|e| e.to_string())? {
+        write(&dir.join(name), &text)?;
+    }
+    Ok(())
 }
 
 fn copy_tokenizer_files(source: &Path, dir: &Path) -> Result<(), String> {

@@ -264,8 +264,22 @@ pub fn parameters(c: &Qwen2Config) -> u64 {
     );
     let q = (c.num_attention_heads * head_dim(c)) as u64;
     let kv = kv_width(c);
-    // q, k, v with biases, o without; gate, up, down; two RMSNorms.
-    let layer = d * q + q + 2 * (d * kv + kv) + q * d + 3 * d * f + 2 * d;
+    // q, k, v (with biases in Qwen2), o (with a bias where `attention_bias`); gate, up,
+    // down; two RMSNorms, plus Qwen3's per-head q/k norms.
+    let (qkv_bias, o_bias) = (u64::from(c.qkv_bias()), u64::from(c.o_bias()));
+    let head_norms = if c.qk_norm() {
+        2 * head_dim(c) as u64
+    } else {
+        0
+    };
+    let layer = d * q
+        + 2 * d * kv
+        + qkv_bias * (q + 2 * kv)
+        + q * d
+        + o_bias * d
+        + 3 * d * f
+        + 2 * d
+        + head_norms;
     let head = if c.tie_word_embeddings { 0 } else { v * d };
     c.num_hidden_layers as u64 * layer + v * d + head + d
 }

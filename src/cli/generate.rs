@@ -15,8 +15,9 @@ use roll_flow::model::CpuBackend;
 /// Arguments of `roll-flow generate`.
 #[derive(Debug, clap::Args)]
 pub struct GenerateArgs {
-    /// Hugging Face Qwen2 model directory (config.json, *.safetensors, tokenizer.json).
-    #[arg(long, value_name = "DIR")]
+    /// A Hugging Face model directory (config.json, *.safetensors, tokenizer.json) of a
+    /// Qwen2, Llama or Qwen3 model, or a GGUF file.
+    #[arg(long, value_name = "DIR|FILE")]
     pub model: PathBuf,
     /// Text to complete.
     #[arg(long, value_name = "TEXT")]

@@ -1,6 +1,7 @@
 //! Turning a `models:` entry ([`ModelSpec`]) into a causal LM and its tokenizer: the Tiny
-//! preset initialised from a seed with the built-in tokenizer, or a Hugging Face directory
-//! loaded from disk (relative paths resolve against the pipeline file's directory).
+//! preset initialised from a seed with the built-in tokenizer, a Hugging Face directory or
+//! a GGUF file loaded from disk (relative paths resolve against the pipeline file's
+//! directory).
 
 use std::path::{Path, PathBuf};
 
@@ -8,7 +9,8 @@ use burn::tensor::backend::Backend;
 
 use super::config::Qwen2Config;
 use super::error::ModelError;
-use super::hf::{load_causal_lm, read_config, SafetensorsSource};
+use super::gguf::{load_gguf, GgufModel};
+use super::hf::{load_causal_lm, load_model_dir, read_config, SafetensorsSource};
 use super::qwen2::{Qwen2CausalLm, Qwen2ValueModel};
 use super::spec::{ArchSpec, ModelSpec, TokenizerSpec};
 use super::tokenizer::TextTokenizer;
@@ -20,13 +22,18 @@ pub fn build_causal_lm<B: Backend>(
     seed: u64,
     device: &B::Device,
 ) -> Result<(Qwen2CausalLm<B>, TextTokenizer), ModelError> {
-    let tokenizer = match tokenizer_dir(spec, base_dir) {
-        None => TextTokenizer::builtin(),
-        Some(dir) => TextTokenizer::from_model_dir(&dir)?,
+    let gguf = match &spec.arch {
+        ArchSpec::Gguf(file) => Some(GgufModel::open(&resolve(base_dir, file))?),
+        _ => None,
     };
-    let model = match &spec.arch {
-        ArchSpec::HfDir(dir) => load_causal_lm(&resolve(base_dir, dir), device)?,
-        ArchSpec::Tiny(_) => Qwen2CausalLm::random(
+    let tokenizer = match (tokenizer_source(spec, base_dir), &gguf) {
+        (TokenizerSource::Gguf(_), Some(gguf)) => gguf.tokenizer()?,
+        (source, _) => source.load()?,
+    };
+    let model = match (&spec.arch, &gguf) {
+        (ArchSpec::HfDir(dir), _) => load_causal_lm(&resolve(base_dir, dir), device)?,
+        (ArchSpec::Gguf(_), Some(gguf)) => gguf.causal_lm(device)?,
+        _ => Qwen2CausalLm::random(
             &tiny_config(spec, &tokenizer)?,
             spec.seed.unwrap_or(seed),
             device,
@@ -45,39 +52,73 @@ pub fn build_causal_lm<B: Backend>(
     Ok((model, tokenizer))
 }
 
+/// The causal LM and tokenizer at `path`: a GGUF file, or else a Hugging Face directory
+/// (what `roll-flow generate --model PATH` loads).
+pub fn load_model_path<B: Backend>(
+    path: &Path,
+    device: &B::Device,
+) -> Result<(Qwen2CausalLm<B>, TextTokenizer), ModelError> {
+    match path.is_file() {
+        true => load_gguf(path, device),
+        false => load_model_dir(path, device),
+    }
+}
+
 /// The architecture `spec` builds, read without loading any weights: the `Tiny` preset at
-/// its vocabulary, or an `HfDir`'s config.json.
+/// its vocabulary, an `HfDir`'s config.json, or a GGUF file's metadata.
 pub fn model_config(spec: &ModelSpec, base_dir: &Path) -> Result<Qwen2Config, ModelError> {
     match &spec.arch {
         ArchSpec::HfDir(dir) => {
             Qwen2Config::from_json_file(&resolve(base_dir, dir).join("config.json"))
         }
+        ArchSpec::Gguf(file) => GgufModel::open(&resolve(base_dir, file))?.config(),
         ArchSpec::Tiny(tiny) if tiny.vocab.is_some() => {
             tiny_config(spec, &TextTokenizer::builtin())
         }
-        ArchSpec::Tiny(_) => {
-            let tokenizer = match tokenizer_dir(spec, base_dir) {
-                None => TextTokenizer::builtin(),
-                Some(dir) => TextTokenizer::from_model_dir(&dir)?,
-            };
-            tiny_config(spec, &tokenizer)
+        ArchSpec::Tiny(_) => tiny_config(spec, &tokenizer_source(spec, base_dir).load()?),
+    }
+}
+
+/// Where a spec's tokenizer comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenizerSource {
+    /// The built-in tokenizer of the Tiny preset.
+    Builtin,
+    /// A Hugging Face directory's `tokenizer.json` (+ `tokenizer_config.json`).
+    HfDir(PathBuf),
+    /// A GGUF file's metadata.
+    Gguf(PathBuf),
+}
+
+impl TokenizerSource {
+    /// Loads the tokenizer.
+    pub fn load(&self) -> Result<TextTokenizer, ModelError> {
+        match self {
+            TokenizerSource::Builtin => Ok(TextTokenizer::builtin()),
+            TokenizerSource::HfDir(dir) => TextTokenizer::from_model_dir(dir),
+            TokenizerSource::Gguf(file) => GgufModel::open(file)?.tokenizer(),
         }
     }
 }
 
-/// The directory a spec's tokenizer comes from; `None` for the built-in tokenizer.
-pub fn tokenizer_dir(spec: &ModelSpec, base_dir: &Path) -> Option<PathBuf> {
+/// Where a spec's tokenizer comes from, paths resolved against `base_dir`.
+pub fn tokenizer_source(spec: &ModelSpec, base_dir: &Path) -> TokenizerSource {
     match (&spec.tokenizer, &spec.arch) {
-        (TokenizerSpec::Builtin, _) | (TokenizerSpec::Auto, ArchSpec::Tiny(_)) => None,
+        (TokenizerSpec::Builtin, _) | (TokenizerSpec::Auto, ArchSpec::Tiny(_)) => {
+            TokenizerSource::Builtin
+        }
         (TokenizerSpec::HfDir(dir), _) | (TokenizerSpec::Auto, ArchSpec::HfDir(dir)) => {
-            Some(resolve(base_dir, dir))
+            TokenizerSource::HfDir(resolve(base_dir, dir))
+        }
+        (TokenizerSpec::Auto, ArchSpec::Gguf(file)) => {
+            TokenizerSource::Gguf(resolve(base_dir, file))
         }
     }
 }
 
 /// Builds a critic (backbone + fresh value head) for a spec: a seeded Tiny network sized to
 /// its tokenizer (as [`build_causal_lm`] sizes a Tiny policy), or a Hugging Face
-/// directory's backbone with a new head (its `lm_head` is not used).
+/// directory's or GGUF file's backbone with a new head (its `lm_head` is not used).
 pub fn build_value_model<B: Backend>(
     spec: &ModelSpec,
     base_dir: &Path,
@@ -87,12 +128,12 @@ pub fn build_value_model<B: Backend>(
     let seed = spec.seed.unwrap_or(seed);
     match &spec.arch {
         ArchSpec::Tiny(_) => {
-            let tokenizer = match tokenizer_dir(spec, base_dir) {
-                None => TextTokenizer::builtin(),
-                Some(dir) => TextTokenizer::from_model_dir(&dir)?,
-            };
+            let tokenizer = tokenizer_source(spec, base_dir).load()?;
             let config = tiny_config(spec, &tokenizer)?;
             Ok(Qwen2ValueModel::random(&config, seed, device))
+        }
+        ArchSpec::Gguf(file) => {
+            GgufModel::open(&resolve(base_dir, file))?.value_model(seed, device)
         }
         ArchSpec::HfDir(dir) => {
             let dir = resolve(base_dir, dir);

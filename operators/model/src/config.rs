@@ -3,15 +3,18 @@
 //!
 //! Field names and meanings are Hugging Face's `Qwen2Config` (transformers
 //! `models/qwen2/configuration_qwen2.py`), so a user's Qwen2/Qwen2.5 directory loads as is and a
-//! checkpoint we save loads in transformers. Features of that config this implementation does
-//! not have (rope scaling, activations other than SiLU) are refused with a clear error instead
-//! of being silently ignored.
+//! checkpoint we save loads in transformers. The same struct reads Llama and Qwen3 configs
+//! (`LlamaConfig`, `Qwen3Config`: the same names plus `attention_bias`), whose differences
+//! are switches ([`crate::family`]). Features of those configs this implementation does not
+//! have (rope scaling other than `llama3`, activations other than SiLU, MLP biases) are
+//! refused with a clear error instead of being silently ignored.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use super::error::ModelError;
+use super::family::Family;
 
 /// Hyper-parameters of a Qwen2 decoder-only transformer (Hugging Face `Qwen2Config` names).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -60,9 +63,17 @@ pub struct Qwen2Config {
     /// top-level `rope_theta`; only the default rope type is implemented.
     #[serde(default, skip_serializing)]
     pub rope_parameters: Option<serde_json::Value>,
-    /// Must be null: rope scaling variants are not implemented.
+    /// Null, or Llama 3's frequency rescaling (`{"rope_type": "llama3", ..}`,
+    /// [`crate::rope_scaling`]); other rope types are refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rope_scaling: Option<serde_json::Value>,
+    /// Llama and Qwen3: biases on all four attention projections (Qwen2 has q/k/v biases
+    /// always, none on the output projection; [`crate::family`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_bias: Option<bool>,
+    /// Llama: biases on the MLP projections; only `false` is implemented.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlp_bias: Option<bool>,
     /// Sliding-window attention: layers `max_window_layers..` let each query see only its
     /// last `sliding_window` keys (transformers' `layer_types`, "sliding_attention").
     #[serde(default)]
@@ -77,7 +88,7 @@ pub struct Qwen2Config {
     /// absent it follows from `use_sliding_window` and `max_window_layers`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer_types: Option<Vec<String>>,
-    /// Hugging Face's model family tag; "qwen2" when present.
+    /// Hugging Face's model family tag: "qwen2" (the default), "llama" or "qwen3".
     #[serde(default = "default_model_type")]
     pub model_type: String,
 }
@@ -140,8 +151,12 @@ impl Qwen2Config {
         object.insert("num_key_value_heads".into(), self.kv_heads().into());
         object.insert(
             "architectures".into(),
-            serde_json::json!(["Qwen2ForCausalLM"]),
+            serde_json::json!([self.family().architecture()]),
         );
+        if self.rope_scaling.is_none() && matches!(self.llama3_rope(), Ok(Some(_))) {
+            // transformers 5 reads the legacy key too; `rope_parameters` is not written.
+            object.insert("rope_scaling".into(), self.rope_parameters.clone().into());
+        }
         object.insert("torch_dtype".into(), "float32".into());
         object.insert("use_cache".into(), true.into());
         if self.head_dim.is_none() {
@@ -152,11 +167,9 @@ impl Qwen2Config {
 
     /// Checks the invariants the model code relies on; the message says what to fix.
     pub fn validate(&self) -> Result<(), String> {
-        if self.model_type != "qwen2" {
-            return Err(format!(
-                "model_type is \"{}\"; only \"qwen2\" (Qwen2, Qwen2.5) is supported",
-                self.model_type
-            ));
+        Family::from_model_type(&self.model_type)?;
+        if self.mlp_bias == Some(true) {
+            return Err("mlp_bias is true; only MLPs without biases are supported".into());
         }
         let positive = [
             ("vocab_size", self.vocab_size),
@@ -202,20 +215,7 @@ impl Qwen2Config {
                 self.hidden_act
             ));
         }
-        if self.rope_scaling.as_ref().is_some_and(|v| !v.is_null()) {
-            return Err("rope_scaling is set; only plain rotary embeddings are supported".into());
-        }
-        let rope_type = self
-            .rope_parameters
-            .as_ref()
-            .and_then(|p| p.get("rope_type"))
-            .and_then(|t| t.as_str());
-        if rope_type.is_some_and(|t| t != "default") {
-            return Err(format!(
-                "rope_parameters.rope_type \"{}\" is not supported; only \"default\"",
-                rope_type.unwrap_or_default()
-            ));
-        }
+        self.llama3_rope()?;
         if let Some(types) = &self.layer_types {
             let known = ["full_attention", "sliding_attention"];
             if types.len() != self.num_hidden_layers {
@@ -249,6 +249,27 @@ impl Qwen2Config {
         };
         self.sliding_window
             .filter(|_| sliding && self.use_sliding_window)
+    }
+
+    /// The family of `model_type` (a validated config names a supported one; anything else
+    /// reads as Qwen2, whose switches were the only ones before families existed).
+    pub fn family(&self) -> Family {
+        Family::from_model_type(&self.model_type).unwrap_or(Family::Qwen2)
+    }
+
+    /// Whether the q, k and v projections have biases ([`Family::qkv_bias`]).
+    pub fn qkv_bias(&self) -> bool {
+        self.family().qkv_bias(self.attention_bias)
+    }
+
+    /// Whether attention's output projection has a bias ([`Family::o_bias`]).
+    pub fn o_bias(&self) -> bool {
+        self.family().o_bias(self.attention_bias)
+    }
+
+    /// Whether queries and keys are RMS-normalised per head ([`Family::qk_norm`]).
+    pub fn qk_norm(&self) -> bool {
+        self.family().qk_norm()
     }
 
     /// Number of key/value heads.
@@ -296,6 +317,8 @@ impl Qwen2Config {
             bos_token_id: None,
             rope_parameters: None,
             rope_scaling: None,
+            attention_bias: None,
+            mlp_bias: None,
             use_sliding_window: preset.sliding_window.is_some(),
             sliding_window: preset.sliding_window,
             max_window_layers: 0,

@@ -37,6 +37,9 @@ pub enum ModelError {
     /// A safetensors file is corrupt or truncated.
     #[error("{path}: not a valid safetensors file ({message})")]
     Safetensors { path: PathBuf, message: String },
+    /// A GGUF file is corrupt, truncated, or describes something not supported.
+    #[error("{path}: {message}")]
+    Gguf { path: PathBuf, message: String },
     /// Tensors the architecture needs are absent from the checkpoint.
     #[error("{source_name}: missing tensors: {}", names.join(", "))]
     MissingTensors {
@@ -44,7 +47,7 @@ pub enum ModelError {
         names: Vec<String>,
     },
     /// The checkpoint holds tensors the architecture does not use.
-    #[error("{source_name}: unexpected tensors (not part of a Qwen2 model with this config): {}", names.join(", "))]
+    #[error("{source_name}: unexpected tensors (not part of a model with this config): {}", names.join(", "))]
     UnexpectedTensors {
         source_name: String,
         names: Vec<String>,

@@ -2,14 +2,17 @@
 //! variant (critic), Hugging Face checkpoint loading and saving, the tokenizer and chat
 //! template, batched KV-cache generation with continuous batching, and packed log-probs.
 //!
-//! One code path serves the Tiny preset trained from scratch and a user's Qwen2.5 directory:
-//! both are a [`config::Qwen2Config`] plus named weights from a [`weights::WeightSource`].
+//! One code path serves the Tiny preset trained from scratch, a user's Hugging Face directory
+//! (Qwen2, Llama or Qwen3: [`family`]) and a GGUF file ([`gguf`]): each is a
+//! [`config::Qwen2Config`] plus named weights from a [`weights::WeightSource`].
 
 pub mod build;
 pub mod chat_template;
 pub mod config;
 pub mod error;
+pub mod family;
 pub mod generate;
+pub mod gguf;
 pub mod hf;
 pub mod kv_cache;
 pub mod logprob;
@@ -18,6 +21,7 @@ pub mod packed;
 pub mod prompt_logits;
 pub mod quick_generate;
 pub mod qwen2;
+pub mod rope_scaling;
 pub mod spec;
 pub mod tokenizer;
 pub mod weights;

@@ -175,7 +175,7 @@ pub fn response_scores<B: KernelBackend>(
         });
     }
     // The final hidden state before each decision; the last layer runs at those positions
-    // only (`Qwen2Backbone::forward_at`).
+    // only (`Queries::At`).
     let selected = model.hidden_at(packed.right_padded::<B>(&device), &source_rows);
     let mut logits = model.logits(selected);
     let ruled_out =

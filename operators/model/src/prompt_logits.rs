@@ -7,8 +7,8 @@ use std::path::Path;
 use burn::tensor::{Int, Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
 
+use super::build::load_model_path;
 use super::error::ModelError;
-use super::hf::load_model_dir;
 use super::quick_generate::prompt_text;
 use super::qwen2::{AttentionLayout, Qwen2CausalLm};
 use super::weights::to_f32_vec;
@@ -47,7 +47,7 @@ pub fn prompt_logits_in_model_dir<B: KernelBackend>(
     chat: bool,
     device: &B::Device,
 ) -> Result<PromptLogits, ModelError> {
-    let (model, tokenizer) = load_model_dir::<B>(dir, device)?;
+    let (model, tokenizer) = load_model_path::<B>(dir, device)?;
     let prompt_ids = tokenizer.encode(&prompt_text(&tokenizer, prompt, chat)?)?;
     Ok(PromptLogits {
         logits: logits_of(&model, &prompt_ids, device),

@@ -1,13 +1,13 @@
-//! The text-in, text-out generation behind `roll-flow generate`: load a model directory,
-//! optionally wrap the prompt in the chat template, generate, decode. It is the check a user
-//! runs on a model directory before training with it.
+//! The text-in, text-out generation behind `roll-flow generate`: load a model directory or a
+//! GGUF file, optionally wrap the prompt in the chat template, generate, decode. It is the
+//! check a user runs on a model before training with it.
 
 use std::path::Path;
 
+use super::build::load_model_path;
 use super::chat_template::ChatMessage;
 use super::error::ModelError;
 use super::generate::{ContinuousBatcher, GenerationOutput, GenerationRequest, SamplingParams};
-use super::hf::load_model_dir;
 use super::tokenizer::TextTokenizer;
 
 /// What to generate.
@@ -53,13 +53,13 @@ pub fn prompt_text(
     }
 }
 
-/// Loads `dir` and completes the prompt.
+/// Loads `dir` (a model directory or a GGUF file) and completes the prompt.
 pub fn complete_in_model_dir<B: roll_flow_kernels::KernelBackend>(
     dir: &Path,
     request: &QuickGenerate,
     device: &B::Device,
 ) -> Result<Completion, ModelError> {
-    let (model, tokenizer) = load_model_dir::<B>(dir, device)?;
+    let (model, tokenizer) = load_model_path::<B>(dir, device)?;
     let prompt_text = prompt_text(&tokenizer, &request.prompt, request.chat)?;
     let prompt = tokenizer.encode(&prompt_text)?;
     let mut stop_tokens = tokenizer.stop_tokens();

@@ -3,6 +3,7 @@
 //! ```ron
 //! "policy": (arch: Tiny(layers: 2, dim: 128, heads: 4), tokenizer: Builtin, optim: AdamW(lr: 1e-3)),
 //! "policy": (arch: HfDir("models/Qwen2.5-0.5B-Instruct"), optim: AdamW(lr: 1e-6)),
+//! "policy": (arch: Gguf("models/SmolLM2-135M-Instruct.Q4_1.gguf"), optim: AdamW(lr: 1e-6)),
 //! ```
 //!
 //! The optimizer settings (`optim:`) are [`OptimSpec`], in [`super::optim`].
@@ -17,9 +18,10 @@ pub use super::optim::{LrSchedule, OptimSpec};
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSpec {
-    /// The architecture: the `Tiny` preset or a Hugging Face Qwen2 directory.
+    /// The architecture: the `Tiny` preset, a Hugging Face directory or a GGUF file.
     pub arch: ArchSpec,
-    /// The tokenizer; default `Auto`: `Builtin` for `Tiny`, the directory's own for `HfDir`.
+    /// The tokenizer; default `Auto`: `Builtin` for `Tiny`, the directory's own for `HfDir`,
+    /// the file's own for `Gguf`.
     #[serde(default)]
     pub tokenizer: TokenizerSpec,
     /// The optimizer used when this model is trained.
@@ -72,8 +74,13 @@ pub enum ArchSpec {
     /// Qwen2.5-0.5B's `Tiny(layers: 24, dim: 896, heads: 14, kv_heads: 2, ffn_dim: 4864,
     /// vocab: 151936, rope_theta: 1e6)` for measuring speed at that shape.
     Tiny(TinyArch),
-    /// A Hugging Face Qwen2/Qwen2.5 directory (config.json, *.safetensors, tokenizer.json).
+    /// A Hugging Face directory (config.json, *.safetensors, tokenizer.json) of a Qwen2,
+    /// Qwen2.5, Llama or Qwen3 model.
     HfDir(String),
+    /// A GGUF file (llama.cpp's format) of a Llama, Qwen2 or Qwen3 model: weights
+    /// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, dequantised at load), tokenizer
+    /// and chat template from the one file.
+    Gguf(String),
 }
 
 impl ArchSpec {
@@ -81,7 +88,7 @@ impl ArchSpec {
     pub fn tiny(&self) -> Option<TinyArch> {
         match self {
             ArchSpec::Tiny(tiny) => Some(tiny.clone()),
-            ArchSpec::HfDir(_) => None,
+            ArchSpec::HfDir(_) | ArchSpec::Gguf(_) => None,
         }
     }
 }
@@ -89,7 +96,7 @@ impl ArchSpec {
 /// Where the tokenizer comes from.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub enum TokenizerSpec {
-    /// `Builtin` for `Tiny`, the model directory's own for `HfDir`.
+    /// `Builtin` for `Tiny`, the model directory's own for `HfDir`, the file's for `Gguf`.
     #[default]
     Auto,
     /// The small byte-level BPE shipped with roll-flow (for `Tiny`).
@@ -237,6 +244,13 @@ pub(crate) mod tests {
             ArchSpec::HfDir("models/Qwen2.5-0.5B-Instruct".into())
         );
         assert!(spec.arch.tiny().is_none());
+        assert_eq!(spec.tokenizer, TokenizerSpec::Auto);
+    }
+
+    #[test]
+    fn gguf_spec() {
+        let spec = parse("(arch: Gguf(\"m/SmolLM2.gguf\"))").unwrap();
+        assert_eq!(spec.arch, ArchSpec::Gguf("m/SmolLM2.gguf".into()));
         assert_eq!(spec.tokenizer, TokenizerSpec::Auto);
     }
 

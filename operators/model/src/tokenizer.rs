@@ -107,6 +107,22 @@ impl TextTokenizer {
         Ok(())
     }
 
+    /// Sets the chat template (`None` keeps the current one) with the bos and eos strings
+    /// it sees; the eos token also ends generation ([`stop_tokens`](Self::stop_tokens)).
+    pub fn set_chat(
+        &mut self,
+        template: Option<&str>,
+        bos_token: Option<&str>,
+        eos_token: Option<&str>,
+    ) -> Result<(), ModelError> {
+        self.eos_token = eos_token.map(String::from);
+        if let Some(source) = template {
+            let (bos, eos) = (bos_token.unwrap_or(""), eos_token.unwrap_or(""));
+            self.chat = Some(ChatTemplate::new(source, bos, eos)?);
+        }
+        Ok(())
+    }
+
     /// Token ids of `text` (special tokens written in the text are recognised; nothing is
     /// added around it, as for Qwen's tokenizer).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, ModelError> {

@@ -1,9 +1,12 @@
-//! Qwen2 self-attention: grouped-query attention (Ainslie et al. 2023) with biases on the
-//! q/k/v projections and none on the output projection, rotary positions, and an optional KV
-//! cache; transformers' `Qwen2Attention` with eager attention:
+//! Self-attention of the decoder families: grouped-query attention (Ainslie et al. 2023)
+//! with rotary positions and an optional KV cache; transformers' `Qwen2Attention`,
+//! `LlamaAttention` and `Qwen3Attention` with eager attention:
 //!
 //! `softmax(q kᵀ / sqrt(head_dim) + mask) v`, query head `h` reading key/value head
-//! `h / (heads / kv_heads)`.
+//! `h / (heads / kv_heads)`. The family decides the projection biases (Qwen2: q/k/v only;
+//! Llama, Qwen3: all four or none, `attention_bias`) and whether queries and keys are
+//! RMS-normalised per head before the rotation (Qwen3's `q_norm`, `k_norm`;
+//! [`crate::family`]).
 //!
 //! GQA without copying keys: the `heads / kv_heads` query heads that share a key/value head are
 //! stacked along the query axis (`[b, kv, rep·q, d]`), so one batched matmul per key/value head
@@ -18,7 +21,10 @@ use roll_flow_kernels::KernelBackend;
 use super::attention_mask::LayerMask;
 use super::banded_attention::banded_attention;
 use super::dense::project;
+use super::queries::QueryRows;
+use super::rms_norm::RmsNorm;
 use super::rotary::RotaryAngles;
+#[cfg(doc)]
 use super::selected_queries::SelectedQueries;
 use crate::config::Qwen2Config;
 use crate::error::ModelError;
@@ -28,14 +34,18 @@ use crate::weights::{linear, TensorSink, WeightSource};
 /// Multi-head attention with grouped key/value heads.
 #[derive(Module, Debug)]
 pub struct Attention<B: Backend> {
-    /// Query projection `hidden -> heads·head_dim`, with bias.
+    /// Query projection `hidden -> heads·head_dim` (with a bias in Qwen2).
     pub q_proj: Linear<B>,
-    /// Key projection `hidden -> kv_heads·head_dim`, with bias.
+    /// Key projection `hidden -> kv_heads·head_dim` (with a bias in Qwen2).
     pub k_proj: Linear<B>,
-    /// Value projection `hidden -> kv_heads·head_dim`, with bias.
+    /// Value projection `hidden -> kv_heads·head_dim` (with a bias in Qwen2).
     pub v_proj: Linear<B>,
-    /// Output projection `heads·head_dim -> hidden`, no bias.
+    /// Output projection `heads·head_dim -> hidden` (no bias in Qwen2).
     pub o_proj: Linear<B>,
+    /// Qwen3's per-head RMSNorm of the queries (`q_norm`, weight `[head_dim]`).
+    pub q_norm: Option<RmsNorm<B>>,
+    /// Qwen3's per-head RMSNorm of the keys (`k_norm`, weight `[head_dim]`).
+    pub k_norm: Option<RmsNorm<B>>,
     /// Number of query heads.
     pub heads: usize,
     /// Number of key/value heads.
@@ -45,7 +55,7 @@ pub struct Attention<B: Backend> {
 }
 
 impl<B: Backend> Attention<B> {
-    /// Loads `<name>.{q,k,v,o}_proj`.
+    /// Loads `<name>.{q,k,v,o}_proj` (and `<name>.{q,k}_norm` in Qwen3).
     pub fn load(
         source: &mut dyn WeightSource,
         name: &str,
@@ -54,13 +64,24 @@ impl<B: Backend> Attention<B> {
     ) -> Result<Self, ModelError> {
         let (hidden, d) = (config.hidden_size, config.head_dim());
         let (heads, kv_heads) = (config.num_attention_heads, config.kv_heads());
+        let (qkv_bias, o_bias) = (config.qkv_bias(), config.o_bias());
+        let mut head_norm = |which: &str| -> Result<Option<RmsNorm<B>>, ModelError> {
+            match config.qk_norm() {
+                true => {
+                    let name = format!("{name}.{which}");
+                    RmsNorm::load(source, &name, d, config.rms_norm_eps, device).map(Some)
+                }
+                false => Ok(None),
+            }
+        };
+        let (q_norm, k_norm) = (head_norm("q_norm")?, head_norm("k_norm")?);
         Ok(Attention {
             q_proj: linear(
                 source,
                 &format!("{name}.q_proj"),
                 hidden,
                 heads * d,
-                true,
+                qkv_bias,
                 device,
             )?,
             k_proj: linear(
@@ -68,7 +89,7 @@ impl<B: Backend> Attention<B> {
                 &format!("{name}.k_proj"),
                 hidden,
                 kv_heads * d,
-                true,
+                qkv_bias,
                 device,
             )?,
             v_proj: linear(
@@ -76,7 +97,7 @@ impl<B: Backend> Attention<B> {
                 &format!("{name}.v_proj"),
                 hidden,
                 kv_heads * d,
-                true,
+                qkv_bias,
                 device,
             )?,
             o_proj: linear(
@@ -84,27 +105,43 @@ impl<B: Backend> Attention<B> {
                 &format!("{name}.o_proj"),
                 heads * d,
                 hidden,
-                false,
+                o_bias,
                 device,
             )?,
+            q_norm,
+            k_norm,
             heads,
             kv_heads,
             head_dim: d,
         })
     }
 
-    /// Emits the four projections under `<name>`.
+    /// Emits the four projections (and the head norms) under `<name>`.
     pub fn save(&self, name: &str, sink: &mut TensorSink) {
         sink.put_linear(&format!("{name}.q_proj"), &self.q_proj);
         sink.put_linear(&format!("{name}.k_proj"), &self.k_proj);
         sink.put_linear(&format!("{name}.v_proj"), &self.v_proj);
         sink.put_linear(&format!("{name}.o_proj"), &self.o_proj);
+        if let Some(norm) = &self.q_norm {
+            norm.save(&format!("{name}.q_norm"), sink);
+        }
+        if let Some(norm) = &self.k_norm {
+            norm.save(&format!("{name}.k_norm"), sink);
+        }
     }
 }
 
 impl<B: KernelBackend> Attention<B> {
-    /// `x: [batch, queries, hidden]`; `mask` over `keys`, the cached keys plus these queries
-    /// (a banded mask only without a cache). New keys/values are appended to `cache`.
+    /// Attention of the queries `rows` asks for over the keys of every column of `x:
+    /// [batch, len, hidden]` (appended to `cache`, with the cached keys before them):
+    /// - `All(mask)`: every column, `[batch, len, hidden]`; `mask` over the cached keys
+    ///   plus these (a banded mask only without a cache);
+    /// - `Last(mask)`: the last column only, `[batch, 1, hidden]` (a prefill needs every new
+    ///   key and value in the cache but the next-token logits of the last column alone; a
+    ///   banded mask has no cache and scores whole sequences, so it takes the full path);
+    /// - `At(slots, rope_at)`: the [`SelectedQueries`] slots only, `[batch, per_row,
+    ///   hidden]`, over whole right-padded sequences without a cache; `rope` rotates the
+    ///   keys, `rope_at` the slots' queries.
     ///
     /// Layout: the projections stay `[batch, queries, heads, head_dim]` for the rotation and
     /// heads are moved in front by a stride change only (`swap_dims`, no copy: the matmuls
@@ -115,26 +152,23 @@ impl<B: KernelBackend> Attention<B> {
         &self,
         x: Tensor<B, 3>,
         rope: &RotaryAngles<B>,
-        mask: &LayerMask<B>,
         cache: Option<&mut LayerKv<B>>,
+        rows: &QueryRows<'_, B>,
     ) -> Tensor<B, 3> {
-        self.forward_queries(x, rope, mask, cache, false)
-    }
-
-    /// [`forward`](Self::forward) for the last query column only, `[batch, 1, hidden]`: a
-    /// prefill needs every new key and value in the cache but the next-token logits of the
-    /// last column alone (every row's prompt ends there). A banded mask has no cache and
-    /// scores whole sequences, so it takes the full path.
-    pub fn forward_last(
-        &self,
-        x: Tensor<B, 3>,
-        rope: &RotaryAngles<B>,
-        mask: &LayerMask<B>,
-        cache: Option<&mut LayerKv<B>>,
-    ) -> Tensor<B, 3> {
-        match mask {
-            LayerMask::Dense { .. } => self.forward_queries(x, rope, mask, cache, true),
-            LayerMask::Banded(_) => last_column(self.forward_queries(x, rope, mask, cache, false)),
+        match rows {
+            QueryRows::All(mask) => self.forward_queries(x, rope, mask, cache, false),
+            QueryRows::Last(mask @ LayerMask::Dense { .. }) => {
+                self.forward_queries(x, rope, mask, cache, true)
+            }
+            QueryRows::Last(mask @ LayerMask::Banded(_)) => {
+                last_column(self.forward_queries(x, rope, mask, cache, false))
+            }
+            QueryRows::At(at, rope_at) => {
+                let q = self.queries(at.gather(x.clone()), rope_at);
+                let (k, v) = self.keys_values(x, rope);
+                let out = self.attend(q, k, v, &at.mask);
+                project(&self.o_proj, out)
+            }
         }
     }
 
@@ -179,27 +213,12 @@ impl<B: KernelBackend> Attention<B> {
         project(&self.o_proj, out)
     }
 
-    /// Attention of the [`SelectedQueries`] slots only, over every key of `x: [batch, len,
-    /// hidden]` (whole right-padded sequences, no cache): `[batch, per_row, hidden]`.
-    /// `rope` rotates the keys, `rope_at` the slots' queries.
-    pub fn forward_at(
-        &self,
-        x: Tensor<B, 3>,
-        rope: &RotaryAngles<B>,
-        rope_at: &RotaryAngles<B>,
-        at: &SelectedQueries<B>,
-    ) -> Tensor<B, 3> {
-        let q = self.queries(at.gather(x.clone()), rope_at);
-        let (k, v) = self.keys_values(x, rope);
-        let out = self.attend(q, k, v, &at.mask);
-        project(&self.o_proj, out)
-    }
-
     /// Rotated, scaled queries of `x: [batch, len, hidden]`, `[batch, heads, len, d]`.
     fn queries(&self, x: Tensor<B, 3>, rope: &RotaryAngles<B>) -> Tensor<B, 4> {
         let [batch, len, _] = x.dims();
         let q = project(&self.q_proj, x).reshape([batch, len, self.heads, self.head_dim]);
-        rope.apply_scaled(q).swap_dims(1, 2)
+        rope.apply_scaled(per_head_norm(&self.q_norm, q))
+            .swap_dims(1, 2)
     }
 
     /// Rotated keys and values of `x: [batch, len, hidden]`, each
@@ -207,7 +226,8 @@ impl<B: KernelBackend> Attention<B> {
     fn keys_values(&self, x: Tensor<B, 3>, rope: &RotaryAngles<B>) -> (Tensor<B, 4>, Tensor<B, 4>) {
         let [batch, len, _] = x.dims();
         let shape = [batch, len, self.kv_heads, self.head_dim];
-        let k = rope.apply(project(&self.k_proj, x.clone()).reshape(shape));
+        let k = project(&self.k_proj, x.clone()).reshape(shape);
+        let k = rope.apply(per_head_norm(&self.k_norm, k));
         // The values' gradient comes back through `swap_dims`, strided: `contiguous` lays it
         // out row-major before the reshape's backward would copy it value by value.
         let v = roll_flow_kernels::contiguous(project(&self.v_proj, x).reshape(shape));
@@ -251,6 +271,14 @@ impl<B: KernelBackend> Attention<B> {
             per_head(d),
         );
         roll_flow_kernels::contiguous(out.swap_dims(1, 2)).reshape([batch, queries, heads * d])
+    }
+}
+
+/// `x: [batch, len, heads, head_dim]` RMS-normalised per head by `norm`, if there is one.
+fn per_head_norm<B: KernelBackend>(norm: &Option<RmsNorm<B>>, x: Tensor<B, 4>) -> Tensor<B, 4> {
+    match norm {
+        Some(norm) => norm.forward(x),
+        None => x,
     }
 }
 

@@ -1,4 +1,4 @@
-//! The Qwen2 transformer body shared by the causal LM (policy, reference) and the value model
+//! The decoder body (Qwen2, Llama, Qwen3) shared by the causal LM (policy, reference) and the value model
 //! (critic): token embedding, decoder layers, final RMSNorm (transformers' `Qwen2Model`,
 //! tensor names under `model.`).
 
@@ -11,6 +11,7 @@ use roll_flow_kernels::KernelBackend;
 use super::attention::last_column;
 use super::attention_mask::{AttentionLayout, LayerMask};
 use super::decoder_layer::DecoderLayer;
+use super::queries::{Queries, QueryRows};
 use super::rms_norm::RmsNorm;
 use super::rotary::RotaryAngles;
 use super::selected_queries::SelectedQueries;
@@ -30,6 +31,9 @@ pub struct Qwen2Backbone<B: Backend> {
     pub norm: RmsNorm<B>,
     /// Rotary embedding base.
     pub rope_theta: f64,
+    /// Rotary frequencies of one head (`Qwen2Config::rope_inv_freq`).
+    #[module(skip)]
+    pub inv_freq: Vec<f32>,
     /// Width of one attention head.
     pub head_dim: usize,
     /// Each layer's sliding attention window (`None`: full causal attention).
@@ -65,6 +69,7 @@ impl<B: Backend> Qwen2Backbone<B> {
             layers,
             norm,
             rope_theta: config.rope_theta,
+            inv_freq: config.rope_inv_freq(),
             head_dim: config.head_dim(),
             windows: (0..config.num_hidden_layers)
                 .map(|i| config.layer_window(i))
@@ -93,48 +98,56 @@ impl<B: Backend> Qwen2Backbone<B> {
 }
 
 impl<B: KernelBackend> Qwen2Backbone<B> {
-    /// Final hidden states `[batch, len, hidden]` of `tokens: [batch, len]`.
-    ///
-    /// With a cache, the tokens are appended after the cached keys of each row and the cache
-    /// grows by `len` columns; `layout.key_start` then indexes the grown key axis.
+    /// Final hidden states `[batch, len, hidden]` of every position
+    /// ([`hidden_rows`](Self::hidden_rows) with [`Queries::All`], shaped per sequence).
     pub fn forward(
         &self,
         tokens: Tensor<B, 2, Int>,
         layout: &AttentionLayout,
         cache: Option<&mut KvCache<B>>,
     ) -> Tensor<B, 3> {
-        self.norm
-            .forward(self.run_layers(tokens, layout, cache, LastLayer::Full))
+        let [batch, len] = tokens.dims();
+        let rows = self.hidden_rows(tokens, layout, cache, Queries::All);
+        let hidden = rows.dims()[1];
+        rows.reshape([batch, len, hidden])
     }
 
-    /// The final hidden state of every row's last column, `[batch, 1, hidden]`: the rows of
-    /// [`forward`](Self::forward) that a prefill reads its next-token logits from. The
-    /// cache grows by every column as in `forward`; the last layer's queries, MLP and
-    /// the final norm run at the last column only.
-    pub fn forward_last(
+    /// Final hidden states of `tokens: [batch, len]` at the positions `queries` asks for,
+    /// one row each (`[rows, hidden]`, [`Queries`]): every position, every row's last
+    /// column, or chosen `(row, column)` pairs of whole right-padded sequences.
+    ///
+    /// With a cache, the tokens are appended after the cached keys of each row and the cache
+    /// grows by `len` columns; `layout.key_start` then indexes the grown key axis. Every
+    /// layer below the last runs at every position; the last layer's queries, MLP and the
+    /// final norm run only where rows are asked for ([`SelectedQueries`] for pairs).
+    pub fn hidden_rows(
         &self,
         tokens: Tensor<B, 2, Int>,
         layout: &AttentionLayout,
         cache: Option<&mut KvCache<B>>,
-    ) -> Tensor<B, 3> {
-        self.norm
-            .forward(self.run_layers(tokens, layout, cache, LastLayer::LastColumn))
-    }
-
-    /// Final hidden states `[at.len(), hidden]` at the `(row, column)` pairs `at` of the
-    /// whole right-padded sequences `tokens: [batch, len]`, in the order asked: the rows of
-    /// [`forward`](Self::forward) without a cache, computed with the last layer's queries
-    /// and MLP at those positions only ([`SelectedQueries`]).
-    pub fn forward_at(&self, tokens: Tensor<B, 2, Int>, at: &[(usize, usize)]) -> Tensor<B, 2> {
+        queries: Queries<'_>,
+    ) -> Tensor<B, 2> {
         let device = tokens.device();
         let [batch, len] = tokens.dims();
-        let layout = AttentionLayout::right_padded(batch, len);
-        let top = self.layers.len().saturating_sub(1);
-        let window = self.windows.get(top).copied().flatten();
-        let at = SelectedQueries::new(at, (batch, len), self.heads().0, window, &device);
-        let rope_at = self.rope(&at.positions, &device);
-        let y = self.run_layers(tokens, &layout, None, LastLayer::At(&at, &rope_at));
-        at.in_request_order(self.norm.forward(y))
+        let selected = match queries {
+            Queries::At(pairs) => {
+                let top = self.layers.len().saturating_sub(1);
+                let window = self.windows.get(top).copied().flatten();
+                let at = SelectedQueries::new(pairs, (batch, len), self.heads().0, window, &device);
+                let rope_at = self.rope(&at.positions, &device);
+                Some((at, rope_at))
+            }
+            Queries::All | Queries::Last => None,
+        };
+        let y = self
+            .norm
+            .forward(self.run_layers(tokens, layout, cache, queries, &selected));
+        let hidden = y.dims()[2];
+        match (queries, &selected) {
+            (Queries::At(_), Some((at, _))) => at.in_request_order(y),
+            (Queries::Last, _) => y.reshape([batch, hidden]),
+            _ => y.reshape([batch * len, hidden]),
+        }
     }
 
     /// Rotary tables for `positions`, shaped for this model's query and key/value heads.
@@ -143,7 +156,7 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             positions,
             self.head_dim,
             self.heads(),
-            self.rope_theta,
+            &self.inv_freq,
             device,
         )
     }
@@ -155,20 +168,21 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             .map_or((1, 1), |l| (l.self_attn.heads, l.self_attn.kv_heads))
     }
 
-    /// Embeds `tokens` and runs every layer, the last one as `last` says, with one mask
-    /// per distinct window, built when a layer first needs it and shared by the layers that
-    /// use it. With a cache, the tokens are appended after its keys and it advances by
-    /// their number.
+    /// Embeds `tokens` and runs every layer, the last one at the `queries` rows (with the
+    /// `selected` slots and their rotary tables for pairs), with one mask per distinct
+    /// window, built when a layer first needs it and shared by the layers that use it. With
+    /// a cache, the tokens are appended after its keys and it advances by their number.
     fn run_layers(
         &self,
         tokens: Tensor<B, 2, Int>,
         layout: &AttentionLayout,
         mut cache: Option<&mut KvCache<B>>,
-        last: LastLayer<'_, B>,
+        queries: Queries<'_>,
+        selected: &Option<(SelectedQueries<B>, RotaryAngles<B>)>,
     ) -> Tensor<B, 3> {
         let device = tokens.device();
-        let queries = tokens.dims()[1];
-        let keys = cache.as_ref().map_or(0, |c| c.len()) + queries;
+        let columns = tokens.dims()[1];
+        let keys = cache.as_ref().map_or(0, |c| c.len()) + columns;
         let rope = self.rope(&layout.positions, &device);
         let mut x = self.embed_tokens.forward(tokens);
         let mut masks: Vec<(Option<usize>, LayerMask<B>)> = Vec::with_capacity(1);
@@ -185,32 +199,23 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         let top = self.layers.len().saturating_sub(1);
         for (i, layer) in self.layers.iter().enumerate() {
             let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
-            x = match (i == top, &last) {
-                (true, LastLayer::At(at, rope_at)) => layer.forward_at(x, &rope, rope_at, at),
-                (true, LastLayer::LastColumn) => {
-                    layer.forward_last(x, &rope, &mask_of(i), layer_cache)
+            x = match (i == top, queries, selected) {
+                (true, Queries::At(_), Some((at, rope_at))) => {
+                    layer.forward(x, &rope, layer_cache, &QueryRows::At(at, rope_at))
                 }
-                _ => layer.forward(x, &rope, &mask_of(i), layer_cache),
+                (true, Queries::Last, _) => {
+                    layer.forward(x, &rope, layer_cache, &QueryRows::Last(&mask_of(i)))
+                }
+                _ => layer.forward(x, &rope, layer_cache, &QueryRows::All(&mask_of(i))),
             };
         }
         if let Some(cache) = cache {
-            cache.advance(queries);
+            cache.advance(columns);
         }
-        match (self.layers.is_empty(), last) {
-            (true, LastLayer::LastColumn) => last_column(x),
-            (true, LastLayer::At(at, _)) => at.gather(x),
+        match (self.layers.is_empty(), queries, selected) {
+            (true, Queries::Last, _) => last_column(x),
+            (true, Queries::At(_), Some((at, _))) => at.gather(x),
             _ => x,
         }
     }
-}
-
-/// How [`Qwen2Backbone::run_layers`] runs the last layer.
-enum LastLayer<'a, B: Backend> {
-    /// At every column, as the layers below.
-    Full,
-    /// At every row's last column only: a prefill's next-token logits.
-    LastColumn,
-    /// At the selected slots only (whole right-padded sequences, no cache), with their
-    /// rotary tables: scores read at decision positions.
-    At(&'a SelectedQueries<B>, &'a RotaryAngles<B>),
 }

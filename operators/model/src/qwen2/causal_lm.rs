@@ -1,7 +1,8 @@
-//! The Qwen2 causal language model (transformers' `Qwen2ForCausalLM`): the backbone plus an
-//! output projection to vocabulary logits, either its own `lm_head.weight` or, with
-//! `tie_word_embeddings`, the token embedding matrix (as Qwen2.5-0.5B/1.5B do). It serves as
-//! policy and reference model, for the Tiny preset and for a user's Qwen2.5 directory alike.
+//! The causal language model (transformers' `Qwen2ForCausalLM`, `LlamaForCausalLM`,
+//! `Qwen3ForCausalLM`): the backbone plus an output projection to vocabulary logits, either
+//! its own `lm_head.weight` or, with `tie_word_embeddings`, the token embedding matrix (as
+//! Qwen2.5-0.5B/1.5B and SmolLM2 do). It serves as policy and reference model, for the Tiny
+//! preset, a user's Hugging Face directory and a GGUF file alike.
 
 use burn::module::Module;
 use burn::nn::Linear;
@@ -12,6 +13,7 @@ use roll_flow_kernels::KernelBackend;
 use super::attention_mask::AttentionLayout;
 use super::backbone::Qwen2Backbone;
 use super::dense::{project, project_with};
+use super::queries::Queries;
 use crate::config::Qwen2Config;
 use crate::error::ModelError;
 use crate::kv_cache::KvCache;
@@ -71,7 +73,19 @@ impl<B: Backend> Qwen2CausalLm<B> {
 }
 
 impl<B: KernelBackend> Qwen2CausalLm<B> {
-    /// Final hidden states `[batch, len, hidden]`.
+    /// Final hidden states at the positions `queries` asks for, one row each (`[rows,
+    /// hidden]`; `Qwen2Backbone::hidden_rows`, the one entry point).
+    pub fn hidden_rows(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        layout: &AttentionLayout,
+        cache: Option<&mut KvCache<B>>,
+        queries: Queries<'_>,
+    ) -> Tensor<B, 2> {
+        self.model.hidden_rows(tokens, layout, cache, queries)
+    }
+
+    /// Final hidden states `[batch, len, hidden]` (every position).
     pub fn hidden(
         &self,
         tokens: Tensor<B, 2, Int>,
@@ -82,20 +96,25 @@ impl<B: KernelBackend> Qwen2CausalLm<B> {
     }
 
     /// The final hidden state of every row's last column, `[batch, 1, hidden]`, with the
-    /// cache grown by every column (`Qwen2Backbone::forward_last`): what a prefill reads.
+    /// cache grown by every column (`Queries::Last`): what a prefill reads.
     pub fn hidden_last(
         &self,
         tokens: Tensor<B, 2, Int>,
         layout: &AttentionLayout,
         cache: Option<&mut KvCache<B>>,
     ) -> Tensor<B, 3> {
-        self.model.forward_last(tokens, layout, cache)
+        let batch = tokens.dims()[0];
+        let rows = self.hidden_rows(tokens, layout, cache, Queries::Last);
+        let hidden = rows.dims()[1];
+        rows.reshape([batch, 1, hidden])
     }
 
     /// Final hidden states `[at.len(), hidden]` at the `(row, column)` pairs `at` of whole
-    /// right-padded sequences, in the order asked (`Qwen2Backbone::forward_at`).
+    /// right-padded sequences, in the order asked (`Queries::At`).
     pub fn hidden_at(&self, tokens: Tensor<B, 2, Int>, at: &[(usize, usize)]) -> Tensor<B, 2> {
-        self.model.forward_at(tokens, at)
+        let [batch, len] = tokens.dims();
+        let layout = AttentionLayout::right_padded(batch, len);
+        self.hidden_rows(tokens, &layout, None, Queries::At(at))
     }
 
     /// Vocabulary logits of hidden states `[..., hidden] -> [..., vocab]`.

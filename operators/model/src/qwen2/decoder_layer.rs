@@ -1,4 +1,5 @@
-//! One pre-norm Qwen2 decoder layer (transformers' `Qwen2DecoderLayer`):
+//! One pre-norm decoder layer (transformers' `Qwen2DecoderLayer`, `LlamaDecoderLayer`,
+//! `Qwen3DecoderLayer`):
 //! `h = x + attn(rms1(x))`, `y = h + mlp(rms2(h))`.
 
 use burn::module::Module;
@@ -7,11 +8,10 @@ use burn::tensor::Tensor;
 use roll_flow_kernels::KernelBackend;
 
 use super::attention::{last_column, Attention};
-use super::attention_mask::LayerMask;
 use super::mlp::Mlp;
+use super::queries::QueryRows;
 use super::rms_norm::RmsNorm;
 use super::rotary::RotaryAngles;
-use super::selected_queries::SelectedQueries;
 use crate::config::Qwen2Config;
 use crate::error::ModelError;
 use crate::kv_cache::LayerKv;
@@ -71,46 +71,24 @@ impl<B: Backend> DecoderLayer<B> {
 }
 
 impl<B: KernelBackend> DecoderLayer<B> {
-    /// `x: [batch, len, hidden] -> [batch, len, hidden]`.
+    /// The layer's output at the queries `rows` asks for ([`QueryRows`]: every column,
+    /// the last one, or the selected slots), the keys and values coming from every column
+    /// of `x: [batch, len, hidden]` (and appended to `cache`).
     pub fn forward(
         &self,
         x: Tensor<B, 3>,
         rope: &RotaryAngles<B>,
-        mask: &LayerMask<B>,
         cache: Option<&mut LayerKv<B>>,
-    ) -> Tensor<B, 3> {
-        let attended =
-            self.self_attn
-                .forward(self.input_layernorm.forward(x.clone()), rope, mask, cache);
-        self.mlp_block(x.add(attended))
-    }
-
-    /// The layer's output at the [`SelectedQueries`] slots only: `[batch, per_row, hidden]`
-    /// (the keys and values still come from every position of `x`).
-    pub fn forward_at(
-        &self,
-        x: Tensor<B, 3>,
-        rope: &RotaryAngles<B>,
-        rope_at: &RotaryAngles<B>,
-        at: &SelectedQueries<B>,
+        rows: &QueryRows<'_, B>,
     ) -> Tensor<B, 3> {
         let normed = self.input_layernorm.forward(x.clone());
-        let attended = self.self_attn.forward_at(normed, rope, rope_at, at);
-        self.mlp_block(at.gather(x).add(attended))
-    }
-
-    /// [`forward`](Self::forward) for the last column only, `[batch, 1, hidden]`, with every
-    /// new key and value still appended to `cache` (`Attention::forward_last`).
-    pub fn forward_last(
-        &self,
-        x: Tensor<B, 3>,
-        rope: &RotaryAngles<B>,
-        mask: &LayerMask<B>,
-        cache: Option<&mut LayerKv<B>>,
-    ) -> Tensor<B, 3> {
-        let normed = self.input_layernorm.forward(x.clone());
-        let attended = self.self_attn.forward_last(normed, rope, mask, cache);
-        self.mlp_block(last_column(x).add(attended))
+        let attended = self.self_attn.forward(normed, rope, cache, rows);
+        let residual = match rows {
+            QueryRows::All(_) => x,
+            QueryRows::Last(_) => last_column(x),
+            QueryRows::At(at, _) => at.gather(x),
+        };
+        self.mlp_block(residual.add(attended))
     }
 
     /// The MLP sub-block with its norm and residual: `h + mlp(rms2(h))`, `h` the

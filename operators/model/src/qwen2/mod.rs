@@ -1,5 +1,6 @@
-//! The Qwen2 architecture in burn, generic over the backend (transformers'
-//! `modeling_qwen2.py`, one file per block).
+//! The decoder in burn, generic over the backend: Qwen2 (transformers' `modeling_qwen2.py`,
+//! one file per block), with Llama and Qwen3 as switches of the same code
+//! ([`crate::family`]).
 
 pub mod attention;
 pub mod attention_mask;
@@ -10,6 +11,7 @@ pub mod decoder_layer;
 pub mod dense;
 pub mod mask_rule;
 pub mod mlp;
+pub mod queries;
 pub mod rms_norm;
 pub mod rotary;
 pub mod selected_queries;
@@ -17,4 +19,5 @@ pub mod value_head;
 
 pub use attention_mask::AttentionLayout;
 pub use causal_lm::Qwen2CausalLm;
+pub use queries::Queries;
 pub use value_head::Qwen2ValueModel;

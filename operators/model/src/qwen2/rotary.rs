@@ -1,7 +1,8 @@
 //! Rotary position embeddings (Su et al. 2021, RoFormer) in Hugging Face's "rotate-half"
 //! layout, as transformers' `Qwen2RotaryEmbedding` + `apply_rotary_pos_emb`:
 //!
-//! `inv_freq_i = rope_theta^(-2i/d)` for `i < d/2`, angle `θ = pos · inv_freq`,
+//! `inv_freq_i = rope_theta^(-2i/d)` for `i < d/2` (or Llama 3's rescaling of them,
+//! [`crate::rope_scaling`]), angle `θ = pos · inv_freq`,
 //! `cos = [cos θ, cos θ]`, `sin = [sin θ, sin θ]` (the halves concatenated, not interleaved),
 //! `rope(x) = x ⊙ cos + rotate_half(x) ⊙ sin` with `rotate_half([x1, x2]) = [-x2, x1]`.
 //!
@@ -42,27 +43,26 @@ pub struct RotaryAngles<B: Backend> {
 }
 
 impl<B: Backend> RotaryAngles<B> {
-    /// Angles for `positions[b][t]` (all rows the same length); `heads` = (query heads,
-    /// key/value heads).
+    /// Angles for `positions[b][t]` (all rows the same length) at the frequencies
+    /// `inv_freq` (`head_dim / 2` of them: `Qwen2Config::rope_inv_freq`); `heads` = (query
+    /// heads, key/value heads).
     pub fn new(
         positions: &[Vec<usize>],
         head_dim: usize,
         heads: (usize, usize),
-        theta: f64,
+        inv_freq: &[f32],
         device: &B::Device,
     ) -> Self {
         let batch = positions.len();
         let len = positions.first().map_or(0, Vec::len);
         let half = head_dim / 2;
-        let inv_freq: Vec<f32> = (0..half)
-            .map(|i| (1.0 / theta.powf((2 * i) as f64 / head_dim as f64)) as f32)
-            .collect();
+        assert_eq!(inv_freq.len(), half, "one frequency per pair of features");
         let (mut cos, mut sin) = (Vec::new(), Vec::new());
         cos.reserve(batch * len * head_dim);
         sin.reserve(batch * len * head_dim);
         for &pos in positions.iter().flatten() {
             let start = cos.len();
-            for f in &inv_freq {
+            for f in inv_freq {
                 // HF computes the angle in f32 before taking cos/sin.
                 let angle = (pos as f32 * f) as f64;
                 cos.push(angle.cos() as f32);

@@ -14,6 +14,7 @@ use roll_flow_kernels::KernelBackend;
 use super::attention_mask::AttentionLayout;
 use super::backbone::Qwen2Backbone;
 use super::dense::project;
+use super::queries::Queries;
 use crate::config::Qwen2Config;
 use crate::error::ModelError;
 use crate::weights::{linear, Init, RandomInit, TensorSink, WeightSource};
@@ -100,15 +101,20 @@ impl<B: Backend> Qwen2ValueModel<B> {
 impl<B: KernelBackend> Qwen2ValueModel<B> {
     /// Per-token values `[batch, len]` of right-padded `tokens: [batch, len]`.
     pub fn forward(&self, tokens: Tensor<B, 2, Int>, layout: &AttentionLayout) -> Tensor<B, 2> {
-        let hidden = self.model.forward(tokens, layout, None);
-        project(&self.score, hidden).squeeze_dim::<2>(2)
+        let [batch, len] = tokens.dims();
+        let hidden = self.model.hidden_rows(tokens, layout, None, Queries::All);
+        project(&self.score, hidden).reshape([batch, len])
     }
 
     /// Values `[at.len()]` at the `(row, column)` pairs `at` of whole right-padded
     /// sequences, in the order asked: `forward`'s entries there, with the last layer run at
-    /// those positions only (`Qwen2Backbone::forward_at`).
+    /// those positions only (`Queries::At`).
     pub fn values_at(&self, tokens: Tensor<B, 2, Int>, at: &[(usize, usize)]) -> Tensor<B, 1> {
-        let hidden = self.model.forward_at(tokens, at);
+        let [batch, len] = tokens.dims();
+        let layout = AttentionLayout::right_padded(batch, len);
+        let hidden = self
+            .model
+            .hidden_rows(tokens, &layout, None, Queries::At(at));
         project(&self.score, hidden).reshape([at.len()])
     }
 }

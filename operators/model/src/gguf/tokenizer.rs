@@ -1,0 +1,246 @@
+//! The tokenizer a GGUF file describes in its metadata, rebuilt as a Hugging Face
+//! `tokenizer.json` and loaded by the `tokenizers` crate like any model directory's.
+//!
+//! Supported: `tokenizer.ggml.model = "gpt2"`, byte-level BPE (GPT-2, Llama 3, Qwen2,
+//! SmolLM, StarCoder...): `tokenizer.ggml.tokens` (already in the byte alphabet, `Ġ` for a
+//! space), `tokenizer.ggml.merges` (`"left right"`), and the text split before BPE as
+//! llama.cpp's `llm_tokenizer_bpe` splits it for `tokenizer.ggml.pre` (`llama-vocab.cpp`):
+//! each of the pre-type's regexes in turn cuts every piece into matches and the text between
+//! them (the `tokenizers` crate's `Split` with `Isolated` behaviour), then bytes map to the
+//! byte alphabet (`ByteLevel` without its own regex). Tokens typed control (3) become
+//! special added tokens and user-defined ones (4) plain added tokens, as transformers'
+//! `add_gguf_special_tokens` does; a control token with a character outside the byte
+//! alphabet is a llama.cpp mislabel and is left out, as there. The chat template is
+//! `tokenizer.chat_template`; the eos and bos strings come from their ids.
+//!
+//! SentencePiece vocabularies (`tokenizer.ggml.model = "llama"`) are refused with an error.
+
+use serde_json::{json, Value};
+
+use super::metadata::Metadata;
+use crate::tokenizer::TextTokenizer;
+
+/// GPT-2's split (`'s|'t|...| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`).
+const GPT2: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
+/// Llama 3's split, with llama.cpp's spelling of the case-insensitive contractions.
+const LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen2's split: Llama 3's with single digits.
+const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// A `tokenizer.ggml.pre` family: its names, regexes (applied in turn) and whether whole
+/// words found in the vocabulary skip the merges (llama.cpp's `ignore_merges`).
+struct PreTokenizer {
+    names: &'static [&'static str],
+    regexes: &'static [&'static str],
+    ignore_merges: bool,
+}
+
+/// llama.cpp's pre-tokenizer types this reader knows (`llama-vocab.cpp`).
+const PRE_TOKENIZERS: [PreTokenizer; 5] = [
+    PreTokenizer {
+        names: &[
+            "llama3",
+            "llama-v3",
+            "llama-bpe",
+            "falcon3",
+            "pixtral",
+            "dbrx",
+            "smaug-bpe",
+        ],
+        regexes: &[LLAMA3],
+        ignore_merges: true,
+    },
+    PreTokenizer {
+        names: &[
+            "qwen2",
+            "deepseek-r1-qwen",
+            "stablelm2",
+            "megrez",
+            "hunyuan",
+        ],
+        regexes: &[QWEN2],
+        ignore_merges: false,
+    },
+    PreTokenizer {
+        names: &[
+            "smollm",
+            "starcoder",
+            "refact",
+            "command-r",
+            "codeshell",
+            "exaone",
+            "minerva-7b",
+        ],
+        regexes: &[r"\p{N}", GPT2],
+        ignore_merges: false,
+    },
+    PreTokenizer {
+        names: &["gpt-2", "gpt2", "mpt", "olmo", "jais", "trillion"],
+        regexes: &[GPT2],
+        ignore_merges: false,
+    },
+    PreTokenizer {
+        names: &["default"],
+        regexes: &[r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", "[0-9][0-9][0-9]"],
+        ignore_merges: false,
+    },
+];
+
+/// `tokenizer.ggml.token_type` of a control token.
+const CONTROL: i64 = 3;
+/// `tokenizer.ggml.token_type` of a user-defined token.
+const USER_DEFINED: i64 = 4;
+
+/// The tokenizer, chat template and special tokens of a GGUF file's metadata; `origin`
+/// names the file in the tokenizer's own errors.
+pub fn tokenizer_from_metadata(meta: &Metadata, origin: &str) -> Result<TextTokenizer, String> {
+    let json = tokenizer_json(meta)?;
+    let mut tokenizer = TextTokenizer::from_bytes(json.to_string().as_bytes(), origin)
+        .map_err(|e| e.to_string())?;
+    let tokens = meta.strings("tokenizer.ggml.tokens")?;
+    let special = |key: &str| -> Result<Option<String>, String> {
+        match meta.opt_usize(key)? {
+            None => Ok(None),
+            Some(id) => tokens.get(id).map(|t| Some(t.to_string())).ok_or_else(|| {
+                format!(
+                    "metadata key {key} is {id}, past the {} tokens",
+                    tokens.len()
+                )
+            }),
+        }
+    };
+    let eos = special("tokenizer.ggml.eos_token_id")?;
+    let bos = special("tokenizer.ggml.bos_token_id")?;
+    let template = meta.opt_str("tokenizer.chat_template")?;
+    tokenizer
+        .set_chat(template, bos.as_deref(), eos.as_deref())
+        .map_err(|e| format!("tokenizer.chat_template: {e}"))?;
+    Ok(tokenizer)
+}
+
+/// The Hugging Face `tokenizer.json` equivalent of the metadata.
+pub fn tokenizer_json(meta: &Metadata) -> Result<Value, String> {
+    let model = meta.str("tokenizer.ggml.model")?;
+    if model != "gpt2" {
+        return Err(format!(
+            "metadata tokenizer.ggml.model is \"{model}\"; only \"gpt2\" (byte-level BPE) \
+             vocabularies are supported"
+        ));
+    }
+    let pre_name = meta.opt_str("tokenizer.ggml.pre")?.unwrap_or("default");
+    let pre = PRE_TOKENIZERS
+        .iter()
+        .find(|p| p.names.contains(&pre_name))
+        .ok_or_else(|| {
+            let known: Vec<&str> = PRE_TOKENIZERS
+                .iter()
+                .flat_map(|p| p.names.to_vec())
+                .collect();
+            format!(
+                "metadata tokenizer.ggml.pre is \"{pre_name}\", a pre-tokenizer this reader does \
+                 not know (known: {})",
+                known.join(", ")
+            )
+        })?;
+    let tokens = meta.strings("tokenizer.ggml.tokens")?;
+    let types = meta.opt_ints("tokenizer.ggml.token_type")?;
+    if let Some(types) = &types {
+        if types.len() != tokens.len() {
+            return Err(format!(
+                "metadata tokenizer.ggml.token_type has {} entries for {} tokens",
+                types.len(),
+                tokens.len()
+            ));
+        }
+    }
+    let alphabet = byte_alphabet();
+    let in_alphabet = |t: &str| t.chars().all(|c| alphabet.contains(&c));
+    let mut vocab = serde_json::Map::with_capacity(tokens.len());
+    for (id, token) in tokens.iter().enumerate() {
+        let spelled = match in_alphabet(token) {
+            true => token.to_string(),
+            false => token.bytes().map(|b| alphabet[b as usize]).collect(),
+        };
+        vocab.insert(spelled, json!(id));
+    }
+    let merges = meta
+        .strings("tokenizer.ggml.merges")?
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            m.split_once(' ')
+                .map(|(a, b)| json!([a, b]))
+                .ok_or_else(|| {
+                    format!("metadata tokenizer.ggml.merges: entry {i} ({m:?}) has no space")
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut added: Vec<Value> = Vec::new();
+    for (id, (token, &kind)) in tokens.iter().zip(types.iter().flatten()).enumerate() {
+        let control = kind == CONTROL && in_alphabet(token);
+        if control || (kind == USER_DEFINED && vocab.contains_key(*token)) {
+            added.push(
+                json!({"id": id, "content": token, "single_word": false, "lstrip": false,
+                              "rstrip": false, "normalized": false, "special": control}),
+            );
+        }
+    }
+    let mut splits: Vec<Value> = pre
+        .regexes
+        .iter()
+        .map(|r| json!({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": false}))
+        .collect();
+    splits.push(json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}));
+    Ok(json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": splits},
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+        "model": {
+            "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+            "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+            "ignore_merges": pre.ignore_merges, "vocab": vocab, "merges": merges,
+        },
+    }))
+}
+
+/// GPT-2's `bytes_to_unicode`: byte `b` is written as the character at index `b`. Printable
+/// bytes (`!`..`~`, `¡`..`¬`, `®`..`ÿ`) stand for themselves; the others take the code
+/// points from 256 on, in byte order.
+fn byte_alphabet() -> Vec<char> {
+    let printable =
+        |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    let mut next = 256;
+    (0..256u32)
+        .map(|b| {
+            let code = if printable(b) {
+                b
+            } else {
+                next += 1;
+                next - 1
+            };
+            char::from_u32(code).expect("below 512 is a valid char")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_alphabet_matches_gpt2() {
+        let a = byte_alphabet();
+        assert_eq!(
+            (a[b' ' as usize], a[b'\n' as usize], a[b'a' as usize]),
+            ('Ġ', 'Ċ', 'a')
+        );
+        assert_eq!(a[0], 'Ā');
+        let distinct: std::collections::HashSet<char> = a.iter().copied().collect();
+        assert_eq!(distinct.len(), 256);
+    }
+}

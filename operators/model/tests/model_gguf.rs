@@ -1,0 +1,156 @@
+//! GGUF files against the `gguf` Python package and transformers, on the fixtures made by
+//! `tests/fixtures/make_tiny_gguf.py`: every tensor type dequantises to the package's own
+//! values bit for bit; the tiny Llama file gives transformers' tokenizer ids, logits, greedy
+//! tokens and chat rendering.
+
+mod common;
+
+use common::{device, fixture, ids, logits_of, matrix, max_abs_diff, B};
+use roll_flow_model::chat_template::ChatMessage;
+use roll_flow_model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
+use roll_flow_model::gguf::dequant::dequantize;
+use roll_flow_model::gguf::{load_gguf, GgufModel};
+
+/// f32 logits must agree with transformers' to this absolute tolerance (both dequantise the
+/// same blocks to the same f32 values).
+const LOGIT_TOLERANCE: f32 = 1e-4;
+
+fn json(name: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(fixture("tiny_gguf").join(name)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn every_tensor_type_dequantises_as_the_gguf_package_does() {
+    let gguf = GgufModel::open(&fixture("tiny_gguf/quants.gguf")).unwrap();
+    let expected = json("quants.json");
+    let cases = expected.as_array().unwrap();
+    let types: Vec<&str> = cases.iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"]
+    );
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let info = &gguf.file.tensors[name];
+        assert_eq!(info.ggml_type.name(), case["type"].as_str().unwrap());
+        let shape: Vec<usize> = ids(&case["shape"]).iter().map(|&d| d as usize).collect();
+        assert_eq!(info.shape(), shape, "{name}");
+        let ours = dequantize(gguf.file.data(info), info.ggml_type).unwrap();
+        let theirs: Vec<f32> = case["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        assert_eq!(ours.len(), theirs.len(), "{name}");
+        let differing = ours
+            .iter()
+            .zip(&theirs)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(differing, 0, "{name}: {differing} values differ");
+    }
+}
+
+#[test]
+fn tiny_llama_config_comes_from_the_metadata() {
+    let gguf = GgufModel::open(&fixture("tiny_gguf/tiny_llama.gguf")).unwrap();
+    let c = gguf.config().unwrap();
+    assert_eq!(c.model_type, "llama");
+    assert_eq!(
+        (
+            c.vocab_size,
+            c.hidden_size,
+            c.intermediate_size,
+            c.num_hidden_layers
+        ),
+        (516, 64, 128, 2)
+    );
+    assert_eq!(
+        (c.num_attention_heads, c.kv_heads(), c.head_dim()),
+        (4, 2, 16)
+    );
+    assert_eq!((c.rms_norm_eps, c.rope_theta), (1e-5f32 as f64, 10000.0));
+    assert_eq!(c.max_position_embeddings, 256);
+    assert!(c.tie_word_embeddings);
+    assert_eq!(
+        (c.qkv_bias(), c.o_bias(), c.qk_norm()),
+        (false, false, false)
+    );
+    assert_eq!(c.eos_token_ids(), vec![2]);
+}
+
+#[test]
+fn tiny_llama_matches_transformers() {
+    let (model, tokenizer) =
+        load_gguf::<B>(&fixture("tiny_gguf/tiny_llama.gguf"), &device()).unwrap();
+    let expected = json("tiny_llama.json");
+    let prompts = expected["prompts"].as_array().unwrap();
+    let prompt_ids = expected["prompt_ids"].as_array().unwrap();
+    assert_eq!(prompts.len(), 3);
+    for ((text, hf_ids), hf_logits) in prompts
+        .iter()
+        .zip(prompt_ids)
+        .zip(expected["logits"].as_array().unwrap())
+    {
+        let text = text.as_str().unwrap();
+        let ours = tokenizer.encode(text).unwrap();
+        assert_eq!(ours, ids(hf_ids), "ids of {text:?}");
+        assert_eq!(tokenizer.decode(&ours, false).unwrap(), text);
+        let diff = max_abs_diff(&logits_of(&model, &ours), &matrix(hf_logits));
+        eprintln!("max |Δlogit| = {diff}");
+        assert!(diff < LOGIT_TOLERANCE, "max |Δlogit| = {diff}");
+    }
+    let new_tokens = expected["greedy_new_tokens"].as_u64().unwrap() as usize;
+    let mut batcher = ContinuousBatcher::<B>::new(4, &device());
+    for prompt in prompt_ids {
+        let request = GenerationRequest {
+            prompt: ids(prompt),
+            max_new_tokens: new_tokens,
+            sampling: SamplingParams::greedy(),
+            stop_tokens: vec![],
+            seed: 0,
+            guide: None,
+        };
+        batcher.submit(&model, request).unwrap();
+    }
+    let outputs = batcher.run_to_completion(&model);
+    for (output, hf) in outputs.iter().zip(expected["greedy"].as_array().unwrap()) {
+        assert_eq!(output.tokens, ids(hf));
+    }
+    let messages: Vec<ChatMessage> = expected["chat_messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| ChatMessage::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    let rendered = tokenizer.apply_chat_template(&messages, true).unwrap();
+    assert_eq!(rendered, expected["chat_rendered"].as_str().unwrap());
+    let eos = expected["stop_token"].as_u64().unwrap() as u32;
+    assert!(tokenizer.stop_tokens().contains(&eos));
+}
+
+/// The tokenizer a file describes, written as HF files (what `export --hf` ships), loads
+/// back to the same ids.
+#[test]
+fn tokenizer_round_trips_through_hf_files() {
+    let gguf = GgufModel::open(&fixture("tiny_gguf/tiny_llama.gguf")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in gguf.hf_tokenizer_files().unwrap() {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let from_files = roll_flow_model::TextTokenizer::from_model_dir(dir.path()).unwrap();
+    let from_gguf = gguf.tokenizer().unwrap();
+    let text = "<|im_start|>user\nP_O ünïcode 123<|im_end|><answer>Left</answer>";
+    assert_eq!(
+        from_files.encode(text).unwrap(),
+        from_gguf.encode(text).unwrap()
+    );
+    assert_eq!(from_files.stop_tokens(), from_gguf.stop_tokens());
+    let chat = [ChatMessage::new("user", "Hi")];
+    assert_eq!(
+        from_files.apply_chat_template(&chat, true).unwrap(),
+        from_gguf.apply_chat_template(&chat, true).unwrap()
+    );
+}

@@ -1,0 +1,272 @@
+//! Broken GGUF files give errors that name the key or tensor at fault, never a panic: a
+//! small F32 Llama written here by a minimal GGUF writer loads, and each test breaks one
+//! thing in it; the fixture file truncated anywhere fails to open.
+
+mod common;
+
+use common::{device, fixture, B};
+use roll_flow_model::gguf::{load_gguf, GgufModel};
+
+/// A GGUF v3 file under construction (llama.cpp's `docs/gguf.md` layout, alignment 32).
+#[derive(Default)]
+struct Writer {
+    kv: Vec<u8>,
+    kv_count: u64,
+    infos: Vec<u8>,
+    tensor_count: u64,
+    data: Vec<u8>,
+}
+
+fn string(out: &mut Vec<u8>, s: &str) {
+    out.extend((s.len() as u64).to_le_bytes());
+    out.extend(s.as_bytes());
+}
+
+impl Writer {
+    fn key(&mut self, key: &str, value_type: u32) {
+        string(&mut self.kv, key);
+        self.kv.extend(value_type.to_le_bytes());
+        self.kv_count += 1;
+    }
+    fn u32(&mut self, key: &str, v: u32) {
+        self.key(key, 4);
+        self.kv.extend(v.to_le_bytes());
+    }
+    fn f32(&mut self, key: &str, v: f32) {
+        self.key(key, 6);
+        self.kv.extend(v.to_le_bytes());
+    }
+    fn str(&mut self, key: &str, v: &str) {
+        self.key(key, 8);
+        string(&mut self.kv, v);
+    }
+    fn strings(&mut self, key: &str, items: &[&str]) {
+        self.key(key, 9);
+        self.kv.extend(8u32.to_le_bytes());
+        self.kv.extend((items.len() as u64).to_le_bytes());
+        for item in items {
+            string(&mut self.kv, item);
+        }
+    }
+    /// An F32 tensor of `shape` (row-major) filled with small distinct values.
+    fn tensor(&mut self, name: &str, shape: &[usize]) {
+        let n: usize = shape.iter().product();
+        let bytes: Vec<u8> = (0..n)
+            .flat_map(|i| (0.01 * ((i % 7) as f32 - 3.0)).to_le_bytes())
+            .collect();
+        self.raw_tensor(name, shape, 0, &bytes);
+    }
+    fn raw_tensor(&mut self, name: &str, shape: &[usize], ggml_type: u32, bytes: &[u8]) {
+        string(&mut self.infos, name);
+        self.infos.extend((shape.len() as u32).to_le_bytes());
+        for &d in shape.iter().rev() {
+            self.infos.extend((d as u64).to_le_bytes());
+        }
+        self.infos.extend(ggml_type.to_le_bytes());
+        self.infos.extend((self.data.len() as u64).to_le_bytes());
+        self.data.extend(bytes);
+        self.data.resize(self.data.len().div_ceil(32) * 32, 0);
+        self.tensor_count += 1;
+    }
+    fn finish(&self) -> Vec<u8> {
+        let mut out = b"GGUF".to_vec();
+        out.extend(3u32.to_le_bytes());
+        out.extend(self.tensor_count.to_le_bytes());
+        out.extend(self.kv_count.to_le_bytes());
+        out.extend(&self.kv);
+        out.extend(&self.infos);
+        out.resize(out.len().div_ceil(32) * 32, 0);
+        out.extend(&self.data);
+        out
+    }
+}
+
+const TOKENS: [&str; 6] = ["a", "b", "ab", "Ġ", "<s>", "</s>"];
+
+/// A one-layer Llama (hidden 8, 2 heads, 1 key/value head, FFN 16, 6 tokens) minus the
+/// tensors named in `skip`, plus `extra` written after the metadata.
+fn llama(skip: &[&str], extra: impl FnOnce(&mut Writer)) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.str("general.architecture", "llama");
+    for (key, v) in [
+        ("llama.block_count", 1),
+        ("llama.embedding_length", 8),
+        ("llama.feed_forward_length", 16),
+        ("llama.attention.head_count", 2),
+        ("llama.attention.head_count_kv", 1),
+        ("llama.context_length", 64),
+    ] {
+        if !skip.contains(&key) {
+            w.u32(key, v);
+        }
+    }
+    w.f32("llama.attention.layer_norm_rms_epsilon", 1e-5);
+    w.str("tokenizer.ggml.model", "gpt2");
+    w.str("tokenizer.ggml.pre", "smollm");
+    w.strings("tokenizer.ggml.tokens", &TOKENS);
+    w.strings("tokenizer.ggml.merges", &["a b"]);
+    w.u32("tokenizer.ggml.eos_token_id", 5);
+    extra(&mut w);
+    let tensors: [(&str, &[usize]); 10] = [
+        ("token_embd.weight", &[6, 8]),
+        ("output_norm.weight", &[8]),
+        ("blk.0.attn_norm.weight", &[8]),
+        ("blk.0.attn_q.weight", &[8, 8]),
+        ("blk.0.attn_k.weight", &[4, 8]),
+        ("blk.0.attn_v.weight", &[4, 8]),
+        ("blk.0.attn_output.weight", &[8, 8]),
+        ("blk.0.ffn_norm.weight", &[8]),
+        ("blk.0.ffn_gate.weight", &[16, 8]),
+        ("blk.0.ffn_up.weight", &[16, 8]),
+    ];
+    for (name, shape) in tensors {
+        if !skip.contains(&name) {
+            w.tensor(name, shape);
+        }
+    }
+    if !skip.contains(&"blk.0.ffn_down.weight") {
+        w.tensor("blk.0.ffn_down.weight", &[8, 16]);
+    }
+    w.finish()
+}
+
+/// The error of loading `bytes` as a GGUF file, as text.
+fn load_error(bytes: &[u8]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.gguf");
+    std::fs::write(&path, bytes).unwrap();
+    match load_gguf::<B>(&path, &device()) {
+        Ok(_) => panic!("a broken file loaded"),
+        Err(e) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("broken.gguf"),
+                "the error names the file: {text}"
+            );
+            text
+        }
+    }
+}
+
+#[test]
+fn the_written_model_loads_and_generates_ids_in_its_vocabulary() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ok.gguf");
+    std::fs::write(&path, llama(&[], |_| {})).unwrap();
+    let (model, tokenizer) = load_gguf::<B>(&path, &device()).unwrap();
+    assert_eq!(model.config.vocab_size, 6);
+    assert!(model.config.tie_word_embeddings);
+    assert_eq!(tokenizer.encode("ab a").unwrap(), vec![2, 3, 0]);
+    assert_eq!(tokenizer.stop_tokens(), vec![5]);
+}
+
+#[test]
+fn header_and_metadata_errors_name_what_is_wrong() {
+    let mut bytes = llama(&[], |_| {});
+    bytes[0] = b'X';
+    assert!(load_error(&bytes).contains("not a GGUF file"));
+    let mut bytes = llama(&[], |_| {});
+    bytes[4] = 1;
+    assert!(load_error(&bytes).contains("GGUF version 1 is not supported"));
+    let err = load_error(&llama(&["llama.embedding_length"], |_| {}));
+    assert!(
+        err.contains("metadata key llama.embedding_length is missing"),
+        "{err}"
+    );
+    let err = load_error(&llama(&["llama.block_count"], |w| {
+        w.str("llama.block_count", "one")
+    }));
+    assert!(
+        err.contains("llama.block_count should be a non-negative integer, found a string"),
+        "{err}"
+    );
+    // Shape keys the tensors cannot back are refused before anything is allocated.
+    let err = load_error(&llama(&["llama.feed_forward_length"], |w| {
+        w.u32("llama.feed_forward_length", 1 << 30)
+    }));
+    assert!(err.contains("describes a model of at least"), "{err}");
+    let err = load_error(&llama(&[], |w| w.str("tokenizer.ggml.pre", "mystery")));
+    assert!(err.contains("tokenizer.ggml.pre is \"mystery\""), "{err}");
+    let err = load_error(&llama(&[], |w| w.u32("general.alignment", 3)));
+    assert!(err.contains("general.alignment"), "{err}");
+    // An array claiming more elements than the file has bytes.
+    let err = load_error(&llama(&[], |w| {
+        w.key("huge", 9);
+        w.kv.extend(4u32.to_le_bytes());
+        w.kv.extend(u64::MAX.to_le_bytes());
+    }));
+    assert!(
+        err.contains("metadata huge: an array length is 18446744073709551615"),
+        "{err}"
+    );
+    let err = load_error(&llama(&[], |w| w.key("odd", 13)));
+    assert!(err.contains("metadata odd: unknown value type 13"), "{err}");
+}
+
+#[test]
+fn tensor_errors_name_the_tensor() {
+    let err = load_error(&llama(&["blk.0.attn_q.weight"], |_| {}));
+    assert!(
+        err.contains("missing tensors: blk.0.attn_q.weight"),
+        "{err}"
+    );
+    let err = load_error(&llama(&["blk.0.ffn_down.weight"], |w| {
+        w.tensor("blk.0.ffn_down.weight", &[16, 8])
+    }));
+    assert!(
+        err.contains("tensor blk.0.ffn_down.weight has shape [16, 8], expected [8, 16]"),
+        "{err}"
+    );
+    let err = load_error(&llama(&["blk.0.ffn_down.weight"], |w| {
+        w.raw_tensor("blk.0.ffn_down.weight", &[8, 256], 10, &[0; 8 * 84])
+    }));
+    assert!(err.contains("blk.0.ffn_down.weight"), "{err}");
+    let err = load_error(&llama(&[], |w| w.tensor("blk.9.attn_q.weight", &[8, 8])));
+    assert!(
+        err.contains("unexpected tensors") && err.contains("blk.9.attn_q.weight"),
+        "{err}"
+    );
+    let err = load_error(&llama(&[], |w| w.raw_tensor("odd", &[4], 99, &[0; 16])));
+    assert!(err.contains("tensor odd: ggml type 99"), "{err}");
+    let err = load_error(&llama(&[], |w| w.tensor("rope_freqs.weight", &[2])));
+    assert!(err.contains("rope_freqs.weight"), "{err}");
+    // A tensor whose data would lie past the end of the file.
+    let mut bytes = llama(&[], |_| {});
+    bytes.truncate(bytes.len() - 64);
+    let err = load_error(&bytes);
+    assert!(
+        err.contains("blk.0.ffn_down.weight") && err.contains("past the end"),
+        "{err}"
+    );
+}
+
+/// Every prefix of the fixture model that cuts into its header or tensor data (not only
+/// the padding after the last tensor) is an error, not a panic.
+#[test]
+fn truncated_files_are_errors() {
+    let full = fixture("tiny_gguf/tiny_llama.gguf");
+    let bytes = std::fs::read(&full).unwrap();
+    let data_end = GgufModel::open(&full)
+        .unwrap()
+        .file
+        .tensors
+        .values()
+        .map(|t| t.end)
+        .max()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.gguf");
+    let step = (data_end / 300).max(1);
+    for len in (0..data_end)
+        .step_by(step)
+        .chain(0..200)
+        .chain(data_end - 8..data_end)
+    {
+        std::fs::write(&path, &bytes[..len]).unwrap();
+        let err = GgufModel::open(&path).err().map(|e| e.to_string());
+        assert!(
+            err.is_some_and(|e| e.contains("cut.gguf")),
+            "a {len}-byte prefix opened"
+        );
+    }
+}
