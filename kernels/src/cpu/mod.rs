@@ -24,4 +24,5 @@ pub mod softmax;
 pub mod strided_copy;
 pub mod sum_of_squares;
 pub mod swiglu;
+mod tile_kernel;
 pub mod weight_panels;

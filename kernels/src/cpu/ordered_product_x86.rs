@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::ordered_product::Kernel;
+use super::tile_kernel::Kernel;
 
 /// The AVX-512 tile: 8 × 48.
 pub(super) struct Avx512;

@@ -1,0 +1,31 @@
+//! The register-tile kernel interface of [`super::ordered_product`], in a module of its
+//! own so that the driver and the x86 tiles (`super::ordered_product_x86`) both import it
+//! and not each other.
+
+/// A register-tile kernel: `MR × NR` outputs from packed operands.
+pub(super) trait Kernel {
+    /// Rows of a tile (values per inner index in a packed `a` panel).
+    const MR: usize;
+    /// Columns of a tile (values per inner index in a packed `b` panel).
+    const NR: usize;
+    /// Inner-axis block: a `KC × NR` panel of `b` stays in L1 while every row panel reads it.
+    const KC: usize;
+    /// Rows of `a` packed at once (a multiple of `MR`; `MC × KC` stays in L2).
+    const MC: usize;
+
+    /// The tile at `dst` (row stride `stride`, all `MR × NR` values writable) :=
+    /// chain over `kc` inner indices of `a` (`[kc][MR]`) and `b` (`[kc][NR]`), starting from
+    /// dst's values when `load`, from 0 otherwise.
+    ///
+    /// # Safety
+    /// The instruction set the kernel is compiled for must be available; the pointers hold
+    /// what is described.
+    unsafe fn tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        dst: *mut f32,
+        stride: usize,
+        load: bool,
+    );
+}
