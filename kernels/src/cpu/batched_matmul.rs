@@ -3,7 +3,7 @@
 //! a key/value head, against its sequence's cache). Leading axes of size 1 broadcast.
 //!
 //! Why: burn-flex runs a batched matmul as one gemm call per matrix; gemm packs both
-//! operands on every call, and its sums follow the CPU (see [`super::ordered_product`]). A
+//! operands on every call, and its sums follow the CPU (see `cpu::ordered_product`). A
 //! decode step of a dim-512 model has 256 such products of one row per layer (32 sequences
 //! × 8 heads), each a few thousand multiply-adds, so packing and dispatch were about 12% of
 //! generation time. Here each product goes through [`super::linear`]'s product (the

@@ -1,5 +1,5 @@
 //! A dense layer on the CPU, y = x·W + b, and its backward, on row-major slices, through
-//! [`super::ordered_product`] (every output summed over its inner axis in order, the same
+//! `cpu::ordered_product` (every output summed over its inner axis in order, the same
 //! bits on every CPU) or, for a few rows on AVX-512, the few-rows kernels, which sum in the
 //! same order.
 //!

@@ -2,7 +2,7 @@
 //! global gradient norm (clipping) and the update norm sum.
 //!
 //! Each square of an f32 is exact in f64 (48 significant bits), so only the additions
-//! round. They run over 16 lane partials within chunks of [`CHUNK`] values (lane `l` adds
+//! round. They run over 16 lane partials within chunks of `CHUNK` values (lane `l` adds
 //! values `l`, `l + 16`, …; then the lanes in order, then the chunk's tail), and the chunk
 //! sums are added in chunk order. Chunks run in parallel, but their boundaries and the
 //! order of the final additions do not depend on the thread count or the CPU. burn's
