@@ -3,7 +3,7 @@
 //!
 //! `cargo bench -p roll-flow-envs --bench envs` (release profile, one thread). Each
 //! figure is the median of 5 timed rounds of about 0.4 s. Prints a markdown table; the
-//! latest one is in bench/README.md next to the peers' figures from REFERENCE.md.
+//! latest one is in bench/README.md next to the peers' figures from docs/REFERENCE.md.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! `cargo bench -p roll-flow-kernels --bench kernels` (add `-- --quick` for fewer
 //! repetitions, `-- --parts` for the CPU twins alone on host slices, part by part, to see
 //! what the tensor API and autodiff add). Prints median wall times, the PyTorch eager peers
-//! of REFERENCE.md (measured on the same 2-core machine) and the memory floor at 20 GB/s.
+//! of docs/REFERENCE.md (measured on the same 2-core machine) and the memory floor at 20 GB/s.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

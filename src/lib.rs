@@ -11,7 +11,7 @@
 //! ```
 //!
 //! A custom env implements [`envs::env::Env`] and is registered with [`run::Run::env`];
-//! `examples/custom_env.rs` trains on one. [`roll_import`] turns a ROLL
+//! `examples/custom_env/` trains on one. [`roll_import`] turns a ROLL
 //! agentic config into a pipeline file. The crates, lowest layer first:
 //! [`kernels`], [`engine`], [`envs`], [`model`], [`algo`], [`operators`] (see
 //! `docs/ARCHITECTURE.md`).

@@ -37,7 +37,7 @@ fn graph_prints_dot_that_graphviz_renders() {
         .arg("-Tsvg")
         .arg(&dot_file)
         .output()
-        .expect("graphviz `dot` is installed (.ci/run installs it)");
+        .expect("graphviz's `dot` runs (apt-get install graphviz)");
     assert!(
         svg.status.success(),
         "{}",
@@ -159,10 +159,16 @@ fn every_command_has_help_and_bad_usage_exits_2() {
     assert_eq!(roll_flow(&["frobnicate"]).status.code(), Some(2));
 }
 
-/// Only without the `wgpu` feature: with it, the same command is a full training run.
-#[cfg(not(feature = "wgpu"))]
+/// A device whose backend this build lacks (`wgpu`, or `cuda` in a `wgpu` build such as
+/// `./test.sh`'s) is refused before the run, naming the feature to build with.
+#[cfg(not(all(feature = "wgpu", feature = "cuda")))]
 #[test]
 fn run_names_the_missing_backend_feature() {
+    let (device, feature) = if cfg!(feature = "wgpu") {
+        ("Cuda(0)", "cuda")
+    } else {
+        ("Wgpu", "wgpu")
+    };
     let dir = tempfile::tempdir().unwrap();
     let out = roll_flow(&[
         "run",
@@ -170,11 +176,14 @@ fn run_names_the_missing_backend_feature() {
         "--out",
         dir.path().to_str().unwrap(),
         "--set",
-        "device=Wgpu",
+        &format!("device={device}"),
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr.contains("built without the `wgpu` feature; rebuild with `cargo build --release --features wgpu`"), "{stderr}");
+    let want = format!(
+        "built without the `{feature}` feature; rebuild with `cargo build --release --features {feature}`"
+    );
+    assert!(stderr.contains(&want), "{stderr}");
 }
 
 #[test]

@@ -34,7 +34,8 @@ fn faulty(fault: &str, when: When, state: &Path, marker: &str) -> String {
         "/tests/fixtures/env_servers/faulty.py"
     );
     let state = state.display().to_string();
-    let mut command = vec!["python3", script, "--fault", fault, "--state", &state];
+    let python = common::python_with(&[]);
+    let mut command = vec![python.as_str(), script, "--fault", fault, "--state", &state];
     let number;
     match when {
         When::Once { instance } => {

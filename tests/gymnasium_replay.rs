@@ -1,8 +1,9 @@
 //! gymnasium through the adapter (`python -m roll_flow_env.gymnasium`), through the
 //! binary: a slippery FrozenLake episode played by `roll-flow play` over the protocol
 //! visits the same cells with the same rewards and ends as gymnasium itself does when
-//! driven directly with the same seed and actions. Needs `gymnasium` (`.ci/run` installs
-//! it); the adapter comes from `python/` on PYTHONPATH.
+//! driven directly with the same seed and actions. Needs `gymnasium` in the tests' Python
+//! (`./test.sh` installs it; `common::python`); the adapter comes from `python/` on
+//! PYTHONPATH.
 
 mod common;
 
@@ -41,13 +42,15 @@ fn highlighted_cell(obs: &str) -> i64 {
 
 #[test]
 fn a_gymnasium_episode_through_the_protocol_equals_gymnasium_driven_directly() {
-    let spec = "Process(command: [\"python3\", \"-m\", \"roll_flow_env.gymnasium\", \
-                \"FrozenLake-v1\"])";
+    let python = common::python_with(&[("gymnasium", "gymnasium")]);
+    let spec = format!(
+        "Process(command: [{python:?}, \"-m\", \"roll_flow_env.gymnasium\", \"FrozenLake-v1\"])"
+    );
     let script: String = ACTIONS
         .iter()
         .map(|a| format!("<answer>{a}</answer>\n"))
         .collect();
-    let out = play_script(spec, &SEED.to_string(), &script);
+    let out = play_script(&spec, &SEED.to_string(), &script);
     assert_ok(&out);
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
@@ -67,7 +70,7 @@ fn a_gymnasium_episode_through_the_protocol_equals_gymnasium_driven_directly() {
         })
         .collect();
 
-    let direct = Command::new("python3")
+    let direct = Command::new(&python)
         .args(["-c", DIRECT, &SEED.to_string()])
         .args(ACTIONS)
         .output()

@@ -1,7 +1,7 @@
 //! Envs served over the network (`env: Remote(url: ...)`, OpenEnv's session protocol),
 //! through the binary: `roll-flow env-server --listen` in place of the native env gives
-//! the same run; an unchanged OpenEnv server (openenv-core, which `.ci/run` installs)
-//! plays through `roll-flow play`; a server that is not there fails the run before any
+//! the same run; an unchanged OpenEnv server (openenv-core and uvicorn in the tests'
+//! Python, which `./test.sh` installs; `common::python`) plays through `roll-flow play`; a server that is not there fails the run before any
 //! step, naming its address.
 
 mod common;
@@ -100,22 +100,33 @@ fn a_server_that_is_not_there_fails_the_run_before_any_step_naming_its_url() {
     assert!(!dir.path().join("run").exists(), "the run wrote files");
 }
 
-/// The OpenEnv fixture on a free port, once `/health` answers.
+/// The OpenEnv fixture on a free port, once `/health` answers. A server that exits
+/// first fails the test at once with its last stderr line.
 fn openenv_server() -> (Server, String) {
+    let python = common::python_with(&[("openenv.core", "openenv-core"), ("uvicorn", "uvicorn")]);
     let port = free_port();
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/env_servers/openenv_guess.py"
     );
-    let child = Command::new("python3")
+    // Its log goes to a file, not a pipe nobody reads (a full pipe would stall it).
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let child = Command::new(&python)
         .args([script, &port.to_string()])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log.reopen().unwrap())
         .spawn()
         .unwrap();
-    let server = Server(child);
+    let mut server = Server(child);
     let started = Instant::now();
     loop {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            let said = std::fs::read_to_string(log.path()).unwrap_or_default();
+            panic!(
+                "the OpenEnv server `{python} {script}` exited ({status}) before it answered: {}",
+                said.lines().last().unwrap_or("no output")
+            );
+        }
         if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) {
             let _ = write!(
                 stream,
@@ -129,7 +140,7 @@ fn openenv_server() -> (Server, String) {
         }
         assert!(
             started.elapsed() < Duration::from_secs(120),
-            "the OpenEnv server did not start (is openenv-core installed?)"
+            "the OpenEnv server did not answer /health within 120 s"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -193,8 +204,11 @@ fn validate_handshake_greets_every_server_and_names_the_entry_that_fails() {
         stdout.contains("handshake ok: env set `train` serves FrozenLake"),
         "{stdout}"
     );
-    let broken = "envs.val.env=Process(command: [\"python3\", \"-c\", \"import sys; \
-                  print('no such env', file=sys.stderr)\"])";
+    let python = common::python();
+    let broken = format!(
+        "envs.val.env=Process(command: [{python:?}, \"-c\", \"import sys; \
+         print('no such env', file=sys.stderr)\"])"
+    );
     let out = common::roll_flow(&[
         "validate",
         FILE,
@@ -202,17 +216,17 @@ fn validate_handshake_greets_every_server_and_names_the_entry_that_fails() {
         "--set",
         &remote,
         "--set",
-        broken,
+        &broken,
     ]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("env set `val`: env server `python3 -c")
+        stderr.contains(&format!("env set `val`: env server `{python} -c"))
             && stderr.contains("| no such env"),
         "{stderr}"
     );
     // Without the flag, nothing is started: the broken command is not run.
     assert_ok(&common::roll_flow(&[
-        "validate", FILE, "--set", &remote, "--set", broken,
+        "validate", FILE, "--set", &remote, "--set", &broken,
     ]));
 }

@@ -11,12 +11,18 @@ imports one that imports it back, directly or through others. This checks it at 
   `super::..`, `self::..`, a child module's name, in `use` trees and in code. A path
   resolves to the longest module prefix it names, so naming an item that a parent module
   defines or re-exports is an edge to that parent, and a `pub use child::Item` is an edge
-  to the child. `mod child;` declarations are not edges. Test code (`tests.rs`,
-  `*_tests.rs`, files under a `tests/` folder, `#[cfg(test)] mod .. { .. }` blocks) is
-  left out.
+  to the child. `mod child;` declarations are not edges. Test code (`*_tests.rs` files,
+  `#[cfg(test)] mod .. { .. }` blocks) is left out.
 
-Prints every cycle (a strongly connected component of more than one module) and exits 1
-when there is any. Usage: python3 tools/module_cycles.py [WORKSPACE_ROOT]
+It also holds the crates to one test layout: a module's unit tests that have a file of
+their own sit beside the module's file as `<module>_tests.rs` (for `a/mod.rs`,
+`a/a_tests.rs`), declared at the module's end as
+`#[cfg(test)] #[path = "<module>_tests.rs"] mod tests;`. A `tests.rs` file or a `tests/`
+folder under a crate's `src/` is reported.
+
+Prints every cycle (a strongly connected component of more than one module) and every
+test file out of layout, and exits 1 when there is any. Usage: python3
+tools/module_cycles.py [WORKSPACE_ROOT]
 """
 import os
 import re
@@ -133,9 +139,16 @@ def crate_sources(top):
 
 
 def is_test_file(rel):
-    parts = rel.split(os.sep)
-    name = parts[-1]
-    return name == "tests.rs" or name.endswith("_tests.rs") or "tests" in parts[:-1]
+    return os.path.basename(rel).endswith("_tests.rs")
+
+
+def out_of_layout(src):
+    """`tests.rs` files and `tests/` folders under `src`: test files not named `<module>_tests.rs`."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(src):
+        found.extend(os.path.join(dirpath, d) for d in dirnames if d == "tests")
+        found.extend(os.path.join(dirpath, f) for f in filenames if f == "tests.rs")
+    return sorted(found)
 
 
 def module_path(rel):
@@ -257,8 +270,12 @@ def main():
         cycles += 1
         print("crate cycle: " + ", ".join(comp))
     modules = 0
+    misplaced = 0
     for d in crate_sources(root):
         src = os.path.join(d, "src")
+        for path in out_of_layout(src):
+            misplaced += 1
+            print(f"{os.path.relpath(path, root)}: unit tests go in `<module>_tests.rs` beside the module's file")
         mods, edges, files = file_graph(src)
         modules += len(mods)
         for comp in sccs(mods, edges):
@@ -269,7 +286,9 @@ def main():
             for a in arrows:
                 print(f"    {a}")
     print(f"{cycles} cycle(s) over {len(crates)} crates and {modules} modules")
-    return 1 if cycles else 0
+    if misplaced:
+        print(f"{misplaced} test file(s) out of layout")
+    return 1 if cycles or misplaced else 0
 
 
 if __name__ == "__main__":

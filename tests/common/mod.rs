@@ -17,6 +17,56 @@ pub fn roll_flow(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// The Python the env-server tests start: `$ROLL_FLOW_PYTHON` (`./test.sh` sets it to its
+/// venv's, `.venv/bin/python`), else `python3` on the PATH.
+pub fn python() -> String {
+    std::env::var("ROLL_FLOW_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// [`python`], after checking that it imports each `(module, PyPI package)`: a test that
+/// needs a package stops at once, in one line naming what to install, instead of failing
+/// later inside a run or waiting for a server that died on import.
+pub fn python_with(modules: &[(&str, &str)]) -> String {
+    const PROBE: &str = r#"
+import importlib, sys
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        print(name)
+"#;
+    let python = python();
+    let probe = Command::new(&python)
+        .args(["-c", PROBE])
+        .args(modules.iter().map(|(module, _)| module))
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start `{python}` ({e}): run ./test.sh, which makes .venv with what \
+                 the tests need, or point ROLL_FLOW_PYTHON at a Python 3"
+            )
+        });
+    assert!(
+        probe.status.success(),
+        "`{python}` failed: {}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    let said = String::from_utf8_lossy(&probe.stdout);
+    let missing: Vec<&str> = modules
+        .iter()
+        .filter(|(module, _)| said.lines().any(|l| l == *module))
+        .map(|(_, package)| *package)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "`{python}` lacks the Python package(s) {}: run ./test.sh (it installs them into \
+         .venv), or `{python} -m pip install {}`",
+        missing.join(", "),
+        missing.join(" ")
+    );
+    python
+}
+
 /// `roll-flow play SPEC --seed SEED` with `actions` on stdin (one per line), the
 /// repository's Python env package on PYTHONPATH; its output.
 pub fn play_script(spec: &str, seed: &str, actions: &str) -> Output {

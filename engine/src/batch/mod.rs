@@ -347,4 +347,5 @@ impl Batch {
 }
 
 #[cfg(test)]
+#[path = "batch_tests.rs"]
 mod tests;

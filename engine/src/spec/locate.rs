@@ -384,4 +384,5 @@ pub fn name_span(src: &str, path: &[Seg]) -> Option<ByteSpan> {
 }
 
 #[cfg(test)]
+#[path = "locate_tests.rs"]
 mod tests;

@@ -2,7 +2,7 @@
 //!
 //! Every piece follows a published rule from ROLL, RAGEN (StarPO), verl-agent (GiGPO) or
 //! AReaL; each file holds one estimator, shaping step or loss with its formula, source and
-//! defaults in its doc comment (see `shared/REFERENCE.md`).
+//! defaults in its doc comment (see `docs/REFERENCE.md`).
 //!
 //! - Estimators ([`AdvantageEstimator`]) read and write [`roll_flow_engine::Batch`] columns,
 //!   so the `adv` node (in `roll-flow-operators`) is a thin wrapper over any of them: one

@@ -88,4 +88,5 @@ fn lookup(part: &str, names: &[&str]) -> Result<usize, ActionError> {
 }
 
 #[cfg(test)]
+#[path = "action_tests.rs"]
 mod tests;

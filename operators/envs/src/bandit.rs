@@ -268,4 +268,5 @@ impl Env for Bandit {
 }
 
 #[cfg(test)]
+#[path = "bandit_tests.rs"]
 mod tests;

@@ -120,4 +120,5 @@ impl EnvConfig {
 }
 
 #[cfg(test)]
+#[path = "config_tests.rs"]
 mod tests;

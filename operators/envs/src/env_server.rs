@@ -188,4 +188,5 @@ fn request_id(request: &Request) -> u64 {
 }
 
 #[cfg(test)]
+#[path = "env_server_tests.rs"]
 mod tests;

@@ -1,7 +1,7 @@
 //! The agent's world: text-first, gym-like environments.
 //!
 //! An [`Env`] is reset with a seed and stepped with the model's raw output text; it returns
-//! text observations (the grids use the symbols of REFERENCE.md, "Environments"), a reward
+//! text observations (the grids use the symbols of docs/REFERENCE.md, "Environments"), a reward
 //! and an [`EnvInfo`] with the per-step metrics every system we replace logs (`success`,
 //! `action_is_valid`, `action_is_effective`, `format_penalty`). Envs are `Send`, seeded and
 //! deterministic: the same seed and the same action texts give the same episode, which is

@@ -297,4 +297,5 @@ fn check_shard(shard: Shard) -> Result<(), EnvError> {
 }
 
 #[cfg(test)]
+#[path = "manager_tests.rs"]
 mod tests;

@@ -238,4 +238,5 @@ pub fn play_interactive(
 }
 
 #[cfg(test)]
+#[path = "play_tests.rs"]
 mod tests;

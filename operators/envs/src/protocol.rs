@@ -284,4 +284,5 @@ pub fn step_reply(reply: &Value) -> Result<StepReply, ReplyError> {
 }
 
 #[cfg(test)]
+#[path = "protocol_tests.rs"]
 mod tests;

@@ -246,4 +246,5 @@ impl Drop for RemoteEnv {
 }
 
 #[cfg(test)]
+#[path = "remote_tests.rs"]
 mod tests;

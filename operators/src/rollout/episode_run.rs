@@ -3,7 +3,7 @@
 //! ([`super::env_pool`]) carries it from one reply to its next request, so a thousand envs
 //! need no thousand threads.
 //!
-//! Prompts follow REFERENCE.md, "Sample construction": trajectory-wise episodes grow one
+//! Prompts follow docs/REFERENCE.md, "Sample construction": trajectory-wise episodes grow one
 //! [`Transcript`]; step-wise episodes build a fresh prompt each step from the instruction,
 //! the last `history` (observation, action, reward) entries and the current observation.
 //! The `Rollout`'s prompt templates (`crate::prompt`) write the system and user messages.

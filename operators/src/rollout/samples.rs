@@ -1,4 +1,4 @@
-//! Turning finished episodes into the step's [`Batch`] (REFERENCE.md, "Sample
+//! Turning finished episodes into the step's [`Batch`] (docs/REFERENCE.md, "Sample
 //! construction").
 //!
 //! - Trajectory-wise: one sample per episode, the whole chat; each turn's reward sits on

@@ -1,5 +1,5 @@
 //! Token-level transcripts of multi-turn chats, built without re-tokenizing what the model
-//! generated (REFERENCE.md, "Sample construction").
+//! generated (docs/REFERENCE.md, "Sample construction").
 //!
 //! - Trajectory-wise: turn 1 is the system prompt (the env's instruction) plus the first
 //!   observation as a user message; each later turn appends only the new observation.

@@ -191,3 +191,7 @@ where
         Ok((GradientsParams::from_grads(grads, &copy), report))
     })
 }
+
+#[cfg(test)]
+#[path = "concurrent_tests.rs"]
+pub(crate) mod tests;

@@ -14,7 +14,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
 use roll_flow_engine::Batch;
 
-use super::concurrent::{in_order, part_gradients};
+use super::{in_order, part_gradients};
 use crate::runtime::scoring::{score_responses, token_column};
 use crate::runtime::TrainBackend;
 use crate::training::epochs::{loss_divisor, micro_batches, parts_of};

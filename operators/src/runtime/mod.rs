@@ -6,18 +6,12 @@
 
 pub mod backend;
 pub mod concurrent;
-#[cfg(test)]
-pub(crate) mod concurrent_tests;
 pub mod lr_schedule;
 pub mod models;
 pub mod resources;
 pub mod run_plan;
-#[cfg(test)]
-mod runtime_tests;
 pub mod saved_architecture;
 pub mod scoring;
-#[cfg(test)]
-mod scoring_tests;
 pub mod trainable;
 pub mod weight_versions;
 
@@ -25,3 +19,7 @@ pub use backend::{InferBackend, RunBackend, TrainBackend};
 pub use models::{CriticModel, PolicyModel};
 pub use resources::{Guides, ModelTable, Runtime, SavedStates};
 pub use run_plan::{RunInfo, RunPlan, Wiring};
+
+#[cfg(test)]
+#[path = "runtime_tests.rs"]
+mod tests;

@@ -194,3 +194,7 @@ pub fn score_chunks<R: Send>(
         score(&batch.select(&chunk)).map(|scored| (chunk, scored))
     })
 }
+
+#[cfg(test)]
+#[path = "scoring_tests.rs"]
+mod tests;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use roll_flow_engine::Batch;
 
-use super::scoring::{sample_chunks, score_chunks, score_responses, token_column, token_positions};
+use super::{sample_chunks, score_chunks, score_responses, token_column, token_positions};
 use roll_flow_algo::test_batches::with_masks;
 
 /// Five samples of lengths 6, 2, 5, 3 and 6, with responses of different lengths.
@@ -48,7 +48,7 @@ fn token_positions_are_the_chunk_samples_ranges_in_chunk_order() {
 
 #[test]
 fn chunked_scores_equal_the_whole_batch_scores_on_every_token() {
-    let model = crate::runtime::concurrent_tests::model();
+    let model = crate::runtime::concurrent::tests::model();
     let (b, guides) = (batch(), BTreeMap::new());
     let n = b.num_tokens();
     let whole = score_responses(&model, &b, 0.7, &guides, false).unwrap();
@@ -100,12 +100,12 @@ fn a_token_id_outside_the_critic_vocabulary_is_an_error_not_a_panic() {
     };
     // The batch's 22 tokens are ids 1..=22: id 22 needs a vocabulary of 23.
     let b = batch();
-    let err = super::scoring::token_values(&critic(22), &b).unwrap_err();
+    let err = super::token_values(&critic(22), &b).unwrap_err();
     assert_eq!(
         err,
         "token id 22 is outside the critic's vocabulary (size 22); the critic needs the \
          policy's tokenizer"
     );
-    let values = super::scoring::token_values(&critic(23), &b).unwrap();
+    let values = super::token_values(&critic(23), &b).unwrap();
     assert_eq!(values.dims(), [b.num_tokens()]);
 }

@@ -282,7 +282,7 @@ mod tests {
 
     #[test]
     fn an_out_of_range_optimizer_is_refused_before_any_step() {
-        let model = crate::runtime::concurrent_tests::model();
+        let model = crate::runtime::concurrent::tests::model();
         let mut optim = OptimSpec::default();
         let OptimSpec::AdamW { grad_clip, .. } = &mut optim;
         *grad_clip = Some(-1.0);
@@ -317,7 +317,7 @@ mod tests {
             lr: rate, schedule, ..
         } = &mut optim;
         (*rate, *schedule) = (lr, roll_flow_model::spec::LrSchedule::Constant);
-        Trainable::new(crate::runtime::concurrent_tests::model(), optim, 10).unwrap()
+        Trainable::new(crate::runtime::concurrent::tests::model(), optim, 10).unwrap()
     }
 
     #[test]

@@ -198,4 +198,5 @@ impl Env for FrozenLake {
 }
 
 #[cfg(test)]
+#[path = "frozen_lake_tests.rs"]
 mod tests;

@@ -301,4 +301,5 @@ impl Env for Math {
 }
 
 #[cfg(test)]
+#[path = "math_tests.rs"]
 mod tests;

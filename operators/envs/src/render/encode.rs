@@ -89,4 +89,5 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), EnvError> {
 }
 
 #[cfg(test)]
+#[path = "encode_tests.rs"]
 mod tests;

@@ -301,4 +301,5 @@ fn instruction(config: &SokobanConfig) -> String {
 }
 
 #[cfg(test)]
+#[path = "sokoban_tests.rs"]
 mod tests;

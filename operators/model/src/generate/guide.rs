@@ -160,4 +160,5 @@ impl AnswerChoices {
 }
 
 #[cfg(test)]
+#[path = "guide_tests.rs"]
 mod tests;

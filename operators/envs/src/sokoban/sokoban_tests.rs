@@ -1,5 +1,6 @@
 //! Sokoban: generated levels are solvable (independent BFS), rewards add up, config checks.
 
+#[path = "solver_tests.rs"]
 mod solver;
 
 use super::Sokoban;
