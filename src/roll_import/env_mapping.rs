@@ -142,7 +142,7 @@ fn partition(
                 )),
             })
             .collect::<Result<_, _>>()?,
-        None if !tags.is_empty() && groups % tags.len() as u64 == 0 => {
+        None if !tags.is_empty() && groups.is_multiple_of(tags.len() as u64) => {
             vec![groups / tags.len() as u64; tags.len()]
         }
         None => {

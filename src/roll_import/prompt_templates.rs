@@ -71,10 +71,9 @@ pub fn tag_prompt(
     if let Some(pattern) = r.text(&pattern_key)?.filter(|p| p != ANSWER_PATTERN) {
         r.notice(NoticeKind::NotSupported, &pattern_key, format!("`{pattern}`: roll-flow reads the first `<answer>…</answer>` of a reply whatever precedes it (ROLL's pattern asks for more)"));
     }
-    let instruction = match r.text(&format!("{config}.env_instruction"))? {
-        Some(text) => Some(literal(&text)),
-        None => None,
-    };
+    let instruction = r
+        .text(&format!("{config}.env_instruction"))?
+        .map(|text| literal(&text));
     let system_key = format!("{base}.agent_system_template");
     let system = r.text(&system_key)?;
     let template_key = format!("{base}.agent_template");
