@@ -111,9 +111,14 @@ fn frozen_lake_grpo_imports_with_roll_settings() {
         "{report}"
     );
     assert!(
-        report.contains("not supported: custom_envs.FrozenLake.env_config.env_instruction"),
-        "{report}"
+        !report.contains("env_instruction"),
+        "it is mapped: {report}"
     );
+    // The env_config's env_instruction replaces the env's, before the first turn.
+    let (system, first) =
+        roll_examples::rendered_turn(&p, "FrozenLake's own rules", 10, 0, "_P_G", Vec::new());
+    assert_eq!(system.as_deref(), Some("You play FrozenLake."));
+    assert_eq!(first, "Reach the goal\nTurn 1, 10 left:\n_P_G");
     let text = std::fs::read_to_string(dir.path().join("fl.ron")).unwrap();
     assert!(
         text.contains("// pretrain; actor_train.training_args"),
@@ -169,11 +174,13 @@ fn gigpo_step_wise_config_gets_step_samples() {
     let config = FROZEN_LAKE_GRPO
         .replace("adv_estimator: \"grpo\"", "adv_estimator: gigpo\nstep_reward_weight: 0.5\nstep_reward_gamma: 0.9\nepisode_reward_weight: 1.0\nbatch_adjust_mode: copy")
         .replace("method: mean_std", "method: mean")
-        .replace("traj_env_manager.TrajEnvManager", "step_env_manager.StepEnvManager\n    history_length: 2");
+        .replace("traj_env_manager.TrajEnvManager", "step_env_manager.StepEnvManager\n    history_length: 3")
+        .replace("\"Turn {turn_idx}, {actions_left} left:\\n{observation}\"", "\"{current_observation}\"");
     let (p, report) = import(&write(dir.path(), "gigpo.yaml", &config));
     let Node::Rollout(rollout) = node(&p, "rollout") else {
         panic!()
     };
+    // ROLL shows history_length − 1 earlier turns (`history[-3:-1]`).
     assert_eq!(rollout.samples, SampleMode::Step { history: 2 });
     let Node::GiGpo(gigpo) = node(&p, "adv") else {
         panic!()

@@ -37,6 +37,11 @@ PEER_PATHS = {
     "examples/qwen2.5-0.5B-agentic/agent_val_frozen_lake.yaml",
     "examples/qwen2.5-0.5B-agentic/agentic_val_sokoban.yaml",
     "examples/config/traj_envs.yaml",
+    "examples/config/",
+    "examples/config/traj_envs_gem_games.yaml",
+    "examples/agentic_demo/",
+    "examples/qwen2.5-7B-agentic_megatron/",
+    "examples/qwen3_agentic_gem/",
     "docs/algo/rollout_corr.md",
     "docs/gguf.md",  # llama.cpp's GGUF specification
     "tests/web-agent-site/engine/test_goal.py",

@@ -1,11 +1,11 @@
-//! `roll-flow import-roll CONFIG.yaml [-o pipeline.ron]`: a ROLL agentic config as a
-//! pipeline file ([`roll_flow::roll_import`]).
+//! `roll-flow import-roll CONFIG.yaml [-o pipeline.ron] [--strict]`: a ROLL agentic config
+//! as a pipeline file ([`roll_flow::roll_import`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use roll_flow::roll_import::import_roll;
+use roll_flow::roll_import::{import_roll, ImportOptions};
 
 #[derive(Args, Debug)]
 pub struct ImportRollArgs {
@@ -14,10 +14,17 @@ pub struct ImportRollArgs {
     /// Write the pipeline here instead of printing it.
     #[arg(short = 'o', long = "out", value_name = "PIPELINE.ron")]
     out: Option<PathBuf>,
+    /// Refuse keys ROLL reads that the pipeline would not use (placement, strategies,
+    /// LoRA, ...) instead of listing them in the report and the file's header.
+    #[arg(long)]
+    strict: bool,
 }
 
 pub fn run(args: &ImportRollArgs) -> anyhow::Result<ExitCode> {
-    let imported = match import_roll(&args.config) {
+    let options = ImportOptions {
+        strict: args.strict,
+    };
+    let imported = match import_roll(&args.config, options) {
         Ok(imported) => imported,
         Err(e) => {
             eprintln!("error: {e}");

@@ -1,12 +1,13 @@
 //! Typed reads of a composed ROLL config that remember every key they touch, so that at
 //! the end each key of the file is accounted for: read (mapped), listed in
 //! [`super::roll_keys`] (ignored or not supported), consumed by an interpolation, set only
-//! by a defaults file and never used, or else reported as unknown with its path.
+//! by a defaults file and never used, or else reported as unknown with its path. The
+//! notices also carry the resolvers replaced by constants and the missing defaults files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::hydra_compose::{join, Composed};
+use super::hydra_compose::{join, missing_defaults_note, Composed};
 use super::import_error::{ImportError, UnknownKey};
 use super::roll_keys::{matching, NoticeKind, IGNORED, NOT_SUPPORTED};
 use super::yaml_value::Value;
@@ -62,6 +63,21 @@ impl ConfigReader {
     pub fn peek(&self, path: &str) -> Option<Value> {
         let segs: Vec<&str> = path.split('.').collect();
         self.composed.tree.at(&segs).cloned()
+    }
+
+    /// `path` is absent but needed: the error says so, with `help`, and names any missing
+    /// defaults file that might have supplied it.
+    pub fn missing(&self, path: &str, help: &str) -> ImportError {
+        let message = format!(
+            "missing{}",
+            missing_defaults_note(&self.composed.missing_defaults)
+        );
+        self.error(path, message, help)
+    }
+
+    /// Whether the config has no keys at all.
+    pub fn is_empty(&self) -> bool {
+        matches!(&self.composed.tree, Value::Map(entries) if entries.is_empty())
     }
 
     /// A type error at `path`.
@@ -148,10 +164,18 @@ impl ConfigReader {
         });
     }
 
-    /// Reports `path` and everything under it as ignored, with the reason.
-    pub fn ignore(&mut self, path: &str, message: impl Into<String>) {
+    /// Reports `path`, when present and not read, as a key ROLL does not read in this
+    /// config either (e.g. a GiGPO setting with another estimator).
+    pub fn unread_unless_used(&mut self, path: &str, why: &str) {
+        if self.peek(path).is_some() && !self.used.contains(path) {
+            self.account(NoticeKind::Unread, path, why);
+        }
+    }
+
+    /// Reports `path` and everything under it with `kind` and the reason, as read.
+    pub fn account(&mut self, kind: NoticeKind, path: &str, message: impl Into<String>) {
         self.used.insert(path.to_string());
-        self.notice(NoticeKind::Ignored, path, message);
+        self.notice(kind, path, message);
     }
 
     /// Reports `path` as not supported unless its value is absent or `ok` accepts it.
@@ -170,8 +194,26 @@ impl ConfigReader {
         let mut grouped: Grouped = BTreeMap::new();
         let mut from_defaults: BTreeMap<PathBuf, BTreeSet<String>> = BTreeMap::new();
         self.walk(&tree, "", &mut unknown, &mut grouped, &mut from_defaults);
-        if !unknown.is_empty() {
-            let keys = unknown.into_iter().map(|path| self.suggest(path)).collect();
+        let mut keys = Vec::new();
+        for path in unknown {
+            let key = self.suggest(path);
+            // `name: ${other}` at the top, near no known key: a variable for
+            // interpolations (ROLL's examples define some they never use); ROLL's config
+            // classes drop it.
+            if key.did_you_mean.is_none()
+                && !key.path.contains('.')
+                && self.composed.interpolated.contains(&key.path)
+            {
+                self.notices.push(Notice {
+                    kind: NoticeKind::Unread,
+                    key: key.path,
+                    message: "a variable (its value is an interpolation) that nothing reads".into(),
+                });
+            } else {
+                keys.push(key);
+            }
+        }
+        if !keys.is_empty() {
             return Err(ImportError::UnknownKeys {
                 file: self.file,
                 keys,
@@ -188,12 +230,29 @@ impl ConfigReader {
         for (file, keys) in from_defaults {
             let keys: Vec<String> = keys.into_iter().map(|k| format!("`{k}`")).collect();
             self.notices.push(Notice {
-                kind: NoticeKind::Ignored,
+                kind: NoticeKind::Unread,
                 key: keys.join(", "),
                 message: format!(
                     "set only by the defaults file {} and never used",
                     file.display()
                 ),
+            });
+        }
+        for (entry, file) in &self.composed.missing_defaults {
+            self.notices.push(Notice {
+                kind: NoticeKind::Warning,
+                key: format!("defaults entry `{entry}`"),
+                message: format!(
+                    "{} is missing; imported without it (no key it could supply is needed)",
+                    file.display()
+                ),
+            });
+        }
+        for r in &self.composed.resolutions {
+            self.notices.push(Notice {
+                kind: NoticeKind::Resolver,
+                key: r.key.clone(),
+                message: format!("`{}` became {:?}: {}", r.expression, r.value, r.why),
             });
         }
         self.notices.sort();
@@ -248,13 +307,25 @@ impl ConfigReader {
 
     fn suggest(&self, path: String) -> UnknownKey {
         let segs: Vec<&str> = path.split('.').collect();
-        let patterns = IGNORED.iter().chain(NOT_SUPPORTED).map(|(p, _)| {
-            p.split('.')
-                .zip(segs.iter().chain(std::iter::repeat(&"")))
-                .map(|(p, s)| if p.starts_with('*') { *s } else { p })
-                .collect::<Vec<_>>()
-                .join(".")
-        });
+        let patterns = IGNORED
+            .iter()
+            .chain(NOT_SUPPORTED)
+            .filter(|(p, _)| {
+                p.split('.').count() == segs.len()
+                    && p.split('.')
+                        .zip(&segs)
+                        .all(|(p, s)| match p.strip_prefix('*') {
+                            Some(suffix) => s.ends_with(suffix),
+                            None => true,
+                        })
+            })
+            .map(|(p, _)| {
+                p.split('.')
+                    .zip(&segs)
+                    .map(|(p, s)| if p.starts_with('*') { *s } else { p })
+                    .collect::<Vec<_>>()
+                    .join(".")
+            });
         let did_you_mean = self
             .asked
             .iter()

@@ -1,19 +1,22 @@
 //! Hydra's composition of a ROLL config: the `defaults:` list, read from files beside the
-//! config, merged under it; then OmegaConf's `${...}` interpolations resolved.
+//! config, merged under it ([`super::hydra_defaults`]); then OmegaConf's `${...}`
+//! interpolations resolved.
 //!
-//! Supported defaults entries: `path/name` and `path/name@_here_` (merged at the top
-//! level), `_self_` (where the file itself goes; last by default, as in Hydra 1.1+), and
-//! `group: option` (the file `group/option.yaml`, placed under the key `group`). An
-//! interpolation is `${a.b.c}`, an absolute key path; a value that is exactly one
+//! An interpolation is `${a.b.c}`, an absolute key path; a value that is exactly one
 //! interpolation takes the referenced value whole (a mapping too), otherwise the
-//! referenced scalars are spliced into the string. Resolvers (`${oc.env:X}`) and relative
-//! paths (`${.x}`) are refused with the key that uses them.
+//! referenced scalars are spliced into the string. The resolvers ROLL's configs use
+//! (`${now:..}`, `${oc.env:..}`, `${oc.select:..}`) become stated constants
+//! ([`super::omegaconf_resolvers`]); other resolvers and relative paths (`${.x}`) are refused
+//! with the key that uses them. A defaults entry whose file is missing is recorded and
+//! skipped: an error names it only where a key it might supply is needed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use super::hydra_defaults::Loader;
 use super::import_error::ImportError;
-use super::yaml_value::{parse_yaml, Value};
+use super::omegaconf_resolvers::{evaluate, split_default, unquote};
+use super::yaml_value::Value;
 
 /// A composed, resolved config and where its keys came from.
 #[derive(Clone, Debug)]
@@ -22,149 +25,70 @@ pub struct Composed {
     pub tree: Value,
     /// Key paths some interpolation read (they are consumed by the keys that use them).
     pub referenced: BTreeSet<String>,
+    /// Key paths whose value is written as an interpolation (a variable, when it is not a
+    /// key ROLL reads).
+    pub interpolated: BTreeSet<String>,
     /// Top-level keys set only by defaults files, with the file that set them.
     pub from_defaults: BTreeMap<String, PathBuf>,
+    /// Defaults entries whose file is missing: (the entry as written, the file looked for).
+    pub missing_defaults: Vec<(String, PathBuf)>,
+    /// Resolvers replaced by constants: (key path, `${..}` as written, value, why).
+    pub resolutions: Vec<Resolution>,
+}
+
+/// One use of a resolver and the constant it became.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolution {
+    pub key: String,
+    pub expression: String,
+    pub value: String,
+    pub why: String,
+}
+
+/// Where a needed key might have come from, when defaults files are missing: appended to
+/// the error about that key.
+pub fn missing_defaults_note(missing: &[(String, PathBuf)]) -> String {
+    missing
+        .iter()
+        .map(|(entry, file)| {
+            format!(
+                "; the defaults entry `{entry}` may supply it, but its file {} is missing",
+                file.display()
+            )
+        })
+        .collect()
 }
 
 /// Reads `path`, composes its defaults list and resolves interpolations.
 pub fn compose(path: &Path) -> Result<Composed, ImportError> {
-    let mut from_defaults = BTreeMap::new();
-    let merged = load_with_defaults(path, &mut from_defaults, 0)?;
+    let mut loader = Loader::default();
+    let merged = loader.load(path, 0)?;
     let mut resolver = Resolver {
         file: path,
         root: &merged,
         referenced: BTreeSet::new(),
+        interpolated: BTreeSet::new(),
+        resolutions: Vec::new(),
+        missing_defaults: &loader.missing_defaults,
     };
     let tree = resolver.resolve(&merged, "", &mut Vec::new())?;
     Ok(Composed {
         tree,
         referenced: resolver.referenced,
-        from_defaults,
+        interpolated: resolver.interpolated,
+        resolutions: resolver.resolutions,
+        from_defaults: loader.from_defaults,
+        missing_defaults: loader.missing_defaults,
     })
-}
-
-const MAX_DEPTH: usize = 16;
-
-fn load_with_defaults(
-    path: &Path,
-    from_defaults: &mut BTreeMap<String, PathBuf>,
-    depth: usize,
-) -> Result<Value, ImportError> {
-    let config_error = |message: String| ImportError::Config {
-        file: path.to_path_buf(),
-        message,
-    };
-    if depth > MAX_DEPTH {
-        return Err(config_error(
-            "the defaults lists nest more than 16 deep; is a file its own default?".into(),
-        ));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| ImportError::Read {
-        file: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    let mut own = match parse_yaml(path, &text)? {
-        Value::Map(entries) => entries,
-        Value::Null => Vec::new(),
-        other => {
-            return Err(config_error(format!(
-                "the top level must be a mapping, got {}",
-                other.kind()
-            )))
-        }
-    };
-    let defaults = match own.iter().position(|(k, _)| k == "defaults") {
-        Some(i) => own.remove(i).1,
-        None => Value::List(Vec::new()),
-    };
-    let Value::List(entries) = defaults else {
-        return Err(config_error(
-            "`defaults` must be a list of config names".into(),
-        ));
-    };
-    let folder = path.parent().unwrap_or(Path::new("."));
-    let mut merged = Value::Map(Vec::new());
-    let mut self_merged = false;
-    for entry in entries {
-        let included = match &entry {
-            Value::Str(name) if name == "_self_" => {
-                merge(&mut merged, Value::Map(own.clone()));
-                self_merged = true;
-                continue;
-            }
-            Value::Str(name) => {
-                let (file_name, package) = name.split_once('@').unwrap_or((name, "_here_"));
-                if package != "_here_" && package != "_global_" {
-                    return Err(config_error(format!(
-                        "defaults entry `{name}`: only the packages `@_here_` and `@_global_` are supported; \
-                         move the keys under `{package}` in the included file instead"
-                    )));
-                }
-                let file = yaml_file(folder, file_name);
-                load_with_defaults(&file, from_defaults, depth + 1).map(|v| (v, file))?
-            }
-            Value::Map(group) if group.len() == 1 => {
-                let (key, option) = &group[0];
-                let group_name = key.trim_start_matches("override ").trim();
-                if *option == Value::Null {
-                    continue;
-                }
-                let file = yaml_file(&folder.join(group_name), &option.to_string());
-                let v = load_with_defaults(&file, from_defaults, depth + 1)?;
-                (Value::Map(vec![(group_name.to_string(), v)]), file)
-            }
-            other => {
-                return Err(config_error(format!(
-                    "defaults entry `{other}` is not a config name, `_self_` or `group: option`"
-                )))
-            }
-        };
-        let (value, file) = included;
-        if let Value::Map(keys) = &value {
-            for (key, _) in keys {
-                from_defaults
-                    .entry(key.clone())
-                    .or_insert_with(|| file.clone());
-            }
-        }
-        merge(&mut merged, value);
-    }
-    for (key, _) in &own {
-        from_defaults.remove(key);
-    }
-    if !self_merged {
-        merge(&mut merged, Value::Map(own));
-    }
-    Ok(merged)
-}
-
-fn yaml_file(folder: &Path, name: &str) -> PathBuf {
-    if name.ends_with(".yaml") || name.ends_with(".yml") {
-        folder.join(name)
-    } else {
-        folder.join(format!("{name}.yaml"))
-    }
-}
-
-/// Merges `over` into `base`: mappings key by key, anything else replaced.
-fn merge(base: &mut Value, over: Value) {
-    match (base, over) {
-        (Value::Map(base_entries), Value::Map(over_entries)) => {
-            for (key, value) in over_entries {
-                match base_entries.iter_mut().find(|(k, _)| *k == key) {
-                    Some((_, slot)) => merge(slot, value),
-                    None => base_entries.push((key, value)),
-                }
-            }
-        }
-        (base, over) => *base = over,
-    }
 }
 
 struct Resolver<'a> {
     file: &'a Path,
     root: &'a Value,
     referenced: BTreeSet<String>,
+    interpolated: BTreeSet<String>,
+    resolutions: Vec<Resolution>,
+    missing_defaults: &'a [(String, PathBuf)],
 }
 
 impl Resolver<'_> {
@@ -190,7 +114,10 @@ impl Resolver<'_> {
         stack: &mut Vec<String>,
     ) -> Result<Value, ImportError> {
         match value {
-            Value::Str(text) if text.contains("${") => self.interpolate(text, key, stack),
+            Value::Str(text) if text.contains("${") => {
+                self.interpolated.insert(key.to_string());
+                self.interpolate(text, key, stack)
+            }
             Value::List(items) => items
                 .iter()
                 .enumerate()
@@ -252,15 +179,77 @@ impl Resolver<'_> {
         key: &str,
         stack: &mut Vec<String>,
     ) -> Result<Value, ImportError> {
-        if reference.contains(':') || reference.starts_with('.') {
+        if let Some((name, args)) = reference.split_once(':') {
+            return self.resolver(name.trim(), args, key, stack);
+        }
+        if reference.starts_with('.') {
             return Err(self.error(
                 key,
-                format!(
-                    "`${{{reference}}}`: resolvers and relative interpolations are not supported"
-                ),
-                "write the value itself, or an absolute `${a.b.c}`",
+                format!("`${{{reference}}}`: relative interpolations are not supported"),
+                "write an absolute `${a.b.c}`",
             ));
         }
+        match self.lookup(reference, key, stack)? {
+            Ok(value) => Ok(value),
+            Err(path) => Err(self.error(
+                key,
+                format!(
+                    "`${{{reference}}}` names no key (`{path}` is missing){}",
+                    missing_defaults_note(self.missing_defaults)
+                ),
+                "define the key, or fix the path in the interpolation",
+            )),
+        }
+    }
+
+    /// `${name:args}`: a stated constant (reported), or the refusal of a resolver the
+    /// importer does not know.
+    fn resolver(
+        &mut self,
+        name: &str,
+        args: &str,
+        key: &str,
+        stack: &mut Vec<String>,
+    ) -> Result<Value, ImportError> {
+        let expression = format!("${{{name}:{args}}}");
+        if name == "oc.select" {
+            let (selected, default) = split_default(args);
+            return match (self.lookup(selected, key, stack)?, default) {
+                (Ok(value), _) => Ok(value),
+                (Err(_), Some(default)) => Ok(Value::Str(unquote(default).to_string())),
+                (Err(path), None) => Err(self.error(
+                    key,
+                    format!(
+                        "`{expression}` selects no key (`{path}` is missing) and has no default"
+                    ),
+                    "define the key, or give a default: `${oc.select:key,default}`",
+                )),
+            };
+        }
+        let Some(evaluated) = evaluate(name, args) else {
+            return Err(self.error(
+                key,
+                format!("`{expression}`: the resolver `{name}` is not one the importer evaluates (now, oc.env, oc.select)"),
+                "write the value itself",
+            ));
+        };
+        self.resolutions.push(Resolution {
+            key: key.to_string(),
+            expression,
+            value: evaluated.value.to_string(),
+            why: evaluated.why,
+        });
+        Ok(evaluated.value)
+    }
+
+    /// The value at the absolute path `reference`, resolved; `Err(path)` names the first
+    /// missing prefix.
+    fn lookup(
+        &mut self,
+        reference: &str,
+        key: &str,
+        stack: &mut Vec<String>,
+    ) -> Result<Result<Value, String>, ImportError> {
         if stack.iter().any(|r| r == reference) {
             return Err(self.error(
                 key,
@@ -273,13 +262,10 @@ impl Resolver<'_> {
         let mut path = String::new();
         for seg in reference.split('.') {
             path = join(&path, seg);
-            let next = node.get(seg).cloned().ok_or_else(|| {
-                self.error(
-                    key,
-                    format!("`${{{reference}}}` names no key (`{path}` is missing)"),
-                    "define the key, or fix the path in the interpolation",
-                )
-            })?;
+            let Some(next) = node.get(seg).cloned() else {
+                stack.pop();
+                return Ok(Err(path));
+            };
             node = match &next {
                 Value::Str(s) if s.contains("${") => self.interpolate(s, &path, stack)?,
                 _ => next,
@@ -288,7 +274,7 @@ impl Resolver<'_> {
         let resolved = self.resolve(&node, reference, stack)?;
         stack.pop();
         self.referenced.insert(reference.to_string());
-        Ok(resolved)
+        Ok(Ok(resolved))
     }
 }
 

@@ -40,6 +40,11 @@ pub enum ImportError {
         file: PathBuf,
         keys: Vec<UnknownKey>,
     },
+    /// `--strict`: keys ROLL reads that the pipeline does not use, as `(key, why)`.
+    KnownUnused {
+        file: PathBuf,
+        keys: Vec<(String, String)>,
+    },
 }
 
 impl fmt::Display for ImportError {
@@ -77,6 +82,22 @@ impl fmt::Display for ImportError {
                     f,
                     "\n  help: fix the spelling, or remove keys ROLL does not read either; \
                      docs/roll-import.md lists every key the importer knows"
+                )
+            }
+            ImportError::KnownUnused { file, keys } => {
+                write!(
+                    f,
+                    "{}: --strict: {} key(s) ROLL reads that the pipeline would not use:",
+                    file.display(),
+                    keys.len()
+                )?;
+                for (key, why) in keys {
+                    write!(f, "\n  {key}: {why}")?;
+                }
+                write!(
+                    f,
+                    "\n  help: remove these keys from the config, or import without --strict \
+                     (the written file's header lists them)"
                 )
             }
         }

@@ -2,18 +2,27 @@
 //! pipeline file.
 //!
 //! The config is composed ([`hydra_compose`]: the `defaults:` list from the same folder,
-//! `${...}` interpolations), mapped key by key ([`pipeline_mapping`], [`env_mapping`],
-//! [`training_mapping`]), and every key is accounted for ([`config_reader`]): mapped,
-//! ignored on this engine or not supported ([`roll_keys`]), or refused as unknown with its
-//! path. docs/roll-import.md holds the mapping table.
+//! `${...}` interpolations, the resolvers ROLL uses as stated constants), mapped key by key
+//! ([`pipeline_mapping`], [`env_mapping`], [`gem_env`], [`webshop_env`],
+//! [`prompt_templates`], [`training_mapping`], [`policy_loss`]), and every key is accounted
+//! for ([`config_reader`]): mapped, known but not used here ([`roll_keys`]: ignored on this
+//! engine or not supported, each with why), or refused as unknown with its path.
+//! docs/roll-import.md holds the three classes.
 
 pub mod config_reader;
 pub mod env_mapping;
+pub mod gem_env;
 pub mod hydra_compose;
+pub mod hydra_defaults;
 pub mod import_error;
+pub mod omegaconf_resolvers;
 pub mod pipeline_mapping;
+pub mod policy_loss;
+pub mod prompt_templates;
 pub mod roll_keys;
 pub mod training_mapping;
+pub mod unsupported_envs;
+pub mod webshop_env;
 pub mod yaml_value;
 
 use std::path::Path;
@@ -22,45 +31,76 @@ use config_reader::{ConfigReader, Notice};
 use import_error::ImportError;
 use roll_keys::NoticeKind;
 
+/// How strictly to import.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ImportOptions {
+    /// Refuse the config when it has keys ROLL reads that the pipeline would not use.
+    pub strict: bool,
+}
+
 /// An imported pipeline: its RON text and what it does not carry over.
 #[derive(Clone, Debug)]
 pub struct Imported {
     /// The pipeline file, a header comment first.
     pub ron: String,
-    /// The keys not supported or ignored, sorted (not supported first).
+    /// The keys not used (not supported, ignored, not read by ROLL either), the resolvers
+    /// replaced by constants and the warnings, sorted in that order.
     pub notices: Vec<Notice>,
 }
 
+/// The header's heading for each kind of notice.
+fn heading(kind: NoticeKind) -> &'static str {
+    match kind {
+        NoticeKind::NotSupported => {
+            "Not supported (ROLL reads these; here the run differs from ROLL's):"
+        }
+        NoticeKind::Ignored => "Ignored on this engine (ROLL reads these for its own machinery):",
+        NoticeKind::Unread => "Not read by ROLL either:",
+        NoticeKind::Resolver => "Resolvers, replaced by stated constants:",
+        NoticeKind::Warning => "Warnings:",
+    }
+}
+
 /// Imports the ROLL config at `path`.
-pub fn import_roll(path: &Path) -> Result<Imported, ImportError> {
+pub fn import_roll(path: &Path, options: ImportOptions) -> Result<Imported, ImportError> {
     let composed = hydra_compose::compose(path)?;
     let mut reader = ConfigReader::new(path, composed);
     let mapped = pipeline_mapping::map_pipeline(&mut reader)?;
     let notices = reader.finish()?;
+    if options.strict {
+        let keys: Vec<(String, String)> = notices
+            .iter()
+            .filter(|n| n.kind.known_unused())
+            .map(|n| (n.key.clone(), n.message.clone()))
+            .collect();
+        if !keys.is_empty() {
+            return Err(ImportError::KnownUnused {
+                file: path.to_path_buf(),
+                keys,
+            });
+        }
+    }
     let mut ron = format!(
         "// Imported from the ROLL config {} by `roll-flow import-roll`.\n",
         path.display()
     );
-    let unsupported: Vec<&Notice> = notices
-        .iter()
-        .filter(|n| n.kind == NoticeKind::NotSupported)
-        .collect();
-    if !unsupported.is_empty() {
-        ron.push_str("// Not supported (here the run differs from ROLL's):\n");
-        for notice in unsupported {
-            ron.push_str(&format!("//   {}: {}\n", notice.key, notice.message));
+    let mut last = None;
+    for notice in &notices {
+        if last != Some(notice.kind) {
+            ron.push_str(&format!("// {}\n", heading(notice.kind)));
+            last = Some(notice.kind);
         }
-    }
-    let ignored = notices.len()
-        - notices
-            .iter()
-            .filter(|n| n.kind == NoticeKind::NotSupported)
-            .count();
-    if ignored > 0 {
         ron.push_str(&format!(
-            "// Ignored on this engine: {ignored} key group(s) of ROLL's machinery (placement, strategies, logging); the import lists them.\n"
+            "//   {}: {}\n",
+            notice.key,
+            one_line(&notice.message)
         ));
     }
     ron.push_str(&mapped.body);
     Ok(Imported { ron, notices })
+}
+
+/// A message as one comment line.
+fn one_line(message: &str) -> String {
+    message.replace('\n', "\\n")
 }

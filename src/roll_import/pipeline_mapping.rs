@@ -5,6 +5,7 @@
 use super::config_reader::ConfigReader;
 use super::env_mapping::{env_sets, EnvSets};
 use super::import_error::ImportError;
+use super::prompt_templates::TagPrompt;
 use super::roll_keys::NoticeKind;
 use super::training_mapping::{actor_step, advantage, critic_step, optimizer, Estimator};
 use super::yaml_value::Value;
@@ -17,28 +18,37 @@ pub struct Mapped {
 
 /// Maps the whole config.
 pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
+    if r.is_empty() {
+        return Err(r.error(
+            "(top level)",
+            "the config has no keys (ROLL has nothing to run either: no `pretrain`, no env tags)"
+                .into(),
+            "import a config that sets `pretrain`, `custom_envs` and the env managers' `tags`",
+        ));
+    }
+    if r.peek("actor_train").is_none() && r.peek("train_env_manager").is_some() {
+        return Err(r.error(
+            "actor_train",
+            "missing: this is ROLL's rollout-only pipeline (start_agentic_rollout_pipeline.py), which plays the envs and trains nothing".into(),
+            "import a training config of the same envs (e.g. agentic_val_sokoban.yaml); `roll-flow play --policy RUN_DIR` plays a trained policy",
+        ));
+    }
     let name = r
         .text("exp_name")?
         .unwrap_or_else(|| "agentic_pipeline".into());
     let seed = r.count("seed")?.unwrap_or(42);
-    let Some(steps) = r.count("max_steps")? else {
-        return Err(r.error(
-            "max_steps",
-            "missing".into(),
-            "give the number of training steps, e.g. `max_steps: 1024`",
-        ));
-    };
+    // ROLL's BaseConfig default.
+    let steps = r.count("max_steps")?.unwrap_or(500);
     let out_dir = r.text("output_dir")?.unwrap_or_else(|| "./output".into());
     let Some(pretrain) = r.text("pretrain")? else {
-        return Err(r.error(
+        return Err(r.missing(
             "pretrain",
-            "missing".into(),
             "give the policy's model directory, e.g. `pretrain: models/Qwen2.5-0.5B-Instruct`",
         ));
     };
     let estimator = Estimator::read(r)?;
     let train = env_sets(r, "train_env_manager", "train")?;
-    let val = match r.value("val_env_manager") {
+    let val = match r.peek("val_env_manager") {
         Some(_) => Some(env_sets(r, "val_env_manager", "val")?),
         None => None,
     };
@@ -90,23 +100,28 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
     let sampling = sampling_args(r, "train_env_manager")?;
     let samples = match (train.step_history, estimator) {
         (Some(history), _) => format!("Step(history: {history})"),
-        (None, Estimator::GiGpo) => {
+        (None, Estimator::GiGpo | Estimator::StepReinforce) => {
             return Err(r.error(
                 "adv_estimator",
-                "gigpo needs step-wise samples, but the train tags use TrajEnvManager".into(),
-                "set the tags' env_manager_cls to StepEnvManager (ROLL's step_envs.yaml)",
+                "gigpo and step_reinforce need step-wise samples, but the train tags use TrajEnvManager".into(),
+                "set the tags' env_manager_cls to StepEnvManager (ROLL's step_envs.yaml) or StepConcatEnvManager",
             ))
         }
         (None, _) => "Trajectory".into(),
     };
+    let prompt = rollout_prompt(r, &train, val.as_ref());
     let max_new = max_new_tokens(sampling.max_new_tokens, train.max_tokens_per_step);
     out.push_str("        // actor_infer.generating_args (temperature, top_p, top_k, max_new_tokens), custom_envs.<tag>.max_tokens_per_step,\n");
     out.push_str("        // custom_envs.<tag>.env_manager_cls and history_length (sample mode), sequence_length\n");
+    if prompt.is_some() {
+        out.push_str("        // custom_envs.<tag>: agent_system_template, agent_template, env_config.env_instruction (prompt)\n");
+    }
     out.push_str(&format!(
-        "        \"rollout\": Rollout(envs: {}, policy: \"policy\", samples: {samples}, temperature: {:?}, top_p: {:?}{}, max_new_tokens: {max_new}{}),\n",
+        "        \"rollout\": Rollout(envs: {}, policy: \"policy\", samples: {samples}, temperature: {:?}, top_p: {:?}{}, max_new_tokens: {max_new}{}{}),\n",
         set_names(&train), sampling.temperature, sampling.top_p,
         sampling.top_k.map(|k| format!(", top_k: {k}")).unwrap_or_default(),
         r.count("sequence_length")?.map(|n| format!(", sequence_length: {n}")).unwrap_or_default(),
+        prompt.as_ref().map(prompt_fields).unwrap_or_default(),
     ));
     out.push_str("        // ROLL recomputes π_old with actor_train before the update\n");
     out.push_str("        \"old_logprob\": LogProb(model: \"policy\"),\n");
@@ -149,6 +164,24 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
             set_names(val), val_sampling.temperature
         ));
     }
+    for (key, estimators) in [
+        ("step_reward_gamma", "gigpo and step_reinforce"),
+        ("step_reward_weight", "gigpo"),
+        ("episode_reward_weight", "gigpo"),
+        ("value_clip", "gae (the critic)"),
+        ("critic_warmup", "gae (the critic)"),
+    ] {
+        r.unread_unless_used(
+            key,
+            &format!("ROLL uses it with adv_estimator {estimators} only"),
+        );
+    }
+    if critic.is_none() {
+        r.unread_unless_used(
+            "critic",
+            "ROLL builds the critic with adv_estimator gae only",
+        );
+    }
     let save = r.count("save_steps")?.unwrap_or(50).max(1);
     out.push_str(&format!("        // save_steps\n        \"checkpoint\": Checkpoint(every: {save}),\n    }},\n    edges: [\n"));
     for (from, to) in edges {
@@ -183,7 +216,8 @@ fn ignore_unplayed_tags(r: &mut ConfigReader) {
         .collect();
     for tag in r.keys("custom_envs") {
         if !played.contains(&tag) {
-            r.ignore(
+            r.account(
+                NoticeKind::Unread,
                 &format!("custom_envs.{tag}"),
                 "no env manager plays this tag",
             );
@@ -191,20 +225,53 @@ fn ignore_unplayed_tags(r: &mut ConfigReader) {
     }
 }
 
+/// The one prompt of the `Rollout` (Eval plays with it too): the first train tag's. A tag
+/// whose templates differ is reported, as roll-flow has one prompt per rollout.
+fn rollout_prompt(
+    r: &mut ConfigReader,
+    train: &EnvSets,
+    val: Option<&EnvSets>,
+) -> Option<TagPrompt> {
+    let first = train.entries.first()?;
+    let prompt = first.prompt.clone();
+    let others = train
+        .entries
+        .iter()
+        .chain(val.map(|v| v.entries.as_slice()).unwrap_or_default());
+    for entry in others {
+        if entry.prompt != prompt {
+            r.notice(
+                NoticeKind::NotSupported,
+                &format!("prompt of {}", entry.name),
+                format!("its templates differ from {}'s; roll-flow plays every env set of a pipeline with one prompt, {}'s", first.name, first.name),
+            );
+        }
+    }
+    prompt
+}
+
+/// `, prompt: (system: .., turn: ..)`, or `instruction: false` without a system message.
+fn prompt_fields(prompt: &TagPrompt) -> String {
+    match &prompt.system {
+        Some(system) => format!(", prompt: (system: {system:?}, turn: {:?})", prompt.turn),
+        None => format!(", instruction: false, prompt: (turn: {:?})", prompt.turn),
+    }
+}
+
 fn write_env_sets(out: &mut String, manager: &str, sets: &EnvSets) {
     out.push_str(&format!(
         "        // {manager}: tags, num_groups_partition, group_size, format_penalty; custom_envs.<tag>: env_type, env_config\n"
     ));
-    for (name, entry) in &sets.entries {
-        out.push_str(&format!("        {name:?}: {entry},\n"));
+    for entry in &sets.entries {
+        out.push_str(&format!("        {:?}: {},\n", entry.name, entry.ron));
     }
 }
 
 fn set_names(sets: &EnvSets) -> String {
     match sets.entries.as_slice() {
-        [(one, _)] => format!("{one:?}"),
+        [one] => format!("{:?}", one.name),
         several => {
-            let names: Vec<String> = several.iter().map(|(n, _)| format!("{n:?}")).collect();
+            let names: Vec<String> = several.iter().map(|e| format!("{:?}", e.name)).collect();
             format!("[{}]", names.join(", "))
         }
     }
@@ -227,7 +294,11 @@ fn sampling_args(r: &mut ConfigReader, manager: &str) -> Result<Sampling, Import
     } else {
         "actor_infer.generating_args".to_string()
     };
-    let top_k = r.count(&format!("{base}.top_k"))?.filter(|k| *k > 0);
+    // vLLM's `top_k: -1` (and 0) is off.
+    let top_k = r
+        .num(&format!("{base}.top_k"))?
+        .filter(|k| *k >= 1.0)
+        .map(|k| k as u64);
     r.unsupported_unless(
         &format!("{base}.num_beams"),
         |v| *v == Value::Int(1),

@@ -1,18 +1,27 @@
-//! The ROLL keys roll-flow does not map, and why: each is either ignored on this engine
-//! (it concerns ROLL's distributed machinery, logging or placement) or not supported (it
-//! would change training and roll-flow has no equivalent). The keys the importer maps are
-//! the ones `pipeline_mapping` reads; docs/roll-import.md lists both.
+//! The ROLL keys roll-flow reads but does not use, and why. ROLL reads every key listed
+//! here (its config dataclasses, `roll/configs/*.py` and
+//! `roll/pipeline/agentic/agentic_config.py`, or keys ROLL's own examples write); each is
+//! either ignored on this engine (it concerns ROLL's distributed machinery, logging or
+//! placement) or not supported (it would change training and roll-flow has no
+//! equivalent). The keys the importer maps are the ones `pipeline_mapping` reads;
+//! docs/roll-import.md lists all three classes. `--strict` makes every key here an error.
 //!
-//! A pattern is a dotted key path; `*` matches one key; a pattern covers the whole subtree
-//! under the key it names.
+//! A pattern is a dotted key path; `*` matches one key (`*_env_manager` one ending so); a
+//! pattern covers the whole subtree under the key it names.
 
-/// How an unmapped key is reported.
+/// How a key that is not mapped is reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum NoticeKind {
-    /// The key would change training and roll-flow cannot do what it asks.
+    /// Known, not used here: it would change training and roll-flow cannot do what it asks.
     NotSupported,
-    /// The key concerns ROLL's machinery; roll-flow has no use for it.
+    /// Known, not used here: it concerns ROLL's machinery; roll-flow has no use for it.
     Ignored,
+    /// Not read by ROLL either (a tag no env manager plays, a defaults-file variable).
+    Unread,
+    /// An OmegaConf resolver replaced by a stated constant.
+    Resolver,
+    /// Something the import went on without (a missing defaults file).
+    Warning,
 }
 
 impl NoticeKind {
@@ -21,30 +30,74 @@ impl NoticeKind {
         match self {
             NoticeKind::NotSupported => "not supported",
             NoticeKind::Ignored => "ignored on this engine",
+            NoticeKind::Unread => "not read by ROLL either",
+            NoticeKind::Resolver => "resolver",
+            NoticeKind::Warning => "warning",
         }
+    }
+
+    /// Whether the key is one ROLL reads and the pipeline does not use (`--strict` refuses).
+    pub fn known_unused(self) -> bool {
+        matches!(self, NoticeKind::NotSupported | NoticeKind::Ignored)
     }
 }
 
-const WORKERS: &str = "roll-flow trains and generates in one process on one device";
-const PROMPTS: &str = "prompt templates: roll-flow writes each env's own instruction and parses \
-    `<answer>…</answer>` replies";
+const WORKERS: &str =
+    "GPU placement of ROLL's workers: roll-flow trains and generates in one process on one device";
+const RAY: &str = "ROLL's Ray RPC and scheduling: roll-flow runs in one process";
+const STRATEGY: &str =
+    "distributed strategy (Megatron, DeepSpeed, FSDP, vLLM, SGLang); roll-flow runs its own kernels";
+const LOGS: &str = "metrics.jsonl and TensorBoard events are always written to `out_dir`";
+const PROFILER: &str = "ROLL's profiler";
+const ENV_VARS: &str = "environment variables of ROLL's workers";
+const ATTENTION: &str =
+    "attention implementation (flash-attn, sdpa): attention kernels are the engine's";
+const DYNAMIC_BATCHING: &str = "dynamic batching (micro-batches cut by a token budget): roll-flow cuts them by `micro_batch` samples; the gradient is the same";
+const ULYSSES: &str = "Ulysses sequence parallelism across GPUs";
+const REMOVE_PADDING: &str = "FSDP's padding-free attention (ROLL's WorkerConfig no longer has it: dacite drops it); it does not change the loss";
+const F32: &str = "roll-flow trains in f32";
+const ACTIVATIONS: &str = "activation memory is the engine's";
+const CHECKPOINTS: &str = "checkpoints go to `out_dir`";
+const LORA: &str = "LoRA: roll-flow has no LoRA yet; the whole model trains (full fine-tuning)";
+const OPD: &str = "on-policy distillation from a teacher: roll-flow has no distillation";
+const INFER_SCHEDULE: &str = "ROLL's inference scheduling (routers, request limits)";
+const CHAT: &str = "the chat template is the model directory's own";
+const STOPS: &str = "generation stops at the end-of-turn token or `max_new_tokens`";
 
-/// The ignored keys.
+/// The keys ignored on this engine.
 pub const IGNORED: &[(&str, &str)] = &[
     ("hydra", "Hydra's run-directory settings"),
     ("logging_dir", "logs and metrics go to `out_dir`"),
     ("render_save_dir", "eval renders go to `out_dir/renders`"),
-    ("system_envs", "environment variables of ROLL's workers"),
-    (
-        "track_with",
-        "metrics.jsonl and TensorBoard events are always written to `out_dir`",
-    ),
-    (
-        "tracker_kwargs",
-        "metrics.jsonl and TensorBoard events are always written to `out_dir`",
-    ),
-    ("checkpoint_config", "checkpoints go to `out_dir`"),
+    ("system_envs", ENV_VARS),
+    ("*.system_envs", ENV_VARS),
+    ("track_with", LOGS),
+    ("tracker_kwargs", LOGS),
+    ("report_length_and_rewards", LOGS),
+    ("otlp_output_dir", "ROLL's tracing"),
+    ("checkpoint_config", CHECKPOINTS),
+    ("max_ckpt_to_keep", CHECKPOINTS),
+    ("base_dir", CHECKPOINTS),
     ("num_gpus_per_node", WORKERS),
+    ("num_nodes", WORKERS),
+    ("local_rank", WORKERS),
+    ("offload_nccl", WORKERS),
+    ("partial_gpu_mode", WORKERS),
+    ("is_offload_states", WORKERS),
+    ("is_offload_optimizer_states_in_train_step", WORKERS),
+    ("model_update_buffer_size_mb", WORKERS),
+    ("transfer_backend", WORKERS),
+    ("rpc_timeout", RAY),
+    (
+        "env_monitor",
+        "ROLL's hung-env monitor; `Process(timeout_s)` bounds a stalled env server",
+    ),
+    ("router_args", INFER_SCHEDULE),
+    ("max_running_requests", INFER_SCHEDULE),
+    ("generate_opt_level", INFER_SCHEDULE),
+    ("is_num_return_sequences_expand", INFER_SCHEDULE),
+    ("is_use_additional_prompts", INFER_SCHEDULE),
+    ("max_additional_running_prompts", INFER_SCHEDULE),
     ("logging_steps", "metrics are written every step"),
     (
         "resume_from_checkpoint",
@@ -63,35 +116,88 @@ pub const IGNORED: &[(&str, &str)] = &[
         "reward_pretrain",
         "only a critic (`adv_estimator: gae`) is built from it",
     ),
-    ("profiler_timeline", "ROLL's profiler"),
-    ("profiler_output_dir", "ROLL's profiler"),
+    ("profiler_timeline", PROFILER),
+    ("profiler_memory", PROFILER),
+    ("profiler_output_dir", PROFILER),
+    ("length_profiler_dir", PROFILER),
     (
-        "*.strategy_args",
-        "distributed strategy (Megatron, DeepSpeed, vLLM); roll-flow runs its own kernels",
+        "rollout_dump_dir",
+        "ROLL's rollout dump; `roll-flow run --dump-batches` writes roll-flow's",
     ),
+    (
+        "rollout_mock",
+        "ROLL's rollout dump and replay for debugging",
+    ),
+    (
+        "prompt_length",
+        "padding length of ROLL's batches; roll-flow's limit is `sequence_length`",
+    ),
+    (
+        "response_length",
+        "padding length of ROLL's batches; roll-flow's limit is `sequence_length`",
+    ),
+    ("val_prompt_length", "padding length of ROLL's batches"),
+    ("val_sequence_length", "padding length of ROLL's batches"),
+    (
+        "enable_reference",
+        "the reference model is built when a KL term needs it",
+    ),
+    (
+        "enable_old_logprobs_recompute",
+        "π_old is recomputed by a `LogProb` node, as ROLL's agentic pipeline does",
+    ),
+    (
+        "force_disable_old_logprobs_recompute",
+        "π_old is recomputed by a `LogProb` node",
+    ),
+    (
+        "parse_tool_call_parameter_to_dict",
+        "tool-call parsing of ROLL's LLM proxy; roll-flow's envs take the reply text",
+    ),
+    ("skip_mock_system_prompt", CHAT),
+    (
+        "batch_adjust_mode",
+        "roll-flow trains on the whole batch the rollout gives",
+    ),
+    ("*.strategy_args", STRATEGY),
     ("*.device_mapping", WORKERS),
     ("*.world_size", WORKERS),
     ("*.num_gpus_per_worker", WORKERS),
     ("*.worker_cls", WORKERS),
     ("*.name", WORKERS),
     ("*.offload_nccl", WORKERS),
+    ("*.max_concurrency", WORKERS),
+    ("*.model_update_frequency", WORKERS),
+    ("*.backend_timeout", RAY),
     (
         "*.infer_batch_size",
         "scoring batches are sized by the engine",
     ),
+    ("*.use_dynamic_batching_in_train", DYNAMIC_BATCHING),
+    ("*.max_tokens_per_microbatch_in_train", DYNAMIC_BATCHING),
+    ("*.sequence_length_round_in_train", DYNAMIC_BATCHING),
+    ("*.use_dynamic_batching_in_infer", DYNAMIC_BATCHING),
+    ("*.max_tokens_per_microbatch_in_infer", DYNAMIC_BATCHING),
+    ("*.sequence_length_round_in_infer", DYNAMIC_BATCHING),
+    ("*.use_sequence_packing", DYNAMIC_BATCHING),
+    ("*.sequence_packing_args", DYNAMIC_BATCHING),
+    ("*.use_remove_padding", REMOVE_PADDING),
     (
-        "*.data_args",
-        "the chat template is the model directory's own",
+        "*.router_replay",
+        "MoE router replay between inference and training",
     ),
+    ("*.apply_loss_scale", STRATEGY),
+    ("*.data_args", CHAT),
+    ("*.model_args.attn_implementation", ATTENTION),
+    ("*.model_args.flash_attn", ATTENTION),
+    ("*.model_args.ulysses_size", ULYSSES),
+    ("*.model_args.disable_gradient_checkpointing", ACTIVATIONS),
     (
-        "*.model_args.attn_implementation",
-        "attention kernels are the engine's",
+        "*.model_args.gradient_checkpointing_use_reentrant",
+        ACTIVATIONS,
     ),
-    (
-        "*.model_args.disable_gradient_checkpointing",
-        "activation memory is the engine's",
-    ),
-    ("*.model_args.dtype", "roll-flow trains in f32"),
+    ("*.model_args.dtype", F32),
+    ("*.model_args.device_map", WORKERS),
     (
         "*.model_args.model_type",
         "the architecture is read from config.json",
@@ -100,9 +206,9 @@ pub const IGNORED: &[(&str, &str)] = &[
         "*.model_args.model_name_or_path",
         "every model is built from `pretrain`",
     ),
-    ("*.training_args.bf16", "roll-flow trains in f32"),
-    ("*.training_args.fp16", "roll-flow trains in f32"),
-    ("*.training_args.output_dir", "checkpoints go to `out_dir`"),
+    ("*.training_args.bf16", F32),
+    ("*.training_args.fp16", F32),
+    ("*.training_args.output_dir", CHECKPOINTS),
     (
         "*.training_args.logging_steps",
         "metrics are written every step",
@@ -111,13 +217,19 @@ pub const IGNORED: &[(&str, &str)] = &[
         "*.training_args.save_steps",
         "checkpoints follow `save_steps`",
     ),
+    ("*.training_args.save_hf_model", CHECKPOINTS),
     ("*.training_args.max_steps", "the run length is `max_steps`"),
     ("*.training_args.seed", "random streams derive from `seed`"),
     (
-        "*.training_args.gradient_checkpointing",
-        "activation memory is the engine's",
+        "*.training_args.data_seed",
+        "random streams derive from `seed`",
     ),
+    ("*.training_args.gradient_checkpointing", ACTIVATIONS),
     ("*.training_args.dataloader_num_workers", WORKERS),
+    (
+        "*.generating_args.logprobs",
+        "the sampler's log-probs are always recorded",
+    ),
     ("actor_infer.training_args", "actor_infer does not train"),
     (
         "reference.training_args",
@@ -161,23 +273,41 @@ pub const IGNORED: &[(&str, &str)] = &[
         "an env is played by one thread at a time",
     ),
     (
-        "custom_envs.*.env_config.render_mode",
-        "eval renders are always written",
+        "custom_envs.*.max_env_step_concurrent",
+        "env steps run on `Rollout(env_threads)` threads",
     ),
     (
-        "batch_adjust_mode",
-        "roll-flow trains on the whole batch the rollout gives",
+        "custom_envs.*.env_config.render_mode",
+        "eval renders are always written",
     ),
 ];
 
 /// The keys whose every value is unsupported.
 pub const NOT_SUPPORTED: &[(&str, &str)] = &[
-    ("custom_envs.*.user_prompt_format", PROMPTS),
-    ("custom_envs.*.agent_system_template", PROMPTS),
-    ("custom_envs.*.agent_template", PROMPTS),
-    ("custom_envs.*.reward_template", PROMPTS),
-    ("custom_envs.*.env_config.env_instruction", PROMPTS),
-    ("custom_envs.*.env_config.action_pattern", PROMPTS),
+    ("custom_envs.*.user_prompt_format", "ROLL's older prompt format; the prompt follows `agent_template`"),
+    ("custom_envs.*.reward_template", "roll-flow shows the env's reward as the env gives it"),
+    ("custom_envs.*.tool_wrapper", "tool calls inside an env (python, search): roll-flow's envs take one reply a turn"),
+    ("*.model_args.lora_rank", LORA),
+    ("*.model_args.lora_alpha", LORA),
+    ("*.model_args.lora_target", LORA),
+    ("*.model_args.lora_dropout", LORA),
+    ("*.model_args.additional_target", LORA),
+    ("*.model_args.autocast_adapter_dtype", LORA),
+    ("*.model_args.adapter_name_or_path", LORA),
+    ("*.model_args.freeze_module_prefix", "roll-flow trains every parameter"),
+    ("*.model_args.moe_aux_loss_coef", "roll-flow's models have no MoE layers"),
+    ("*.model_args.model_config_kwargs", "the architecture is read from config.json as it is"),
+    ("*.topr_positive_weight", "TOPR's weights (`pg_variant: topr`): roll-flow has no TOPR loss yet"),
+    ("*.topr_negative_weight", "TOPR's weights (`pg_variant: topr`): roll-flow has no TOPR loss yet"),
+    ("*.generating_args.stop_strings", STOPS),
+    ("*.generating_args.include_stop_str_in_output", STOPS),
+    ("train_infer_correction", "importance-sampling correction and filters between the sampler's and the trainer's log-probs: roll-flow has none yet"),
+    ("teacher", OPD),
+    ("student_train", OPD),
+    ("student_infer", OPD),
+    ("*.opd_kl_coef", OPD),
+    ("*.tag_included", OPD),
+    ("reward", "an LLM reward worker: roll-flow's rewards come from the envs"),
 ];
 
 /// The pattern of `table` that covers `path` exactly (not a longer one), with its reason.
@@ -212,6 +342,15 @@ mod tests {
         );
         assert!(matching(IGNORED, "actor_train.strategy_args.strategy_name").is_none());
         assert!(matching(IGNORED, "strategy_args").is_none());
-        assert!(matching(NOT_SUPPORTED, "custom_envs.Lake.agent_template").is_some());
+        assert!(matching(NOT_SUPPORTED, "actor_train.model_args.lora_rank").is_some());
+    }
+
+    #[test]
+    fn each_pattern_is_listed_once() {
+        let mut all: Vec<&str> = IGNORED.iter().chain(NOT_SUPPORTED).map(|e| e.0).collect();
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), n, "a pattern appears twice in roll_keys.rs");
     }
 }

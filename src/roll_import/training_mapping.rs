@@ -3,6 +3,7 @@
 
 use super::config_reader::ConfigReader;
 use super::import_error::ImportError;
+use super::policy_loss::policy_loss;
 use super::roll_keys::NoticeKind;
 use super::yaml_value::Value;
 
@@ -13,6 +14,7 @@ pub enum Estimator {
     Grpo,
     Reinforce,
     GiGpo,
+    StepReinforce,
 }
 
 impl Estimator {
@@ -23,10 +25,16 @@ impl Estimator {
             "grpo" => Ok(Estimator::Grpo),
             "reinforce" => Ok(Estimator::Reinforce),
             "gigpo" => Ok(Estimator::GiGpo),
+            "step_reinforce" => Ok(Estimator::StepReinforce),
+            "agentic_reinforce" => Err(r.error(
+                "adv_estimator",
+                "`agentic_reinforce` is not mapped: ROLL discounts the normalised trajectory score back from the last turn, roll-flow's AgenticReinforce discounts each turn's own env reward".into(),
+                "use grpo, reinforce or step_reinforce, or write `AgenticReinforce` in the pipeline by hand",
+            )),
             other => Err(r.error(
                 "adv_estimator",
                 format!("`{other}` is not supported"),
-                "use gae, grpo, reinforce or gigpo",
+                "use gae, grpo, reinforce, gigpo or step_reinforce",
             )),
         }
     }
@@ -76,6 +84,32 @@ pub fn advantage(r: &mut ConfigReader, estimator: &Estimator) -> Result<NodeText
         r.unsupported_unless(key, |v| *v == Value::Bool(false), NO_OP);
     }
     r.unsupported_unless("reward_norm", |v| *v == Value::Null, NO_OP);
+    for (key, why) in [
+        (
+            "dirty_data_mask",
+            "roll-flow trains on every sample the rollout gives",
+        ),
+        ("open_feedback_turn", NO_OP),
+        ("use_token_reward", "rewards come from the envs' turns"),
+        ("is_pure_opd", "on-policy distillation: roll-flow has none"),
+        ("use_opd", "on-policy distillation: roll-flow has none"),
+    ] {
+        r.unsupported_unless(key, |v| *v == Value::Bool(false), why);
+    }
+    for key in [
+        "norm_mean_type",
+        "norm_std_type",
+        "reward_normalization.global_scale_factor",
+        "reward_normalization.global_shift_value",
+    ] {
+        r.unsupported_unless(key, |v| *v == Value::Null, NO_OP);
+    }
+    r.unsupported_unless(
+        "exp_mode",
+        |v| *v == Value::Str("train".into()),
+        "roll-flow trains; `Eval` validates",
+    );
+    r.value("pure_opd_pipeline_type");
     let gamma = r.num("gamma")?.unwrap_or(1.0);
     let lambda = r.num("lambd")?.unwrap_or(0.95);
     let kl_coef = r.num("init_kl_coef")?.unwrap_or(0.2);
@@ -137,6 +171,23 @@ pub fn advantage(r: &mut ConfigReader, estimator: &Estimator) -> Result<NodeText
             }
             ("GiGPO", "adv_estimator: gigpo, step_reward_gamma, step_reward_weight, episode_reward_weight, reward_normalization.method, reward_clip, whiten_advantages, advantage_clip")
         }
+        Estimator::StepReinforce => {
+            let step_gamma = r.num("step_reward_gamma")?.unwrap_or(0.95);
+            if gamma != 1.0 {
+                r.notice(NoticeKind::NotSupported, "gamma", format!("{gamma}: ROLL also discounts over a step's response tokens; roll-flow gives every token of a step its step's advantage"));
+            }
+            if kl.take().is_some() {
+                r.notice(
+                    NoticeKind::NotSupported,
+                    "add_token_level_kl",
+                    "StepReinforce takes no KL reward penalty; use `use_kl_loss`",
+                );
+            }
+            fields.push(format!(
+                "gamma: {step_gamma:?}, group_by: {group_by}, norm: {norm}"
+            ));
+            ("StepReinforce", "adv_estimator: step_reinforce, step_reward_gamma, reward_normalization (grouping, method, norm_mean_type, norm_std_type), reward_clip, whiten_advantages, advantage_clip")
+        }
     };
     if !shaping.is_empty() {
         fields.push(format!("shaping: ({})", shaping.join(", ")));
@@ -169,13 +220,16 @@ fn kl_estimator(r: &mut ConfigReader) -> Result<&'static str, ImportError> {
     }
 }
 
-/// `reward_normalization` as (`group_by`, `norm`).
+/// `reward_normalization` as (`group_by`, `norm`), as ROLL's `RewardNormalizationConfig`
+/// resolves it (agentic_config.py): `norm_mean_type` / `norm_std_type` (`batch`, `group`
+/// or none) where given, else derived from `method` (`mean`: a mean; `mean_std`,
+/// `asym_clip`: mean and std) over the batch when `grouping` is `batch` (ROLL's default),
+/// else over `grouping`'s groups.
 fn reward_normalization(r: &mut ConfigReader) -> Result<(&'static str, &'static str), ImportError> {
-    let group_by = match r
+    let grouping = r
         .text("reward_normalization.grouping")?
-        .as_deref()
-        .unwrap_or("state")
-    {
+        .unwrap_or_else(|| "batch".into());
+    let groups = match grouping.as_str() {
         "state" | "traj_group_id" => "Group",
         "tags" => "EnvTag",
         "batch" => "Batch",
@@ -188,24 +242,45 @@ fn reward_normalization(r: &mut ConfigReader) -> Result<(&'static str, &'static 
             "Group"
         }
     };
-    let norm = match r
+    let scope = if groups == "Batch" { "batch" } else { "group" };
+    let method = r
         .text("reward_normalization.method")?
-        .as_deref()
-        .unwrap_or("identity")
-    {
-        "identity" => "Identity",
-        "mean" => "Mean",
-        "mean_std" => "MeanStd",
+        .unwrap_or_else(|| "identity".into());
+    let (mut mean, mut std) = match method.as_str() {
+        "identity" => (None, None),
+        "mean" => (Some(scope.to_string()), None),
+        "mean_std" | "asym_clip" => (Some(scope.to_string()), Some(scope.to_string())),
         other => {
             r.notice(
                 NoticeKind::NotSupported,
                 "reward_normalization.method",
-                format!("`{other}`; wrote Identity"),
+                format!("`{other}` (ROLL falls back to identity); wrote Identity"),
             );
-            "Identity"
+            (None, None)
         }
     };
-    Ok((group_by, norm))
+    if method == "asym_clip" {
+        r.notice(
+            NoticeKind::NotSupported,
+            "reward_normalization.method",
+            "`asym_clip`: wrote MeanStd without ROLL's asymmetric clip",
+        );
+    }
+    for (key, slot) in [("norm_mean_type", &mut mean), ("norm_std_type", &mut std)] {
+        if let Some(explicit) = r.text(&format!("reward_normalization.{key}"))? {
+            *slot = Some(explicit);
+        }
+    }
+    let scoped = |t: &str| if t == "batch" { "Batch" } else { groups };
+    Ok(match (mean.as_deref(), std.as_deref()) {
+        (None, None) => (groups, "Identity"),
+        (Some(m), None) => (scoped(m), "Mean"),
+        (Some(m), Some(s)) if m == s => (scoped(m), "MeanStd"),
+        (m, s) => {
+            r.notice(NoticeKind::NotSupported, "reward_normalization", format!("mean over {m:?}, std over {s:?}: roll-flow takes both over one grouping; wrote MeanStd over {}", scoped(m.unwrap_or("group"))));
+            (scoped(m.unwrap_or("group")), "MeanStd")
+        }
+    })
 }
 
 /// Mini-batch (one optimizer step) and micro-batch sizes of `worker`'s training args.
@@ -271,28 +346,8 @@ pub fn actor_step(
     estimator: &Estimator,
     samples: u64,
 ) -> Result<NodeText, ImportError> {
-    let clip = r.num("pg_clip")?.unwrap_or(0.2);
-    let dual = if r.flag("dual_clip_loss")? == Some(true) {
-        ", dual_clip: 3.0"
-    } else {
-        ""
-    };
-    let agg = match r
-        .text("loss_agg_mode")?
-        .as_deref()
-        .unwrap_or("seq-mean-token-sum")
-    {
-        "token-mean" => "TokenMean",
-        "seq-mean-token-sum" => "SeqMeanTokenSum",
-        "seq-mean-token-mean" => "SeqMeanTokenMean",
-        "seq-mean-token-sum-norm" => "SeqMeanTokenSumNorm",
-        other => return Err(r.error(
-            "loss_agg_mode",
-            format!("`{other}` is not a loss aggregation"),
-            "use token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm",
-        )),
-    };
-    let mut ron = format!("ActorStep(model: \"policy\", loss: PpoClip(low: {clip:?}, high: {clip:?}{dual}, agg: {agg})");
+    let loss = policy_loss(r)?;
+    let mut ron = format!("ActorStep(model: \"policy\", loss: {loss}");
     r.unsupported_unless("l2", |v| v.as_f64() == Some(0.0), NO_OP);
     let entropy = r.num("entropy_loss_coef")?.unwrap_or(0.0);
     if entropy != 0.0 {
@@ -315,7 +370,7 @@ pub fn actor_step(
         ));
     }
     ron.push(')');
-    let mut text = node(ron, "pg_clip, dual_clip_loss, loss_agg_mode, entropy_loss_coef, use_kl_loss, kl_loss_coef, ppo_epochs, critic_warmup; actor_train.training_args (per_device_train_batch_size × gradient_accumulation_steps × data-parallel devices)");
+    let mut text = node(ron, "actor_train.pg_variant, pg_clip (use_pg_clip_range, pg_clip_low, pg_clip_high), dual_clip_loss, ratio_type, loss_agg_mode, entropy_loss_coef, use_kl_loss, kl_loss_coef, ppo_epochs, critic_warmup; actor_train.training_args (per_device_train_batch_size × gradient_accumulation_steps × data-parallel devices)");
     text.kl_loss = kl_loss;
     Ok(text)
 }

@@ -1,11 +1,14 @@
 //! What the imports of ROLL's Qwen2.5-0.5B agentic examples share (its FrozenLake and
-//! Sokoban files set the same training): checked once here for both test files.
+//! Sokoban files set the same training), checked once here for the test files, and the
+//! prompt an imported pipeline shows.
 
 use roll_flow::algo::grouping::{Grouping, Norm};
 use roll_flow::algo::{PolicyLoss, Shaping};
 use roll_flow::engine::dialect::Pipeline;
 use roll_flow::model::spec::{ArchSpec, LrSchedule, OptimSpec};
 use roll_flow::operators::catalog::RollFlow;
+use roll_flow::operators::play_settings::SampleMode;
+use roll_flow::operators::prompt::{EpisodeVars, HistoryTurn, TurnVars};
 use roll_flow::operators::registry::Node;
 
 fn node<'p>(p: &'p Pipeline<RollFlow>, name: &str) -> &'p Node {
@@ -73,4 +76,38 @@ pub fn assert_rolls_example_training(p: &Pipeline<RollFlow>) {
     };
     assert_eq!((clip.low, clip.high, clip.dual_clip), (0.2, 0.2, None));
     assert_eq!((actor.kl.clone(), actor.ppo_epochs), (None, 1));
+}
+
+/// The user message the imported pipeline's rollout shows at turn `index` (0-based) of an
+/// episode of `max_turns` turns whose env instruction is `instruction`, rendered by
+/// roll-flow's prompt code as the rollout plays it.
+pub fn rendered_turn(
+    p: &Pipeline<RollFlow>,
+    instruction: &str,
+    max_turns: usize,
+    index: usize,
+    observation: &str,
+    history: Vec<HistoryTurn>,
+) -> (Option<String>, String) {
+    let Node::Rollout(rollout) = node(p, "rollout") else {
+        panic!()
+    };
+    let step_wise = matches!(rollout.samples, SampleMode::Step { .. });
+    let templates = rollout.prompt.played(rollout.instruction, step_wise);
+    let episode = EpisodeVars {
+        instruction,
+        env: "train",
+        max_turns,
+        actions: &[],
+    };
+    let turn = TurnVars {
+        observation,
+        index,
+        valid_actions: Vec::new(),
+        history,
+    };
+    (
+        templates.system(&episode).unwrap(),
+        templates.turn(&episode, &turn).unwrap(),
+    )
 }
