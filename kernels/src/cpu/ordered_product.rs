@@ -329,25 +329,18 @@ impl Job {
             if self.b.col_stride == 1 {
                 for (p, row) in panel.chunks_exact_mut(nr).enumerate() {
                     // SAFETY: row k0 + p, columns c..c + live lie inside b.
-                    let from = unsafe {
-                        std::slice::from_raw_parts(
-                            (self.b.at as *const f32).add((k0 + p) * self.b.row_stride + c),
-                            live,
-                        )
-                    };
-                    row[..live].copy_from_slice(from);
-                    row[live..].fill(0.0);
+                    let from =
+                        unsafe { (self.b.at as *const f32).add((k0 + p) * self.b.row_stride + c) };
+                    // SAFETY: as above.
+                    unsafe { copy_padded(row, from, live) };
                 }
             } else {
-                for j in 0..nr {
-                    for p in 0..kc {
+                for (p, row) in panel.chunks_exact_mut(nr).enumerate() {
+                    for (j, value) in row[..live].iter_mut().enumerate() {
                         // SAFETY: as above.
-                        panel[p * nr + j] = if j < live {
-                            unsafe { self.b.at(k0 + p, c + j) }
-                        } else {
-                            0.0
-                        };
+                        *value = unsafe { self.b.at(k0 + p, c + j) };
                     }
+                    row[live..].fill(0.0);
                 }
             }
         }
@@ -376,33 +369,54 @@ impl Job {
                 // aᵀ stored row-major (xᵀ in dW = xᵀ·dy): a panel row is contiguous.
                 for (p, row) in panel.chunks_exact_mut(mr).enumerate() {
                     // SAFETY: column k0 + p, rows r..r + live lie inside a.
-                    let from = unsafe {
-                        std::slice::from_raw_parts(
-                            (self.a.at as *const f32).add((k0 + p) * self.a.col_stride + r),
-                            live,
-                        )
-                    };
-                    row[..live].copy_from_slice(from);
-                    row[live..].fill(0.0);
+                    let from =
+                        unsafe { (self.a.at as *const f32).add((k0 + p) * self.a.col_stride + r) };
+                    // SAFETY: as above.
+                    unsafe { copy_padded(row, from, live) };
                 }
             } else {
-                for i in 0..mr {
-                    for p in 0..kc {
+                // Row-major a (x in y = x·W): a panel row gathers one column of `live` rows,
+                // each row read in order, the panel written in order.
+                for (p, row) in panel.chunks_exact_mut(mr).enumerate() {
+                    for (i, value) in row[..live].iter_mut().enumerate() {
                         // SAFETY: as above.
-                        panel[p * mr + i] = if i < live {
-                            unsafe { self.a.at(r + i, k0 + p) }
-                        } else {
-                            0.0
-                        };
+                        *value = unsafe { self.a.at(r + i, k0 + p) };
                     }
+                    row[live..].fill(0.0);
                 }
             }
         }
     }
 }
 
-/// One tile: in place when it is whole, through a full-size copy at the edges (rows or
-/// columns past the live ones are computed on zero padding and not stored).
+/// `row` := `live` values from `from`, then zeros. A whole row copies in a loop of the
+/// kernel's constant length (inlined, vectorised), not through a `memcpy` call per panel row.
+///
+/// # Safety
+/// `from` must be valid for `live` reads, `live <= row.len()`.
+#[inline(always)]
+unsafe fn copy_padded(row: &mut [f32], from: *const f32, live: usize) {
+    if live == row.len() {
+        for (i, value) in row.iter_mut().enumerate() {
+            // SAFETY: i < live.
+            *value = unsafe { *from.add(i) };
+        }
+    } else {
+        for (i, value) in row.iter_mut().enumerate() {
+            // SAFETY: read only below live.
+            *value = if i < live {
+                unsafe { *from.add(i) }
+            } else {
+                0.0
+            };
+        }
+    }
+}
+
+/// One tile: in place when its rows are whole and its live columns a whole number of
+/// vectors, else through a tile-size copy (rows past the live ones computed on zero
+/// padding and not stored). Columns are computed only up to the next vector past the live
+/// ones ([`Kernel::tile_width`]).
 ///
 /// # Safety
 /// As [`Kernel::tile`] for the `live` part of the tile at `dst`.
@@ -416,9 +430,10 @@ unsafe fn tile_at<K: Kernel>(
     (live_r, live_c): (usize, usize),
     load: bool,
 ) {
-    if live_r == K::MR && live_c == K::NR {
-        // SAFETY: the whole tile lies in dst.
-        unsafe { K::tile(kc, a, b, dst, stride, load) };
+    let width = live_c.next_multiple_of(K::LANES);
+    if live_r == K::MR && live_c == width {
+        // SAFETY: the whole tile, `width` columns, lies in dst.
+        unsafe { K::tile_width(kc, a, b, dst, stride, load, width) };
         return;
     }
     let mut edge = [0.0f32; 8 * 48];
@@ -432,7 +447,7 @@ unsafe fn tile_at<K: Kernel>(
         }
     }
     // SAFETY: `edge` holds a whole tile at row stride NR.
-    unsafe { K::tile(kc, a, b, edge.as_mut_ptr(), K::NR, load) };
+    unsafe { K::tile_width(kc, a, b, edge.as_mut_ptr(), K::NR, load, width) };
     for r in 0..live_r {
         for c in 0..live_c {
             // SAFETY: as above.
@@ -497,6 +512,8 @@ mod tests {
             (9, 257, 49),
             (13, 300, 17),
             (65, 64, 96),
+            (16, 70, 64),
+            (10, 40, 80),
             (130, 520, 33),
         ];
         for threads in [1, 3] {

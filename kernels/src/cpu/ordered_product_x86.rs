@@ -1,5 +1,6 @@
 //! The x86-64 register tiles of [`super::ordered_product`]: AVX-512 (8 rows × 48 columns,
-//! 24 accumulators) and AVX2 (6 × 16, 12 accumulators). Each accumulator lane is one
+//! 24 accumulators) and AVX2 (6 × 16, 12 accumulators), each also one or two vectors wide
+//! for a product's last columns. Each accumulator lane is one
 //! output, so a vector FMA is 16 (or 8) independent scalar FMAs: the lane count changes
 //! nothing in any output's chain.
 
@@ -26,12 +27,35 @@ impl Kernel for Avx512 {
         load: bool,
     ) {
         // SAFETY: as the trait requires (AVX-512F available, the pointers valid).
-        unsafe { tile_avx512(kc, a, b, dst, stride, load) }
+        unsafe { tile_avx512::<3>(kc, a, b, dst, stride, load) }
+    }
+
+    const LANES: usize = 16;
+
+    #[inline(always)]
+    unsafe fn tile_width(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        dst: *mut f32,
+        stride: usize,
+        load: bool,
+        width: usize,
+    ) {
+        // SAFETY: as the trait requires.
+        unsafe {
+            match width {
+                16 => tile_avx512::<1>(kc, a, b, dst, stride, load),
+                32 => tile_avx512::<2>(kc, a, b, dst, stride, load),
+                _ => tile_avx512::<3>(kc, a, b, dst, stride, load),
+            }
+        }
     }
 }
 
+/// `V` vectors (16 columns each) of the 8 × 48 tile; b's panel at its 48-column stride.
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512(
+unsafe fn tile_avx512<const V: usize>(
     kc: usize,
     a: *const f32,
     b: *const f32,
@@ -39,7 +63,7 @@ unsafe fn tile_avx512(
     stride: usize,
     load: bool,
 ) {
-    let mut acc = [[_mm512_setzero_ps(); 3]; 8];
+    let mut acc = [[_mm512_setzero_ps(); V]; 8];
     if load {
         for (r, row) in acc.iter_mut().enumerate() {
             for (v, s) in row.iter_mut().enumerate() {
@@ -49,13 +73,10 @@ unsafe fn tile_avx512(
     }
     let (mut a, mut b) = (a, b);
     for _ in 0..kc {
-        let bv = unsafe {
-            [
-                _mm512_loadu_ps(b),
-                _mm512_loadu_ps(b.add(16)),
-                _mm512_loadu_ps(b.add(32)),
-            ]
-        };
+        let mut bv = [_mm512_setzero_ps(); V];
+        for (v, y) in bv.iter_mut().enumerate() {
+            *y = unsafe { _mm512_loadu_ps(b.add(16 * v)) };
+        }
         for (r, row) in acc.iter_mut().enumerate() {
             let x = _mm512_set1_ps(unsafe { *a.add(r) });
             for (s, &y) in row.iter_mut().zip(&bv) {
@@ -91,12 +112,34 @@ impl Kernel for Avx2 {
         load: bool,
     ) {
         // SAFETY: as the trait requires (AVX2 and FMA available, the pointers valid).
-        unsafe { tile_avx2(kc, a, b, dst, stride, load) }
+        unsafe { tile_avx2::<2>(kc, a, b, dst, stride, load) }
+    }
+
+    const LANES: usize = 8;
+
+    #[inline(always)]
+    unsafe fn tile_width(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        dst: *mut f32,
+        stride: usize,
+        load: bool,
+        width: usize,
+    ) {
+        // SAFETY: as the trait requires.
+        unsafe {
+            match width {
+                8 => tile_avx2::<1>(kc, a, b, dst, stride, load),
+                _ => tile_avx2::<2>(kc, a, b, dst, stride, load),
+            }
+        }
     }
 }
 
+/// `V` vectors (8 columns each) of the 6 × 16 tile; b's panel at its 16-column stride.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_avx2(
+unsafe fn tile_avx2<const V: usize>(
     kc: usize,
     a: *const f32,
     b: *const f32,
@@ -104,7 +147,7 @@ unsafe fn tile_avx2(
     stride: usize,
     load: bool,
 ) {
-    let mut acc = [[_mm256_setzero_ps(); 2]; 6];
+    let mut acc = [[_mm256_setzero_ps(); V]; 6];
     if load {
         for (r, row) in acc.iter_mut().enumerate() {
             for (v, s) in row.iter_mut().enumerate() {
@@ -114,7 +157,10 @@ unsafe fn tile_avx2(
     }
     let (mut a, mut b) = (a, b);
     for _ in 0..kc {
-        let bv = unsafe { [_mm256_loadu_ps(b), _mm256_loadu_ps(b.add(8))] };
+        let mut bv = [_mm256_setzero_ps(); V];
+        for (v, y) in bv.iter_mut().enumerate() {
+            *y = unsafe { _mm256_loadu_ps(b.add(8 * v)) };
+        }
         for (r, row) in acc.iter_mut().enumerate() {
             let x = _mm256_set1_ps(unsafe { *a.add(r) });
             for (s, &y) in row.iter_mut().zip(&bv) {

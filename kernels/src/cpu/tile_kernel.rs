@@ -28,4 +28,29 @@ pub(super) trait Kernel {
         stride: usize,
         load: bool,
     );
+
+    /// Column granularity of [`Kernel::tile_width`]: the vector width.
+    const LANES: usize = Self::NR;
+
+    /// [`Kernel::tile`] for the first `width` columns only (a multiple of
+    /// [`Kernel::LANES`], at most `NR`; `b`'s panel keeps its `NR` stride): a product's
+    /// column edge without computing padding. Each output's chain is the one the full tile
+    /// gives it, so the width changes no bit.
+    ///
+    /// # Safety
+    /// As [`Kernel::tile`], for `MR × width` values at `dst`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile_width(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        dst: *mut f32,
+        stride: usize,
+        load: bool,
+        width: usize,
+    ) {
+        debug_assert_eq!(width, Self::NR, "a kernel without narrower tiles");
+        // SAFETY: as the caller guarantees.
+        unsafe { Self::tile(kc, a, b, dst, stride, load) }
+    }
 }
