@@ -25,7 +25,7 @@
 
 use super::few_rows::{splits_over_threads, Operand};
 use super::simd::{fma, Isa};
-use super::tile_kernel::Kernel;
+use super::tile_kernel::{Kernel, Rows};
 
 /// The plain kernel: 4 × 8 outputs, one fused multiply-add per output and inner index:
 /// the FMA instruction where the CPU has it (a CPU with FMA but no AVX2, or the kernels
@@ -38,14 +38,7 @@ impl Kernel for Plain {
     const KC: usize = 256;
     const MC: usize = 64;
 
-    unsafe fn tile(
-        kc: usize,
-        a: *const f32,
-        b: *const f32,
-        dst: *mut f32,
-        stride: usize,
-        load: bool,
-    ) {
+    unsafe fn tile(kc: usize, a: Rows, b: *const f32, dst: *mut f32, stride: usize, load: bool) {
         #[cfg(target_arch = "x86_64")]
         if super::simd::has_fma() {
             // SAFETY: FMA was detected; the caller vouches for the pointers.
@@ -60,7 +53,7 @@ impl Kernel for Plain {
 #[target_feature(enable = "fma")]
 unsafe fn plain_tile_fma(
     kc: usize,
-    a: *const f32,
+    a: Rows,
     b: *const f32,
     dst: *mut f32,
     stride: usize,
@@ -74,7 +67,7 @@ unsafe fn plain_tile_fma(
 #[inline(always)]
 unsafe fn plain_tile<const FMA: bool>(
     kc: usize,
-    a: *const f32,
+    a: Rows,
     b: *const f32,
     dst: *mut f32,
     stride: usize,
@@ -91,9 +84,9 @@ unsafe fn plain_tile<const FMA: bool>(
     }
     for p in 0..kc {
         // SAFETY: the packed panels hold kc · MR and kc · NR values.
-        let (ap, bp) = unsafe { (a.add(p * 4), b.add(p * 8)) };
+        let bp = unsafe { b.add(p * 8) };
         for (r, row) in acc.iter_mut().enumerate() {
-            let x = unsafe { *ap.add(r) };
+            let x = unsafe { *a.at.add(r * a.row + p * a.step) };
             for (c, s) in row.iter_mut().enumerate() {
                 *s = fma::<FMA>(x, unsafe { *bp.add(c) }, *s);
             }
@@ -259,7 +252,7 @@ impl Job {
         let col_panels = (c1 - c0).div_ceil(K::NR);
         PACKED.with_borrow_mut(|(packed_a, packed_b)| {
             let b_len = col_panels * K::NR * K::KC;
-            let a_len = K::MC * K::KC;
+            let a_len = K::MR * K::KC;
             if packed_b.len() < b_len {
                 packed_b.resize(b_len, 0.0);
             }
@@ -275,27 +268,39 @@ impl Job {
                 let mut m0 = r0;
                 while m0 < r1 {
                     let m1 = (m0 + K::MC).min(r1);
-                    // SAFETY: as above, for a.
-                    unsafe { self.pack_a::<K>(packed_a, (m0, m1), (k0, kc)) };
+                    // Whole row panels are read in place; the last, partial one is packed
+                    // with zero rows past m1.
+                    let edge = m0 + (m1 - m0) / K::MR * K::MR;
+                    if edge < m1 {
+                        // SAFETY: as above, for a.
+                        unsafe { self.pack_a::<K>(packed_a, (edge, m1), (k0, kc)) };
+                    }
                     for jp in 0..col_panels {
                         let c = c0 + jp * K::NR;
                         let b_panel = packed_b[jp * K::NR * kc..].as_ptr();
                         let mut r = m0;
                         while r < m1 {
-                            let a_panel = packed_a[(r - m0) * kc..].as_ptr();
+                            let rows = if r < edge {
+                                Rows {
+                                    at: (self.a.at as *const f32).wrapping_add(
+                                        r * self.a.row_stride + k0 * self.a.col_stride,
+                                    ),
+                                    row: self.a.row_stride,
+                                    step: self.a.col_stride,
+                                }
+                            } else {
+                                Rows {
+                                    at: packed_a.as_ptr(),
+                                    row: 1,
+                                    step: K::MR,
+                                }
+                            };
                             let (live_r, live_c) = ((m1 - r).min(K::MR), (c1 - c).min(K::NR));
                             let out = (self.dst as *mut f32).wrapping_add(r * cols + c);
-                            // SAFETY: the tile lies in this block of dst.
+                            // SAFETY: the tile lies in this block of dst; whole row panels
+                            // lie inside a.
                             unsafe {
-                                tile_at::<K>(
-                                    kc,
-                                    a_panel,
-                                    b_panel,
-                                    out,
-                                    cols,
-                                    (live_r, live_c),
-                                    load,
-                                )
+                                tile_at::<K>(kc, rows, b_panel, out, cols, (live_r, live_c), load)
                             };
                             r += K::MR;
                         }
@@ -347,7 +352,7 @@ impl Job {
     }
 
     /// a's rows `m0..m1` × inner indices `k0..k0 + kc` as `MR`-row panels, each
-    /// `[kc][MR]`, rows past `m1` zero.
+    /// `[kc][MR]`, rows past `m1` zero (called for a product's last, partial panel).
     ///
     /// # Safety
     /// The ranges lie inside a.
@@ -423,7 +428,7 @@ unsafe fn copy_padded(row: &mut [f32], from: *const f32, live: usize) {
 #[inline(always)]
 unsafe fn tile_at<K: Kernel>(
     kc: usize,
-    a: *const f32,
+    a: Rows,
     b: *const f32,
     dst: *mut f32,
     stride: usize,
@@ -581,7 +586,7 @@ mod tests {
 
         unsafe fn tile(
             kc: usize,
-            a: *const f32,
+            a: Rows,
             b: *const f32,
             dst: *mut f32,
             stride: usize,

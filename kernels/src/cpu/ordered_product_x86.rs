@@ -6,7 +6,7 @@
 
 use std::arch::x86_64::*;
 
-use super::tile_kernel::Kernel;
+use super::tile_kernel::{Kernel, Rows};
 
 /// The AVX-512 tile: 8 × 48.
 pub(super) struct Avx512;
@@ -18,14 +18,7 @@ impl Kernel for Avx512 {
     const MC: usize = 128;
 
     #[inline(always)]
-    unsafe fn tile(
-        kc: usize,
-        a: *const f32,
-        b: *const f32,
-        dst: *mut f32,
-        stride: usize,
-        load: bool,
-    ) {
+    unsafe fn tile(kc: usize, a: Rows, b: *const f32, dst: *mut f32, stride: usize, load: bool) {
         // SAFETY: as the trait requires (AVX-512F available, the pointers valid).
         unsafe { tile_avx512::<3>(kc, a, b, dst, stride, load) }
     }
@@ -35,7 +28,7 @@ impl Kernel for Avx512 {
     #[inline(always)]
     unsafe fn tile_width(
         kc: usize,
-        a: *const f32,
+        a: Rows,
         b: *const f32,
         dst: *mut f32,
         stride: usize,
@@ -57,7 +50,7 @@ impl Kernel for Avx512 {
 #[target_feature(enable = "avx512f")]
 unsafe fn tile_avx512<const V: usize>(
     kc: usize,
-    a: *const f32,
+    a: Rows,
     b: *const f32,
     dst: *mut f32,
     stride: usize,
@@ -71,19 +64,19 @@ unsafe fn tile_avx512<const V: usize>(
             }
         }
     }
-    let (mut a, mut b) = (a, b);
+    let (mut at, mut b) = (a.at, b);
     for _ in 0..kc {
         let mut bv = [_mm512_setzero_ps(); V];
         for (v, y) in bv.iter_mut().enumerate() {
             *y = unsafe { _mm512_loadu_ps(b.add(16 * v)) };
         }
         for (r, row) in acc.iter_mut().enumerate() {
-            let x = _mm512_set1_ps(unsafe { *a.add(r) });
+            let x = _mm512_set1_ps(unsafe { *at.add(r * a.row) });
             for (s, &y) in row.iter_mut().zip(&bv) {
                 *s = _mm512_fmadd_ps(x, y, *s);
             }
         }
-        a = unsafe { a.add(8) };
+        at = at.wrapping_add(a.step);
         b = unsafe { b.add(48) };
     }
     for (r, row) in acc.iter().enumerate() {
@@ -103,14 +96,7 @@ impl Kernel for Avx2 {
     const MC: usize = 96;
 
     #[inline(always)]
-    unsafe fn tile(
-        kc: usize,
-        a: *const f32,
-        b: *const f32,
-        dst: *mut f32,
-        stride: usize,
-        load: bool,
-    ) {
+    unsafe fn tile(kc: usize, a: Rows, b: *const f32, dst: *mut f32, stride: usize, load: bool) {
         // SAFETY: as the trait requires (AVX2 and FMA available, the pointers valid).
         unsafe { tile_avx2::<2>(kc, a, b, dst, stride, load) }
     }
@@ -120,7 +106,7 @@ impl Kernel for Avx2 {
     #[inline(always)]
     unsafe fn tile_width(
         kc: usize,
-        a: *const f32,
+        a: Rows,
         b: *const f32,
         dst: *mut f32,
         stride: usize,
@@ -141,7 +127,7 @@ impl Kernel for Avx2 {
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tile_avx2<const V: usize>(
     kc: usize,
-    a: *const f32,
+    a: Rows,
     b: *const f32,
     dst: *mut f32,
     stride: usize,
@@ -155,19 +141,19 @@ unsafe fn tile_avx2<const V: usize>(
             }
         }
     }
-    let (mut a, mut b) = (a, b);
+    let (mut at, mut b) = (a.at, b);
     for _ in 0..kc {
         let mut bv = [_mm256_setzero_ps(); V];
         for (v, y) in bv.iter_mut().enumerate() {
             *y = unsafe { _mm256_loadu_ps(b.add(8 * v)) };
         }
         for (r, row) in acc.iter_mut().enumerate() {
-            let x = _mm256_set1_ps(unsafe { *a.add(r) });
+            let x = _mm256_set1_ps(unsafe { *at.add(r * a.row) });
             for (s, &y) in row.iter_mut().zip(&bv) {
                 *s = _mm256_fmadd_ps(x, y, *s);
             }
         }
-        a = unsafe { a.add(6) };
+        at = at.wrapping_add(a.step);
         b = unsafe { b.add(16) };
     }
     for (r, row) in acc.iter().enumerate() {

@@ -2,7 +2,17 @@
 //! own so that the driver and the x86 tiles (`super::ordered_product_x86`) both import it
 //! and not each other.
 
-/// A register-tile kernel: `MR × NR` outputs from packed operands.
+/// A tile's rows of `a`: value (i, p), row i and inner index p, at `at[i·row + p·step]`.
+/// A packed panel (`row` 1, `step` MR) at a product's row edge, else a's own storage at its
+/// strides: whole row panels are read where they lie, not copied first.
+#[derive(Clone, Copy)]
+pub(super) struct Rows {
+    pub(super) at: *const f32,
+    pub(super) row: usize,
+    pub(super) step: usize,
+}
+
+/// A register-tile kernel: `MR × NR` outputs from rows of `a` and a packed panel of `b`.
 pub(super) trait Kernel {
     /// Rows of a tile (values per inner index in a packed `a` panel).
     const MR: usize;
@@ -10,24 +20,18 @@ pub(super) trait Kernel {
     const NR: usize;
     /// Inner-axis block: a `KC × NR` panel of `b` stays in L1 while every row panel reads it.
     const KC: usize;
-    /// Rows of `a` packed at once (a multiple of `MR`; `MC × KC` stays in L2).
+    /// Rows of `a` a block covers at once (a multiple of `MR`; their `MC × KC` values stay
+    /// in L2 while every column panel reads them).
     const MC: usize;
 
     /// The tile at `dst` (row stride `stride`, all `MR × NR` values writable) :=
-    /// chain over `kc` inner indices of `a` (`[kc][MR]`) and `b` (`[kc][NR]`), starting from
+    /// chain over `kc` inner indices of `a` (`MR` rows) and `b` (`[kc][NR]`), starting from
     /// dst's values when `load`, from 0 otherwise.
     ///
     /// # Safety
     /// The instruction set the kernel is compiled for must be available; the pointers hold
     /// what is described.
-    unsafe fn tile(
-        kc: usize,
-        a: *const f32,
-        b: *const f32,
-        dst: *mut f32,
-        stride: usize,
-        load: bool,
-    );
+    unsafe fn tile(kc: usize, a: Rows, b: *const f32, dst: *mut f32, stride: usize, load: bool);
 
     /// Column granularity of [`Kernel::tile_width`]: the vector width.
     const LANES: usize = Self::NR;
@@ -42,7 +46,7 @@ pub(super) trait Kernel {
     #[allow(clippy::too_many_arguments)]
     unsafe fn tile_width(
         kc: usize,
-        a: *const f32,
+        a: Rows,
         b: *const f32,
         dst: *mut f32,
         stride: usize,
