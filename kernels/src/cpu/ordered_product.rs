@@ -25,7 +25,7 @@
 
 use super::few_rows::{splits_over_threads, Operand};
 use super::simd::{fma, Isa};
-use super::tile_kernel::{Kernel, Rows};
+use super::tile_kernel::{Columns, Kernel, Rows};
 
 /// The plain kernel: 4 × 8 outputs, one fused multiply-add per output and inner index:
 /// the FMA instruction where the CPU has it (a CPU with FMA but no AVX2, or the kernels
@@ -38,7 +38,7 @@ impl Kernel for Plain {
     const KC: usize = 256;
     const MC: usize = 64;
 
-    unsafe fn tile(kc: usize, a: Rows, b: *const f32, dst: *mut f32, stride: usize, load: bool) {
+    unsafe fn tile(kc: usize, a: Rows, b: Columns, dst: *mut f32, stride: usize, load: bool) {
         #[cfg(target_arch = "x86_64")]
         if super::simd::has_fma() {
             // SAFETY: FMA was detected; the caller vouches for the pointers.
@@ -51,14 +51,7 @@ impl Kernel for Plain {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "fma")]
-unsafe fn plain_tile_fma(
-    kc: usize,
-    a: Rows,
-    b: *const f32,
-    dst: *mut f32,
-    stride: usize,
-    load: bool,
-) {
+unsafe fn plain_tile_fma(kc: usize, a: Rows, b: Columns, dst: *mut f32, stride: usize, load: bool) {
     // SAFETY: as the caller guarantees.
     unsafe { plain_tile::<true>(kc, a, b, dst, stride, load) }
 }
@@ -68,7 +61,7 @@ unsafe fn plain_tile_fma(
 unsafe fn plain_tile<const FMA: bool>(
     kc: usize,
     a: Rows,
-    b: *const f32,
+    b: Columns,
     dst: *mut f32,
     stride: usize,
     load: bool,
@@ -84,7 +77,7 @@ unsafe fn plain_tile<const FMA: bool>(
     }
     for p in 0..kc {
         // SAFETY: the packed panels hold kc · MR and kc · NR values.
-        let bp = unsafe { b.add(p * 8) };
+        let bp = b.at.wrapping_add(p * b.step);
         for (r, row) in acc.iter_mut().enumerate() {
             let x = unsafe { *a.at.add(r * a.row + p * a.step) };
             for (c, s) in row.iter_mut().enumerate() {
@@ -263,8 +256,14 @@ impl Job {
             while k0 < inner {
                 let kc = (inner - k0).min(K::KC);
                 let load = self.accumulate || k0 > 0;
-                // SAFETY: the ranges lie inside b; the buffer holds col_panels panels.
-                unsafe { self.pack_b::<K>(packed_b, (k0, kc), (c0, c1)) };
+                // Row-major b: whole column panels are read in place, the last, partial one
+                // packed (zero columns past c1); a transposed b is packed whole.
+                let b_in_place = self.b.col_stride == 1;
+                let whole = if b_in_place { (c1 - c0) / K::NR } else { 0 };
+                if whole < col_panels {
+                    // SAFETY: the ranges lie inside b; the buffer holds col_panels panels.
+                    unsafe { self.pack_b::<K>(packed_b, (k0, kc), (c0 + whole * K::NR, c1)) };
+                }
                 let mut m0 = r0;
                 while m0 < r1 {
                     let m1 = (m0 + K::MC).min(r1);
@@ -277,7 +276,18 @@ impl Job {
                     }
                     for jp in 0..col_panels {
                         let c = c0 + jp * K::NR;
-                        let b_panel = packed_b[jp * K::NR * kc..].as_ptr();
+                        let b_cols = if jp < whole {
+                            Columns {
+                                at: (self.b.at as *const f32)
+                                    .wrapping_add(k0 * self.b.row_stride + c),
+                                step: self.b.row_stride,
+                            }
+                        } else {
+                            Columns {
+                                at: packed_b[(jp - whole) * K::NR * kc..].as_ptr(),
+                                step: K::NR,
+                            }
+                        };
                         let mut r = m0;
                         while r < m1 {
                             let rows = if r < edge {
@@ -297,10 +307,10 @@ impl Job {
                             };
                             let (live_r, live_c) = ((m1 - r).min(K::MR), (c1 - c).min(K::NR));
                             let out = (self.dst as *mut f32).wrapping_add(r * cols + c);
-                            // SAFETY: the tile lies in this block of dst; whole row panels
-                            // lie inside a.
+                            // SAFETY: the tile lies in this block of dst; whole row and column panels
+                            // lie inside a and b.
                             unsafe {
-                                tile_at::<K>(kc, rows, b_panel, out, cols, (live_r, live_c), load)
+                                tile_at::<K>(kc, rows, b_cols, out, cols, (live_r, live_c), load)
                             };
                             r += K::MR;
                         }
@@ -429,7 +439,7 @@ unsafe fn copy_padded(row: &mut [f32], from: *const f32, live: usize) {
 unsafe fn tile_at<K: Kernel>(
     kc: usize,
     a: Rows,
-    b: *const f32,
+    b: Columns,
     dst: *mut f32,
     stride: usize,
     (live_r, live_c): (usize, usize),
@@ -584,14 +594,7 @@ mod tests {
         const KC: usize = Plain::KC;
         const MC: usize = Plain::MC;
 
-        unsafe fn tile(
-            kc: usize,
-            a: Rows,
-            b: *const f32,
-            dst: *mut f32,
-            stride: usize,
-            load: bool,
-        ) {
+        unsafe fn tile(kc: usize, a: Rows, b: Columns, dst: *mut f32, stride: usize, load: bool) {
             unsafe { plain_tile::<false>(kc, a, b, dst, stride, load) }
         }
     }

@@ -6,7 +6,7 @@
 
 use std::arch::x86_64::*;
 
-use super::tile_kernel::{Kernel, Rows};
+use super::tile_kernel::{Columns, Kernel, Rows};
 
 /// The AVX-512 tile: 8 × 48.
 pub(super) struct Avx512;
@@ -18,7 +18,7 @@ impl Kernel for Avx512 {
     const MC: usize = 128;
 
     #[inline(always)]
-    unsafe fn tile(kc: usize, a: Rows, b: *const f32, dst: *mut f32, stride: usize, load: bool) {
+    unsafe fn tile(kc: usize, a: Rows, b: Columns, dst: *mut f32, stride: usize, load: bool) {
         // SAFETY: as the trait requires (AVX-512F available, the pointers valid).
         unsafe { tile_avx512::<3>(kc, a, b, dst, stride, load) }
     }
@@ -29,7 +29,7 @@ impl Kernel for Avx512 {
     unsafe fn tile_width(
         kc: usize,
         a: Rows,
-        b: *const f32,
+        b: Columns,
         dst: *mut f32,
         stride: usize,
         load: bool,
@@ -46,12 +46,12 @@ impl Kernel for Avx512 {
     }
 }
 
-/// `V` vectors (16 columns each) of the 8 × 48 tile; b's panel at its 48-column stride.
+/// `V` vectors (16 columns each) of the 8 × 48 tile; b's columns at their step.
 #[target_feature(enable = "avx512f")]
 unsafe fn tile_avx512<const V: usize>(
     kc: usize,
     a: Rows,
-    b: *const f32,
+    b: Columns,
     dst: *mut f32,
     stride: usize,
     load: bool,
@@ -64,11 +64,11 @@ unsafe fn tile_avx512<const V: usize>(
             }
         }
     }
-    let (mut at, mut b) = (a.at, b);
+    let (mut at, mut bt) = (a.at, b.at);
     for _ in 0..kc {
         let mut bv = [_mm512_setzero_ps(); V];
         for (v, y) in bv.iter_mut().enumerate() {
-            *y = unsafe { _mm512_loadu_ps(b.add(16 * v)) };
+            *y = unsafe { _mm512_loadu_ps(bt.add(16 * v)) };
         }
         for (r, row) in acc.iter_mut().enumerate() {
             let x = _mm512_set1_ps(unsafe { *at.add(r * a.row) });
@@ -77,7 +77,7 @@ unsafe fn tile_avx512<const V: usize>(
             }
         }
         at = at.wrapping_add(a.step);
-        b = unsafe { b.add(48) };
+        bt = bt.wrapping_add(b.step);
     }
     for (r, row) in acc.iter().enumerate() {
         for (v, &s) in row.iter().enumerate() {
@@ -96,7 +96,7 @@ impl Kernel for Avx2 {
     const MC: usize = 96;
 
     #[inline(always)]
-    unsafe fn tile(kc: usize, a: Rows, b: *const f32, dst: *mut f32, stride: usize, load: bool) {
+    unsafe fn tile(kc: usize, a: Rows, b: Columns, dst: *mut f32, stride: usize, load: bool) {
         // SAFETY: as the trait requires (AVX2 and FMA available, the pointers valid).
         unsafe { tile_avx2::<2>(kc, a, b, dst, stride, load) }
     }
@@ -107,7 +107,7 @@ impl Kernel for Avx2 {
     unsafe fn tile_width(
         kc: usize,
         a: Rows,
-        b: *const f32,
+        b: Columns,
         dst: *mut f32,
         stride: usize,
         load: bool,
@@ -123,12 +123,12 @@ impl Kernel for Avx2 {
     }
 }
 
-/// `V` vectors (8 columns each) of the 6 × 16 tile; b's panel at its 16-column stride.
+/// `V` vectors (8 columns each) of the 6 × 16 tile; b's columns at their step.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tile_avx2<const V: usize>(
     kc: usize,
     a: Rows,
-    b: *const f32,
+    b: Columns,
     dst: *mut f32,
     stride: usize,
     load: bool,
@@ -141,11 +141,11 @@ unsafe fn tile_avx2<const V: usize>(
             }
         }
     }
-    let (mut at, mut b) = (a.at, b);
+    let (mut at, mut bt) = (a.at, b.at);
     for _ in 0..kc {
         let mut bv = [_mm256_setzero_ps(); V];
         for (v, y) in bv.iter_mut().enumerate() {
-            *y = unsafe { _mm256_loadu_ps(b.add(8 * v)) };
+            *y = unsafe { _mm256_loadu_ps(bt.add(8 * v)) };
         }
         for (r, row) in acc.iter_mut().enumerate() {
             let x = _mm256_set1_ps(unsafe { *at.add(r * a.row) });
@@ -154,7 +154,7 @@ unsafe fn tile_avx2<const V: usize>(
             }
         }
         at = at.wrapping_add(a.step);
-        b = unsafe { b.add(16) };
+        bt = bt.wrapping_add(b.step);
     }
     for (r, row) in acc.iter().enumerate() {
         for (v, &s) in row.iter().enumerate() {

@@ -12,6 +12,15 @@ pub(super) struct Rows {
     pub(super) step: usize,
 }
 
+/// A tile's columns of `b`: `NR` (or `width`) consecutive values per inner index, inner
+/// index p's at `at[p·step]`: a packed panel (`step` NR) at a product's column edge or when
+/// b is transposed, else b's own rows (`step` its row stride).
+#[derive(Clone, Copy)]
+pub(super) struct Columns {
+    pub(super) at: *const f32,
+    pub(super) step: usize,
+}
+
 /// A register-tile kernel: `MR × NR` outputs from rows of `a` and a packed panel of `b`.
 pub(super) trait Kernel {
     /// Rows of a tile (values per inner index in a packed `a` panel).
@@ -25,13 +34,13 @@ pub(super) trait Kernel {
     const MC: usize;
 
     /// The tile at `dst` (row stride `stride`, all `MR × NR` values writable) :=
-    /// chain over `kc` inner indices of `a` (`MR` rows) and `b` (`[kc][NR]`), starting from
+    /// chain over `kc` inner indices of `a` (`MR` rows) and `b` (`NR` columns), starting from
     /// dst's values when `load`, from 0 otherwise.
     ///
     /// # Safety
     /// The instruction set the kernel is compiled for must be available; the pointers hold
     /// what is described.
-    unsafe fn tile(kc: usize, a: Rows, b: *const f32, dst: *mut f32, stride: usize, load: bool);
+    unsafe fn tile(kc: usize, a: Rows, b: Columns, dst: *mut f32, stride: usize, load: bool);
 
     /// Column granularity of [`Kernel::tile_width`]: the vector width.
     const LANES: usize = Self::NR;
@@ -47,7 +56,7 @@ pub(super) trait Kernel {
     unsafe fn tile_width(
         kc: usize,
         a: Rows,
-        b: *const f32,
+        b: Columns,
         dst: *mut f32,
         stride: usize,
         load: bool,
