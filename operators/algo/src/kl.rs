@@ -3,8 +3,11 @@
 //! With d = logp − ref_logp (ROLL `compute_approx_kl`, Schulman's "Approximating KL"):
 //! - `K1`: d
 //! - `Abs`: |d|
-//! - `Mse`: ½·d²
+//! - `Mse` (also spelt `K2`, verl's `k2`): ½·d²
 //! - `K3`: exp(−d) − 1 + d (unbiased, low variance, always ≥ 0)
+//! - `LowVarKl` (verl's `low_var_kl`, `kl_penalty_forward`): k3 with d clamped to
+//!   [−20, 20] first and the estimate clamped to [−10, 10], so one token whose log-probs
+//!   drifted far apart cannot blow up the term (its gradient is then 0)
 //! - `Full`: Σ_v p(v)·(log p(v) − log q(v)), the exact KL over the whole vocabulary. It
 //!   needs the reference model's whole distribution at every response token, which the
 //!   `ref_logprob` column (one log-prob per token) does not hold, so it is not supported:
@@ -26,8 +29,10 @@ pub enum KlEstimator {
     #[default]
     K1,
     Abs,
+    #[serde(alias = "K2")]
     Mse,
     K3,
+    LowVarKl,
     Full,
 }
 
@@ -41,6 +46,10 @@ impl KlEstimator {
             KlEstimator::Abs => d.abs(),
             KlEstimator::Mse => 0.5 * d * d,
             KlEstimator::K3 => (-d).exp() - 1.0 + d,
+            KlEstimator::LowVarKl => {
+                let d = d.clamp(-20.0, 20.0);
+                ((-d).exp() - 1.0 + d).clamp(-10.0, 10.0)
+            }
             KlEstimator::Full => return None,
         })
     }
@@ -58,6 +67,10 @@ impl KlEstimator {
             KlEstimator::Abs => d.abs(),
             KlEstimator::Mse => d.square().mul_scalar(0.5),
             KlEstimator::K3 => d.clone().neg().exp().sub_scalar(1.0) + d,
+            KlEstimator::LowVarKl => {
+                let d = d.clamp(-20.0, 20.0);
+                (d.clone().neg().exp().sub_scalar(1.0) + d).clamp(-10.0, 10.0)
+            }
             KlEstimator::Full => return None,
         })
     }
@@ -108,3 +121,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "kl_tests.rs"]
+mod names_tests;
