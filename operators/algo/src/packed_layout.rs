@@ -6,7 +6,7 @@
 //! never need a device round trip or a division by a zero count.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData};
 use roll_flow_engine::batch::column::TOKEN_TURN;
 use roll_flow_engine::Batch;
 
