@@ -36,7 +36,7 @@ macro_rules! clip_settings_struct {
             /// capped at −c·A); `None` turns it off.
             pub dual_clip: Option<f32>,
             /// How the per-token losses become one scalar (`LossAgg`).
-            pub agg: $crate::LossAgg,
+            pub agg: $crate::aggregation::LossAgg,
             /// The constant length L of `SeqMeanTokenSumNorm`; `None`: the longest response.
             pub norm_length: Option<u32>,
             $( $(#[$field_meta])* pub $field: $ty, )*
@@ -58,7 +58,7 @@ macro_rules! clip_settings_struct {
 
         impl $name {
             /// These settings with `clip`'s values and the other fields' defaults.
-            pub fn with_clip(clip: $crate::ClipSettings) -> Self {
+            pub fn with_clip(clip: $crate::ppo_clip::ClipSettings) -> Self {
                 $name {
                     low: clip.low,
                     high: clip.high,
@@ -70,8 +70,8 @@ macro_rules! clip_settings_struct {
             }
 
             /// The clip settings, as the kernel takes them.
-            pub fn clip(&self) -> $crate::ClipSettings {
-                $crate::ClipSettings {
+            pub fn clip(&self) -> $crate::ppo_clip::ClipSettings {
+                $crate::ppo_clip::ClipSettings {
                     low: self.low,
                     high: self.high,
                     dual_clip: self.dual_clip,
@@ -98,7 +98,7 @@ impl Default for ClipSettings {
             low: 0.2,
             high: 0.2,
             dual_clip: None,
-            agg: crate::LossAgg::SeqMeanTokenMean,
+            agg: crate::aggregation::LossAgg::SeqMeanTokenMean,
             norm_length: None,
         }
     }
