@@ -77,51 +77,5 @@ impl KlEstimator {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use burn::backend::Flex;
-
-    type B = Flex;
-
-    #[test]
-    fn token_estimators_by_hand() {
-        // d = ln 2.
-        let (lp, rl) = (2f64.ln(), 0.0);
-        let d = 2f64.ln();
-        assert_eq!(KlEstimator::K1.token(lp, rl), Some(d));
-        assert_eq!(KlEstimator::Abs.token(rl, lp), Some(d));
-        assert!((KlEstimator::Mse.token(lp, rl).unwrap() - 0.5 * d * d).abs() < 1e-15);
-        // k3 = 1/2 − 1 + ln 2.
-        assert!((KlEstimator::K3.token(lp, rl).unwrap() - (-0.5 + d)).abs() < 1e-15);
-        assert_eq!(KlEstimator::Full.token(lp, rl), None);
-    }
-
-    #[test]
-    fn tensor_matches_scalar() {
-        let dev = Default::default();
-        let lp = [-0.3f32, -2.0, -1.1];
-        let rl = [-0.9f32, -1.5, -1.1];
-        for est in [
-            KlEstimator::K1,
-            KlEstimator::Abs,
-            KlEstimator::Mse,
-            KlEstimator::K3,
-        ] {
-            let t = est
-                .tensor(
-                    Tensor::<B, 1>::from_floats(lp, &dev),
-                    Tensor::<B, 1>::from_floats(rl, &dev),
-                )
-                .unwrap();
-            let got = t.into_data().to_vec::<f32>().unwrap();
-            for i in 0..3 {
-                let want = est.token(lp[i] as f64, rl[i] as f64).unwrap();
-                assert!((got[i] as f64 - want).abs() < 1e-6, "{est:?}");
-            }
-        }
-    }
-}
-
-#[cfg(test)]
 #[path = "kl_tests.rs"]
-mod names_tests;
+mod tests;
