@@ -28,7 +28,7 @@ use std::time::Instant;
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Distribution, Int, Tensor, TensorData};
-use roll_flow_kernels::{reference, KernelBackend, LogProbSaved, ClipSettings, PpoTokens};
+use roll_flow_kernels::{reference, ClipSettings, KernelBackend, LogProbSaved, PpoTokens};
 use roll_flow_model::config::{Qwen2Config, TinyArch};
 use roll_flow_model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
 use roll_flow_model::logprob::response_logprobs;

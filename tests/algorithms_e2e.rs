@@ -33,18 +33,34 @@ fn run_with(sets: &[&str]) -> (Vec<serde_json::Map<String, Value>>, Batch, Batch
     let records = metrics(&out_dir);
     assert_eq!(records.len(), 2, "{sets:?}: one record per step");
     for r in &records {
-        for key in ["actor_step/grad_norm", "actor_step/pg_loss", "rollout/score/mean"] {
+        for key in [
+            "actor_step/grad_norm",
+            "actor_step/pg_loss",
+            "rollout/score/mean",
+        ] {
             let v = r.get(key).and_then(Value::as_f64);
-            assert!(v.is_some_and(f64::is_finite), "{sets:?}: no finite `{key}`: {r:?}");
+            assert!(
+                v.is_some_and(f64::is_finite),
+                "{sets:?}: no finite `{key}`: {r:?}"
+            );
         }
     }
     let step = dumps.join("step_000001");
     let read = |f: &str| roll_flow_engine::batch_dump::read(&step.join(f)).unwrap();
-    (records, read("actor_step.json"), read("actor_step.loss.json"))
+    (
+        records,
+        read("actor_step.json"),
+        read("actor_step.loss.json"),
+    )
 }
 
 fn f32s(batch: &Batch, column: &Column) -> Vec<f64> {
-    batch.f32s(column).unwrap().iter().map(|&x| x as f64).collect()
+    batch
+        .f32s(column)
+        .unwrap()
+        .iter()
+        .map(|&x| x as f64)
+        .collect()
 }
 
 /// Each sample's response-token positions.
@@ -72,7 +88,11 @@ fn assert_advantages(batch: &Batch, want: &[f64], what: &str) {
     let adv = f32s(batch, &ADVANTAGES);
     for (tokens, w) in responses(batch).iter().zip(want) {
         for &t in tokens {
-            assert!((adv[t] - w).abs() < 1e-5, "{what}: token {t}: {} vs {w}", adv[t]);
+            assert!(
+                (adv[t] - w).abs() < 1e-5,
+                "{what}: token {t}: {} vs {w}",
+                adv[t]
+            );
         }
     }
 }
@@ -103,7 +123,13 @@ fn rloo_dr_grpo_and_reinforce_plus_plus_advantages_recompute_from_the_dump() {
     let (_, input, _) = run_with(&["nodes.adv=ReinforcePlusPlus(baseline: true)"]);
     let (scores, members) = groups(&input);
     let centred: Vec<f64> = (scores.iter().zip(&members))
-        .map(|(s, g)| if g.len() < 2 { 0.0 } else { s - g.iter().sum::<f64>() / g.len() as f64 })
+        .map(|(s, g)| {
+            if g.len() < 2 {
+                0.0
+            } else {
+                s - g.iter().sum::<f64>() / g.len() as f64
+            }
+        })
         .collect();
     let tokens: Vec<f64> = (responses(&input).iter().zip(&centred))
         .flat_map(|(t, &c)| std::iter::repeat_n(c, t.len()))
@@ -111,7 +137,10 @@ fn rloo_dr_grpo_and_reinforce_plus_plus_advantages_recompute_from_the_dump() {
     let n = tokens.len() as f64;
     let mean = tokens.iter().sum::<f64>() / n;
     let var = tokens.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    let want: Vec<f64> = centred.iter().map(|c| (c - mean) / (var + 1e-8).sqrt()).collect();
+    let want: Vec<f64> = centred
+        .iter()
+        .map(|c| (c - mean) / (var + 1e-8).sqrt())
+        .collect();
     if var > 0.0 {
         assert_advantages(&input, &want, "ReinforcePlusPlus");
     }
@@ -141,7 +170,10 @@ fn gspo_and_cispo_ratios_recompute_from_the_dump() {
     );
     let ratio = f32s(&loss, &Column::token("policy_ratio"));
     for t in responses(&loss).concat() {
-        assert!((ratio[t] - (logp[t] - old[t]).exp()).abs() < 1e-5, "CISPO token {t}");
+        assert!(
+            (ratio[t] - (logp[t] - old[t]).exp()).abs() < 1e-5,
+            "CISPO token {t}"
+        );
     }
 }
 
@@ -156,12 +188,23 @@ fn mismatch_weights_recompute_from_the_dump() {
     let weight = f32s(&loss, &Column::token("mismatch_weight"));
     for t in responses(&input).concat() {
         let rho = (old[t] - behave[t]).exp();
-        let want = if (0.5..=2.0).contains(&rho) { rho.min(2.0) } else { 0.0 };
-        assert!((weight[t] - want).abs() < 1e-5, "token {t}: {} vs {want}", weight[t]);
+        let want = if (0.5..=2.0).contains(&rho) {
+            rho.min(2.0)
+        } else {
+            0.0
+        };
+        assert!(
+            (weight[t] - want).abs() < 1e-5,
+            "token {t}: {} vs {want}",
+            weight[t]
+        );
     }
     for r in &records {
         let w = r["actor_step/mismatch/weight_mean"].as_f64().unwrap();
-        assert!((w - 1.0).abs() < 1e-3, "on the CPU the sampler is the trainer: {w}");
+        assert!(
+            (w - 1.0).abs() < 1e-3,
+            "on the CPU the sampler is the trainer: {w}"
+        );
     }
 }
 
@@ -176,7 +219,9 @@ fn dynamic_sampling_runs_reproducibly_and_says_what_it_drew() {
     for r in &records {
         let drawn = r["rollout/dynamic_sampling/groups_drawn"].as_f64().unwrap();
         let rounds = r["rollout/dynamic_sampling/rounds"].as_f64().unwrap();
-        let filled = r["rollout/dynamic_sampling/filled_groups"].as_f64().unwrap();
+        let filled = r["rollout/dynamic_sampling/filled_groups"]
+            .as_f64()
+            .unwrap();
         assert_eq!(drawn, 2.0 * (rounds + 1.0), "2 groups a round: {r:?}");
         assert!(rounds <= 3.0 && filled <= 2.0, "{r:?}");
     }
@@ -184,7 +229,9 @@ fn dynamic_sampling_runs_reproducibly_and_says_what_it_drew() {
     assert_eq!(input.num_samples(), 4);
     let (_, members) = groups(&input);
     let uniform = members.iter().filter(|g| g[0] == g[1]).count() / 2;
-    let filled = records[1]["rollout/dynamic_sampling/filled_groups"].as_f64().unwrap();
+    let filled = records[1]["rollout/dynamic_sampling/filled_groups"]
+        .as_f64()
+        .unwrap();
     assert_eq!(uniform as f64, filled);
     // The same seed, the same run.
     let dir = tempfile::tempdir().unwrap();

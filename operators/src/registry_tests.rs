@@ -525,7 +525,10 @@ fn every_registry_name_is_the_name_its_kind_gives_itself() {
     let names = Node::own_names();
     assert_eq!(names.len(), Node::KINDS.len());
     for (ron, own) in names {
-        assert_eq!(ron, own, "the registry line `{ron}` names a kind that calls itself `{own}`");
+        assert_eq!(
+            ron, own,
+            "the registry line `{ron}` names a kind that calls itself `{own}`"
+        );
     }
 }
 
@@ -546,7 +549,12 @@ fn the_new_losses_read_what_they_need_and_refuse_what_cannot_work() {
     );
     assert_eq!(
         needs("ActorStep(loss: Cispo(correction: (tis: 2.0)))"),
-        ["response_mask", "advantages", "old_logprob", "behaviour_logprob"]
+        [
+            "response_mask",
+            "advantages",
+            "old_logprob",
+            "behaviour_logprob"
+        ]
     );
     assert_eq!(
         needs("ActorStep(old_logprob: ThisStep, loss: PpoClip(correction: (mask: Token())))"),
@@ -555,7 +563,10 @@ fn the_new_losses_read_what_they_need_and_refuse_what_cannot_work() {
     let err = node("ActorStep(old_logprob: Behaviour, loss: Gspo(correction: (tis: 2.0)))")
         .check()
         .unwrap_err();
-    assert!(err.starts_with("`correction` weighs each token by π_old/π_behave"), "{err}");
+    assert!(
+        err.starts_with("`correction` weighs each token by π_old/π_behave"),
+        "{err}"
+    );
     let err = node("ActorStep(loss: Gspo(low: 2.0))").check().unwrap_err();
     assert!(err.starts_with("Gspo: clip needs"), "{err}");
     let err = node("ActorStep(loss: PpoClip(correction: (tis: -1.0)))")
@@ -572,7 +583,10 @@ fn the_new_losses_read_what_they_need_and_refuse_what_cannot_work() {
             .collect::<Vec<_>>()
     };
     let gspo = refuses("ActorStep(loss: Gspo())");
-    assert!(gspo[0].contains("and `Gspo` does not correct for that"), "{gspo:?}");
+    assert!(
+        gspo[0].contains("and `Gspo` does not correct for that"),
+        "{gspo:?}"
+    );
     assert!(refuses("ActorStep(loss: DecoupledPpo())").is_empty());
     for estimator in ["K2", "LowVarKl"] {
         let text = format!("ActorStep(kl: (estimator: {estimator}))");

@@ -18,7 +18,7 @@
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
-use roll_flow_kernels::{reference, KernelBackend, LossAgg, ClipSettings, PpoStats};
+use roll_flow_kernels::{reference, ClipSettings, KernelBackend, LossAgg, PpoStats};
 
 pub mod block_write;
 pub mod contiguous;

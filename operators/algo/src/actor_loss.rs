@@ -32,8 +32,8 @@ use super::aggregation::aggregate;
 use super::algo_stats::AlgoStats;
 use super::error::AlgoError;
 use super::kl::KlEstimator;
-use super::policy_loss::PolicyLoss;
 use super::packed_layout::masked_mean;
+use super::policy_loss::PolicyLoss;
 use super::ppo_loss::PolicyInputs;
 #[cfg(test)]
 use super::{decoupled_ppo::DecoupledPpo, ppo_loss::PpoClip};

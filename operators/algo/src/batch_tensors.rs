@@ -12,10 +12,10 @@ use roll_flow_engine::batch::column::{
 use roll_flow_engine::{Batch, Column};
 
 use super::actor_loss::KlLoss;
-use super::policy_loss::PolicyLoss;
 use super::batch_read::read_f32;
 use super::error::AlgoError;
 use super::packed_layout::PackedLayout;
+use super::policy_loss::PolicyLoss;
 use super::ppo_loss::RatioLevel;
 
 /// A token-level f32 column as a 1-D tensor.

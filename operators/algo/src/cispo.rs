@@ -86,7 +86,9 @@ impl Cispo {
     ) -> Result<PolicyLossOutput<B>, AlgoError> {
         self.validate()?;
         let correction = mismatch_weights(NODE, self.correction.as_ref(), inputs, behaviour)?;
-        corrected(correction, |mismatch| Ok(self.weighted_loss(inputs, mismatch)))
+        corrected(correction, |mismatch| {
+            Ok(self.weighted_loss(inputs, mismatch))
+        })
     }
 
     /// The loss with each token's term times `mismatch` when given.

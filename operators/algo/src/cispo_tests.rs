@@ -35,7 +35,11 @@ fn run(cfg: &Cispo) -> (f64, Vec<f64>, AlgoStats) {
     let out = cfg.loss(&inputs, None).unwrap();
     let g = gradient(&logp, &out.loss);
     let value: f32 = out.loss.into_scalar();
-    (value as f64, g.iter().map(|&x| x as f64).collect(), out.stats)
+    (
+        value as f64,
+        g.iter().map(|&x| x as f64).collect(),
+        out.stats,
+    )
 }
 
 #[test]
@@ -92,15 +96,23 @@ fn defaults_have_no_lower_bound() {
 fn settings_parse_and_the_dual_clip_is_refused() {
     let opts = roll_flow_engine::spec::ron_options();
     assert_eq!(opts.from_str::<Cispo>("()").unwrap(), Cispo::default());
-    let c: Cispo = opts.from_str("(high: 0.28, agg: SeqMeanTokenMean)").unwrap();
-    assert_eq!((c.low, c.high, c.agg), (1.0, 0.28, LossAgg::SeqMeanTokenMean));
+    let c: Cispo = opts
+        .from_str("(high: 0.28, agg: SeqMeanTokenMean)")
+        .unwrap();
+    assert_eq!(
+        (c.low, c.high, c.agg),
+        (1.0, 0.28, LossAgg::SeqMeanTokenMean)
+    );
     let err = Cispo {
         dual_clip: Some(3.0),
         ..Default::default()
     }
     .validate()
     .unwrap_err();
-    assert!(err.to_string().contains("`dual_clip` has no meaning"), "{err}");
+    assert!(
+        err.to_string().contains("`dual_clip` has no meaning"),
+        "{err}"
+    );
     assert!(Cispo {
         high: -0.1,
         ..Default::default()

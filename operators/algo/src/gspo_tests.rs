@@ -29,7 +29,11 @@ fn run(cfg: &Gspo, logp: &[f64], old: &[f64], adv: &[f64]) -> (f64, Vec<f64>, Al
     let out = cfg.loss(&inputs, None).unwrap();
     let g = gradient(&logp_t, &out.loss);
     let value: f32 = out.loss.into_scalar();
-    (value as f64, g.iter().map(|&x| x as f64).collect(), out.stats)
+    (
+        value as f64,
+        g.iter().map(|&x| x as f64).collect(),
+        out.stats,
+    )
 }
 
 /// GSPO in float64 from the paper's definition, `SeqMeanTokenMean`: each sample's
@@ -91,7 +95,10 @@ fn the_papers_small_clip_range_clips_both_sequences() {
     assert_eq!((cfg.low, cfg.high), (3e-4, 4e-4));
     assert_eq!(cfg.agg, crate::LossAgg::SeqMeanTokenMean);
     let (loss, g, stats) = run(&cfg, &LOGP, &OLD, &ADV);
-    assert!((loss - (-1.0004 + 2.0 * 0.9997) / 2.0).abs() < 1e-6, "{loss}");
+    assert!(
+        (loss - (-1.0004 + 2.0 * 0.9997) / 2.0).abs() < 1e-6,
+        "{loss}"
+    );
     assert!(g.iter().all(|&x| x == 0.0), "{g:?}");
     assert!((stats["pg_clipfrac"] - 1.0).abs() < 1e-6);
 }
@@ -111,7 +118,10 @@ fn gradient_matches_float64_finite_differences_with_token_advantages() {
     assert!((loss - f(&LOGP)).abs() < 1e-6);
     let want = finite_difference(f, &LOGP, 1e-6);
     for (a, b) in g.iter().zip(&want) {
-        assert!((a - b).abs() < 1e-5, "autodiff {g:?}, finite differences {want:?}");
+        assert!(
+            (a - b).abs() < 1e-5,
+            "autodiff {g:?}, finite differences {want:?}"
+        );
     }
     // The prompt token carries no gradient; sample 1's two tokens share one.
     assert_eq!(g[3], 0.0);

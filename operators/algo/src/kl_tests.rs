@@ -49,8 +49,14 @@ fn tensor_matches_scalar() {
 #[test]
 fn k2_is_the_name_of_mse() {
     let opts = roll_flow_engine::spec::ron_options();
-    assert_eq!(opts.from_str::<KlEstimator>("K2").unwrap(), KlEstimator::Mse);
-    assert_eq!(opts.from_str::<KlEstimator>("Mse").unwrap(), KlEstimator::Mse);
+    assert_eq!(
+        opts.from_str::<KlEstimator>("K2").unwrap(),
+        KlEstimator::Mse
+    );
+    assert_eq!(
+        opts.from_str::<KlEstimator>("Mse").unwrap(),
+        KlEstimator::Mse
+    );
     // ½·d² with d = ln 2 − 0.
     let d = 2f64.ln();
     assert!((KlEstimator::Mse.token(d, 0.0).unwrap() - 0.5 * d * d).abs() < 1e-15);

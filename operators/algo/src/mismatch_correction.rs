@@ -117,9 +117,7 @@ impl MismatchCorrection {
             {
                 Err(AlgoError::invalid(
                     node,
-                    format!(
-                        "`correction.mask` needs 0 ≤ low < high, got low {low}, high {high}"
-                    ),
+                    format!("`correction.mask` needs 0 ≤ low < high, got low {low}, high {high}"),
                 ))
             }
             _ => Ok(()),
@@ -156,7 +154,8 @@ impl MismatchCorrection {
         let dropped = match ratio_of_mask {
             None => rho.zeros_like(),
             Some((ratio, low, high)) => {
-                let outside = ratio.clone().lower_elem(low).float() + ratio.greater_elem(high).float();
+                let outside =
+                    ratio.clone().lower_elem(low).float() + ratio.greater_elem(high).float();
                 outside.clamp_max(1.0)
             }
         };

@@ -34,7 +34,10 @@ fn weights(c: &MismatchCorrection) -> (Vec<f64>, AlgoStats) {
 fn assert_weights(got: &[f64], want: &[f64]) {
     // The prompt token's weight is never used (the loss masks it); compare the rest.
     for t in 1..6 {
-        assert!((got[t] - want[t]).abs() < 1e-6, "got {got:?}, want {want:?}");
+        assert!(
+            (got[t] - want[t]).abs() < 1e-6,
+            "got {got:?}, want {want:?}"
+        );
     }
 }
 
@@ -131,7 +134,10 @@ fn the_policy_loss_weights_each_tokens_term_and_gradient() {
     let out = loss.loss(&inputs, Some(behaviour(&l))).unwrap();
     let w = [0.0, 2.0, 1.0, 0.4, 1.5, 1.25];
     let value: f32 = out.loss.clone().into_scalar();
-    assert!((value as f64 + w.iter().sum::<f64>() / 5.0).abs() < 1e-6, "{value}");
+    assert!(
+        (value as f64 + w.iter().sum::<f64>() / 5.0).abs() < 1e-6,
+        "{value}"
+    );
     let g = gradient(&logp, &out.loss);
     for t in 0..6 {
         assert!((g[t] as f64 + w[t] / 5.0).abs() < 1e-6, "{g:?}");

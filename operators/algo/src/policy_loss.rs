@@ -137,10 +137,16 @@ impl PolicyLoss {
             return out;
         };
         if let PolicyLoss::DecoupledPpo(p) = self {
-            out.push(("behaviour_weight", p.behaviour_weight(old.clone(), behaviour.clone())));
+            out.push((
+                "behaviour_weight",
+                p.behaviour_weight(old.clone(), behaviour.clone()),
+            ));
         }
         if let Some(c) = self.correction() {
-            out.push(("mismatch_weight", c.weights(old, behaviour, inputs.layout).weight));
+            out.push((
+                "mismatch_weight",
+                c.weights(old, behaviour, inputs.layout).weight,
+            ));
         }
         out
     }

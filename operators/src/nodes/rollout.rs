@@ -24,9 +24,7 @@ use super::kind::{at_least_one, default_max_new_tokens, default_policy, NodeKind
 use crate::play_settings::{Guide, PlaySettings, PolicyPlay, SampleMode};
 use crate::prompt::PromptTemplates;
 use crate::rollout::ahead::{AheadRollout, AheadSetup};
-use crate::rollout::dynamic_sampling::{
-    check_groups_to_compare, play_dynamic, DynamicSampling,
-};
+use crate::rollout::dynamic_sampling::{check_groups_to_compare, play_dynamic, DynamicSampling};
 use crate::rollout::env_player::{env_manager, EnvPlayer, Played};
 use crate::rollout::episode::check_room_to_reply;
 use crate::rollout::stats::EpisodeSummary;

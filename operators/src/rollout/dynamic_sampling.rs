@@ -191,7 +191,10 @@ fn gathered(collective: &Collective, mine: Vec<DrawnGroup>) -> Result<Vec<DrawnG
 /// differ, so every round would drop every group.
 pub fn check_groups_to_compare<B: RunBackend>(player: &EnvPlayer<B>) -> Result<(), String> {
     for tag in player.tags() {
-        let size = player.manager().group_size(tag).map_err(|e| e.to_string())?;
+        let size = player
+            .manager()
+            .group_size(tag)
+            .map_err(|e| e.to_string())?;
         if size < 2 {
             return Err(format!(
                 "`dynamic_sampling` keeps the groups whose rewards differ, but env set `{tag}` \
@@ -238,10 +241,7 @@ pub fn play_dynamic<B: RunBackend>(
         let played = player.play_slots(slots, ctx.seed, shard)?;
         inference.add(&played.inference);
         faults = merged(faults, played.faults);
-        drawn.extend(gathered(
-            collective,
-            drawn_groups(&played.episodes, &tags),
-        )?);
+        drawn.extend(gathered(collective, drawn_groups(&played.episodes, &tags))?);
         episodes.extend(played.episodes);
         rounds = round;
     }
@@ -270,10 +270,7 @@ pub fn play_dynamic<B: RunBackend>(
 }
 
 /// The faults of two rounds together.
-fn merged(
-    a: super::faults::EnvFaults,
-    b: super::faults::EnvFaults,
-) -> super::faults::EnvFaults {
+fn merged(a: super::faults::EnvFaults, b: super::faults::EnvFaults) -> super::faults::EnvFaults {
     super::faults::EnvFaults {
         env_errors: a.env_errors + b.env_errors,
         dropped_groups: a.dropped_groups + b.dropped_groups,

@@ -107,7 +107,9 @@ fn settings_are_checked() {
     assert_eq!(d.extra_rounds, 4);
     assert!(d.check(0, false).is_ok());
     assert_eq!(
-        DynamicSampling { extra_rounds: 0 }.check(0, false).unwrap_err(),
+        DynamicSampling { extra_rounds: 0 }
+            .check(0, false)
+            .unwrap_err(),
         "`dynamic_sampling.extra_rounds` must be in 1..=1024, got 0"
     );
     assert!(d
