@@ -8,7 +8,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use common::{assert_ok, metrics, roll_flow, run, untimed};
 use roll_flow_engine::batch::column::{
