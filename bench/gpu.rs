@@ -28,7 +28,7 @@ use std::time::Instant;
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Distribution, Int, Tensor, TensorData};
-use roll_flow_kernels::{reference, KernelBackend, LogProbSaved, PpoClipConfig, PpoTokens};
+use roll_flow_kernels::{reference, ClipSettings, KernelBackend, LogProbSaved, PpoTokens};
 use roll_flow_model::config::{Qwen2Config, TinyArch};
 use roll_flow_model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
 use roll_flow_model::logprob::response_logprobs;
@@ -290,7 +290,7 @@ fn ppo_rows<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) -> Vec
     let column = |v: Vec<f32>| Tensor::<A<B>, 1>::from_data(TensorData::new(v, [n]), device);
     let (lp, o, a) = (column(logp), column(old), column(adv));
     let m = Tensor::<A<B>, 1>::ones([n], device);
-    let config = PpoClipConfig {
+    let config = ClipSettings {
         high: 0.28,
         dual_clip: Some(3.0),
         ..Default::default()

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
-use roll_flow_kernels::{reference, PpoClipConfig, PpoStats};
+use roll_flow_kernels::{reference, ClipSettings, PpoStats};
 
 type B = Flex;
 type A = Autodiff<Flex>;
@@ -62,7 +62,7 @@ struct PpoBatch {
     logp: Vec<f32>,
     adv: Vec<f32>,
     mask: Vec<f32>,
-    config: PpoClipConfig,
+    config: ClipSettings,
 }
 
 fn ppo_batch(seed: &mut u64) -> PpoBatch {
@@ -75,7 +75,7 @@ fn ppo_batch(seed: &mut u64) -> PpoBatch {
         old,
         adv: (0..n).map(|_| lcg(seed) - 0.5).collect(),
         mask: (0..n).map(|i| if i % t < 64 { 0.0 } else { 1.0 }).collect(),
-        config: PpoClipConfig {
+        config: ClipSettings {
             high: 0.28,
             dual_clip: Some(3.0),
             ..Default::default()

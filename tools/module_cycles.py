@@ -177,7 +177,12 @@ def file_graph(src):
         for tree in re.findall(r"\buse\s+([^;]+);", text):
             paths.extend(expand_use_tree(tree))
         body = re.sub(r"\buse\s+[^;]+;", "", text)
-        for p in re.findall(r"(?<![\w:])((?:crate|super|self|" + IDENT + r")(?:::" + IDENT + r")+)", body):
+        for hit in re.finditer(r"(?<![\w:])((?:crate|super|self|" + IDENT + r")(?:::" + IDENT + r")+)(!?)", body):
+            p, bang = hit.group(1), hit.group(2)
+            if bang and re.fullmatch(r"crate::" + IDENT, p):
+                # `$crate::m!` names a `#[macro_export]` macro, which lives at the crate
+                # root whichever file defines it: no edge to the root module.
+                continue
             paths.append(p.split("::"))
         for segs in paths:
             target = resolve(m, segs, children, mods)

@@ -13,7 +13,9 @@
 //!
 //! Sample `i` owns `tokens[offsets[i]..offsets[i+1]]` and the same range of every token
 //! column; sample columns hold one value per sample. Files are written atomically;
-//! [`read`] reads one back, checked.
+//! [`read`] reads one back, checked. A policy update also writes what its loss made of
+//! each token beside it, in the same format (`<node>.loss.json`: the operators crate's
+//! `training::loss_dump`).
 
 use std::path::{Path, PathBuf};
 

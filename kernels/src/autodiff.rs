@@ -23,7 +23,7 @@ use crate::autodiff_model_ops::{
     ContiguousBackward, MaskedSoftmaxBackward, RmsNormBackward, RotaryBackward, SwiGluBackward,
 };
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
-use crate::ppo_clip::PpoClipConfig;
+use crate::ppo_clip::ClipSettings;
 use crate::unfused::DenseGradients;
 
 fn untracked<B: KernelBackend>(t: FloatTensor<B>) -> FloatTensor<Autodiff<B>> {
@@ -54,7 +54,7 @@ struct PpoState<B: KernelBackend> {
     tokens: PpoTokens<B>,
     offsets: Vec<usize>,
     seq_weight: FloatTensor<B>,
-    config: PpoClipConfig,
+    config: ClipSettings,
 }
 
 impl<B: KernelBackend> Backward<B, 1> for PpoBackward {
@@ -146,7 +146,7 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
     fn ppo_clip_forward(
         tokens: PpoTokens<Self>,
         offsets: &[usize],
-        config: &PpoClipConfig,
+        config: &ClipSettings,
     ) -> PpoForward<Self> {
         B::ppo_clip_forward(inner_tokens(tokens), offsets, config).map(untracked::<B>)
     }
@@ -156,7 +156,7 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         offsets: &[usize],
         seq_weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
-        config: &PpoClipConfig,
+        config: &ClipSettings,
     ) -> FloatTensor<Self> {
         untracked::<B>(B::ppo_clip_backward(
             inner_tokens(tokens),
@@ -170,7 +170,7 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
     fn ppo_clip_loss(
         tokens: PpoTokens<Self>,
         offsets: &[usize],
-        config: &PpoClipConfig,
+        config: &ClipSettings,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let node = tokens.logp.node.clone();
         let tokens = inner_tokens(tokens);

@@ -10,7 +10,7 @@ use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::unfused::{self, DenseGradients};
 
-use crate::ppo_clip::PpoClipConfig;
+use crate::ppo_clip::ClipSettings;
 
 /// What the log-prob forward keeps for its backward pass (no `[N, V]` softmax: the
 /// backward recomputes it from the row log-sum-exp).
@@ -137,7 +137,7 @@ pub trait KernelBackend: Backend {
     fn ppo_clip_forward(
         tokens: PpoTokens<Self>,
         offsets: &[usize],
-        config: &PpoClipConfig,
+        config: &ClipSettings,
     ) -> PpoForward<Self>;
 
     /// Its backward: dlogp `[tokens]` for the incoming loss gradient `grad` (`[1]`).
@@ -146,7 +146,7 @@ pub trait KernelBackend: Backend {
         offsets: &[usize],
         seq_weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
-        config: &PpoClipConfig,
+        config: &ClipSettings,
     ) -> FloatTensor<Self>;
 
     /// The differentiable op: (loss `[1]`, stats `[4]`); the loss is differentiable with
@@ -154,7 +154,7 @@ pub trait KernelBackend: Backend {
     fn ppo_clip_loss(
         tokens: PpoTokens<Self>,
         offsets: &[usize],
-        config: &PpoClipConfig,
+        config: &ClipSettings,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let f = Self::ppo_clip_forward(tokens, offsets, config);
         (f.loss, f.stats)

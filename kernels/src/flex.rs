@@ -13,7 +13,7 @@ use crate::backend::{
 use crate::cpu;
 use crate::cpu::linear::WeightLayout;
 use crate::cpu::ppo::PpoSlices;
-use crate::ppo_clip::PpoClipConfig;
+use crate::ppo_clip::ClipSettings;
 use crate::unfused::DenseGradients;
 
 /// The tensor's values as f32: borrowed when contiguous f32, copied block by block when an
@@ -188,7 +188,7 @@ impl KernelBackend for Flex {
     fn ppo_clip_forward(
         tokens: PpoTokens<Self>,
         offsets: &[usize],
-        config: &PpoClipConfig,
+        config: &ClipSettings,
     ) -> PpoForward<Self> {
         let (loss, stats, weights) =
             with_slices(&tokens, |x| cpu::ppo::ppo_clip_forward(x, offsets, config));
@@ -205,7 +205,7 @@ impl KernelBackend for Flex {
         offsets: &[usize],
         seq_weight: FlexTensor,
         grad: FlexTensor,
-        config: &PpoClipConfig,
+        config: &ClipSettings,
     ) -> FlexTensor {
         let d = with_slices(&tokens, |x| {
             cpu::ppo::ppo_clip_backward(

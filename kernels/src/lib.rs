@@ -11,7 +11,7 @@
 //! gae<B: KernelBackend>(rewards, values, mask: Tensor<B, 1>, offsets: &[usize],
 //!     gamma: f32, lambda: f32) -> Result<(Tensor<B, 1>, Tensor<B, 1>), KernelError>
 //! ppo_clip_loss<B: KernelBackend>(logp, old_logp, advantages, mask: Tensor<B, 1>,
-//!     offsets: &[usize], config: &PpoClipConfig) -> Result<PpoClipOutput<B>, KernelError>
+//!     offsets: &[usize], config: &ClipSettings) -> Result<PpoClipOutput<B>, KernelError>
 //! ppo_clip_loss_weighted(…, mask, weight: Option<Tensor<B, 1>>, offsets, config)
 //! swiglu<B: KernelBackend, const D: usize>(gate: Tensor<B, D>, up: Tensor<B, D>) -> Tensor<B, D>
 //! masked_softmax<B: KernelBackend, const D: usize>(scores, mask: Tensor<B, D>) -> Tensor<B, D>
@@ -65,7 +65,7 @@ use burn::tensor::{Int, Tensor, TensorPrimitive};
 pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
 pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
 pub use packed_weights::{with_packed_weights, PackedWeights};
-pub use ppo_clip::{PpoClipConfig, PpoStats};
+pub use ppo_clip::{ClipSettings, PpoStats};
 pub use unfused::DenseGradients;
 
 /// A request the kernels refuse, with what was wrong.
@@ -353,7 +353,7 @@ pub fn ppo_clip_loss<B: KernelBackend>(
     advantages: Tensor<B, 1>,
     mask: Tensor<B, 1>,
     offsets: &[usize],
-    config: &PpoClipConfig,
+    config: &ClipSettings,
 ) -> Result<PpoClipOutput<B>, KernelError> {
     ppo_clip_loss_weighted(logp, old_logp, advantages, mask, None, offsets, config)
 }
@@ -367,7 +367,7 @@ pub fn ppo_clip_loss_weighted<B: KernelBackend>(
     mask: Tensor<B, 1>,
     weight: Option<Tensor<B, 1>>,
     offsets: &[usize],
-    config: &PpoClipConfig,
+    config: &ClipSettings,
 ) -> Result<PpoClipOutput<B>, KernelError> {
     const OP: &str = "ppo_clip_loss";
     let mut lens = vec![

@@ -10,7 +10,7 @@ use burn::tensor::{Int, Tensor, TensorPrimitive};
 use burn_flex::FlexTensor;
 
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
-use crate::ppo_clip::PpoClipConfig;
+use crate::ppo_clip::ClipSettings;
 
 fn to_flex<const D: usize>(t: FloatTensor<NdArray>) -> FlexTensor {
     let data = Tensor::<NdArray, D>::from_primitive(TensorPrimitive::Float(t)).into_data();
@@ -66,7 +66,7 @@ impl KernelBackend for NdArray {
     fn ppo_clip_forward(
         tokens: PpoTokens<Self>,
         offsets: &[usize],
-        config: &PpoClipConfig,
+        config: &ClipSettings,
     ) -> PpoForward<Self> {
         Flex::ppo_clip_forward(tokens.map(to_flex::<1>), offsets, config).map(from_flex::<1>)
     }
@@ -76,7 +76,7 @@ impl KernelBackend for NdArray {
         offsets: &[usize],
         seq_weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
-        config: &PpoClipConfig,
+        config: &ClipSettings,
     ) -> FloatTensor<Self> {
         from_flex::<1>(Flex::ppo_clip_backward(
             tokens.map(to_flex::<1>),

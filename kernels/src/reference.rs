@@ -12,7 +12,7 @@ use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 
 use crate::aggregation::LossAgg;
 
-use crate::ppo_clip::PpoClipConfig;
+use crate::ppo_clip::ClipSettings;
 
 use crate::ppo_clip::PpoStats;
 
@@ -205,7 +205,7 @@ pub fn gae<B: Backend>(
 }
 
 /// Per-token aggregation weights of `agg` (mask included), from the host mask.
-pub fn aggregation_weights(mask: &[f32], offsets: &[usize], config: &PpoClipConfig) -> Vec<f32> {
+pub fn aggregation_weights(mask: &[f32], offsets: &[usize], config: &ClipSettings) -> Vec<f32> {
     let counts: Vec<f32> = offsets
         .windows(2)
         .map(|w| mask[w[0]..w[1]].iter().sum())
@@ -246,7 +246,7 @@ pub fn ppo_clip_loss<B: Backend>(
     mask: Tensor<B, 1>,
     token_weight: Option<Tensor<B, 1>>,
     offsets: &[usize],
-    config: &PpoClipConfig,
+    config: &ClipSettings,
 ) -> (Tensor<B, 1>, PpoStats) {
     let device = logp.device();
     let m = host(mask.clone());

@@ -47,6 +47,13 @@ macro_rules! node_registry {
                 kinds
             }
 
+            /// Each registry line's RON name beside the name its kind gives itself
+            /// ([`NodeKind::own_name`]), which must agree.
+            #[cfg(test)]
+            pub(crate) fn own_names() -> Vec<(&'static str, String)> {
+                vec![$(($ron, <$settings as NodeKind>::own_name()),)*]
+            }
+
             /// Builds this node's operator on backend `B`.
             pub fn build<B: RunBackend>(
                 &self,
@@ -70,6 +77,9 @@ node_registry! {
     BiLevelGae(roll_flow_algo::bi_level_gae::BiLevelGae) = "BiLevelGae",
     Grpo(roll_flow_algo::grpo::Grpo) = "Grpo",
     Reinforce(roll_flow_algo::reinforce::Reinforce) = "Reinforce",
+    Rloo(roll_flow_algo::rloo::Rloo) = "Rloo",
+    DrGrpo(roll_flow_algo::dr_grpo::DrGrpo) = "DrGrpo",
+    ReinforcePlusPlus(roll_flow_algo::reinforce_plus_plus::ReinforcePlusPlus) = "ReinforcePlusPlus",
     StarPo(roll_flow_algo::starpo::StarPo) = "StarPO",
     GiGpo(roll_flow_algo::gigpo::GiGpo) = "GiGPO",
     StepReinforce(roll_flow_algo::step_reinforce::StepReinforce) = "StepReinforce",

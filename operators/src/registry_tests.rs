@@ -189,6 +189,9 @@ fn every_registered_kind_parses_with_defaults() {
         ("BiLevelGae", "()"),
         ("Grpo", "()"),
         ("Reinforce", "()"),
+        ("Rloo", "()"),
+        ("DrGrpo", "()"),
+        ("ReinforcePlusPlus", "()"),
         ("StarPO", "()"),
         ("GiGPO", "()"),
         ("StepReinforce", "()"),
@@ -439,8 +442,8 @@ fn the_advice_for_a_missing_column_names_the_kinds_that_give_it() {
     let advantages = Node::giver_of(&ADVANTAGES).unwrap();
     assert_eq!(
         advantages,
-        "one of the nodes `Gae`, `BiLevelGae`, `Grpo`, `Reinforce`, `StarPO`, `GiGPO`, \
-         `StepReinforce`, `AgenticReinforce`"
+        "one of the nodes `Gae`, `BiLevelGae`, `Grpo`, `Reinforce`, `Rloo`, `DrGrpo`, \
+         `ReinforcePlusPlus`, `StarPO`, `GiGPO`, `StepReinforce`, `AgenticReinforce`"
     );
     let returns = Node::kinds_giving(&RETURNS);
     assert!(
@@ -515,4 +518,94 @@ fn starpo_on_step_wise_samples_is_refused_at_validation() {
           step-wise ones; set the rollout's `samples: Trajectory` (or use GiGPO)"
         ]
     );
+}
+
+#[test]
+fn every_registry_name_is_the_name_its_kind_gives_itself() {
+    let names = Node::own_names();
+    assert_eq!(names.len(), Node::KINDS.len());
+    for (ron, own) in names {
+        assert_eq!(
+            ron, own,
+            "the registry line `{ron}` names a kind that calls itself `{own}`"
+        );
+    }
+}
+
+#[test]
+fn the_new_losses_read_what_they_need_and_refuse_what_cannot_work() {
+    let needs = |text: &str| {
+        node(text)
+            .contract()
+            .needs
+            .iter()
+            .map(|c| c.column.name().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        needs("ActorStep(loss: Gspo())"),
+        ["response_mask", "advantages", "old_logprob"],
+        "sequence ratios need no turn ids"
+    );
+    assert_eq!(
+        needs("ActorStep(loss: Cispo(correction: (tis: 2.0)))"),
+        [
+            "response_mask",
+            "advantages",
+            "old_logprob",
+            "behaviour_logprob"
+        ]
+    );
+    assert_eq!(
+        needs("ActorStep(old_logprob: ThisStep, loss: PpoClip(correction: (mask: Token())))"),
+        ["response_mask", "advantages", "behaviour_logprob"]
+    );
+    let err = node("ActorStep(old_logprob: Behaviour, loss: Gspo(correction: (tis: 2.0)))")
+        .check()
+        .unwrap_err();
+    assert!(
+        err.starts_with("`correction` weighs each token by π_old/π_behave"),
+        "{err}"
+    );
+    let err = node("ActorStep(loss: Gspo(low: 2.0))").check().unwrap_err();
+    assert!(err.starts_with("Gspo: clip needs"), "{err}");
+    let err = node("ActorStep(loss: PpoClip(correction: (tis: -1.0)))")
+        .check()
+        .unwrap_err();
+    assert_eq!(err, "PpoClip: `correction.tis` must be > 0, got -1");
+    // Only the decoupled loss takes the older samples of an asynchronous rollout.
+    let refuses = |text: &str| {
+        node(text)
+            .contract()
+            .refuses
+            .into_iter()
+            .map(|r| r.reason)
+            .collect::<Vec<_>>()
+    };
+    let gspo = refuses("ActorStep(loss: Gspo())");
+    assert!(
+        gspo[0].contains("and `Gspo` does not correct for that"),
+        "{gspo:?}"
+    );
+    assert!(refuses("ActorStep(loss: DecoupledPpo())").is_empty());
+    for estimator in ["K2", "LowVarKl"] {
+        let text = format!("ActorStep(kl: (estimator: {estimator}))");
+        assert!(node(&text).check().is_ok(), "{estimator}");
+    }
+}
+
+#[test]
+fn dynamic_sampling_is_range_checked_and_refused_with_asynchronous_or_partial_rollouts() {
+    let err = |t: &str| node(t).check().unwrap_err();
+    assert!(node("Rollout(envs: \"t\", dynamic_sampling: ())")
+        .check()
+        .is_ok());
+    assert_eq!(
+        err("Rollout(envs: \"t\", dynamic_sampling: (extra_rounds: 0))"),
+        "`dynamic_sampling.extra_rounds` must be in 1..=1024, got 0"
+    );
+    let e = err("Rollout(envs: \"t\", staleness: 1, dynamic_sampling: ())");
+    assert!(e.contains("cannot be combined with `staleness` > 0"), "{e}");
+    let e = err("Rollout(envs: \"t\", partial: (extra_groups: 1), dynamic_sampling: ())");
+    assert!(e.contains("cannot be combined with `partial`"), "{e}");
 }

@@ -37,7 +37,8 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "resume")]
     overwrite: bool,
     /// Write the batch each training node received, per step, into DIR (JSON; see
-    /// docs of `roll_flow::engine::batch_dump`).
+    /// docs of `roll_flow::engine::batch_dump`); an `ActorStep` also writes what its loss
+    /// made of each token, `<node>.loss.json` (`roll_flow::operators::training::loss_dump`).
     #[arg(long, value_name = "DIR")]
     dump_batches: Option<PathBuf>,
     /// Override any field: `--set envs.train.groups=2 --set nodes.rollout.temperature=0.7`.

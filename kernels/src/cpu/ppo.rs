@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use super::gae::{check_offsets, split_sequences};
 use super::simd::{dispatch, exp, isa_copies, Isa};
 use crate::aggregation::sequence_weights;
-use crate::ppo_clip::{PpoClipConfig, PpoStats};
+use crate::ppo_clip::{ClipSettings, PpoStats};
 
 /// Number of per-sequence partial sums.
 pub const PARTIALS: usize = 5;
@@ -34,7 +34,7 @@ const LANES: usize = 16;
 /// Tokens summed in f32 lanes before the sums are folded into f64 (64 terms per lane).
 const CHUNK: usize = 1024;
 
-/// The clip constants of a [`PpoClipConfig`], hoisted out of the loops.
+/// The clip constants of a [`ClipSettings`], hoisted out of the loops.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Clip {
     lower: f32,
@@ -44,7 +44,7 @@ pub(crate) struct Clip {
 }
 
 impl Clip {
-    pub(crate) fn new(cfg: &PpoClipConfig) -> Clip {
+    pub(crate) fn new(cfg: &ClipSettings) -> Clip {
         Clip {
             lower: 1.0 - cfg.low,
             upper: 1.0 + cfg.high,
@@ -171,7 +171,7 @@ isa_copies!(avx2, "avx2,fma":
 );
 
 /// Per-sequence weights, loss and stats from the partial sums (`[sequences × PARTIALS]`).
-pub fn combine(partials: &[f64], cfg: &PpoClipConfig) -> (f32, PpoStats, Vec<f32>) {
+pub fn combine(partials: &[f64], cfg: &ClipSettings) -> (f32, PpoStats, Vec<f32>) {
     let seqs = partials.chunks(PARTIALS);
     let counts: Vec<f64> = seqs.clone().map(|p| p[1]).collect();
     let total: f64 = counts.iter().sum();
@@ -220,7 +220,7 @@ impl PpoSlices<'_> {
 pub fn ppo_clip_forward(
     x: PpoSlices<'_>,
     offsets: &[usize],
-    cfg: &PpoClipConfig,
+    cfg: &ClipSettings,
 ) -> (f32, PpoStats, Vec<f32>) {
     x.check(offsets);
     let (isa, clip) = (Isa::detect(), Clip::new(cfg));
@@ -238,7 +238,7 @@ pub fn ppo_clip_backward(
     offsets: &[usize],
     seq_weight: &[f32],
     grad: f32,
-    cfg: &PpoClipConfig,
+    cfg: &ClipSettings,
 ) -> Vec<f32> {
     x.check(offsets);
     let (isa, clip) = (Isa::detect(), Clip::new(cfg));

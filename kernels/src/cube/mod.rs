@@ -21,7 +21,7 @@ use cubecl::prelude::*;
 
 use crate::aggregation::LossAgg;
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
-use crate::ppo_clip::PpoClipConfig;
+use crate::ppo_clip::ClipSettings;
 
 /// Units per cube for the row and sequence reductions (a power of two).
 const BLOCK: u32 = 256;
@@ -70,7 +70,7 @@ fn check_offsets(offsets: &[usize], tokens: usize, op: &str) {
     );
 }
 
-fn dual(config: &PpoClipConfig) -> f32 {
+fn dual(config: &ClipSettings) -> f32 {
     config.dual_clip.unwrap_or(0.0)
 }
 
@@ -171,7 +171,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
     fn ppo_clip_forward(
         tokens: PpoTokens<Self>,
         offsets: &[usize],
-        config: &PpoClipConfig,
+        config: &ClipSettings,
     ) -> PpoForward<Self> {
         let x = PpoLaunch::<R>::new::<F, I, BT>(tokens, offsets);
         let sequences = x.sequences;
@@ -235,7 +235,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         offsets: &[usize],
         seq_weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
-        config: &PpoClipConfig,
+        config: &ClipSettings,
     ) -> FloatTensor<Self> {
         let x = PpoLaunch::<R>::new::<F, I, BT>(tokens, offsets);
         let (seq_weight, grad) = (into_contiguous(seq_weight), into_contiguous(grad));

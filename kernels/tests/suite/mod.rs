@@ -18,7 +18,7 @@
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
-use roll_flow_kernels::{reference, KernelBackend, LossAgg, PpoClipConfig, PpoStats};
+use roll_flow_kernels::{reference, ClipSettings, KernelBackend, LossAgg, PpoStats};
 
 pub mod block_write;
 pub mod contiguous;
@@ -336,7 +336,7 @@ pub fn gae_forward<B: KernelBackend>(device: &B::Device) {
     }
 }
 
-fn ppo_configs() -> Vec<PpoClipConfig> {
+fn ppo_configs() -> Vec<ClipSettings> {
     let mut configs = Vec::new();
     for agg in [
         LossAgg::TokenMean,
@@ -345,7 +345,7 @@ fn ppo_configs() -> Vec<PpoClipConfig> {
         LossAgg::SeqMeanTokenSumNorm,
     ] {
         for (dual_clip, high) in [(None, 0.2), (Some(3.0), 0.28)] {
-            configs.push(PpoClipConfig {
+            configs.push(ClipSettings {
                 low: 0.2,
                 high,
                 dual_clip,
@@ -354,7 +354,7 @@ fn ppo_configs() -> Vec<PpoClipConfig> {
             });
         }
     }
-    configs.push(PpoClipConfig {
+    configs.push(ClipSettings {
         agg: LossAgg::SeqMeanTokenSumNorm,
         norm_length: Some(700),
         ..Default::default()
@@ -435,7 +435,7 @@ pub fn refuses_bad_input<B: KernelBackend>(device: &B::Device) {
         x.clone(),
         x,
         &[0, 4],
-        &PpoClipConfig {
+        &ClipSettings {
             dual_clip: Some(0.5),
             ..Default::default()
         },

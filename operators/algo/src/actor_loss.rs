@@ -28,19 +28,15 @@ use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use serde::Deserialize;
 
-use super::aggregation::{aggregate, LossAgg};
+use super::aggregation::aggregate;
 use super::algo_stats::AlgoStats;
-use super::decoupled_ppo::DecoupledPpo;
 use super::error::AlgoError;
 use super::kl::KlEstimator;
-use super::ppo_loss::{masked_mean, PolicyInputs, PpoClip};
-
-/// The policy loss of an `ActorStep`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-pub enum PolicyLoss {
-    PpoClip(PpoClip),
-    DecoupledPpo(DecoupledPpo),
-}
+use super::packed_layout::masked_mean;
+use super::policy_loss::PolicyLoss;
+use super::ppo_loss::PolicyInputs;
+#[cfg(test)]
+use super::{decoupled_ppo::DecoupledPpo, ppo_loss::PpoClip};
 
 fn default_kl_coef() -> f32 {
     0.001
@@ -93,16 +89,6 @@ pub struct ActorLossOutput<B: Backend> {
     pub stats: AlgoStats,
 }
 
-impl PolicyLoss {
-    /// The aggregation mode and its normalisation length.
-    pub fn agg(&self) -> (LossAgg, Option<u32>) {
-        match self {
-            PolicyLoss::PpoClip(p) => (p.agg, p.norm_length),
-            PolicyLoss::DecoupledPpo(p) => (p.agg, p.norm_length),
-        }
-    }
-}
-
 /// L_policy − entropy_coef·agg(H) + uniform_kl_coef·agg(KL(U‖π)) + kl.coef·agg(KL).
 pub fn actor_objective<B: roll_flow_kernels::KernelBackend>(
     policy: &PolicyLoss,
@@ -111,16 +97,7 @@ pub fn actor_objective<B: roll_flow_kernels::KernelBackend>(
     regularisers: Regularisers<'_>,
 ) -> Result<ActorLossOutput<B>, AlgoError> {
     let (entropy_coef, kl_loss) = (regularisers.entropy, regularisers.kl_loss);
-    let out = match policy {
-        PolicyLoss::PpoClip(p) => p.loss(inputs)?,
-        PolicyLoss::DecoupledPpo(p) => {
-            let behaviour = extras
-                .behaviour_logprob
-                .clone()
-                .ok_or_else(|| missing("behaviour_logprob"))?;
-            p.loss(inputs, behaviour)?
-        }
-    };
+    let out = policy.loss(inputs, extras.behaviour_logprob.clone())?;
     let (agg, norm) = policy.agg();
     let mut stats = out.stats;
     stats.insert("pg_loss".into(), scalar(&out.loss));
@@ -158,7 +135,7 @@ pub fn actor_objective<B: roll_flow_kernels::KernelBackend>(
             .ok_or_else(|| {
                 AlgoError::invalid(
                     "ActorStep",
-                    "the KL loss term needs a per-token estimator (K1, Abs, Mse or K3), not `Full`",
+                    "the KL loss term needs a per-token estimator (K1, Abs, Mse (K2), K3 or LowVarKl), not `Full`",
                 )
             })?;
         let term = aggregate(per_token, inputs.layout, agg, norm);

@@ -11,10 +11,11 @@ use roll_flow_engine::batch::column::{
 };
 use roll_flow_engine::{Batch, Column};
 
-use super::actor_loss::{KlLoss, PolicyLoss};
+use super::actor_loss::KlLoss;
 use super::batch_read::read_f32;
 use super::error::AlgoError;
 use super::packed_layout::PackedLayout;
+use super::policy_loss::PolicyLoss;
 use super::ppo_loss::RatioLevel;
 
 /// A token-level f32 column as a 1-D tensor.
@@ -51,12 +52,9 @@ impl<B: Backend> ActorBatch<B> {
         device: &B::Device,
     ) -> Result<Self, AlgoError> {
         const NODE: &str = "ActorStep";
-        let (ratio, decoupled) = match loss {
-            PolicyLoss::PpoClip(p) => (p.ratio, false),
-            PolicyLoss::DecoupledPpo(p) => (p.ratio, true),
-        };
-        let layout = PackedLayout::from_batch(batch, NODE, ratio == RatioLevel::Segment, device)?;
-        let behaviour = decoupled
+        let turns = loss.ratio() == RatioLevel::Segment;
+        let layout = PackedLayout::from_batch(batch, NODE, turns, device)?;
+        let behaviour = (loss.reads_behaviour())
             .then(|| token_tensor(batch, NODE, &BEHAVIOUR_LOGPROB, device))
             .transpose()?;
         let reference = kl

@@ -19,13 +19,11 @@ use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use serde::Deserialize;
 
-use roll_flow_kernels::KernelBackend;
+use roll_flow_kernels::{ClipSettings, KernelBackend};
 
-use super::aggregation::LossAgg;
 use super::error::AlgoError;
-use super::ppo_loss::{
-    check_clip, masked_mean, PolicyInputs, PolicyLossOutput, PpoClip, RatioLevel,
-};
+use super::packed_layout::masked_mean;
+use super::ppo_loss::{check_clip, ClipLoss, PolicyInputs, PolicyLossOutput, RatioLevel};
 
 /// How the behaviour importance weight is bounded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
@@ -39,37 +37,19 @@ pub enum BehaviourCap {
     Mask(f32),
 }
 
-/// The decoupled PPO loss.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DecoupledPpo {
-    /// ε_low (default 0.2).
-    pub low: f32,
-    /// ε_high (default 0.2).
-    pub high: f32,
-    /// Dual clip constant c > 1; `None` (default) turns it off.
-    pub dual_clip: Option<f32>,
-    /// `Token` (default) or `Segment` ratios.
-    pub ratio: RatioLevel,
-    /// Loss aggregation (default `SeqMeanTokenMean`).
-    pub agg: LossAgg,
-    /// The constant length L of `SeqMeanTokenSumNorm`; default the longest response.
-    pub norm_length: Option<u32>,
-    /// Bound on the behaviour weight: `None` (default), `Clamp(c)` or `Mask(c)`.
-    pub behaviour_cap: BehaviourCap,
+roll_flow_kernels::clip_settings_struct! {
+    /// The decoupled PPO loss (clip defaults: [`ClipSettings::default`]).
+    pub struct DecoupledPpo {
+        /// `Token` (default) or `Segment` ratios.
+        pub ratio: RatioLevel = RatioLevel::Token,
+        /// Bound on the behaviour weight: `None` (default), `Clamp(c)` or `Mask(c)`.
+        pub behaviour_cap: BehaviourCap = BehaviourCap::None,
+    }
 }
 
 impl Default for DecoupledPpo {
     fn default() -> Self {
-        DecoupledPpo {
-            low: 0.2,
-            high: 0.2,
-            dual_clip: None,
-            ratio: RatioLevel::Token,
-            agg: LossAgg::SeqMeanTokenMean,
-            norm_length: None,
-            behaviour_cap: BehaviourCap::None,
-        }
+        DecoupledPpo::with_clip(ClipSettings::default())
     }
 }
 
@@ -85,18 +65,6 @@ impl DecoupledPpo {
                 ))
             }
             _ => Ok(()),
-        }
-    }
-
-    /// The clip settings, as a [`PpoClip`] (whose kernel call this loss shares).
-    fn clip(&self) -> PpoClip {
-        PpoClip {
-            low: self.low,
-            high: self.high,
-            dual_clip: self.dual_clip,
-            ratio: self.ratio,
-            agg: self.agg,
-            norm_length: self.norm_length,
         }
     }
 
@@ -130,10 +98,12 @@ impl DecoupledPpo {
             .detach()
             .exp();
         let dropped = raw.greater(w.clone().add_scalar(1e-12)).float();
-        let mut out = self
-            .clip()
-            .clip_loss("DecoupledPpo")
-            .loss(inputs, Some(w.clone()))?;
+        let clip = ClipLoss {
+            node: "DecoupledPpo",
+            config: self.clip(),
+            ratio: self.ratio,
+        };
+        let mut out = clip.loss(inputs, Some(w.clone()))?;
         out.stats
             .insert("behave_weight_mean".into(), masked_mean(w, layout));
         out.stats
@@ -146,6 +116,7 @@ impl DecoupledPpo {
 mod tests {
     use super::*;
     use crate::packed_layout::PackedLayout;
+    use crate::ppo_loss::PpoClip;
     use crate::AlgoStats;
     use burn::backend::{Autodiff, Flex};
 

@@ -131,6 +131,25 @@ pub fn normalise(scores: &[f64], ids: &[usize], norm: Norm) -> Vec<f64> {
     out
 }
 
+/// RLOO's leave-one-out centring (Ahmadian et al. 2024; verl
+/// `compute_rloo_outcome_advantage`): within a group of n ≥ 2 scores, s_i − (1/(n−1))·
+/// Σ_{j≠i} s_j, which is n/(n−1)·(s_i − mean). A group of one has no other score to
+/// compare with and gets 0, as under `Mean` (verl keeps its raw score instead).
+pub fn leave_one_out(scores: &[f64], ids: &[usize]) -> Vec<f64> {
+    let mut out = vec![0.0; scores.len()];
+    for group in members(ids) {
+        let n = group.len();
+        if n < 2 {
+            continue;
+        }
+        let sum: f64 = group.iter().map(|&i| scores[i]).sum();
+        for &i in &group {
+            out[i] = scores[i] - (sum - scores[i]) / (n - 1) as f64;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,7 +25,7 @@ use super::config_check::unit_interval;
 use super::discount::discounted_returns;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState};
-use super::grouping::{normalise, Grouping, Norm};
+use super::grouping::{leave_one_out, normalise, Grouping, Norm};
 use super::kl_penalty::KlPenalty;
 use super::shaping::Shaping;
 
@@ -57,14 +57,33 @@ impl Default for Grpo {
     }
 }
 
-/// The settings GRPO and REINFORCE share: the computation of the module docs.
+/// The settings GRPO, REINFORCE, RLOO, Dr.GRPO and REINFORCE++ share: the computation of
+/// the module docs, step 2 as [`Centre`] says.
 pub(super) struct Settings<'a> {
     pub node: &'static str,
     pub gamma: f32,
     pub group_by: Grouping,
-    pub norm: Norm,
+    pub centre: Centre,
     pub shaping: &'a Shaping,
     pub kl_penalty: &'a Option<KlPenalty>,
+}
+
+/// How step 2 turns each score into ŝ within its group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Centre {
+    /// [`normalise`] with the norm (GRPO, REINFORCE, Dr.GRPO, REINFORCE++).
+    Norm(Norm),
+    /// [`leave_one_out`]: s minus the mean of the group's other scores (RLOO).
+    LeaveOneOut,
+}
+
+impl Centre {
+    fn apply(self, scores: &[f64], ids: &[usize]) -> Vec<f64> {
+        match self {
+            Centre::Norm(norm) => normalise(scores, ids, norm),
+            Centre::LeaveOneOut => leave_one_out(scores, ids),
+        }
+    }
 }
 
 impl Settings<'_> {
@@ -74,7 +93,8 @@ impl Settings<'_> {
             needs.push(group_need(self.group_by, col));
         }
         needs.extend(self.kl_penalty.iter().flat_map(KlPenalty::needs));
-        let group_normalised = self.norm != Norm::Identity && self.group_by != Grouping::Batch;
+        let centred = self.centre != Centre::Norm(Norm::Identity);
+        let group_normalised = centred && self.group_by != Grouping::Batch;
         Contract {
             needs,
             gives: vec![ADVANTAGES, RETURNS],
@@ -104,7 +124,7 @@ impl Settings<'_> {
             .collect();
         self.shaping.clip_rewards(&mut scores);
         let ids = self.group_by.group_ids(batch, self.node)?;
-        let normed = normalise(&scores, &ids, self.norm);
+        let normed = self.centre.apply(&scores, &ids);
         let mut rewards = vec![0.0f64; batch.num_tokens()];
         let positions: Vec<Vec<usize>> = (0..batch.num_samples())
             .map(|i| response_positions(batch, &mask, i))
@@ -154,7 +174,7 @@ macro_rules! estimator_from_settings {
                     node: stringify!($node),
                     gamma: self.gamma,
                     group_by: self.group_by,
-                    norm: self.norm,
+                    centre: $crate::grpo::Centre::Norm(self.norm),
                     shaping: &self.shaping,
                     kl_penalty: &self.kl_penalty,
                 }

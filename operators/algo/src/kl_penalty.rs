@@ -62,7 +62,7 @@ impl KlPenalty {
     /// Checks the configuration.
     pub fn validate(&self, node: &'static str) -> Result<(), AlgoError> {
         if self.estimator == KlEstimator::Full {
-            return Err(AlgoError::invalid(node, "kl_penalty cannot use `Full` (it needs full-vocabulary log-probs); use K1, Abs, Mse or K3"));
+            return Err(AlgoError::invalid(node, "kl_penalty cannot use `Full` (it needs full-vocabulary log-probs); use K1, Abs, Mse (K2), K3 or LowVarKl"));
         }
         if let Some(t) = self.target {
             if t.is_nan() || t <= 0.0 {

@@ -6,11 +6,13 @@
 //!
 //! - Estimators ([`AdvantageEstimator`]) read and write [`roll_flow_engine::Batch`] columns,
 //!   so the `adv` node (in `roll-flow-operators`) is a thin wrapper over any of them: one
-//!   file each ([`gae`], [`bi_level_gae`], [`grpo`], [`reinforce`], [`starpo`], [`gigpo`],
-//!   [`step_reinforce`], [`agentic_reinforce`]), and one line in the node registry.
+//!   file each ([`gae`], [`bi_level_gae`], [`grpo`], [`reinforce`], [`rloo`], [`dr_grpo`],
+//!   [`reinforce_plus_plus`], [`starpo`], [`gigpo`], [`step_reinforce`],
+//!   [`agentic_reinforce`]), and one line in the node registry.
 //! - Shaping ([`Shaping`], [`KlPenalty`]) runs inside the estimators in ROLL's order:
 //!   reward clip, KL penalty, estimator, whitening, advantage clip.
-//! - Losses ([`PpoClip`], [`DecoupledPpo`], [`ValueLoss`], [`actor_objective`]) work on
+//! - Losses ([`PpoClip`], [`DecoupledPpo`], [`Gspo`], [`Cispo`], as [`PolicyLoss`], with
+//!   the [`MismatchCorrection`]; [`ValueLoss`], [`actor_objective`]) work on
 //!   packed 1-D token tensors, generic over the backend so autodiff works everywhere; the
 //!   clipped surrogate and GAE run in the fused kernels of `roll-flow-kernels` (any
 //!   `KernelBackend`), whose `reference` module keeps the unfused formulas as the test
@@ -25,9 +27,11 @@ pub mod algo_stats;
 mod batch_read;
 pub mod batch_tensors;
 pub mod bi_level_gae;
+pub mod cispo;
 pub mod config_check;
 pub mod decoupled_ppo;
 pub mod discount;
+pub mod dr_grpo;
 pub mod entropy_control;
 pub mod error;
 pub mod estimator;
@@ -37,13 +41,18 @@ pub mod grad_clip;
 pub mod grad_flat;
 pub mod grouping;
 pub mod grpo;
+pub mod gspo;
 pub mod kl;
 pub mod kl_controller;
 pub mod kl_penalty;
+pub mod mismatch_correction;
 pub mod packed_layout;
+pub mod policy_loss;
 pub mod ppo_loss;
 pub mod reinforce;
+pub mod reinforce_plus_plus;
 pub mod reward_clip;
+pub mod rloo;
 pub mod segment_ratio;
 pub mod shaping;
 pub mod similarity;
@@ -58,12 +67,11 @@ pub mod zero_advantage_filter;
 #[doc(hidden)]
 pub mod test_batches;
 
-pub use actor_loss::{
-    actor_objective, ActorExtras, ActorLossOutput, KlLoss, PolicyLoss, Regularisers,
-};
+pub use actor_loss::{actor_objective, ActorExtras, ActorLossOutput, KlLoss, Regularisers};
 pub use aggregation::LossAgg;
 pub use algo_stats::AlgoStats;
 pub use batch_tensors::{ActorBatch, CriticBatch};
+pub use cispo::Cispo;
 pub use decoupled_ppo::{BehaviourCap, DecoupledPpo};
 pub use entropy_control::{AdaptiveEntropy, EntropyController};
 pub use error::AlgoError;
@@ -72,10 +80,13 @@ pub use gigpo::{AnchorMode, EpisodeStats, GigpoNorm};
 pub use grad_clip::{clip_grad_norm, grad_norm};
 pub use grad_flat::{flatten_grads, unflatten_grads};
 pub use grouping::{Grouping, Norm};
+pub use gspo::Gspo;
 pub use kl::KlEstimator;
 pub use kl_controller::KlController;
 pub use kl_penalty::KlPenalty;
+pub use mismatch_correction::{MismatchCorrection, MismatchMask};
 pub use packed_layout::PackedLayout;
+pub use policy_loss::PolicyLoss;
 pub use ppo_loss::{PolicyInputs, PolicyLossOutput, PpoClip, RatioLevel};
 pub use shaping::Shaping;
 pub use update_norm::update_norm;

@@ -4,11 +4,14 @@
 //! are formed in burn ops first and handed to it as the log-ratio.
 //!
 //! Per response token (Schulman et al. 2017 eq. 7; verl/ROLL `compute_policy_loss`):
-//! - r = exp(log r), log r = logp − old_logp per token, or the turn's mean ([`RatioLevel`]);
+//! - r = exp(log r), log r = logp − old_logp per token, or the mean over the token's turn
+//!   or sample ([`RatioLevel`]);
 //! - L_clip = max(−A·r, −A·clip(r, 1 − ε_low, 1 + ε_high));
 //! - dual clip (Ye et al. 2020), for A < 0 only: L = min(L_clip, −c·A), capping the loss
 //!   at −c·A (c = 3 usually; ROLL uses 1 + 2ε); requires c > 1;
-//! - aggregated by [`LossAgg`] (default `SeqMeanTokenMean`, ROLL).
+//! - times the rollout–training mismatch weight w_t when `correction` is set
+//!   ([`MismatchCorrection`]: TIS, token or sequence masking);
+//! - aggregated by [`LossAgg`](super::aggregation::LossAgg) (default `SeqMeanTokenMean`, ROLL).
 //!
 //! Defaults: ε_low = ε_high = 0.2 (symmetric; StarPO-S uses `low: 0.2, high: 0.28`), no
 //! dual clip, token ratios. Stats: `pg_clipfrac` (tokens whose clipped term is active),
@@ -18,44 +21,30 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use roll_flow_kernels::{KernelBackend, PpoClipConfig, PpoStats};
-use serde::Deserialize;
+use roll_flow_kernels::{ClipSettings, KernelBackend, PpoStats};
 
+#[cfg(test)]
 use super::aggregation::LossAgg;
 use super::algo_stats::AlgoStats;
 use super::error::AlgoError;
+use super::mismatch_correction::{MismatchCorrection, MismatchWeights};
 use super::packed_layout::PackedLayout;
 use super::segment_ratio::log_ratio;
 pub use super::segment_ratio::RatioLevel;
 
-/// The PPO clipped-surrogate policy loss.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PpoClip {
-    /// ε_low: the ratio is clipped below at 1 − ε_low (default 0.2).
-    pub low: f32,
-    /// ε_high: the ratio is clipped above at 1 + ε_high (default 0.2; StarPO-S 0.28).
-    pub high: f32,
-    /// Dual clip constant c > 1 for negative advantages; `None` (default) turns it off.
-    pub dual_clip: Option<f32>,
-    /// `Token` (default) or `Segment` (one ratio per turn).
-    pub ratio: RatioLevel,
-    /// Loss aggregation (default `SeqMeanTokenMean`).
-    pub agg: LossAgg,
-    /// The constant length L of `SeqMeanTokenSumNorm`; default the longest response.
-    pub norm_length: Option<u32>,
+roll_flow_kernels::clip_settings_struct! {
+    /// The PPO clipped-surrogate policy loss (defaults: [`ClipSettings::default`]).
+    pub struct PpoClip {
+        /// `Token` (default), `Segment` (one ratio per turn) or `Sequence` (one per sample).
+        pub ratio: RatioLevel = RatioLevel::Token,
+        /// Rollout–training mismatch correction ([`MismatchCorrection`]); `None` (default).
+        pub correction: Option<MismatchCorrection> = None,
+    }
 }
 
 impl Default for PpoClip {
     fn default() -> Self {
-        PpoClip {
-            low: 0.2,
-            high: 0.2,
-            dual_clip: None,
-            ratio: RatioLevel::Token,
-            agg: LossAgg::SeqMeanTokenMean,
-            norm_length: None,
-        }
+        PpoClip::with_clip(ClipSettings::default())
     }
 }
 
@@ -79,41 +68,90 @@ pub struct PolicyLossOutput<B: Backend> {
 }
 
 impl PpoClip {
-    /// Checks the clip settings.
+    /// Checks the clip and correction settings.
     pub fn validate(&self) -> Result<(), AlgoError> {
-        check_clip("PpoClip", self.low, self.high, self.dual_clip)
+        check_clip("PpoClip", self.low, self.high, self.dual_clip)?;
+        check_correction("PpoClip", self.correction.as_ref())
     }
 
-    /// The aggregated loss.
+    /// The aggregated loss (a `correction` needs [`PpoClip::loss_with_behaviour`]).
     pub fn loss<B: KernelBackend>(
         &self,
         inputs: &PolicyInputs<'_, B>,
     ) -> Result<PolicyLossOutput<B>, AlgoError> {
+        self.loss_with_behaviour(inputs, None)
+    }
+
+    /// The aggregated loss, each token's term weighted by the mismatch correction, if
+    /// any, from the sampler's log-probs `behaviour`.
+    pub fn loss_with_behaviour<B: KernelBackend>(
+        &self,
+        inputs: &PolicyInputs<'_, B>,
+        behaviour: Option<Tensor<B, 1>>,
+    ) -> Result<PolicyLossOutput<B>, AlgoError> {
         self.validate()?;
-        self.clip_loss("PpoClip").loss(inputs, None)
+        let correction = mismatch_weights("PpoClip", self.correction.as_ref(), inputs, behaviour)?;
+        corrected(correction, |w| self.clip_loss("PpoClip").loss(inputs, w))
     }
 
     /// These settings as the fused kernel takes them, errors named after `node`.
     pub(crate) fn clip_loss(&self, node: &'static str) -> ClipLoss {
         ClipLoss {
             node,
-            config: PpoClipConfig {
-                low: self.low,
-                high: self.high,
-                dual_clip: self.dual_clip,
-                agg: self.agg,
-                norm_length: self.norm_length,
-            },
+            config: self.clip(),
             ratio: self.ratio,
         }
     }
 }
 
-/// A clipped surrogate as the fused kernel runs it: shared by [`PpoClip`] and
-/// [`super::DecoupledPpo`].
+/// The mismatch correction's weights for `inputs` when `correction` is set, or the error
+/// that says the sampler's log-probs are missing.
+pub(crate) fn mismatch_weights<B: Backend>(
+    node: &'static str,
+    correction: Option<&MismatchCorrection>,
+    inputs: &PolicyInputs<'_, B>,
+    behaviour: Option<Tensor<B, 1>>,
+) -> Result<Option<MismatchWeights<B>>, AlgoError> {
+    let Some(correction) = correction else {
+        return Ok(None);
+    };
+    let behaviour = behaviour.ok_or_else(|| {
+        AlgoError::invalid(
+            node,
+            "`correction` needs the rollout's behaviour_logprob, which was not provided",
+        )
+    })?;
+    let old = inputs.old_logprob.clone();
+    Ok(Some(correction.weights(old, behaviour, inputs.layout)))
+}
+
+/// `loss(weights)` with the correction's weights (if any) and its stats added.
+pub(crate) fn corrected<B: Backend>(
+    correction: Option<MismatchWeights<B>>,
+    loss: impl FnOnce(Option<Tensor<B, 1>>) -> Result<PolicyLossOutput<B>, AlgoError>,
+) -> Result<PolicyLossOutput<B>, AlgoError> {
+    let (weight, stats) = match correction {
+        Some(w) => (Some(w.weight), w.stats),
+        None => (None, AlgoStats::new()),
+    };
+    let mut out = loss(weight)?;
+    out.stats.extend(stats);
+    Ok(out)
+}
+
+/// Validates a loss's mismatch correction, if any.
+pub(crate) fn check_correction(
+    node: &'static str,
+    correction: Option<&MismatchCorrection>,
+) -> Result<(), AlgoError> {
+    correction.map_or(Ok(()), |c| c.validate(node))
+}
+
+/// A clipped surrogate as the fused kernel runs it: shared by [`PpoClip`],
+/// [`super::DecoupledPpo`] and [`super::gspo::Gspo`].
 pub(crate) struct ClipLoss {
     pub node: &'static str,
-    pub config: PpoClipConfig,
+    pub config: ClipSettings,
     pub ratio: RatioLevel,
 }
 
@@ -132,7 +170,7 @@ impl ClipLoss {
         // so `ppo_kl` is unchanged).
         let (logp, old) = match self.ratio {
             RatioLevel::Token => (inputs.logprob.clone(), inputs.old_logprob.clone()),
-            RatioLevel::Segment => {
+            RatioLevel::Segment | RatioLevel::Sequence => {
                 let log_r = log_ratio(
                     inputs.logprob.clone(),
                     inputs.old_logprob.clone(),
@@ -192,23 +230,6 @@ pub(crate) fn check_clip(
         }
     }
     Ok(())
-}
-
-/// Masked mean of a detached per-token tensor, as f64, summed in token order on the host
-/// (the same bits on every CPU).
-pub(crate) fn masked_mean<B: Backend>(values: Tensor<B, 1>, layout: &PackedLayout<B>) -> f64 {
-    let host = |t: Tensor<B, 1>| {
-        t.into_data()
-            .convert::<f32>()
-            .to_vec::<f32>()
-            .expect("f32 data")
-    };
-    let (values, mask) = (host(values.detach()), host(layout.mask.clone()));
-    let s = values
-        .iter()
-        .zip(mask)
-        .fold(0.0f64, |s, (&v, m)| s + v as f64 * m as f64);
-    s / layout.response_tokens().max(1) as f64
 }
 
 #[cfg(test)]

@@ -60,3 +60,15 @@ pub fn assert_close(got: &[f32], want: &[f64], tol: f64) {
         assert!((*g as f64 - w).abs() <= tol, "got {got:?}, want {want:?}");
     }
 }
+
+/// The central finite-difference gradient of `f` at `x` in float64, step `h`.
+pub fn finite_difference(f: impl Fn(&[f64]) -> f64, x: &[f64], h: f64) -> Vec<f64> {
+    (0..x.len())
+        .map(|i| {
+            let (mut up, mut down) = (x.to_vec(), x.to_vec());
+            up[i] += h;
+            down[i] -= h;
+            (f(&up) - f(&down)) / (2.0 * h)
+        })
+        .collect()
+}

@@ -17,8 +17,8 @@ use serde::Deserialize;
 use super::aggregation::{aggregate, LossAgg};
 use super::algo_stats::AlgoStats;
 use super::error::AlgoError;
+use super::packed_layout::masked_mean;
 use super::packed_layout::PackedLayout;
-use super::ppo_loss::masked_mean;
 
 /// The critic's loss.
 #[derive(Clone, Debug, PartialEq, Deserialize)]

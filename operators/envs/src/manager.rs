@@ -17,6 +17,10 @@
 //!   tag more, `group_in_tag` from `groups` on, seeded as any group, their global ids after
 //!   every tag's own (`total_groups() + tag's place · extra + k`), the same whichever of
 //!   them a step plays.
+//! - Rounds (dynamic sampling, [`EnvManager::round_slots`]): round r ≥ 1 of a step plays
+//!   each of a tag's `groups` again with new seeds, `group_in_tag = r·groups + k`, seeded
+//!   as any group (a fixed function of step and round), their global ids
+//!   `r·total_groups() + first group of the tag + k`.
 
 use roll_flow_engine::stable_hash::{fnv1a, FNV_OFFSET};
 use roll_flow_engine::EnvSet;
@@ -282,6 +286,38 @@ impl EnvManager {
         let managed = self.set(tag)?;
         let mut out = Vec::new();
         self.push_groups(managed, step, shard, (extra, skipped), &mut out);
+        Ok(out)
+    }
+
+    /// This worker's env slots of one tag in round `round` ≥ 1 of `step`: the tag's
+    /// `groups` groups once more, with seeds and ids of their own (see the module doc).
+    pub fn round_slots(
+        &self,
+        tag: &str,
+        step: u64,
+        shard: Shard,
+        round: usize,
+    ) -> Result<Vec<EnvSlot>, EnvError> {
+        check_shard(shard)?;
+        let managed = self.set(tag)?;
+        let groups = managed.set.groups;
+        let mut out = Vec::new();
+        for k in 0..groups {
+            let group_id = round * self.total_groups() + managed.first_group + k;
+            if !shard.owns(group_id) {
+                continue;
+            }
+            let group_in_tag = round * groups + k;
+            let seed = self.seed_of(managed, step, group_in_tag);
+            out.extend((0..managed.set.group_size).map(|index_in_group| EnvSlot {
+                env_tag: managed.tag.clone(),
+                group_id,
+                group_in_tag,
+                index_in_group,
+                seed,
+                max_turns: managed.max_turns,
+            }));
+        }
         Ok(out)
     }
 }

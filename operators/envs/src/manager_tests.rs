@@ -218,3 +218,58 @@ fn extra_groups_come_after_every_own_group_with_seeds_and_places_of_their_own() 
     let val_last = m.slots_with_extra("val", 2, Shard::ALL, (2, 1)).unwrap();
     assert_eq!(ids(&val_last[4..]), [(12, 5)]);
 }
+
+#[test]
+fn dynamic_sampling_rounds_have_their_own_seeds_ids_and_places() {
+    let m = manager(); // train: 5 groups of 3 (ids 0-4); val: 4 groups of 1 (ids 5-8)
+    let own = m.slots_for("train", 2, Shard::ALL).unwrap();
+    let r1 = m.round_slots("train", 2, Shard::ALL, 1).unwrap();
+    let r2 = m.round_slots("train", 2, Shard::ALL, 2).unwrap();
+    let ids = |slots: &[super::EnvSlot]| -> Vec<(usize, usize)> {
+        slots
+            .iter()
+            .step_by(3)
+            .map(|s| (s.group_id, s.group_in_tag))
+            .collect()
+    };
+    // Round r: ids r·9 + k, group_in_tag r·5 + k.
+    assert_eq!(ids(&r1), [(9, 5), (10, 6), (11, 7), (12, 8), (13, 9)]);
+    assert_eq!(ids(&r2), [(18, 10), (19, 11), (20, 12), (21, 13), (22, 14)]);
+    // Each group a seed of its own, the same for its 3 members; a fixed function of
+    // step and round: asked again, the same seeds.
+    let seeds: BTreeSet<u64> = own.iter().chain(&r1).chain(&r2).map(|s| s.seed).collect();
+    assert_eq!(seeds.len(), 15);
+    assert_eq!(r1, m.round_slots("train", 2, Shard::ALL, 1).unwrap());
+    assert_ne!(
+        r1[0].seed,
+        m.round_slots("train", 3, Shard::ALL, 1).unwrap()[0].seed
+    );
+    // Round 1 of `val` (first group 5): ids 14-17, validation seeds `seed + group_in_tag`.
+    let val = m.round_slots("val", 2, Shard::ALL, 1).unwrap();
+    assert_eq!(
+        val.iter().map(|s| s.group_id).collect::<Vec<_>>(),
+        [14, 15, 16, 17]
+    );
+    assert_eq!(val[0].seed, 1004);
+    // No two slots of a step share a place among the slots.
+    let mut places: Vec<usize> = own
+        .iter()
+        .chain(&r1)
+        .chain(&r2)
+        .chain(&val)
+        .map(|s| m.slot_position(s))
+        .collect();
+    let n = places.len();
+    places.sort_unstable();
+    places.dedup();
+    assert_eq!(places.len(), n);
+    // Sharded as any group: worker 1 of 2 plays the odd ids.
+    let shard = Shard {
+        worker: 1,
+        workers: 2,
+    };
+    let odd: BTreeSet<usize> = (m.round_slots("train", 2, shard, 1).unwrap().iter())
+        .map(|s| s.group_id)
+        .collect();
+    assert_eq!(odd, BTreeSet::from([9, 11, 13]));
+}

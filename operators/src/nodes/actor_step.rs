@@ -43,6 +43,7 @@ use roll_flow_engine::collective::Collective;
 use roll_flow_engine::{
     Batch, Column, Contract, Need, Operator, OperatorError, Reference, Role, StepContext,
 };
+use roll_flow_model::weights::to_f32_vec;
 use roll_flow_model::Qwen2CausalLm;
 use serde::Deserialize;
 
@@ -54,6 +55,7 @@ use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
 use crate::runtime::scoring::{score_responses, token_column};
 use crate::training::epochs::{loss_divisor, train_epochs, EpochSchedule, StatMeans};
+use crate::training::loss_dump::LossDump;
 
 /// `ActorStep`'s settings.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -61,7 +63,8 @@ use crate::training::epochs::{loss_divisor, train_epochs, EpochSchedule, StatMea
 pub struct ActorStepSpec {
     /// The model trained (default `"policy"`).
     pub model: String,
-    /// The policy loss: `PpoClip(...)` (default) or `DecoupledPpo(...)`.
+    /// The policy loss: `PpoClip(...)` (default), `DecoupledPpo(...)`, `Gspo(...)` or
+    /// `Cispo(...)` ([`PolicyLoss`]).
     pub loss: PolicyLoss,
     /// Entropy bonus coefficient (default 0); with `adaptive_entropy`, its initial value.
     pub entropy: f32,
@@ -100,7 +103,7 @@ impl Default for ActorStepSpec {
     fn default() -> Self {
         ActorStepSpec {
             model: default_policy(),
-            loss: PolicyLoss::PpoClip(Default::default()),
+            loss: PolicyLoss::default(),
             entropy: 0.0,
             adaptive_entropy: None,
             uniform_kl: 0.0,
@@ -131,14 +134,10 @@ impl NodeKind for ActorStepSpec {
             ));
         }
         let behaviour_read = self.old_logprob == OldLogProb::Behaviour;
-        if matches!(self.loss, PolicyLoss::DecoupledPpo(_)) && !behaviour_read {
+        if self.loss.reads_behaviour() && !behaviour_read {
             needs.push(Need::column(BEHAVIOUR_LOGPROB));
         }
-        let ratio = match &self.loss {
-            PolicyLoss::PpoClip(p) => p.ratio,
-            PolicyLoss::DecoupledPpo(p) => p.ratio,
-        };
-        if ratio == RatioLevel::Segment {
+        if self.loss.ratio() == RatioLevel::Segment {
             needs.push(Need::with_hint(TOKEN_TURN, "segment ratios need turn ids"));
         }
         Contract {
@@ -195,11 +194,16 @@ impl NodeKind for ActorStepSpec {
                     .into(),
             );
         }
-        let loss = match &self.loss {
-            PolicyLoss::PpoClip(l) => l.validate(),
-            PolicyLoss::DecoupledPpo(l) => l.validate(),
-        };
-        loss.map_err(|e| e.to_string())
+        if self.loss.correction().is_some() && self.old_logprob == OldLogProb::Behaviour {
+            return Err(
+                "`correction` weighs each token by π_old/π_behave, which is 1 when π_old is the \
+                 rollout's own log-probs (`old_logprob: Behaviour`); remove `old_logprob: \
+                 Behaviour` and add a LogProb node upstream (or use `old_logprob: ThisStep`), \
+                 or remove the correction"
+                    .into(),
+            );
+        }
+        self.loss.validate().map_err(|e| e.to_string())
     }
 
     fn trained(&self) -> Option<TrainedModel> {
@@ -222,6 +226,7 @@ impl NodeKind for ActorStepSpec {
             guides: runtime.guides.clone(),
             temperature: runtime.plan.wiring.sampling_temperature(&self.model),
             entropy_control: runtime.saved_state("actor", name)?,
+            dump: (runtime.run.dump_dir.clone()).map(|dir| LossDump::new(dir, name)),
         }))
     }
 }
@@ -234,6 +239,8 @@ struct ActorStepNode<B: RunBackend> {
     guides: Rc<RefCell<Guides>>,
     temperature: f32,
     entropy_control: Rc<RefCell<EntropyController>>,
+    /// What the loss made of each token, for `--dump-batches`.
+    dump: Option<LossDump>,
 }
 
 impl<B: RunBackend> ActorStepNode<B> {
@@ -268,6 +275,7 @@ struct ActorObjective<'a> {
     guides: &'a Guides,
     temperature: f32,
     entropy_coef: f32,
+    dump: Option<&'a LossDump>,
 }
 
 impl ActorObjective<'_> {
@@ -306,6 +314,15 @@ impl ActorObjective<'_> {
             advantages: inputs.advantages.clone(),
             layout: &inputs.layout,
         };
+        if let Some(dump) = self.dump {
+            let behaviour = inputs.behaviour_logprob.clone();
+            let mut columns = vec![("policy_logprob", policy_inputs.logprob.clone().detach())];
+            columns.extend(self.spec.loss.token_diagnostics(&policy_inputs, behaviour));
+            let columns: Vec<(&str, Vec<f32>)> = (columns.iter())
+                .map(|(name, t)| (*name, to_f32_vec(t)))
+                .collect();
+            dump.record(batch, &columns)?;
+        }
         let extras = ActorExtras {
             behaviour_logprob: inputs.behaviour_logprob.clone(),
             ref_logprob: inputs.ref_logprob.clone(),
@@ -336,14 +353,19 @@ impl<B: RunBackend> Operator for ActorStepNode<B> {
             guides: &guides,
             temperature: self.temperature,
             entropy_coef: self.entropy_coef(),
+            dump: self.dump.as_ref(),
         };
         ctx.metrics
             .insert("entropy/bonus".into(), objective.entropy_coef as f64);
         let (agg, norm_length) = self.spec.loss.agg();
         let mut stats = StatMeans::default();
         let step = ctx.step;
+        let indexed = match &self.dump {
+            Some(dump) => Some(dump.indexed(&batch).map_err(OperatorError)?),
+            None => None,
+        };
         train_epochs(
-            &batch,
+            indexed.as_ref().unwrap_or(&batch),
             EpochSchedule {
                 epochs: self.spec.ppo_epochs,
                 mini_batch: self.spec.mini_batch,
@@ -362,6 +384,9 @@ impl<B: RunBackend> Operator for ActorStepNode<B> {
             || policy_cell.borrow_mut().train.apply(step),
         )
         .map_err(OperatorError)?;
+        if let Some(dump) = &self.dump {
+            (dump.write(step, &batch, &self.collective)).map_err(OperatorError)?;
+        }
         let mut policy = self.policy.borrow_mut();
         if policy.publish_on_train {
             policy.publish();

@@ -35,6 +35,10 @@ where
         self.validate().map_err(|e| e.to_string())
     }
 
+    fn own_name() -> String {
+        E::default().kind().to_string()
+    }
+
     fn build<B: RunBackend>(
         &self,
         name: &str,

@@ -61,6 +61,18 @@ pub trait NodeKind {
         None
     }
 
+    /// The name the kind gives itself, which its registry line must repeat (checked by a
+    /// test): the settings type's name less its `Spec` suffix (`ActorStepSpec` is
+    /// `ActorStep`); an estimator's [`kind`](roll_flow_algo::AdvantageEstimator::kind).
+    fn own_name() -> String
+    where
+        Self: Sized,
+    {
+        let path = std::any::type_name::<Self>();
+        let name = path.rsplit("::").next().unwrap_or(path);
+        name.strip_suffix("Spec").unwrap_or(name).to_string()
+    }
+
     /// Builds the operator for node `name` on backend `B`.
     fn build<B: RunBackend>(
         &self,

@@ -15,13 +15,11 @@ use std::rc::Rc;
 
 use burn::module::AutodiffModule;
 use roll_flow_engine::batch::column::{BEHAVIOUR_LOGPROB, OLD_LOGPROB, RESPONSE_MASK};
-use roll_flow_engine::{
-    Batch, Column, Contract, Need, Operator, OperatorError, Reference, StepContext,
-};
+use roll_flow_engine::{Batch, Column, Operator, OperatorError, StepContext};
 use roll_flow_model::weights::to_f32_vec;
 use serde::Deserialize;
 
-use super::kind::{default_policy, model_ref, NodeKind};
+use super::kind::default_policy;
 use crate::runtime::backend::RunBackend;
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
@@ -44,40 +42,10 @@ impl Default for LogProbSpec {
     }
 }
 
-/// What a scoring node needs and gives: the response tokens in, one token column out.
-pub(super) fn scoring_contract(gives: Column) -> Contract {
-    Contract {
-        needs: vec![Need::column(RESPONSE_MASK)],
-        gives: vec![gives],
-        ..Contract::default()
-    }
-}
-
-impl NodeKind for LogProbSpec {
-    fn contract(&self) -> Contract {
-        scoring_contract(OLD_LOGPROB)
-    }
-
-    fn may_give() -> Vec<Column> {
-        vec![OLD_LOGPROB]
-    }
-
-    fn references(&self) -> Vec<Reference> {
-        model_ref(&self.model)
-    }
-
-    fn build<B: RunBackend>(
-        &self,
-        _name: &str,
-        runtime: &mut Runtime<B>,
-    ) -> Result<Box<dyn Operator>, String> {
-        Ok(Box::new(LogProbNode::build(
-            &self.model,
-            OLD_LOGPROB,
-            runtime,
-        )?))
-    }
-}
+super::scoring_kind::scoring_node_kind!(LogProbSpec, OLD_LOGPROB, |spec, runtime| {
+    let node = LogProbNode::build(&spec.model, OLD_LOGPROB, runtime)?;
+    Ok(Box::new(node))
+});
 
 /// Scores response tokens into one column.
 pub(super) struct LogProbNode<B: RunBackend> {

@@ -15,4 +15,5 @@ pub mod model_update;
 pub mod pi_old;
 pub mod ref_log_prob;
 pub mod rollout;
+pub mod scoring_kind;
 pub mod values;

@@ -37,31 +37,39 @@ impl OldLogProb {
 /// recomputed under this step's weights as the proximal policy, the behaviour
 /// importance weight capped).
 pub fn stale_sample_refusal(loss: &PolicyLoss, old: OldLogProb) -> Option<Refusal> {
-    let reason = match (loss, old) {
-        (PolicyLoss::DecoupledPpo(_), OldLogProb::Column | OldLogProb::ThisStep) => return None,
-        (PolicyLoss::DecoupledPpo(_), OldLogProb::Behaviour) => {
+    let reason = match (loss.corrects_stale_samples(), old) {
+        (true, OldLogProb::Column | OldLogProb::ThisStep) => return None,
+        (true, OldLogProb::Behaviour) => {
             "`old_logprob: Behaviour` with `DecoupledPpo` takes the rollout's log-probs as \
              the proximal policy too, so the behaviour correction is always 1, but the \
              rollout's samples are older than this step (`staleness` > 0, or a partial \
              rollout's carried groups); add a LogProb node upstream and remove `old_logprob`"
+                .to_string()
         }
-        (PolicyLoss::PpoClip(_), OldLogProb::Behaviour) => {
+        (false, OldLogProb::Behaviour) => {
             "the rollout's samples are older than this step (`staleness` > 0, or a partial \
              rollout's carried groups), so their log-probs come from older weights and are \
              not π_old of this step (`old_logprob: Behaviour` is right \
              only for synchronous rollouts); add a LogProb node upstream, remove \
              `old_logprob` and use `loss: DecoupledPpo()` (AReaL's decoupled PPO: π_old \
              recomputed as the proximal policy, the behaviour importance weight capped)"
+                .to_string()
         }
-        (PolicyLoss::PpoClip(_), _) => {
-            "the rollout's samples are older than this step (`staleness` > 0, or a partial \
-             rollout's carried groups), and the plain PPO clip does not correct for that; use \
-             `loss: DecoupledPpo()` (AReaL's decoupled PPO: the behaviour importance \
-             weight, capped) with π_old from a LogProb node upstream"
+        (false, _) => {
+            let this_loss = match loss {
+                PolicyLoss::PpoClip(_) => "the plain PPO clip".to_string(),
+                other => format!("`{}`", other.name()),
+            };
+            format!(
+                "the rollout's samples are older than this step (`staleness` > 0, or a \
+                 partial rollout's carried groups), and {this_loss} does not correct for \
+                 that; use `loss: DecoupledPpo()` (AReaL's decoupled PPO: the behaviour \
+                 importance weight, capped) with π_old from a LogProb node upstream"
+            )
         }
     };
     Some(Refusal {
         column: POLICY_LAG,
-        reason: reason.into(),
+        reason,
     })
 }

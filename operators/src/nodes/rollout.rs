@@ -24,8 +24,10 @@ use super::kind::{at_least_one, default_max_new_tokens, default_policy, NodeKind
 use crate::play_settings::{Guide, PlaySettings, PolicyPlay, SampleMode};
 use crate::prompt::PromptTemplates;
 use crate::rollout::ahead::{AheadRollout, AheadSetup};
+use crate::rollout::dynamic_sampling::{check_groups_to_compare, play_dynamic, DynamicSampling};
 use crate::rollout::env_player::{env_manager, EnvPlayer, Played};
 use crate::rollout::episode::check_room_to_reply;
+use crate::rollout::stats::EpisodeSummary;
 use crate::rollout::{gathered, samples, stats};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::resources::Runtime;
@@ -106,6 +108,14 @@ pub struct RolloutSpec {
     /// `crate::rollout::early_cut`.
     #[serde(default)]
     pub partial: Option<PartialRollout>,
+    /// DAPO's dynamic sampling (default off): `dynamic_sampling: (extra_rounds: 4)` drops
+    /// the groups whose episodes all earned the same reward and plays more groups, with
+    /// seeds fixed by the step and the round, until each env set has its `groups`
+    /// informative ones or `extra_rounds` more rounds were played. Reproducible. The step
+    /// reports `dynamic_sampling/rounds`, `groups_drawn`, `informative_groups` and
+    /// `filled_groups`. See `crate::rollout::dynamic_sampling`.
+    #[serde(default)]
+    pub dynamic_sampling: Option<DynamicSampling>,
 }
 
 /// The most extra groups a partial rollout may start per env set.
@@ -250,6 +260,9 @@ impl NodeKind for RolloutSpec {
                 ));
             }
         }
+        if let Some(dynamic) = &self.dynamic_sampling {
+            dynamic.check(self.staleness, self.partial.is_some())?;
+        }
         self.prompt.check_instruction(self.instruction)?;
         if self.sequence_length <= self.max_new_tokens {
             return Err(format!(
@@ -287,10 +300,14 @@ impl NodeKind for RolloutSpec {
             n => Some(start_ahead(name, n, self, runtime)?),
         };
         let collective = runtime.worker.collective.clone();
+        if self.dynamic_sampling.is_some() {
+            check_groups_to_compare(&player)?;
+        }
         Ok(Box::new(RolloutNode {
             player,
             ahead,
             collective,
+            dynamic_sampling: self.dynamic_sampling.clone(),
         }))
     }
 }
@@ -357,6 +374,8 @@ struct RolloutNode<B: RunBackend> {
     ahead: Option<AheadRollout<B>>,
     /// Several workers each play a shard of the groups and gather the step's whole batch.
     collective: Collective,
+    /// DAPO's dynamic sampling, when on.
+    dynamic_sampling: Option<DynamicSampling>,
 }
 
 impl<B: RunBackend> RolloutNode<B> {
@@ -386,10 +405,18 @@ impl<B: RunBackend> Operator for RolloutNode<B> {
     fn process(&mut self, ctx: &mut StepContext, _input: Batch) -> Result<Batch, OperatorError> {
         if self.ahead.is_some() {
             let (played, batch, seconds) = self.take_ahead(ctx).map_err(OperatorError)?;
-            return self.finish(ctx, played, Ok(batch), seconds);
+            return self.finish(ctx, (played, None), Ok(batch), seconds);
         }
         let started = std::time::Instant::now();
-        let played = self.player.play(ctx).map_err(OperatorError)?;
+        let (played, round_zero) = match &self.dynamic_sampling {
+            None => (self.player.play(ctx).map_err(OperatorError)?, None),
+            Some(settings) => {
+                let draw = play_dynamic(&self.player, ctx, &self.collective, settings)
+                    .map_err(OperatorError)?;
+                draw.counts.report(&mut ctx.metrics);
+                (draw.played, Some(draw.round_zero))
+            }
+        };
         let seconds = started.elapsed().as_secs_f64();
         let manager = self.player.manager();
         let group_size = |tag: &str| manager.group_size(tag).unwrap_or(1);
@@ -398,16 +425,17 @@ impl<B: RunBackend> Operator for RolloutNode<B> {
         if let (Ok(batch), true) = (&mut batch, self.player.settings().carry_cut) {
             samples::set_policy_lag(batch, 0, played.version).map_err(OperatorError::from)?;
         }
-        self.finish(ctx, played, batch, seconds)
+        self.finish(ctx, (played, round_zero), batch, seconds)
     }
 }
 
 impl<B: RunBackend> RolloutNode<B> {
-    /// What every rollout reports, from its episodes and batch.
+    /// What every rollout reports, from its episodes and batch; the episode metrics from
+    /// `reported` when given (dynamic sampling's round 0), else from the episodes.
     fn finish(
         &self,
         ctx: &mut StepContext,
-        played: Played,
+        (played, reported): (Played, Option<Vec<EpisodeSummary>>),
         batch: Result<Batch, BatchError>,
         seconds: f64,
     ) -> Result<Batch, OperatorError> {
@@ -422,7 +450,7 @@ impl<B: RunBackend> RolloutNode<B> {
             check_room_to_reply(&episodes, self.player.settings(), self.player.context())
                 .map_err(OperatorError)?;
         }
-        let summaries = self.player.summaries(&episodes);
+        let summaries = reported.unwrap_or_else(|| self.player.summaries(&episodes));
         let mut counts = vec![
             stats.generated_tokens as f64,
             stats.requests as f64,

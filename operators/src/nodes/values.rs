@@ -8,15 +8,12 @@ use std::rc::Rc;
 
 use burn::module::AutodiffModule;
 use roll_flow_engine::batch::column::{RESPONSE_MASK, VALUES};
-use roll_flow_engine::{Batch, Column, Contract, Operator, OperatorError, Reference, StepContext};
+use roll_flow_engine::{Batch, Operator, OperatorError, StepContext};
 use roll_flow_model::weights::to_f32_vec;
 use serde::Deserialize;
 
-use super::kind::{model_ref, NodeKind};
-use super::log_prob::scoring_contract;
 use crate::runtime::backend::RunBackend;
 use crate::runtime::models::CriticModel;
-use crate::runtime::resources::Runtime;
 use crate::runtime::scoring::{score_chunks, token_positions, token_values};
 use crate::training::epochs::SCORING_CHUNK_TOKENS;
 
@@ -28,29 +25,10 @@ pub struct ValuesSpec {
     pub model: String,
 }
 
-impl NodeKind for ValuesSpec {
-    fn contract(&self) -> Contract {
-        scoring_contract(VALUES)
-    }
-
-    fn may_give() -> Vec<Column> {
-        vec![VALUES]
-    }
-
-    fn references(&self) -> Vec<Reference> {
-        model_ref(&self.model)
-    }
-
-    fn build<B: RunBackend>(
-        &self,
-        _name: &str,
-        runtime: &mut Runtime<B>,
-    ) -> Result<Box<dyn Operator>, String> {
-        Ok(Box::new(ValuesNode {
-            critic: runtime.critic(&self.model)?,
-        }))
-    }
-}
+super::scoring_kind::scoring_node_kind!(ValuesSpec, VALUES, |spec, runtime| {
+    let critic = runtime.critic(&spec.model)?;
+    Ok(Box::new(ValuesNode { critic }))
+});
 
 struct ValuesNode<B: RunBackend> {
     critic: Rc<RefCell<CriticModel<B>>>,

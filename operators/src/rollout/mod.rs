@@ -7,7 +7,8 @@
 //! - [`inference`]: the inference loop that serves the envs with continuous batching (one
 //!   loop per group of envs, `inference_loops`).
 //! - [`play`]: many episodes at once; [`faults`]: groups an env server's fault lost;
-//!   [`early_cut`]: a partial rollout's first groups to finish.
+//!   [`early_cut`]: a partial rollout's first groups to finish; [`dynamic_sampling`]:
+//!   DAPO's rounds of more groups until enough have rewards that differ.
 //! - [`env_player`]: the env sets and policy a node plays ([`env_player::EnvPlayer`]);
 //!   [`ahead`]: the same, played up to N steps ahead on its own thread (asynchronous
 //!   training).
@@ -16,6 +17,7 @@
 //!   metrics; [`episode_text`]: an episode as readable text.
 
 pub mod ahead;
+pub mod dynamic_sampling;
 pub mod early_cut;
 pub mod env_player;
 pub mod env_pool;
