@@ -1,7 +1,7 @@
 //! The clipped PPO loss's settings ([`ClipSettings`]) and statistics ([`PpoStats`]), shared
 //! by every backend's kernel and the reference formulas.
 //!
-//! The settings' fields are declared once, in [`clip_settings_struct!`]: it declares
+//! The settings' fields are declared once, in [`crate::clip_settings_struct!`]: it declares
 //! [`ClipSettings`] here and the RON settings of every clipped policy loss of
 //! `roll-flow-algo` (`PpoClip`, `DecoupledPpo`, `Gspo`, `Cispo`), each with the same five
 //! fields, flat in RON (`PpoClip(low: 0.2, high: 0.28, agg: TokenMean)`), plus its own.

@@ -14,7 +14,7 @@
 //! value carries logp, so it is not comparable with a surrogate's (its gradient is).
 //!
 //! Plain burn ops (any backend: CPU, wgpu, CUDA; no fused kernel), aggregated by
-//! [`aggregate`](super::aggregation::aggregate), the weights the fused losses use.
+//! [`crate::aggregation::aggregate`], the weights the fused losses use.
 //!
 //! Defaults: ε_low = 1 (no lower bound: the paper sets ε_low large and tunes only ε_high;
 //! any ε_low ≥ 1 is the same), ε_high = 0.2 (verl's CISPO example), `TokenMean`. The dual

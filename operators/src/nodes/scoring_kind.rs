@@ -1,6 +1,6 @@
 //! The node kind of the scoring nodes (`LogProb`, `RefLogProb`, `Values`): each scores
 //! every response token under its `model`, gradients off, into one token column. They
-//! differ only in the column and the operator, so [`scoring_node_kind!`] writes their
+//! differ only in the column and the operator, so `scoring_node_kind!` writes their
 //! [`NodeKind`](super::kind::NodeKind) once: the contract (the response tokens in, the
 //! column out), the column as the one they may give, the model as their reference.
 

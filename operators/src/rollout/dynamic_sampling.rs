@@ -8,7 +8,7 @@
 //! A step plays its own groups (round 0), then, while some env tag has fewer than its
 //! `groups` informative groups (reward std > 1e-6, the std below which GRPO's `MeanStd`
 //! gives 0) and fewer than `extra_rounds` rounds were played, round r = 1, 2, … plays that
-//! tag's `groups` groups again with new seeds ([`EnvManager::round_slots`]: a fixed
+//! tag's `groups` groups again with new seeds (`EnvManager::round_slots`: a fixed
 //! function of the pipeline seed, the tag, the step and the round; each episode's sampling
 //! seed is keyed by its slot's place as in every rollout), so the same seed gives the same
 //! run. Each tag then trains on its first `groups` informative groups in round order; if
