@@ -188,6 +188,26 @@ impl EnvManager {
         Ok(self.seed_of(self.set(tag)?, step, group_in_tag))
     }
 
+    /// The slots of one group: `group_size` episodes of `managed`'s env sharing the group's
+    /// seed for `step`.
+    fn group_slots<'a>(
+        &self,
+        managed: &'a ManagedSet,
+        step: u64,
+        group_id: usize,
+        group_in_tag: usize,
+    ) -> impl Iterator<Item = EnvSlot> + 'a {
+        let seed = self.seed_of(managed, step, group_in_tag);
+        (0..managed.set.group_size).map(move |index_in_group| EnvSlot {
+            env_tag: managed.tag.clone(),
+            group_id,
+            group_in_tag,
+            index_in_group,
+            seed,
+            max_turns: managed.max_turns,
+        })
+    }
+
     fn seed_of(&self, managed: &ManagedSet, step: u64, group_in_tag: usize) -> u64 {
         match managed.set.seed {
             Some(fixed) => fixed.wrapping_add(group_in_tag as u64),
@@ -223,15 +243,7 @@ impl EnvManager {
             if !shard.owns(group_id) {
                 continue;
             }
-            let seed = self.seed_of(managed, step, group_in_tag);
-            out.extend((0..managed.set.group_size).map(|index_in_group| EnvSlot {
-                env_tag: managed.tag.clone(),
-                group_id,
-                group_in_tag,
-                index_in_group,
-                seed,
-                max_turns: managed.max_turns,
-            }));
+            out.extend(self.group_slots(managed, step, group_id, group_in_tag));
         }
     }
 
@@ -308,15 +320,7 @@ impl EnvManager {
                 continue;
             }
             let group_in_tag = round * groups + k;
-            let seed = self.seed_of(managed, step, group_in_tag);
-            out.extend((0..managed.set.group_size).map(|index_in_group| EnvSlot {
-                env_tag: managed.tag.clone(),
-                group_id,
-                group_in_tag,
-                index_in_group,
-                seed,
-                max_turns: managed.max_turns,
-            }));
+            out.extend(self.group_slots(managed, step, group_id, group_in_tag));
         }
         Ok(out)
     }
