@@ -55,7 +55,7 @@ if ! { [ -x "$python" ] && cmp -s python/pyproject.toml "$stamp" && "$python" -c
         }
     fi
     echo "test.sh: installing python/ with its test extra (gem-llm, gymnasium, openenv-core, uvicorn) into $venv" >&2
-    "$python" -m pip install --quiet --disable-pip-version-check --editable "./python[test]"
+    "$python" -m pip install --quiet --disable-pip-version-check --no-cache-dir --editable "./python[test]"
     cp python/pyproject.toml "$stamp"
 fi
 export ROLL_FLOW_PYTHON="$python"
