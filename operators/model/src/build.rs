@@ -16,6 +16,8 @@ use super::spec::{ArchSpec, ModelSpec, TokenizerSpec};
 use super::tokenizer::TextTokenizer;
 
 /// Builds the model and tokenizer a spec describes; `seed` is used when the spec has none.
+/// With `lora:` the model comes with fresh adapters and its base weights frozen
+/// ([`crate::lora::attach_lora`]).
 pub fn build_causal_lm<B: Backend>(
     spec: &ModelSpec,
     base_dir: &Path,
@@ -38,6 +40,10 @@ pub fn build_causal_lm<B: Backend>(
             spec.seed.unwrap_or(seed),
             device,
         ),
+    };
+    let model = match &spec.lora {
+        Some(lora) => crate::lora::attach_lora(model, lora, spec.seed.unwrap_or(seed)),
+        None => model,
     };
     if tokenizer.vocab_size() > model.config.vocab_size {
         return Err(ModelError::Config {
@@ -126,6 +132,14 @@ pub fn build_value_model<B: Backend>(
     device: &B::Device,
 ) -> Result<Qwen2ValueModel<B>, ModelError> {
     let seed = spec.seed.unwrap_or(seed);
+    if spec.lora.is_some() {
+        return Err(ModelError::Config {
+            path: PathBuf::from("models:"),
+            message: "`lora:` is for a causal LM (policy); a value model (critic) trains every \
+                      weight: remove `lora:` from the critic's entry"
+                .into(),
+        });
+    }
     match &spec.arch {
         ArchSpec::Tiny(_) => {
             let tokenizer = tokenizer_source(spec, base_dir).load()?;

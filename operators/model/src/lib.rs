@@ -16,6 +16,8 @@ pub mod gguf;
 pub mod hf;
 pub mod kv_cache;
 pub mod logprob;
+pub mod lora;
+pub mod lora_spec;
 pub mod optim;
 pub mod packed;
 pub mod prompt_logits;

@@ -6,12 +6,14 @@
 //! "policy": (arch: Gguf("models/SmolLM2-135M-Instruct.Q4_1.gguf"), optim: AdamW(lr: 1e-6)),
 //! ```
 //!
-//! The optimizer settings (`optim:`) are [`OptimSpec`], in [`super::optim`].
+//! The optimizer settings (`optim:`) are [`OptimSpec`], in [`super::optim`]; the LoRA
+//! settings (`lora:`) are [`LoraSpec`], in [`super::lora_spec`].
 
 use roll_flow_engine::SettingProblem;
 use serde::Deserialize;
 
 use super::config::{Qwen2Config, TinyArch};
+pub use super::lora_spec::LoraSpec;
 pub use super::optim::{LrSchedule, OptimSpec};
 
 /// One entry of `models:`.
@@ -31,6 +33,10 @@ pub struct ModelSpec {
     /// pipeline seed.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Low-rank adapters on the decoder's linear layers: when set, only the adapters train
+    /// (the base weights are frozen); default `None`, every weight trains.
+    #[serde(default)]
+    pub lora: Option<LoraSpec>,
 }
 
 /// How the `Tiny(..)` fields are named in the model config the shape errors speak of.
@@ -58,6 +64,13 @@ impl ModelSpec {
             problems.push(SettingProblem {
                 field: vec!["optim".into(), e.field.into()],
                 message: format!("optim: {e}"),
+                help: None,
+            });
+        }
+        if let Some(Err(e)) = self.lora.as_ref().map(LoraSpec::validate) {
+            problems.push(SettingProblem {
+                field: vec!["lora".into(), e.field.into()],
+                message: format!("lora: {e}"),
                 help: None,
             });
         }
@@ -252,6 +265,26 @@ pub(crate) mod tests {
         let spec = parse("(arch: Gguf(\"m/SmolLM2.gguf\"))").unwrap();
         assert_eq!(spec.arch, ArchSpec::Gguf("m/SmolLM2.gguf".into()));
         assert_eq!(spec.tokenizer, TokenizerSpec::Auto);
+    }
+
+    #[test]
+    fn lora_settings_parse_and_bad_ones_are_named() {
+        let spec = parse("(arch: HfDir(\"m\"), lora: (rank: 4, alpha: 16, targets: [\"q_proj\"]))")
+            .unwrap();
+        let lora = spec.lora.clone().unwrap();
+        assert_eq!((lora.rank, lora.alpha, lora.dropout), (4, 16.0, 0.0));
+        assert!(spec.setting_problems(10).is_empty());
+        assert_eq!(parse("(arch: HfDir(\"m\"))").unwrap().lora, None);
+        let bad = parse("(arch: HfDir(\"m\"), lora: (targets: [\"qkv\"]))").unwrap();
+        let problems = bad.setting_problems(10);
+        assert_eq!(problems[0].field, vec!["lora", "targets"]);
+        assert!(
+            problems[0]
+                .message
+                .starts_with("lora: `targets` has an unknown layer name \"qkv\""),
+            "{}",
+            problems[0].message
+        );
     }
 
     #[test]

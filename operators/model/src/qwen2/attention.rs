@@ -20,7 +20,7 @@ use roll_flow_kernels::KernelBackend;
 
 use super::attention_mask::LayerMask;
 use super::banded_attention::banded_attention;
-use super::dense::project;
+use super::lora_adapter::{project_adapted, LoraAdapter};
 use super::queries::QueryRows;
 use super::rms_norm::RmsNorm;
 use super::rotary::RotaryAngles;
@@ -42,6 +42,15 @@ pub struct Attention<B: Backend> {
     pub v_proj: Linear<B>,
     /// Output projection `heads·head_dim -> hidden` (no bias in Qwen2).
     pub o_proj: Linear<B>,
+    /// LoRA adapters of the four projections (`None` without `lora:` or when not
+    /// targeted; [`LoraAdapter`]).
+    pub q_lora: Option<LoraAdapter<B>>,
+    /// See `q_lora`.
+    pub k_lora: Option<LoraAdapter<B>>,
+    /// See `q_lora`.
+    pub v_lora: Option<LoraAdapter<B>>,
+    /// See `q_lora`.
+    pub o_lora: Option<LoraAdapter<B>>,
     /// Qwen3's per-head RMSNorm of the queries (`q_norm`, weight `[head_dim]`).
     pub q_norm: Option<RmsNorm<B>>,
     /// Qwen3's per-head RMSNorm of the keys (`k_norm`, weight `[head_dim]`).
@@ -108,6 +117,10 @@ impl<B: Backend> Attention<B> {
                 o_bias,
                 device,
             )?,
+            q_lora: None,
+            k_lora: None,
+            v_lora: None,
+            o_lora: None,
             q_norm,
             k_norm,
             heads,
@@ -167,7 +180,7 @@ impl<B: KernelBackend> Attention<B> {
                 let q = self.queries(at.gather(x.clone()), rope_at);
                 let (k, v) = self.keys_values(x, rope);
                 let out = self.attend(q, k, v, &at.mask);
-                project(&self.o_proj, out)
+                project_adapted(&self.o_proj, &self.o_lora, out)
             }
         }
     }
@@ -210,13 +223,18 @@ impl<B: KernelBackend> Attention<B> {
             }
             LayerMask::Banded(band) => banded_attention(q, k, v, band),
         };
-        project(&self.o_proj, out)
+        project_adapted(&self.o_proj, &self.o_lora, out)
     }
 
     /// Rotated, scaled queries of `x: [batch, len, hidden]`, `[batch, heads, len, d]`.
     fn queries(&self, x: Tensor<B, 3>, rope: &RotaryAngles<B>) -> Tensor<B, 4> {
         let [batch, len, _] = x.dims();
-        let q = project(&self.q_proj, x).reshape([batch, len, self.heads, self.head_dim]);
+        let q = project_adapted(&self.q_proj, &self.q_lora, x).reshape([
+            batch,
+            len,
+            self.heads,
+            self.head_dim,
+        ]);
         rope.apply_scaled(per_head_norm(&self.q_norm, q))
             .swap_dims(1, 2)
     }
@@ -226,11 +244,13 @@ impl<B: KernelBackend> Attention<B> {
     fn keys_values(&self, x: Tensor<B, 3>, rope: &RotaryAngles<B>) -> (Tensor<B, 4>, Tensor<B, 4>) {
         let [batch, len, _] = x.dims();
         let shape = [batch, len, self.kv_heads, self.head_dim];
-        let k = project(&self.k_proj, x.clone()).reshape(shape);
+        let k = project_adapted(&self.k_proj, &self.k_lora, x.clone()).reshape(shape);
         let k = rope.apply(per_head_norm(&self.k_norm, k));
         // The values' gradient comes back through `swap_dims`, strided: `contiguous` lays it
         // out row-major before the reshape's backward would copy it value by value.
-        let v = roll_flow_kernels::contiguous(project(&self.v_proj, x).reshape(shape));
+        let v = roll_flow_kernels::contiguous(
+            project_adapted(&self.v_proj, &self.v_lora, x).reshape(shape),
+        );
         (k.swap_dims(1, 2), v.swap_dims(1, 2))
     }
 

@@ -17,6 +17,7 @@ use super::queries::Queries;
 use crate::config::Qwen2Config;
 use crate::error::ModelError;
 use crate::kv_cache::KvCache;
+use crate::lora_spec::LoraSpec;
 use crate::weights::{linear, RandomInit, TensorSink, WeightSource};
 
 /// Backbone plus vocabulary projection.
@@ -29,6 +30,10 @@ pub struct Qwen2CausalLm<B: Backend> {
     /// The architecture this model was built for (saved as config.json).
     #[module(skip)]
     pub config: Qwen2Config,
+    /// The LoRA settings the adapters were attached with ([`crate::lora::attach_lora`]);
+    /// `None` for a model without adapters (and after [`crate::lora::merge_lora`]).
+    #[module(skip)]
+    pub lora: Option<LoraSpec>,
 }
 
 impl<B: Backend> Qwen2CausalLm<B> {
@@ -49,6 +54,7 @@ impl<B: Backend> Qwen2CausalLm<B> {
             model,
             lm_head,
             config: config.clone(),
+            lora: None,
         })
     }
 

@@ -7,7 +7,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use roll_flow_kernels::KernelBackend;
 
-use super::dense::project;
+use super::lora_adapter::{project_adapted, LoraAdapter};
 use crate::config::Qwen2Config;
 use crate::error::ModelError;
 use crate::weights::{linear, TensorSink, WeightSource};
@@ -21,6 +21,13 @@ pub struct Mlp<B: Backend> {
     pub up_proj: Linear<B>,
     /// `intermediate -> hidden`.
     pub down_proj: Linear<B>,
+    /// LoRA adapters of the three projections (`None` without `lora:` or when not
+    /// targeted; [`LoraAdapter`]).
+    pub gate_lora: Option<LoraAdapter<B>>,
+    /// See `gate_lora`.
+    pub up_lora: Option<LoraAdapter<B>>,
+    /// See `gate_lora`.
+    pub down_lora: Option<LoraAdapter<B>>,
 }
 
 impl<B: Backend> Mlp<B> {
@@ -36,6 +43,9 @@ impl<B: Backend> Mlp<B> {
             gate_proj: linear(source, &format!("{name}.gate_proj"), h, i, false, device)?,
             up_proj: linear(source, &format!("{name}.up_proj"), h, i, false, device)?,
             down_proj: linear(source, &format!("{name}.down_proj"), i, h, false, device)?,
+            gate_lora: None,
+            up_lora: None,
+            down_lora: None,
         })
     }
 
@@ -52,8 +62,9 @@ impl<B: KernelBackend> Mlp<B> {
     /// SwiGLU of `roll-flow-kernels` (one pass forward and one backward, instead of burn's
     /// six-op `silu` and a product).
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
-        let gate = project(&self.gate_proj, x.clone());
-        let up = project(&self.up_proj, x);
-        project(&self.down_proj, roll_flow_kernels::swiglu(gate, up))
+        let gate = project_adapted(&self.gate_proj, &self.gate_lora, x.clone());
+        let up = project_adapted(&self.up_proj, &self.up_lora, x);
+        let act = roll_flow_kernels::swiglu(gate, up);
+        project_adapted(&self.down_proj, &self.down_lora, act)
     }
 }

@@ -9,6 +9,7 @@ pub mod banded_attention;
 pub mod causal_lm;
 pub mod decoder_layer;
 pub mod dense;
+pub mod lora_adapter;
 pub mod mask_rule;
 pub mod mlp;
 pub mod queries;
