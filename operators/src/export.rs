@@ -22,8 +22,9 @@ use roll_flow_engine::Pipeline;
 
 use roll_flow_model::build::{tokenizer_source, TokenizerSource};
 use roll_flow_model::gguf::GgufModel;
+use roll_flow_model::hf::peft_adapter::{ADAPTER_CONFIG, ADAPTER_WEIGHTS};
 use roll_flow_model::hf::read_config;
-use roll_flow_model::spec::ArchSpec;
+use roll_flow_model::spec::{ArchSpec, ModelSpec};
 use roll_flow_model::tokenizer::{BUILTIN_CHAT_TEMPLATE, BUILTIN_TOKENIZER};
 
 use crate::catalog::RollFlow;
@@ -51,6 +52,20 @@ pub fn default_policy(pipeline: &Pipeline<RollFlow>) -> Result<String, String> {
         .ok_or_else(|| "the run's pipeline has no Rollout node; name the model with --model".into())
 }
 
+/// The `models:` entry `policy` of the run's pipeline.
+pub(crate) fn model_spec<'p>(
+    pipeline: &'p Pipeline<RollFlow>,
+    policy: &str,
+) -> Result<&'p ModelSpec, String> {
+    pipeline.models.get(policy).ok_or_else(|| {
+        let known: Vec<&str> = pipeline.models.names().collect();
+        format!(
+            "no model `{policy}` in the run's `models:`; it has: {}",
+            known.join(", ")
+        )
+    })
+}
+
 /// Writes model `policy` of checkpoint `step` of the run in `pipeline.out_dir` as an HF
 /// directory `out`. Relative model paths in the pipeline resolve against the current
 /// directory, as `roll-flow run` resolves them.
@@ -60,13 +75,7 @@ pub fn export_hf(
     policy: &str,
     out: &Path,
 ) -> Result<(), String> {
-    let spec = pipeline.models.get(policy).ok_or_else(|| {
-        let known: Vec<&str> = pipeline.models.names().collect();
-        format!(
-            "no model `{policy}` in the run's `models:`; it has: {}",
-            known.join(", ")
-        )
-    })?;
+    let spec = model_spec(pipeline, policy)?;
     let weights = step_dir(&pipeline.out_dir, step)
         .join("models")
         .join(policy)
@@ -103,7 +112,7 @@ pub fn export_hf(
     })
 }
 
-fn copy(from: &Path, to: &Path) -> Result<(), String> {
+pub(crate) fn copy(from: &Path, to: &Path) -> Result<(), String> {
     std::fs::copy(from, to)
         .map(|_| ())
         .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), to.display()))
@@ -162,13 +171,15 @@ const WEIGHT_FILES: [&str; 2] = ["config.json", "model.safetensors"];
 
 /// Whether an export writes a file of this name.
 fn is_export_file(name: &str) -> bool {
-    WEIGHT_FILES.contains(&name) || TOKENIZER_FILES.contains(&name)
+    WEIGHT_FILES.contains(&name)
+        || TOKENIZER_FILES.contains(&name)
+        || [ADAPTER_CONFIG, ADAPTER_WEIGHTS].contains(&name)
 }
 
 /// Refuses an `out` that is, or lies inside, one of the `protected` directories, and an
 /// existing `out` holding anything but the files an export writes: replacing it would
 /// delete what it holds.
-fn check_out_dir(out: &Path, protected: &[(&str, PathBuf)]) -> Result<(), String> {
+pub(crate) fn check_out_dir(out: &Path, protected: &[(&str, PathBuf)]) -> Result<(), String> {
     let target = resolved(out);
     for (what, dir) in protected {
         if target.starts_with(resolved(dir)) {
@@ -241,7 +252,7 @@ fn resolved(path: &Path) -> PathBuf {
 /// Fills a fresh staging folder beside `out` with `fill`, then puts it in place of `out`
 /// (the previous `out`, if any, is moved aside first and removed after; if the new one
 /// cannot be moved in, the previous one is moved back).
-fn stage_and_swap(
+pub(crate) fn stage_and_swap(
     out: &Path,
     fill: impl FnOnce(&Path) -> Result<(), String>,
 ) -> Result<(), String> {

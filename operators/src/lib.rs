@@ -20,6 +20,7 @@
 pub mod catalog;
 pub mod checkpoint_commits;
 pub mod export;
+pub mod export_peft;
 pub mod memory_estimate;
 pub mod nodes;
 pub mod play_settings;

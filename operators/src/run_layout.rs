@@ -18,6 +18,8 @@ pub const MODEL_FILE: &str = "model.bin";
 pub const OPTIMIZER_FILE: &str = "optimizer.bin";
 /// A policy's version number in its checkpoint folder.
 pub const VERSION_FILE: &str = "version";
+/// A LoRA policy's adapters as a PEFT adapter directory, inside its model folder.
+pub const PEFT_DIR: &str = "peft";
 
 /// The file a checkpoint keeps node `node`'s state in (inside its folder).
 pub fn state_file(node: &str) -> String {

@@ -1,14 +1,18 @@
-//! `roll-flow export RUN_DIR [--checkpoint N] [--model NAME] --hf OUT_DIR`: a checkpoint's
-//! policy as a Hugging Face directory (see `roll_flow::operators::export`).
+//! `roll-flow export RUN_DIR [--checkpoint N] [--model NAME] --hf OUT_DIR --peft OUT_DIR`: a
+//! checkpoint's policy as a Hugging Face directory (LoRA adapters merged; see
+//! `roll_flow::operators::export`) and/or, for a policy trained with `lora:`, its adapters
+//! as a PEFT adapter directory (`roll_flow::operators::export_peft`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 use roll_flow::operators::export::{default_policy, export_hf};
+use roll_flow::operators::export_peft::export_peft;
 use roll_flow::operators::watch::checkpoint_step;
 
 #[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("format").required(true).multiple(true).args(["hf", "peft"]))]
 pub struct ExportArgs {
     /// The run directory (a run's `out_dir`, holding pipeline.ron and checkpoints/).
     #[arg(value_name = "RUN_DIR")]
@@ -22,7 +26,11 @@ pub struct ExportArgs {
     /// The Hugging Face directory to write: a new or empty directory, or a previous export
     /// (replaced atomically); not the run directory or the policy's source directory.
     #[arg(long, value_name = "OUT_DIR")]
-    hf: PathBuf,
+    hf: Option<PathBuf>,
+    /// The PEFT adapter directory to write (adapter_config.json, adapter_model.safetensors)
+    /// for a policy trained with `lora:`; same rules as --hf.
+    #[arg(long, value_name = "OUT_DIR")]
+    peft: Option<PathBuf>,
 }
 
 pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
@@ -35,10 +43,20 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
         Some(name) => name.clone(),
         None => default_policy(pipeline).map_err(anyhow::Error::msg)?,
     };
-    export_hf(pipeline, step, &model, &args.hf).map_err(anyhow::Error::msg)?;
-    eprintln!(
-        "exported model `{model}` of checkpoint step {step} to {}",
-        args.hf.display()
-    );
+    if let Some(out) = &args.hf {
+        export_hf(pipeline, step, &model, out).map_err(anyhow::Error::msg)?;
+        eprintln!(
+            "exported model `{model}` of checkpoint step {step} to {}",
+            out.display()
+        );
+    }
+    if let Some(out) = &args.peft {
+        export_peft(pipeline, step, &model, out).map_err(anyhow::Error::msg)?;
+        eprintln!(
+            "exported the LoRA adapters of model `{model}` of checkpoint step {step} to {} \
+             (PEFT)",
+            out.display()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -17,9 +17,10 @@ use super::run_plan::RunInfo;
 use super::saved_architecture::check_saved_architecture;
 use super::trainable::Trainable;
 use super::weight_versions::WeightVersions;
-use crate::run_layout::VERSION_FILE;
+use crate::run_layout::{PEFT_DIR, VERSION_FILE};
 use roll_flow_model::build::{build_causal_lm, build_value_model};
-use roll_flow_model::spec::ModelSpec;
+use roll_flow_model::lora::merge_lora;
+use roll_flow_model::spec::{ArchSpec, ModelSpec};
 use roll_flow_model::CpuBackend;
 use roll_flow_model::{Qwen2CausalLm, Qwen2Config, Qwen2ValueModel, TextTokenizer};
 
@@ -36,6 +37,10 @@ pub struct PolicyModel<B: RunBackend = CpuBackend> {
     /// The inference weights of recent steps, when an asynchronous rollout plays this
     /// policy (`Rollout(staleness: N)`, N > 0); checkpoints save them.
     pub behind: Option<Arc<WeightVersions<B>>>,
+    /// With `lora:`, the base model the adapters apply to (the model directory or GGUF
+    /// file as the pipeline names it): checkpoints then also hold the adapters as a PEFT
+    /// adapter directory under `peft/`, naming it.
+    lora_base: Option<String>,
 }
 
 fn model_error(name: &str, e: impl std::fmt::Display) -> String {
@@ -56,12 +61,16 @@ impl<B: RunBackend> PolicyModel<B> {
         let mut policy = PolicyModel {
             name: name.to_string(),
             tokenizer: Arc::new(tokenizer),
-            inference: model.valid(),
+            inference: merge_lora(&model.valid()),
             train: Trainable::new(model, spec.optim.clone(), run.steps)
                 .map_err(|e| model_error(name, e))?,
             version: 0,
             publish_on_train,
             behind: None,
+            lora_base: spec.lora.as_ref().map(|_| match &spec.arch {
+                ArchSpec::HfDir(path) | ArchSpec::Gguf(path) => path.clone(),
+                ArchSpec::Tiny(_) => "Tiny".into(),
+            }),
         };
         if let Some(dir) = run.resume_dir() {
             policy.restore(&dir, device)?;
@@ -74,9 +83,10 @@ impl<B: RunBackend> PolicyModel<B> {
         &self.inference
     }
 
-    /// Copies the trained weights to the inference copy as a new version.
+    /// Copies the trained weights to the inference copy as a new version; LoRA adapters are
+    /// folded into the weights there, so generation pays nothing for them.
     pub fn publish(&mut self) {
-        self.inference = self.train.module().valid();
+        self.inference = merge_lora(&self.train.module().valid());
         self.version += 1;
     }
 
@@ -85,12 +95,18 @@ impl<B: RunBackend> PolicyModel<B> {
         checkpoint.join("models").join(&self.name)
     }
 
-    /// Saves weights, optimizer and version; also an HF-format copy under `hf/`.
+    /// Saves weights, optimizer and version; also an HF-format copy under `hf/` (LoRA
+    /// adapters merged) and, with `lora:`, the adapters alone as PEFT's under `peft/`.
     pub fn save(&self, checkpoint: &Path) -> Result<(), String> {
         let dir = self.checkpoint_dir(checkpoint);
         self.train.save(&dir)?;
         roll_flow_model::hf::save_causal_lm(&self.inference, &dir.join("hf"))
             .map_err(|e| model_error(&self.name, e))?;
+        if let Some(base) = &self.lora_base {
+            let peft = dir.join(PEFT_DIR);
+            roll_flow_model::hf::save_peft_adapter(self.train.module(), &peft, base)
+                .map_err(|e| model_error(&self.name, e))?;
+        }
         if let Some(behind) = &self.behind {
             behind.save(&dir).map_err(|e| model_error(&self.name, e))?;
         }
@@ -102,7 +118,7 @@ impl<B: RunBackend> PolicyModel<B> {
         let built = self.train.module().config.clone();
         load_checked(&mut self.train, &built, &dir, device)
             .map_err(|e| model_error(&self.name, e))?;
-        self.inference = self.train.module().valid();
+        self.inference = merge_lora(&self.train.module().valid());
         let version = super::trainable::read_text(&dir, VERSION_FILE)?;
         self.version = version
             .trim()

@@ -359,3 +359,7 @@ mod tests {
         assert!((stats.update_norm - 0.032).abs() < 1e-5, "{stats:?}");
     }
 }
+
+#[cfg(test)]
+#[path = "trainable_lora_tests.rs"]
+mod lora_tests;

@@ -25,6 +25,13 @@ pub fn save_model_dir(
     tensors: &TensorSink,
 ) -> Result<(), ModelError> {
     std::fs::create_dir_all(dir).map_err(|e| ModelError::io(dir, e))?;
+    write_safetensors(&dir.join(SINGLE_FILE), tensors)?;
+    write_file(&dir.join("config.json"), config.to_json_string().as_bytes())
+}
+
+/// Writes `tensors` as one F32 safetensors file at `path` (atomically), with the
+/// `{"format": "pt"}` metadata transformers and PEFT expect.
+pub(crate) fn write_safetensors(path: &Path, tensors: &TensorSink) -> Result<(), ModelError> {
     let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
         .tensors
         .iter()
@@ -38,7 +45,7 @@ pub fn save_model_dir(
         .map(|(name, shape, raw)| {
             let view = TensorView::new(Dtype::F32, shape.clone(), raw).map_err(|e| {
                 ModelError::Safetensors {
-                    path: dir.join(SINGLE_FILE),
+                    path: path.to_path_buf(),
                     message: format!("{name}: {e:?}"),
                 }
             })?;
@@ -48,13 +55,12 @@ pub fn save_model_dir(
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
     let serialized =
         safetensors::serialize(views, Some(metadata)).map_err(|e| ModelError::Safetensors {
-            path: dir.join(SINGLE_FILE),
+            path: path.to_path_buf(),
             message: format!("{e:?}"),
         })?;
-    write_file(&dir.join(SINGLE_FILE), &serialized)?;
-    write_file(&dir.join("config.json"), config.to_json_string().as_bytes())
+    write_file(path, &serialized)
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ModelError> {
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ModelError> {
     write_atomic(path, bytes).map_err(|e| ModelError::io(path, e))
 }
