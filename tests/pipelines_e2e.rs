@@ -9,7 +9,7 @@ use common::{assert_ok, metrics, roll_flow, run, untimed};
 use roll_flow_engine::batch::column::{ADVANTAGES, BEHAVIOUR_LOGPROB, OLD_LOGPROB, RESPONSE_MASK};
 use serde_json::Value;
 
-const CPU_PIPELINES: [&str; 11] = [
+const CPU_PIPELINES: [&str; 13] = [
     "pipelines/frozen_lake_starpo.ron",
     "pipelines/frozen_lake_starpo_async.ron",
     "pipelines/frozen_lake_gigpo.ron",
@@ -21,6 +21,9 @@ const CPU_PIPELINES: [&str; 11] = [
     "pipelines/math_single_turn.ron",
     "pipelines/webshop_gigpo.ron",
     "pipelines/webshop_grpo.ron",
+    // the SmolLM2 files with a Tiny model in place of the GGUF (LoRA kept on the FrozenLake one)
+    "pipelines/smollm2_math_agent.ron",
+    "pipelines/smollm2_frozen_lake.ron",
 ];
 
 #[test]
