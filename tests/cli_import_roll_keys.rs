@@ -55,9 +55,6 @@ fn known_unused_keys_resolvers_and_a_missing_default_are_reported_and_written_in
     assert!(result.status.success(), "{report}");
     let ron = std::fs::read_to_string(&out).unwrap();
     let expected = [
-        "not supported: actor_train.model_args.lora_rank: LoRA: roll-flow has no LoRA yet; the whole model trains (full fine-tuning)",
-        "not supported: actor_train.model_args.lora_alpha: LoRA",
-        "not supported: actor_train.model_args.lora_target: LoRA",
         "not supported: actor_train.pg_variant: `topr` (tapered off-policy REINFORCE (TOPR)): roll-flow has no such loss yet; wrote the PPO clip loss",
         "ignored on this engine: *.model_args.flash_attn (2 keys): attention implementation (flash-attn, sdpa)",
         "ignored on this engine: actor_train.model_args.ulysses_size: Ulysses sequence parallelism across GPUs",
@@ -112,6 +109,22 @@ fn known_unused_keys_resolvers_and_a_missing_default_are_reported_and_written_in
     ));
     // 2 × 16 × 2 devices = 64 = the whole batch (8 groups × 8): no mini-batch.
     assert_eq!((actor.mini_batch, actor.micro_batch), (None, Some(2)));
+    // lora_target: all-linear, lora_rank: 32, lora_alpha: 32 (no longer reported)
+    assert!(!report.contains("lora_"), "{report}");
+    let lora = p.models.get("policy").unwrap().lora.clone().unwrap();
+    assert_eq!((lora.rank, lora.alpha, lora.dropout), (32, 32.0, 0.0));
+    assert_eq!(
+        lora.targets,
+        [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj"
+        ]
+    );
 }
 
 #[test]
@@ -130,7 +143,7 @@ fn strict_refuses_keys_roll_reads_that_the_pipeline_would_not_use() {
         "{err}"
     );
     assert!(
-        err.contains("\n  actor_train.model_args.lora_rank: LoRA: roll-flow has no LoRA yet"),
+        err.contains("\n  actor_train.pg_variant: `topr` (tapered off-policy REINFORCE (TOPR))"),
         "{err}"
     );
     assert!(err.contains("\n  rpc_timeout: ROLL's Ray RPC"), "{err}");
@@ -282,4 +295,31 @@ fn empty_and_rollout_only_configs_are_refused() {
         err.contains("`actor_train`: missing: this is ROLL's rollout-only pipeline (start_agentic_rollout_pipeline.py)"),
         "{err}"
     );
+}
+
+#[test]
+fn pg_variant_cispo_becomes_the_cispo_loss_with_roll_s_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = std::fs::read_to_string(DEMO).unwrap().replace(
+        "  pg_variant: topr\n",
+        "  pg_variant: cispo\n  cispo_epsilon_high: 0.28\n",
+    );
+    let path = fixtures_with(dir.path(), "agentic_demo/cispo.yaml", &demo);
+    let out = dir.path().join("cispo.ron");
+    let result = import_roll(&[path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(result.status.success(), "{}", stderr(&result));
+    let ron = std::fs::read_to_string(&out).unwrap();
+    // ROLL's cispo_epsilon_low default 0.1, the file's ε_high, the run's loss_agg_mode
+    assert!(
+        ron.contains("loss: Cispo(low: 0.1, high: 0.28, agg: SeqMeanTokenSum)"),
+        "{ron}"
+    );
+    assert!(!stderr(&result).contains("pg_variant"), "{}", stderr(&result));
+    let p = spec::load::<RollFlow>(&out, &[])
+        .unwrap_or_else(|d| panic!("{d:?}"))
+        .pipeline;
+    let Node::ActorStep(actor) = p.nodes.get("actor_step").unwrap() else {
+        panic!()
+    };
+    assert!(matches!(actor.loss, roll_flow::algo::PolicyLoss::Cispo(_)));
 }

@@ -15,6 +15,7 @@ pub mod gem_env;
 pub mod hydra_compose;
 pub mod hydra_defaults;
 pub mod import_error;
+pub mod lora_mapping;
 pub mod omegaconf_resolvers;
 pub mod pipeline_mapping;
 pub mod policy_loss;

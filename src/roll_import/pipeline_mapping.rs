@@ -5,6 +5,7 @@
 use super::config_reader::ConfigReader;
 use super::env_mapping::{env_sets, EnvSets};
 use super::import_error::ImportError;
+use super::lora_mapping::policy_lora;
 use super::prompt_templates::TagPrompt;
 use super::roll_keys::NoticeKind;
 use super::training_mapping::{actor_step, advantage, critic_step, optimizer, Estimator};
@@ -71,8 +72,15 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
     out.push_str(&format!("    out_dir: {out_dir:?},\n    models: {{\n"));
     let policy_optim = optimizer(r, "actor_train")?;
     out.push_str("        // pretrain; actor_train.training_args (learning_rate, weight_decay, warmup_steps, lr_scheduler_type, adam_*); max_grad_norm\n");
+    let lora = match policy_lora(r)? {
+        Some(lora) => {
+            out.push_str("        // actor_train.model_args.lora_target, lora_rank, lora_alpha, lora_dropout\n");
+            format!(", lora: {lora}")
+        }
+        None => String::new(),
+    };
     out.push_str(&format!(
-        "        \"policy\": (arch: HfDir({pretrain:?}), optim: {policy_optim}),\n"
+        "        \"policy\": (arch: HfDir({pretrain:?}){lora}, optim: {policy_optim}),\n"
     ));
     if actor.kl_loss || adv.kl_penalty {
         out.push_str("        // pretrain (the reference model of the KL term)\n");

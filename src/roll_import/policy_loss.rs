@@ -28,15 +28,15 @@ pub struct ClipArgs {
 
 /// What a `pg_variant` becomes.
 pub enum PgVariant {
-    /// A roll-flow loss, as its RON text.
-    Loss(fn(&ClipArgs) -> String),
+    /// A roll-flow loss, as its RON text (reading the variant's own keys, if any).
+    Loss(fn(&ClipArgs, &mut ConfigReader) -> Result<String, ImportError>),
     /// Not in roll-flow yet: what the variant is.
     NotYet(&'static str),
 }
 
 /// ROLL's `pg_variant` names (agentic_actor_pg_worker.py), one line each.
 pub const PG_VARIANTS: &[(&str, PgVariant)] = &[
-    ("ppo", PgVariant::Loss(ppo_clip)),
+    ("ppo", PgVariant::Loss(|a, _| Ok(ppo_clip(a)))),
     (
         "vanilla",
         PgVariant::NotYet("plain policy gradient −A·log π, without a ratio or clip"),
@@ -46,12 +46,8 @@ pub const PG_VARIANTS: &[(&str, PgVariant)] = &[
         "topr",
         PgVariant::NotYet("tapered off-policy REINFORCE (TOPR)"),
     ),
-    (
-        "cispo",
-        PgVariant::NotYet("CISPO (clipped importance-sampling weights, MiniMax-M1)"),
-    ),
+    ("cispo", PgVariant::Loss(cispo)),
     ("kimi15", PgVariant::NotYet("Kimi k1.5's policy loss")),
-    ("gspo", PgVariant::NotYet("GSPO (sequence-level ratio)")),
 ];
 
 /// The worker class that reads `pg_variant`.
@@ -71,6 +67,34 @@ fn ppo_clip(a: &ClipArgs) -> String {
     )
 }
 
+/// `Cispo(..)` from ROLL's `_compute_cispo_loss`: the weight clip(r, 1 − ε_low, 1 + ε_high)
+/// with `actor_train.cispo_epsilon_low`/`_high` (ROLL's defaults 0.1 and 0.1, not
+/// roll-flow's 1 and 0.2), the run's `loss_agg_mode`. ROLL's `cispo_use_unified_mask: true`
+/// (PPO's masking of the tokens past the clip) and a segment ratio are reported: roll-flow's
+/// CISPO keeps every token and takes token ratios.
+fn cispo(a: &ClipArgs, r: &mut ConfigReader) -> Result<String, ImportError> {
+    let low = r.num("actor_train.cispo_epsilon_low")?.unwrap_or(0.1);
+    let high = r.num("actor_train.cispo_epsilon_high")?.unwrap_or(0.1);
+    if r.flag("actor_train.cispo_use_unified_mask")? == Some(true) {
+        r.notice(
+            NoticeKind::NotSupported,
+            "actor_train.cispo_use_unified_mask",
+            "`true` (drop the tokens past the clip, as PPO): roll-flow's Cispo keeps every token's gradient; wrote it without the mask",
+        );
+    }
+    if a.ratio == "Segment" {
+        r.notice(
+            NoticeKind::NotSupported,
+            "ratio_type",
+            "`segment` with pg_variant cispo: roll-flow's Cispo takes token ratios",
+        );
+    }
+    Ok(format!(
+        "Cispo(low: {low:?}, high: {high:?}, agg: {})",
+        a.agg
+    ))
+}
+
 /// The `loss:` RON of the actor step.
 pub fn policy_loss(r: &mut ConfigReader) -> Result<String, ImportError> {
     let args = clip_args(r)?;
@@ -87,7 +111,7 @@ pub fn policy_loss(r: &mut ConfigReader) -> Result<String, ImportError> {
         (None, true) => "vanilla".to_string(),
     };
     match PG_VARIANTS.iter().find(|(n, _)| *n == name) {
-        Some((_, PgVariant::Loss(write))) => Ok(write(&args)),
+        Some((_, PgVariant::Loss(write))) => write(&args, r),
         Some((_, PgVariant::NotYet(what))) => {
             r.notice(
                 NoticeKind::NotSupported,
@@ -172,12 +196,12 @@ mod tests {
             ratio: "Segment",
             agg: "TokenMean",
         };
-        let Some((_, PgVariant::Loss(write))) = PG_VARIANTS.iter().find(|(n, _)| *n == "ppo")
-        else {
-            panic!("ppo is mapped")
-        };
+        assert!(matches!(
+            PG_VARIANTS.iter().find(|(n, _)| *n == "ppo"),
+            Some((_, PgVariant::Loss(_)))
+        ));
         assert_eq!(
-            write(&args),
+            ppo_clip(&args),
             "PpoClip(low: 0.2, high: 0.28, dual_clip: 3.0, ratio: Segment, agg: TokenMean)"
         );
     }

@@ -58,7 +58,7 @@ const REMOVE_PADDING: &str = "FSDP's padding-free attention (ROLL's WorkerConfig
 const F32: &str = "roll-flow trains in f32";
 const ACTIVATIONS: &str = "activation memory is the engine's";
 const CHECKPOINTS: &str = "checkpoints go to `out_dir`";
-const LORA: &str = "LoRA: roll-flow has no LoRA yet; the whole model trains (full fine-tuning)";
+const LORA_UNUSED: &str = "LoRA settings of a worker that does not train, or without `lora_target` (ROLL trains no adapters then): the actor's become the policy's `lora:`, and generation and the reference read the policy's weights";
 const OPD: &str = "on-policy distillation from a teacher: roll-flow has no distillation";
 const INFER_SCHEDULE: &str = "ROLL's inference scheduling (routers, request limits)";
 const CHAT: &str = "the chat template is the model directory's own";
@@ -66,6 +66,11 @@ const STOPS: &str = "generation stops at the end-of-turn token or `max_new_token
 
 /// The keys ignored on this engine.
 pub const IGNORED: &[(&str, &str)] = &[
+    ("*.model_args.lora_rank", LORA_UNUSED),
+    ("*.model_args.lora_alpha", LORA_UNUSED),
+    ("*.model_args.lora_target", LORA_UNUSED),
+    ("*.model_args.lora_dropout", LORA_UNUSED),
+    ("*.model_args.autocast_adapter_dtype", F32),
     ("hydra", "Hydra's run-directory settings"),
     ("logging_dir", "logs and metrics go to `out_dir`"),
     ("render_save_dir", "eval renders go to `out_dir/renders`"),
@@ -287,13 +292,8 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
     ("custom_envs.*.user_prompt_format", "ROLL's older prompt format; the prompt follows `agent_template`"),
     ("custom_envs.*.reward_template", "roll-flow shows the env's reward as the env gives it"),
     ("custom_envs.*.tool_wrapper", "tool calls inside an env (python, search): roll-flow's envs take one reply a turn"),
-    ("*.model_args.lora_rank", LORA),
-    ("*.model_args.lora_alpha", LORA),
-    ("*.model_args.lora_target", LORA),
-    ("*.model_args.lora_dropout", LORA),
-    ("*.model_args.additional_target", LORA),
-    ("*.model_args.autocast_adapter_dtype", LORA),
-    ("*.model_args.adapter_name_or_path", LORA),
+    ("*.model_args.additional_target", "whole modules trained beside the adapters (PEFT's modules_to_save): roll-flow's LoRA trains the adapters only"),
+    ("*.model_args.adapter_name_or_path", "starting from a saved adapter: roll-flow's LoRA starts from fresh adapters"),
     ("*.model_args.freeze_module_prefix", "roll-flow trains every parameter"),
     ("*.model_args.moe_aux_loss_coef", "roll-flow's models have no MoE layers"),
     ("*.model_args.model_config_kwargs", "the architecture is read from config.json as it is"),
@@ -342,7 +342,7 @@ mod tests {
         );
         assert!(matching(IGNORED, "actor_train.strategy_args.strategy_name").is_none());
         assert!(matching(IGNORED, "strategy_args").is_none());
-        assert!(matching(NOT_SUPPORTED, "actor_train.model_args.lora_rank").is_some());
+        assert!(matching(IGNORED, "actor_infer.model_args.lora_rank").is_some());
     }
 
     #[test]
