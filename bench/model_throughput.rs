@@ -7,7 +7,7 @@
 //! shapes and thread count; bench/history/model_throughput.md records both.
 //!
 //! Run: `cargo bench -p roll-flow --bench model_throughput -- SHAPE` with SHAPE `tiny` (the
-//! default), `medium` or `qwen0.5b` ([`Shape`]); RAYON_NUM_THREADS sets flex's thread count;
+//! default), `medium`, `qwen0.5b` or `smollm2` ([`Shape`]); RAYON_NUM_THREADS sets flex's thread count;
 //! pass the same shape and number to the PyTorch script. `MODEL_BENCH_BACKENDS=flex` (or
 //! `ndarray`) runs one backend only, e.g. under `perf record`; `MODEL_BENCH_PARTS=gen` (or
 //! `train`) runs generation (or training) only.
@@ -72,6 +72,9 @@ impl Shape {
             "medium" => ("medium", arch(4, 512, 8, 8, 2048, 1e4), 8192, 5),
             // Qwen2.5-0.5B's config.json, random weights.
             "qwen0.5b" => ("qwen0.5b", arch(24, 896, 14, 2, 4864, 1e6), 151_936, 1),
+            // SmolLM2-135M-Instruct's shape (the smollm2_*.ron pipelines' model), random
+            // weights, tied head; Qwen2's q/k/v biases where the Llama family has none.
+            "smollm2" => ("smollm2", arch(30, 576, 9, 3, 1536, 1e5), 49_152, 2),
             _ => return None,
         };
         let config = Qwen2Config::tiny(&arch, vocab);
@@ -272,7 +275,7 @@ fn main() {
         .find(|a| !a.starts_with("--"))
         .unwrap_or_else(|| "tiny".into());
     let Some(shape) = Shape::named(&shape_name) else {
-        eprintln!("unknown shape `{shape_name}`: use tiny, medium or qwen0.5b");
+        eprintln!("unknown shape `{shape_name}`: use tiny, medium, qwen0.5b or smollm2");
         std::process::exit(2);
     };
     let threads = std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "all cores".into());
