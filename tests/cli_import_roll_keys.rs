@@ -113,18 +113,13 @@ fn known_unused_keys_resolvers_and_a_missing_default_are_reported_and_written_in
     assert!(!report.contains("lora_"), "{report}");
     let lora = p.models.get("policy").unwrap().lora.clone().unwrap();
     assert_eq!((lora.rank, lora.alpha, lora.dropout), (32, 32.0, 0.0));
+    // all-linear: every layer an adapter may target, the import's list being the model's
+    use roll_flow::model::lora_spec::TARGET_NAMES;
     assert_eq!(
-        lora.targets,
-        [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj"
-        ]
+        roll_flow::roll_import::lora_mapping::ALL_LINEAR,
+        TARGET_NAMES
     );
+    assert_eq!(lora.targets, TARGET_NAMES);
 }
 
 #[test]
@@ -314,7 +309,11 @@ fn pg_variant_cispo_becomes_the_cispo_loss_with_roll_s_bounds() {
         ron.contains("loss: Cispo(low: 0.1, high: 0.28, agg: SeqMeanTokenSum)"),
         "{ron}"
     );
-    assert!(!stderr(&result).contains("pg_variant"), "{}", stderr(&result));
+    assert!(
+        !stderr(&result).contains("pg_variant"),
+        "{}",
+        stderr(&result)
+    );
     let p = spec::load::<RollFlow>(&out, &[])
         .unwrap_or_else(|d| panic!("{d:?}"))
         .pipeline;

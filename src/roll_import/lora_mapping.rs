@@ -10,8 +10,10 @@
 use super::config_reader::ConfigReader;
 use super::import_error::ImportError;
 
-/// The decoder's linear layers, `all-linear`'s expansion.
-const ALL_LINEAR: [&str; 7] = [
+/// The decoder's linear layers, `all-linear`'s expansion: the model crate's
+/// `lora_spec::TARGET_NAMES`, spelled out because `roll_import` depends on no other crate
+/// (tests/cli_import_roll_keys.rs checks that the two agree).
+pub const ALL_LINEAR: [&str; 7] = [
     "q_proj",
     "k_proj",
     "v_proj",
