@@ -270,7 +270,7 @@ fn env_types_and_managers_roll_flow_lacks_are_refused_with_what_they_need() {
 }
 
 #[test]
-fn empty_and_rollout_only_configs_are_refused() {
+fn an_empty_config_is_refused_and_a_rollout_only_one_plays_without_training() {
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("agentic_val_webshop.yaml");
     std::fs::write(&empty, "").unwrap();
@@ -279,17 +279,56 @@ fn empty_and_rollout_only_configs_are_refused() {
         err.contains("the config has no keys (ROLL has nothing to run either"),
         "{err}"
     );
+    // ROLL's rollout-only pipeline (start_agentic_rollout_pipeline.py): no actor_train
     let demo = std::fs::read_to_string(DEMO).unwrap();
     let start = demo.find("actor_train:").unwrap();
     let end = demo.find("actor_infer:").unwrap();
     let rollout_only =
         format!("{}{}", &demo[..start], &demo[end..]).replace("  pg_variant: topr\n", "");
     let path = fixtures_with(dir.path(), "agentic_demo/rollout.yaml", &rollout_only);
-    let err = stderr(&import_roll(&[path.to_str().unwrap()]));
+    let out = dir.path().join("rollout.ron");
+    let result = import_roll(&[path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(result.status.success(), "{}", stderr(&result));
     assert!(
-        err.contains("`actor_train`: missing: this is ROLL's rollout-only pipeline (start_agentic_rollout_pipeline.py)"),
-        "{err}"
+        stderr(&result).contains(
+            "val_env_manager: ROLL's rollout pipeline plays train_env_manager's tags only"
+        ),
+        "{}",
+        stderr(&result)
     );
+    let p = spec::load::<RollFlow>(&out, &[])
+        .unwrap_or_else(|d| panic!("{d:?}"))
+        .pipeline;
+    let nodes: Vec<&str> = p.nodes.iter().map(|(name, _)| name).collect();
+    assert_eq!(nodes, ["rollout"]);
+    assert!(p.models.get("policy").unwrap().lora.is_none());
+    // It plays: two steps on the CPU with a Tiny policy in place of the model directory.
+    let run_dir = dir.path().join("run");
+    let run = common::roll_flow(&[
+        "run",
+        out.to_str().unwrap(),
+        "--steps",
+        "2",
+        "--out",
+        run_dir.to_str().unwrap(),
+        "--set",
+        "device=Cpu",
+        "--set",
+        "models.policy.arch=Tiny(layers: 1, dim: 32, heads: 2)",
+        "--set",
+        "nodes.rollout.max_new_tokens=8",
+        "--set",
+        "nodes.rollout.sequence_length=512",
+    ]);
+    common::assert_ok(&run);
+    let records = common::metrics(&run_dir);
+    assert_eq!(records.len(), 2);
+    assert!(
+        records[1].contains_key("rollout/success"),
+        "{:?}",
+        records[1]
+    );
+    assert!(!records[1].keys().any(|k| k.starts_with("actor")));
 }
 
 #[test]

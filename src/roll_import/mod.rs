@@ -21,6 +21,7 @@ pub mod pipeline_mapping;
 pub mod policy_loss;
 pub mod prompt_templates;
 pub mod roll_keys;
+pub mod rollout_only_mapping;
 pub mod training_mapping;
 pub mod unsupported_envs;
 pub mod webshop_env;
@@ -66,7 +67,11 @@ fn heading(kind: NoticeKind) -> &'static str {
 pub fn import_roll(path: &Path, options: ImportOptions) -> Result<Imported, ImportError> {
     let composed = hydra_compose::compose(path)?;
     let mut reader = ConfigReader::new(path, composed);
-    let mapped = pipeline_mapping::map_pipeline(&mut reader)?;
+    let mapped = if rollout_only_mapping::is_rollout_only(&reader) {
+        rollout_only_mapping::map_rollout_only(&mut reader)?
+    } else {
+        pipeline_mapping::map_pipeline(&mut reader)?
+    };
     let notices = reader.finish()?;
     if options.strict {
         let keys: Vec<(String, String)> = notices

@@ -17,7 +17,8 @@ pub struct Mapped {
     pub body: String,
 }
 
-/// Maps the whole config.
+/// Maps the whole config of a training pipeline (a rollout-only one is
+/// [`super::rollout_only_mapping`]'s).
 pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
     if r.is_empty() {
         return Err(r.error(
@@ -27,20 +28,7 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
             "import a config that sets `pretrain`, `custom_envs` and the env managers' `tags`",
         ));
     }
-    if r.peek("actor_train").is_none() && r.peek("train_env_manager").is_some() {
-        return Err(r.error(
-            "actor_train",
-            "missing: this is ROLL's rollout-only pipeline (start_agentic_rollout_pipeline.py), which plays the envs and trains nothing".into(),
-            "import a training config of the same envs (e.g. agentic_val_sokoban.yaml); `roll-flow play --policy RUN_DIR` plays a trained policy",
-        ));
-    }
-    let name = r
-        .text("exp_name")?
-        .unwrap_or_else(|| "agentic_pipeline".into());
-    let seed = r.count("seed")?.unwrap_or(42);
-    // ROLL's BaseConfig default.
-    let steps = r.count("max_steps")?.unwrap_or(500);
-    let out_dir = r.text("output_dir")?.unwrap_or_else(|| "./output".into());
+    let mut out = header_fields(r)?;
     let Some(pretrain) = r.text("pretrain")? else {
         return Err(r.missing(
             "pretrain",
@@ -53,7 +41,7 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
         Some(_) => Some(env_sets(r, "val_env_manager", "val")?),
         None => None,
     };
-    ignore_unplayed_tags(r);
+    ignore_unplayed_tags(r, &["train_env_manager", "val_env_manager"]);
     let adv = advantage(r, &estimator)?;
     let actor = actor_step(r, &estimator, train.envs)?;
     let critic = if estimator == Estimator::Gae {
@@ -61,15 +49,6 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
     } else {
         None
     };
-    let mut out = String::new();
-    out.push_str("Pipeline(\n    // exp_name, seed, max_steps, output_dir\n");
-    out.push_str(&format!(
-        "    name: {name:?},\n    seed: {seed},\n    steps: {steps},\n"
-    ));
-    out.push_str(
-        "    device: Cuda(0), // ROLL trains on GPUs; `--set device=Cpu` on a CPU build\n",
-    );
-    out.push_str(&format!("    out_dir: {out_dir:?},\n    models: {{\n"));
     let policy_optim = optimizer(r, "actor_train")?;
     out.push_str("        // pretrain; actor_train.training_args (learning_rate, weight_decay, warmup_steps, lr_scheduler_type, adam_*); max_grad_norm\n");
     let lora = match policy_lora(r)? {
@@ -210,10 +189,31 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
     Ok(Mapped { body: out })
 }
 
-/// `custom_envs` entries that neither env manager lists in its `tags` (ROLL's examples
+/// `Pipeline(` up to `models: {`, from exp_name, seed, max_steps and output_dir.
+pub(super) fn header_fields(r: &mut ConfigReader) -> Result<String, ImportError> {
+    let name = r
+        .text("exp_name")?
+        .unwrap_or_else(|| "agentic_pipeline".into());
+    let seed = r.count("seed")?.unwrap_or(42);
+    // ROLL's BaseConfig default.
+    let steps = r.count("max_steps")?.unwrap_or(500);
+    let out_dir = r.text("output_dir")?.unwrap_or_else(|| "./output".into());
+    let mut out = String::new();
+    out.push_str("Pipeline(\n    // exp_name, seed, max_steps, output_dir\n");
+    out.push_str(&format!(
+        "    name: {name:?},\n    seed: {seed},\n    steps: {steps},\n"
+    ));
+    out.push_str(
+        "    device: Cuda(0), // ROLL trains on GPUs; `--set device=Cpu` on a CPU build\n",
+    );
+    out.push_str(&format!("    out_dir: {out_dir:?},\n    models: {{\n"));
+    Ok(out)
+}
+
+/// `custom_envs` entries that none of `managers` lists in its `tags` (ROLL's examples
 /// declare more tags than they play).
-fn ignore_unplayed_tags(r: &mut ConfigReader) {
-    let played: Vec<String> = ["train_env_manager", "val_env_manager"]
+pub(super) fn ignore_unplayed_tags(r: &mut ConfigReader, managers: &[&str]) {
+    let played: Vec<String> = managers
         .iter()
         .filter_map(|manager| match r.peek(&format!("{manager}.tags")) {
             Some(Value::List(tags)) => Some(tags),
@@ -235,7 +235,7 @@ fn ignore_unplayed_tags(r: &mut ConfigReader) {
 
 /// The one prompt of the `Rollout` (Eval plays with it too): the first train tag's. A tag
 /// whose templates differ is reported, as roll-flow has one prompt per rollout.
-fn rollout_prompt(
+pub(super) fn rollout_prompt(
     r: &mut ConfigReader,
     train: &EnvSets,
     val: Option<&EnvSets>,
@@ -259,14 +259,14 @@ fn rollout_prompt(
 }
 
 /// `, prompt: (system: .., turn: ..)`, or `instruction: false` without a system message.
-fn prompt_fields(prompt: &TagPrompt) -> String {
+pub(super) fn prompt_fields(prompt: &TagPrompt) -> String {
     match &prompt.system {
         Some(system) => format!(", prompt: (system: {system:?}, turn: {:?})", prompt.turn),
         None => format!(", instruction: false, prompt: (turn: {:?})", prompt.turn),
     }
 }
 
-fn write_env_sets(out: &mut String, manager: &str, sets: &EnvSets) {
+pub(super) fn write_env_sets(out: &mut String, manager: &str, sets: &EnvSets) {
     out.push_str(&format!(
         "        // {manager}: tags, num_groups_partition, group_size, format_penalty; custom_envs.<tag>: env_type, env_config\n"
     ));
@@ -275,7 +275,7 @@ fn write_env_sets(out: &mut String, manager: &str, sets: &EnvSets) {
     }
 }
 
-fn set_names(sets: &EnvSets) -> String {
+pub(super) fn set_names(sets: &EnvSets) -> String {
     match sets.entries.as_slice() {
         [one] => format!("{:?}", one.name),
         several => {
@@ -286,17 +286,17 @@ fn set_names(sets: &EnvSets) -> String {
 }
 
 /// `actor_infer.generating_args`.
-struct Sampling {
-    temperature: f64,
-    top_p: f64,
-    top_k: Option<u64>,
-    max_new_tokens: Option<u64>,
+pub(super) struct Sampling {
+    pub temperature: f64,
+    pub top_p: f64,
+    pub top_k: Option<u64>,
+    pub max_new_tokens: Option<u64>,
 }
 
 /// The generation settings ROLL plays `manager` (`train_env_manager`/`val_env_manager`)
 /// with, as its `agentic_config.py` picks them: `actor_infer.generating_args` when that has
 /// any key, for both managers; otherwise the manager's own `generating_args`.
-fn sampling_args(r: &mut ConfigReader, manager: &str) -> Result<Sampling, ImportError> {
+pub(super) fn sampling_args(r: &mut ConfigReader, manager: &str) -> Result<Sampling, ImportError> {
     let base = if r.keys("actor_infer.generating_args").is_empty() {
         format!("{manager}.generating_args")
     } else {
@@ -331,7 +331,7 @@ fn sampling_args(r: &mut ConfigReader, manager: &str) -> Result<Sampling, Import
 }
 
 /// ROLL generates at most `max_tokens_per_step` per turn, within `max_new_tokens`.
-fn max_new_tokens(generating: Option<u64>, per_step: Option<u64>) -> u64 {
+pub(super) fn max_new_tokens(generating: Option<u64>, per_step: Option<u64>) -> u64 {
     match (generating, per_step) {
         (Some(g), Some(s)) => g.min(s),
         (Some(n), None) | (None, Some(n)) => n,
