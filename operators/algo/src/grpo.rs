@@ -165,16 +165,26 @@ pub(crate) fn group_need(g: Grouping, column: roll_flow_engine::Column) -> Need 
 }
 
 /// The estimator impl of a node whose fields are [`Settings`]'s (`gamma`, `group_by`,
-/// `norm`, `shaping`, `kl_penalty`): GRPO and REINFORCE differ only in their defaults.
+/// `shaping`, `kl_penalty`, and `norm` unless the centre is given): GRPO and REINFORCE
+/// differ only in their defaults; Dr.GRPO (`centre: Centre::Norm(Norm::Mean)`) and RLOO
+/// (`centre: Centre::LeaveOneOut`) fix the centre instead of reading `norm`.
 macro_rules! estimator_from_settings {
     ($node:ident) => {
+        $crate::grpo::estimator_from_settings!(@impl $node, |node: &$node| {
+            $crate::grpo::Centre::Norm(node.norm)
+        });
+    };
+    ($node:ident, centre: $centre:expr) => {
+        $crate::grpo::estimator_from_settings!(@impl $node, |_: &$node| $centre);
+    };
+    (@impl $node:ident, $centre:expr) => {
         impl $node {
             fn settings(&self) -> $crate::grpo::Settings<'_> {
                 $crate::grpo::Settings {
                     node: stringify!($node),
                     gamma: self.gamma,
                     group_by: self.group_by,
-                    centre: $crate::grpo::Centre::Norm(self.norm),
+                    centre: ($centre)(self),
                     shaping: &self.shaping,
                     kl_penalty: &self.kl_penalty,
                 }

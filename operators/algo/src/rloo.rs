@@ -26,11 +26,9 @@ use super::algo_stats::AlgoStats;
 use super::error::AlgoError;
 use super::estimator::{AdvantageEstimator, AdvantageState};
 use super::grouping::Grouping;
-use super::grpo::{Centre, Settings};
+use super::grpo::Centre;
 use super::kl_penalty::KlPenalty;
 use super::shaping::Shaping;
-
-const NODE: &str = "Rloo";
 
 /// RLOO: each score less the mean of its group's other scores.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -57,40 +55,7 @@ impl Default for Rloo {
     }
 }
 
-impl Rloo {
-    fn settings(&self) -> Settings<'_> {
-        Settings {
-            node: NODE,
-            gamma: self.gamma,
-            group_by: self.group_by,
-            centre: Centre::LeaveOneOut,
-            shaping: &self.shaping,
-            kl_penalty: &self.kl_penalty,
-        }
-    }
-}
-
-impl AdvantageEstimator for Rloo {
-    fn kind(&self) -> &'static str {
-        NODE
-    }
-
-    fn contract(&self) -> Contract {
-        self.settings().contract()
-    }
-
-    fn validate(&self) -> Result<(), AlgoError> {
-        self.settings().validate()
-    }
-
-    fn shaping(&self) -> &Shaping {
-        &self.shaping
-    }
-
-    fn apply(&self, batch: &mut Batch, state: &mut AdvantageState) -> Result<AlgoStats, AlgoError> {
-        self.settings().apply(batch, state)
-    }
-}
+super::grpo::estimator_from_settings!(Rloo, centre: Centre::LeaveOneOut);
 
 #[cfg(test)]
 #[path = "rloo_tests.rs"]
