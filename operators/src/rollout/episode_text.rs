@@ -64,7 +64,9 @@ pub fn turn_text(
     }
     let action = match extract_answer(&turn.reply_text) {
         Some(answer) => format!("{:?}", answer.trim()),
-        None => "none (no <answer>...</answer> in the reply)".to_string(),
+        // Envs with a format of their own (Math's `\boxed{}`) read the reply as written;
+        // `valid` below says whether the env understood it.
+        None => "no <answer>...</answer> tag; the env read the reply as written".to_string(),
     };
     let _ = write!(
         text,
@@ -189,6 +191,8 @@ mod tests {
             text.contains("prompt (") && text.contains("<|im_start|>user\nP_\n_G<|im_end|>"),
             "{text}"
         );
-        assert!(text.contains("action: none (no <answer>...</answer> in the reply)"));
+        assert!(text.contains(
+            "action: no <answer>...</answer> tag; the env read the reply as written | valid: "
+        ));
     }
 }
