@@ -14,6 +14,12 @@
 //!   reward}` with `reward` as the env gave it in text; a trajectory's chat already holds
 //!   its turns, so there it is empty.
 //!
+//! - `reply_start` is text the assistant's reply opens with, put after the template's
+//!   generation prompt so the model continues it (DeepSeek-R1's `<think>\n`, or `<answer>`
+//!   for a model that never writes the tag by itself): the env reads it and the reply as one
+//!   text, and it is prompt, not response, so no gradient flows through it. Plain text, no
+//!   template variables.
+//!
 //! Undefined variables are errors (a misspelt name would silently print nothing), checked
 //! with `roll-flow validate`. The defaults are today's prompts, byte for byte: the
 //! instruction as the system message (none with `instruction: false`), the observation as
@@ -33,6 +39,8 @@ pub struct PromptSpec {
     pub system: Option<String>,
     #[serde(default)]
     pub turn: Option<String>,
+    #[serde(default)]
+    pub reply_start: Option<String>,
 }
 
 /// The system message of a trajectory-wise or step-wise prompt, by default.
@@ -185,6 +193,11 @@ impl PromptTemplates {
             step_wise,
             ..self.clone()
         }
+    }
+
+    /// The text every reply opens with (`prompt.reply_start`), empty by default.
+    pub fn reply_start(&self) -> &str {
+        self.spec.reply_start.as_deref().unwrap_or("")
     }
 
     /// `instruction: false` with a `system` template is a contradiction.

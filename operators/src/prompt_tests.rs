@@ -78,6 +78,7 @@ fn custom_templates_see_every_documented_variable() {
              [{{ h.step }} {{ h.observation }} {{ h.action }} {{ h.reward }}]{% endfor %}"
                 .into(),
         ),
+        reply_start: None,
     };
     let templates = PromptTemplates::try_from(spec).unwrap().played(true, true);
     assert_eq!(
@@ -98,6 +99,7 @@ fn a_misspelt_variable_is_an_error_when_compiling_not_at_the_first_rollout() {
     let spec = PromptSpec {
         system: None,
         turn: Some("{{ obsrvation }}".into()),
+        reply_start: None,
     };
     let error = PromptTemplates::try_from(spec).unwrap_err();
     assert!(
@@ -111,6 +113,7 @@ fn a_syntax_error_names_the_template_and_its_line() {
     let spec = PromptSpec {
         system: Some("fine\n{% if %}".into()),
         turn: None,
+        reply_start: None,
     };
     let error = PromptTemplates::try_from(spec).unwrap_err();
     assert!(
@@ -124,9 +127,21 @@ fn a_system_template_with_instruction_off_is_refused() {
     let spec = PromptSpec {
         system: Some("{{ instruction }}".into()),
         turn: None,
+        reply_start: None,
     };
     let templates = PromptTemplates::try_from(spec).unwrap();
     assert!(templates.check_instruction(true).is_ok());
     let error = templates.check_instruction(false).unwrap_err();
     assert!(error.contains("instruction: false"), "{error}");
+}
+
+#[test]
+fn a_reply_start_is_read_verbatim_and_empty_by_default() {
+    assert_eq!(PromptTemplates::default().reply_start(), "");
+    let spec = PromptSpec {
+        reply_start: Some("<answer>{{ not a variable }}".into()),
+        ..PromptSpec::default()
+    };
+    let templates = PromptTemplates::try_from(spec).unwrap();
+    assert_eq!(templates.reply_start(), "<answer>{{ not a variable }}");
 }

@@ -20,6 +20,7 @@ fn render(turn: &str, index: usize, observation: &str, history: Vec<HistoryTurn>
     let templates = PromptTemplates::try_from(PromptSpec {
         system: None,
         turn: Some(turn.to_string()),
+        reply_start: None,
     })
     .unwrap_or_else(|e| panic!("{e}\n{turn}"));
     let episode = EpisodeVars {

@@ -264,6 +264,13 @@ impl NodeKind for RolloutSpec {
             dynamic.check(self.staleness, self.partial.is_some())?;
         }
         self.prompt.check_instruction(self.instruction)?;
+        if self.guide == Guide::Actions && !self.prompt.reply_start().is_empty() {
+            return Err(
+                "`prompt.reply_start` and `guide: Actions` disagree: the guide already \
+                 opens every reply with `<answer>`; drop one of them"
+                    .into(),
+            );
+        }
         if self.sequence_length <= self.max_new_tokens {
             return Err(format!(
                 "`sequence_length` ({}) must exceed `max_new_tokens` ({}) to leave room for the prompt",

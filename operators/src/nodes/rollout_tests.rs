@@ -66,3 +66,19 @@ fn prompts_longer_than_the_sequence_length_are_an_error_naming_the_budget() {
     );
     assert_eq!(samples, Ok(1));
 }
+
+#[test]
+fn a_reply_start_and_the_actions_guide_are_refused_together() {
+    let text = r#"Pipeline(name: "t", steps: 1, out_dir: "unused",
+        models: { "policy": (arch: Tiny(layers: 1, dim: 16, heads: 2, max_positions: 64)) },
+        envs: { "train": (env: FrozenLake(size: 4), groups: 1, group_size: 1, max_turns: 1) },
+        nodes: { "rollout": Rollout(envs: "train", guide: Actions, prompt: (reply_start: "<answer>")) })"#;
+    let pipeline = roll_flow_engine::spec::parse::<RollFlow>(Path::new("t.ron"), text)
+        .unwrap_or_else(|d| panic!("{d}"));
+    let rollout = pipeline.nodes.get("rollout").expect("a Rollout node");
+    let err = roll_flow_engine::NodeSpec::check(rollout).unwrap_err();
+    assert!(
+        err.contains("`prompt.reply_start` and `guide: Actions` disagree"),
+        "{err}"
+    );
+}

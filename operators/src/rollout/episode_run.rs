@@ -126,7 +126,12 @@ impl EpisodeRun {
         run.system = run.job.settings.prompt.system(&run.vars())?;
         if run.job.settings.samples == SampleMode::Trajectory {
             let first = run.user_message(0, &run.observation, &[])?;
-            let transcript = Transcript::start(&run.job.tokenizer, run.system.as_deref(), &first)?;
+            let transcript = Transcript::start(
+                &run.job.tokenizer,
+                run.system.as_deref(),
+                &first,
+                run.job.settings.prompt.reply_start(),
+            )?;
             run.transcript = Some(transcript);
         }
         if run.job.settings.record && run.job.env.renders_frames() {
@@ -170,7 +175,9 @@ impl EpisodeRun {
             Some(t) => t.tokens.clone(),
             None => {
                 let text = self.user_message(self.turn, &self.observation, &self.episode.turns)?;
-                Transcript::start(&job.tokenizer, self.system.as_deref(), &text)?.tokens
+                let reply_start = settings.prompt.reply_start();
+                Transcript::start(&job.tokenizer, self.system.as_deref(), &text, reply_start)?
+                    .tokens
             }
         };
         let limit = settings.sequence_length.min(job.context);
@@ -217,9 +224,10 @@ impl EpisodeRun {
             Some(_) => &output.tokens[..output.tokens.len() - 1],
             None => &output.tokens[..],
         };
-        let reply_text = tokenizer
+        let generated_text = tokenizer
             .decode(content, false)
             .map_err(|e| e.to_string())?;
+        let reply_text = format!("{}{generated_text}", self.job.settings.prompt.reply_start());
         let result = self
             .job
             .env
@@ -235,7 +243,7 @@ impl EpisodeRun {
                 &output.tokens,
                 &output.logprobs,
                 stop,
-                &reply_text,
+                &generated_text,
             )?;
         }
         let prompt = std::mem::take(&mut self.prompt);

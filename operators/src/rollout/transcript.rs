@@ -8,6 +8,8 @@
 //! - That text is found by rendering the chat template for the conversation before and
 //!   after a message and taking the difference, so any template that extends a rendered
 //!   prefix (ChatML, Qwen2.5's) works, and a template that does not is reported.
+//! - A reply start (`prompt.reply_start`, e.g. `<answer>`) follows each generation prompt
+//!   as prompt tokens; the assistant message is the reply start and the reply together.
 
 use roll_flow_model::{ChatMessage, TextTokenizer};
 
@@ -26,6 +28,8 @@ pub struct Transcript {
     messages: Vec<ChatMessage>,
     rendered: String,
     current_turn: i64,
+    /// Text each reply opens with, in the prompt (`prompt.reply_start`).
+    reply_start: String,
 }
 
 fn template_error(e: impl std::fmt::Display) -> String {
@@ -34,13 +38,17 @@ fn template_error(e: impl std::fmt::Display) -> String {
 
 impl Transcript {
     /// A chat opened with an optional system message and the first user message, ready
-    /// for the first reply.
+    /// for the first reply, which opens with `reply_start`.
     pub fn start(
         tokenizer: &TextTokenizer,
         system: Option<&str>,
         user: &str,
+        reply_start: &str,
     ) -> Result<Self, String> {
-        let mut transcript = Transcript::default();
+        let mut transcript = Transcript {
+            reply_start: reply_start.to_string(),
+            ..Transcript::default()
+        };
         if let Some(system) = system {
             transcript.messages.push(ChatMessage::new("system", system));
         }
@@ -48,7 +56,7 @@ impl Transcript {
         Ok(transcript)
     }
 
-    /// Appends a user message and the generation prompt.
+    /// Appends a user message, the generation prompt and the reply start.
     pub fn add_user(&mut self, tokenizer: &TextTokenizer, user: &str) -> Result<(), String> {
         self.messages.push(ChatMessage::new("user", user));
         let full = tokenizer
@@ -59,13 +67,20 @@ impl Transcript {
             .ok_or_else(|| template_error("rendering a longer chat changed its beginning"))?;
         let ids = tokenizer.encode(suffix).map_err(|e| e.to_string())?;
         self.push_prompt(&ids);
+        if !self.reply_start.is_empty() {
+            let ids = tokenizer
+                .encode(&self.reply_start)
+                .map_err(|e| e.to_string())?;
+            self.push_prompt(&ids);
+        }
         self.rendered = full;
         Ok(())
     }
 
     /// Appends a generated reply: `tokens` as sampled (ending in `stop` when the model
     /// stopped itself), whose text without the stop token is `content`, then whatever the
-    /// template puts after an assistant message.
+    /// template puts after an assistant message (whose text is the reply start and
+    /// `content`).
     pub fn add_reply(
         &mut self,
         tokenizer: &TextTokenizer,
@@ -84,13 +99,14 @@ impl Transcript {
         if !tokens.is_empty() {
             self.reply_ends.push(self.tokens.len() - 1);
         }
-        self.messages.push(ChatMessage::new("assistant", content));
+        let message = format!("{}{content}", self.reply_start);
+        self.messages.push(ChatMessage::new("assistant", &message));
         let full = tokenizer
             .apply_chat_template(&self.messages, false)
             .map_err(template_error)?;
         let after = full
             .strip_prefix(self.rendered.as_str())
-            .and_then(|rest| rest.strip_prefix(content))
+            .and_then(|rest| rest.strip_prefix(message.as_str()))
             .ok_or_else(|| template_error("the assistant message is not rendered verbatim"))?;
         let stop_text = match stopped {
             Some(s) => tokenizer.decode(&[s], false).map_err(|e| e.to_string())?,
@@ -130,7 +146,7 @@ mod tests {
     #[test]
     fn chatml_turns_keep_generated_tokens_and_tokenize_only_the_glue() {
         let tok = TextTokenizer::builtin();
-        let mut t = Transcript::start(&tok, Some("rules"), "P_\n_G").unwrap();
+        let mut t = Transcript::start(&tok, Some("rules"), "P_\n_G", "").unwrap();
         let first_prompt = tok
             .encode("<|im_start|>system\nrules<|im_end|>\n<|im_start|>user\nP_\n_G<|im_end|>\n<|im_start|>assistant\n")
             .unwrap();
@@ -161,7 +177,7 @@ mod tests {
     #[test]
     fn a_reply_cut_by_the_length_limit_gets_the_end_of_message_text() {
         let tok = TextTokenizer::builtin();
-        let mut t = Transcript::start(&tok, None, "obs").unwrap();
+        let mut t = Transcript::start(&tok, None, "obs", "").unwrap();
         let reply = tok.encode("<answer>Le").unwrap();
         let end = tok.token_id("<|im_end|>").unwrap();
         t.add_reply(
@@ -176,5 +192,39 @@ mod tests {
         assert_eq!(tail, tok.encode("<|im_end|>\n").unwrap().as_slice());
         t.trim_after_last_reply();
         assert_eq!(t.tokens.len(), t.reply_ends[0] + 1);
+    }
+
+    #[test]
+    fn a_reply_start_is_prompt_and_the_message_holds_it_with_the_reply() {
+        let tok = TextTokenizer::builtin();
+        let mut t = Transcript::start(&tok, None, "P_\n_G", "<answer>").unwrap();
+        let mut want = tok
+            .encode("<|im_start|>user\nP_\n_G<|im_end|>\n<|im_start|>assistant\n")
+            .unwrap();
+        want.extend(tok.encode("<answer>").unwrap());
+        assert_eq!(t.tokens, want);
+        assert!(
+            t.response.iter().all(|&r| !r),
+            "the reply start is not trained on"
+        );
+        let end = tok.token_id("<|im_end|>").unwrap();
+        let mut generated = tok.encode("Right</answer>").unwrap();
+        generated.push(end);
+        let lps = vec![-0.25; generated.len()];
+        t.add_reply(&tok, &generated, &lps, Some(end), "Right</answer>")
+            .unwrap();
+        t.add_user(&tok, "_P\n_G").unwrap();
+        want.extend(&generated);
+        want.extend(
+            tok.encode("\n<|im_start|>user\n_P\n_G<|im_end|>\n<|im_start|>assistant\n")
+                .unwrap(),
+        );
+        want.extend(tok.encode("<answer>").unwrap());
+        assert_eq!(t.tokens, want);
+        assert_eq!(t.response.iter().filter(|&&r| r).count(), generated.len());
+        assert_eq!(
+            t.messages[1].content, "<answer>Right</answer>",
+            "the assistant message is the reply start and the reply"
+        );
     }
 }
