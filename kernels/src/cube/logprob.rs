@@ -10,20 +10,13 @@
 
 use cubecl::prelude::*;
 
+use super::cube_index::cube_index;
+
 /// A "minus infinity" WGSL accepts as a literal; finite logits never get near it.
 const NEG_BIG: f32 = -1.0e30;
 /// Lower bound of s − m and log p: e^FLOOR = 0 exactly, and a logit of −∞ (a token ruled
 /// out by a guide) then adds 0·FLOOR = 0 to the sums instead of 0·(−∞) = NaN.
 const FLOOR: f32 = -1.0e4;
-
-#[cube]
-fn row_index(rows: u32) -> usize {
-    let row = CUBE_POS_Y * CUBE_COUNT_X + CUBE_POS_X;
-    if row >= rows {
-        terminate!();
-    }
-    row as usize
-}
 
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
@@ -38,7 +31,7 @@ pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
     #[comptime] block: u32,
     #[define(F, I)] _dtypes: [StorageType; 2],
 ) {
-    let row = row_index(rows);
+    let row = cube_index(rows);
     let v = vocab as usize;
     let base = row * v;
     let inv = F::cast_from(inv_t);
@@ -114,7 +107,7 @@ pub(crate) fn logprob_backward_kernel<F: Float, I: Numeric>(
     inv_t: f32,
     #[define(F, I)] _dtypes: [StorageType; 2],
 ) {
-    let row = row_index(rows);
+    let row = cube_index(rows);
     let v = vocab as usize;
     let base = row * v;
     let inv = F::cast_from(inv_t);

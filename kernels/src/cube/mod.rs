@@ -4,6 +4,7 @@
 //! small u32 tensor per call.
 //! On devices with TF32 tensor cores the f32 matrix product is [`f32_matmul`]'s.
 
+mod cube_index;
 mod f32_matmul;
 mod gae;
 mod logprob;
@@ -25,8 +26,9 @@ use crate::ppo_clip::ClipSettings;
 
 /// Units per cube for the row and sequence reductions (a power of two).
 const BLOCK: u32 = 256;
-/// Units per cube for the one-unit-per-sequence GAE scan.
-const SCAN_BLOCK: u32 = 64;
+/// Units per cube for the GAE scan (one cube per sequence; a power of two): a sequence of
+/// 8,192 tokens is 32 per unit.
+const SCAN_UNITS: u32 = 256;
 const MAX_GRID_X: usize = 65_535;
 
 /// One cube per item, spread over y when there are more than 65,535.
@@ -150,10 +152,10 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         let (adv, ret) = (empty(&rewards, &[n]), empty(&rewards, &[n]));
         let dtypes = [rewards.dtype.into(), offs.dtype.into()];
         let client = rewards.client.clone();
-        gae::gae_kernel::launch::<R>(
+        gae::gae_scan_kernel::launch::<R>(
             &client,
-            CubeCount::Static(sequences.div_ceil(SCAN_BLOCK as usize).max(1) as u32, 1, 1),
-            CubeDim::new_1d(SCAN_BLOCK),
+            grid(sequences),
+            CubeDim::new_1d(SCAN_UNITS),
             rewards.into_tensor_arg(),
             into_contiguous(tokens.values).into_tensor_arg(),
             into_contiguous(tokens.mask).into_tensor_arg(),
@@ -163,6 +165,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
             sequences as u32,
             gamma,
             gamma * lambda,
+            SCAN_UNITS,
             dtypes,
         );
         (adv, ret)

@@ -18,17 +18,10 @@
 
 use cubecl::prelude::*;
 
+use super::cube_index::cube_index;
+
 /// Partial sums per sequence (same layout as the CPU twin).
 pub(crate) const PARTIALS: usize = 5;
-
-#[cube]
-fn sequence_index(sequences: u32) -> usize {
-    let seq = CUBE_POS_Y * CUBE_COUNT_X + CUBE_POS_X;
-    if seq >= sequences {
-        terminate!();
-    }
-    seq as usize
-}
 
 /// One token's clipped surrogate: loss l, ∂l/∂logp, and whether the clipped term won or
 /// the dual clip capped it (0/1).
@@ -95,7 +88,7 @@ pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
     #[comptime] block: u32,
     #[define(F, I)] _dtypes: [StorageType; 2],
 ) {
-    let seq = sequence_index(sequences);
+    let seq = cube_index(sequences);
     let start = u32::cast_from(offsets[seq]) as usize;
     let end = u32::cast_from(offsets[seq + 1]) as usize;
     let lo = F::cast_from(lower);
@@ -274,7 +267,7 @@ pub(crate) fn ppo_backward_kernel<F: Float, I: Numeric>(
     dual: f32,
     #[define(F, I)] _dtypes: [StorageType; 2],
 ) {
-    let seq = sequence_index(sequences);
+    let seq = cube_index(sequences);
     let start = u32::cast_from(offsets[seq]) as usize;
     let end = u32::cast_from(offsets[seq + 1]) as usize;
     let lo = F::cast_from(lower);

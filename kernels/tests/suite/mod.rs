@@ -269,11 +269,15 @@ pub fn packed(rng: &mut Rng, sequences: usize, max_len: usize) -> (Vec<usize>, V
 }
 
 pub fn gae_forward<B: KernelBackend>(device: &B::Device) {
+    // The last case's sequences run to 6,000 tokens: a CubeCL scan unit then walks a
+    // chunk of up to 24 tokens, and chunks begin and end inside masked runs. The burn-ops
+    // loop (one set of launches per time step) is too slow there; the f64 oracle checks it.
     let cases = [
         (1, 5, 1.0, 0.95),
         (7, 40, 0.99, 0.9),
         (64, 300, 1.0, 1.0),
         (256, 512, 0.95, 0.95),
+        (6, 6000, 0.99, 0.95),
     ];
     for (k, &(sequences, max_len, gamma, lambda)) in cases.iter().enumerate() {
         let mut rng = Rng::new(100 + k as u64);
@@ -290,23 +294,25 @@ pub fn gae_forward<B: KernelBackend>(device: &B::Device) {
             roll_flow_kernels::gae(r.clone(), v.clone(), m.clone(), &offsets, gamma, lambda)
                 .unwrap();
         let (adv, ret) = (host(adv), host(ret));
-        let what = format!("{sequences} seqs");
-        // The unfused burn-ops loop (`reference::gae`, the benchmark's baseline).
-        let (ref_adv, ref_ret) = reference::gae(r, v, m, &offsets, gamma, lambda);
-        assert_close(
-            &format!("adv vs burn ops {what}"),
-            &adv,
-            &host(ref_adv),
-            1e-4,
-            1e-4,
-        );
-        assert_close(
-            &format!("ret vs burn ops {what}"),
-            &ret,
-            &host(ref_ret),
-            1e-4,
-            1e-4,
-        );
+        let what = format!("{sequences} seqs of up to {max_len}");
+        if max_len <= 512 {
+            // The unfused burn-ops loop (`reference::gae`, the benchmark's baseline).
+            let (ref_adv, ref_ret) = reference::gae(r, v, m, &offsets, gamma, lambda);
+            assert_close(
+                &format!("adv vs burn ops {what}"),
+                &adv,
+                &host(ref_adv),
+                1e-4,
+                1e-4,
+            );
+            assert_close(
+                &format!("ret vs burn ops {what}"),
+                &ret,
+                &host(ref_ret),
+                1e-4,
+                1e-4,
+            );
+        }
         // The f64 oracle of roll-flow-operators, over each sequence's response tokens.
         let (mut oracle_adv, mut oracle_ret) = (vec![0.0f32; n], vec![0.0f32; n]);
         for w in offsets.windows(2) {
