@@ -33,8 +33,9 @@ rm -f "$bin"/*
 # roll-flow binary the pipeline test starts, too.
 cargo test --release --no-run --message-format=json \
     -p roll-flow -p roll-flow-kernels -p roll-flow-model --features "roll-flow/$feature" \
-    --test kernels --test model_hf_parity --test gpu_pipelines --bench gpu > "$bin/targets.json"
-for target in kernels model_hf_parity gpu_pipelines gpu; do
+    --test kernels --test model_hf_parity --test model_transfers --test gpu_pipelines \
+    --bench gpu > "$bin/targets.json"
+for target in kernels model_hf_parity model_transfers gpu_pipelines gpu; do
     cp "$(executable "$target" < "$bin/targets.json")" "$bin/$target"
 done
 rm "$bin/targets.json"

@@ -110,6 +110,7 @@ part probe 60 "$bin/gpu" --device "$device" --only probe --out "$out/probe"
 [ "$device" = cuda ] && echo "$cache_config" > cubecl.toml
 part kernels 60 "$bin/kernels" --test-threads 1
 part hf_parity 40 "$bin/model_hf_parity" --test-threads 1 --nocapture
+part transfers 30 "$bin/model_transfers" --test-threads 1
 part pipelines 90 "$bin/gpu_pipelines" --test-threads 1 --nocapture
 part bench 220 "$bin/gpu" --device "$device" $bench_size --out "$out"
 run_dir="$(mktemp -d)"

@@ -79,6 +79,8 @@ fn inner_tokens<B: KernelBackend, C: CheckpointStrategy>(
 }
 
 impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
+    const DEVICE_MEMORY: bool = B::DEVICE_MEMORY;
+
     fn logprob_entropy_forward(
         logits: FloatTensor<Self>,
         targets: IntTensor<Self>,
@@ -279,6 +281,10 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
 
     fn sum_of_squares(x: FloatTensor<Self>) -> f64 {
         B::sum_of_squares(x.primitive)
+    }
+
+    fn sample_rows(logits: FloatTensor<Self>, params: FloatTensor<Self>) -> FloatTensor<Self> {
+        untracked::<B>(B::sample_rows(logits.primitive, params.primitive))
     }
 
     fn contiguous(x: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -99,6 +99,11 @@ impl<B: Backend> PpoForward<B> {
 
 /// A burn backend with roll-flow's fused kernels.
 pub trait KernelBackend: Backend {
+    /// Whether tensors live in memory of their own (a GPU's), so that reading one on the
+    /// host is a transfer worth avoiding; false where they already are host memory (the
+    /// CPU backends).
+    const DEVICE_MEMORY: bool = false;
+
     /// Token log-prob + entropy forward: `logits [N, V]`, `targets [N]` →
     /// (`[N, 2]` rows of (logp, entropy), `lse [N]` = log-sum-exp of `logits / temperature`).
     fn logprob_entropy_forward(
@@ -310,6 +315,24 @@ pub trait KernelBackend: Backend {
     /// would walk the view element by element on one.
     fn contiguous(x: FloatTensor<Self>) -> FloatTensor<Self> {
         x
+    }
+
+    /// One next token per row, drawn where the logits live (not differentiable): `logits
+    /// [R, V]` and `params [R, 3]` rows of (1/T, u, greedy) → `[R, 3]` rows of (token,
+    /// log π(token), count of non-finite logits); see [`crate::row_sampling`]. Default: on
+    /// the host ([`crate::cpu::row_sample`]), which reads the logits back.
+    fn sample_rows(logits: FloatTensor<Self>, params: FloatTensor<Self>) -> FloatTensor<Self> {
+        use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+        let logits = Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(logits));
+        let params = Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(params));
+        let ([rows, vocab], device) = (logits.dims(), logits.device());
+        let host = |t: Tensor<Self, 2>| t.into_data().convert::<f32>().to_vec::<f32>();
+        let (Ok(logits), Ok(params)) = (host(logits), host(params)) else {
+            unreachable!("float tensors convert to f32")
+        };
+        let out = crate::cpu::row_sample::sample_rows(&logits, &params, vocab);
+        let out = Tensor::<Self, 2>::from_data(TensorData::new(out, [rows, 3]), &device);
+        out.into_primitive().tensor()
     }
 
     /// Σ x² over every value of `x`, in f64 (not differentiable). Default: burn's

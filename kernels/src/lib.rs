@@ -58,6 +58,7 @@ mod ndarray;
 mod packed_weights;
 pub mod ppo_clip;
 pub mod reference;
+pub mod row_sampling;
 mod unfused;
 
 use burn::tensor::{Int, Tensor, TensorPrimitive};

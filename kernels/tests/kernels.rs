@@ -82,6 +82,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn row_sampling_matches_f64_oracle() {
+                super::suite::row_sampling::row_sampling_matches_oracle::<B>(&device());
+            }
+
+            #[test]
             fn block_write_matches_reference() {
                 super::suite::block_write::block_write_matches_reference::<B>(&device());
             }

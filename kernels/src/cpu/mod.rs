@@ -19,6 +19,7 @@ mod ordered_product_x86;
 pub mod ppo;
 pub mod rms_norm;
 pub mod rotary;
+pub mod row_sample;
 pub(crate) mod simd;
 pub mod softmax;
 pub mod strided_copy;

@@ -23,7 +23,7 @@ use super::cube_index::cube_index;
 const MAP: usize = 6;
 
 #[cube(launch)]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::manual_div_ceil)] // no `div_ceil` in `#[cube]` code
 pub(crate) fn gae_scan_kernel<F: Float, I: Numeric>(
     rewards: &Tensor<F>,
     values: &Tensor<F>,

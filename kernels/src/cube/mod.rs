@@ -9,6 +9,7 @@ mod f32_matmul;
 mod gae;
 mod logprob;
 mod ppo;
+mod row_sample;
 
 use burn::tensor::ops::{FloatTensor, FloatTensorOps, IntTensor, IntTensorOps};
 use burn::tensor::DType;
@@ -79,6 +80,8 @@ fn dual(config: &ClipSettings) -> f32 {
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBackend
     for CubeBackend<R, F, I, BT>
 {
+    const DEVICE_MEMORY: bool = true;
+
     fn matmul_forward(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         if lhs.dtype == DType::F32 && rhs.dtype == DType::F32 && f32_matmul::has_tf32(&lhs.client) {
             f32_matmul::f32_matmul(lhs, rhs)
@@ -136,6 +139,27 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
             x.dtypes,
         );
         dlogits
+    }
+
+    fn sample_rows(logits: FloatTensor<Self>, params: FloatTensor<Self>) -> FloatTensor<Self> {
+        let (logits, params) = (into_contiguous(logits), into_contiguous(params));
+        let [rows, vocab] = logits.shape().dims::<2>();
+        let out = empty(&params, &[rows, 3]);
+        let dtypes = [logits.dtype.into(), params.dtype.into()];
+        let client = logits.client.clone();
+        row_sample::row_sample_kernel::launch::<R>(
+            &client,
+            grid(rows),
+            CubeDim::new_1d(BLOCK),
+            logits.into_tensor_arg(),
+            params.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            rows as u32,
+            vocab as u32,
+            BLOCK,
+            dtypes,
+        );
+        out
     }
 
     fn gae(

@@ -27,6 +27,7 @@ pub mod masked_softmax;
 pub mod matmul;
 pub mod rms_norm;
 pub mod rotary;
+pub mod row_sampling;
 pub mod swiglu;
 
 /// xorshift64*: reproducible host randomness without a dependency.

@@ -18,6 +18,7 @@
 //! [`KvCache::retain`], which also drops leading columns no remaining row uses, so the cache
 //! never grows beyond the longest live sequence (plus spare capacity).
 
+use crate::host_transfer::{download, upload};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use roll_flow_kernels::{block_write, KernelBackend};
@@ -217,7 +218,7 @@ impl<B: KernelBackend> KvCache<B> {
             return;
         };
         let index: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
-        let index = Tensor::<B, 1, Int>::from_data(TensorData::new(index, [rows.len()]), &device);
+        let index: Tensor<B, 1, Int> = upload(TensorData::new(index, [rows.len()]), &device);
         for layer in &mut self.layers {
             layer.map(|t| t.select(0, index.clone()));
         }
@@ -244,7 +245,7 @@ impl<B: KernelBackend> KvCache<B> {
                 .clone()
                 .narrow(0, r, 1)
                 .narrow(2, start + dropped, len - start - dropped);
-            Tensor::from_data(view.into_data(), &t.device())
+            upload(download(view), &t.device())
         };
         RowKv {
             layers: self

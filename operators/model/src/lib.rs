@@ -14,6 +14,7 @@ pub mod family;
 pub mod generate;
 pub mod gguf;
 pub mod hf;
+pub mod host_transfer;
 pub mod kv_cache;
 pub mod logprob;
 pub mod lora;

@@ -33,17 +33,19 @@ use std::collections::VecDeque;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use rand::rngs::StdRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
+use roll_flow_kernels::row_sampling::RowDraw;
 use roll_flow_kernels::{with_packed_weights, KernelBackend, PackedWeights};
 
+use super::device_sampling::{on_device, sample_on_device};
 use super::prefix_reuse::{plan_prefill, stored_columns, Prefix, PrefixStore};
 use super::request::{FinishReason, GenerationOutput, GenerationRequest, RequestId};
 use super::sampler::{sample, Sampled};
 use crate::error::ModelError;
+use crate::host_transfer::{download, upload};
 use crate::kv_cache::KvCache;
 use crate::qwen2::{AttentionLayout, Qwen2CausalLm};
-use crate::weights::to_f32_vec;
 
 /// A request that is being decoded.
 struct Running {
@@ -230,7 +232,7 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
         let plan = plan_prefill(&inputs, &mut prefixes, reach);
         self.reused_tokens += plan.cached.iter().sum::<usize>();
         let width = plan.queries;
-        let tokens = Tensor::<B, 2, Int>::from_data(
+        let tokens: Tensor<B, 2, Int> = upload(
             TensorData::new(plan.ids, [joining.len(), width]),
             &self.device,
         );
@@ -262,7 +264,7 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
             .map(|r| *r.tokens.last().expect("a running row has sampled a token") as i64)
             .collect();
         let rows = last.len();
-        let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(last, [rows, 1]), &self.device);
+        let tokens: Tensor<B, 2, Int> = upload(TensorData::new(last, [rows, 1]), &self.device);
         let layout = AttentionLayout {
             positions: self
                 .running
@@ -281,24 +283,35 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
     }
 
     /// Samples one token per row from `logits: [rows, 1, vocab]`, among the allowed tokens
-    /// for guided rows.
+    /// for guided rows. Where the logits live on a device of their own and no row needs
+    /// top-k, top-p or a guide, the draw runs there and only the tokens come back
+    /// ([`super::device_sampling`]); otherwise the logits are read back and sampled here.
     fn sample_rows(
         &self,
         logits: Tensor<B, 3>,
         rows: impl Iterator<Item = Running>,
     ) -> Vec<Running> {
         let vocab = logits.dims()[2];
-        let values = to_f32_vec(&logits);
-        let rows: Vec<Running> = rows.collect();
+        let mut rows: Vec<Running> = rows.collect();
+        if B::DEVICE_MEMORY && rows.iter().all(|r| on_device(&r.request, vocab)) {
+            let draws: Vec<RowDraw> = rows.iter_mut().map(row_draw).collect();
+            let drawn = sample_on_device(logits, &draws);
+            return rows
+                .into_iter()
+                .zip(drawn)
+                .map(|(r, s)| advance(r, s))
+                .collect();
+        }
+        let values = download(logits).convert::<f32>().to_vec::<f32>();
+        let values = values.expect("float logits convert to f32");
         let sample_row = |(i, mut row): (usize, Running)| {
             let logits = &values[i * vocab..(i + 1) * vocab];
             // Diverged weights: sampling from NaNs would pick any token, even one a
             // guide forbids.
             if !logits.iter().all(|l| l.is_finite()) {
-                row.finish = Some(FinishReason::NonFinite);
-                return row;
+                return advance(row, None);
             }
-            let Sampled { token, logprob } = match &row.request.guide {
+            let sampled = match &row.request.guide {
                 Some(guide) => {
                     // A running row has not completed a choice and only ever took
                     // allowed tokens, so it is inside the trie.
@@ -308,20 +321,7 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
                 }
                 None => sample(logits, &row.request.sampling, &mut row.rng),
             };
-            row.tokens.push(token);
-            row.logprobs.push(logprob);
-            let stop = match &row.request.guide {
-                Some(guide) => guide.is_complete(&row.tokens),
-                None => row.request.stop_tokens.contains(&token),
-            };
-            if stop {
-                row.finish = Some(FinishReason::Stop);
-            } else if row.tokens.len() >= row.request.max_new_tokens {
-                row.finish = Some(FinishReason::Length);
-            } else {
-                jump_forward(&mut row);
-            }
-            row
+            advance(row, Some(sampled))
         };
         // Each row draws with its own generator, so the split changes no token.
         if rows.len() * vocab >= PARALLEL_SAMPLING_MIN {
@@ -362,6 +362,40 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
             .chain(done.into_iter().map(|(_, r)| finished_output(r)))
             .collect()
     }
+}
+
+/// Takes `sampled` into `row` (`None`: its logits were not all finite) and decides whether
+/// it is finished.
+fn advance(mut row: Running, sampled: Option<Sampled>) -> Running {
+    let Some(Sampled { token, logprob }) = sampled else {
+        row.finish = Some(FinishReason::NonFinite);
+        return row;
+    };
+    row.tokens.push(token);
+    row.logprobs.push(logprob);
+    let stop = match &row.request.guide {
+        Some(guide) => guide.is_complete(&row.tokens),
+        None => row.request.stop_tokens.contains(&token),
+    };
+    if stop {
+        row.finish = Some(FinishReason::Stop);
+    } else if row.tokens.len() >= row.request.max_new_tokens {
+        row.finish = Some(FinishReason::Length);
+    } else {
+        jump_forward(&mut row);
+    }
+    row
+}
+
+/// `row`'s temperature and, when it samples, the next uniform draw of its own generator
+/// (the one the host sampler would take).
+fn row_draw(row: &mut Running) -> RowDraw {
+    let temperature = row.request.sampling.temperature;
+    let draw = match temperature > 0.0 {
+        true => row.rng.random::<f64>() as f32,
+        false => 0.0,
+    };
+    RowDraw { temperature, draw }
 }
 
 /// Appends the tokens `row`'s guide forces next (log-prob 0) when they open the reply or

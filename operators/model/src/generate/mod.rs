@@ -2,6 +2,7 @@
 //! batching.
 
 pub mod batcher;
+mod device_sampling;
 pub mod guide;
 pub mod prefix_reuse;
 pub mod request;

@@ -22,6 +22,7 @@ use burn::tensor::{Tensor, TensorData};
 
 use super::banded_attention::BandedWindow;
 use super::mask_rule::mask_value;
+use crate::host_transfer::upload;
 
 /// The keys one layer's queries may read, in the form its attention computes with.
 #[derive(Clone, Debug)]
@@ -147,7 +148,7 @@ impl AttentionLayout {
                 values.extend_from_within(row_start..row_start + queries * width);
             }
         }
-        Tensor::from_data(
+        upload(
             TensorData::new(values, [batch, heads, queries, width]),
             device,
         )

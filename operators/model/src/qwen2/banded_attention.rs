@@ -27,6 +27,7 @@ use burn::tensor::{Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
 
 use super::mask_rule::mask_value;
+use crate::host_transfer::upload;
 
 /// The block layout and additive band mask of one sliding window over right-padded
 /// sequences that start at position 0.
@@ -95,7 +96,7 @@ impl<B: Backend> BandedWindow<B> {
         BandedWindow {
             block,
             key_blocks,
-            mask: Tensor::from_data(TensorData::new(values, shape), device),
+            mask: upload(TensorData::new(values, shape), device),
         }
     }
 

@@ -24,6 +24,7 @@
 //!   `[queries, keys]` scores (a rotation is linear, so scaling before or after is exact up
 //!   to rounding).
 
+use crate::host_transfer::upload;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
@@ -79,7 +80,7 @@ impl<B: Backend> RotaryAngles<B> {
                     out.extend(row.iter().map(|v| v * scale));
                 }
             }
-            Tensor::from_data(TensorData::new(out, [batch, len, n, head_dim]), device)
+            upload(TensorData::new(out, [batch, len, n, head_dim]), device)
         };
         let (q_heads, kv_heads) = heads;
         RotaryAngles {

@@ -18,6 +18,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 
 use super::mask_rule::mask_value;
+use crate::host_transfer::upload;
 
 /// Where the last layer's queries are read, for right-padded whole sequences starting at
 /// position 0 (`AttentionLayout::right_padded`).
@@ -99,7 +100,7 @@ impl<B: Backend> SelectedQueries<B> {
 
 fn int_tensor<B: Backend>(values: Vec<i64>, device: &B::Device) -> Tensor<B, 1, Int> {
     let n = values.len();
-    Tensor::from_data(TensorData::new(values, [n]), device)
+    upload(TensorData::new(values, [n]), device)
 }
 
 /// `[batch, heads, per_row, len]`: slot `(r, s)` at column `columns[r][s]` sees key `j`
@@ -123,7 +124,7 @@ fn query_mask<B: Backend>(
             values.extend_from_within(start..start + per_row * len);
         }
     }
-    Tensor::from_data(
+    upload(
         TensorData::new(values, [columns.len(), heads, per_row, len]),
         device,
     )

@@ -1,0 +1,75 @@
+//! The copies between host memory and a tensor's device that generation makes, counted per
+//! thread, so that a test can assert what one decode step moves (issue 59's transfer
+//! count) and a change that adds a round trip shows without a GPU.
+//!
+//! On a CPU backend an "upload" or "download" is a copy within host memory; on a GPU each
+//! is a transfer over the bus, and a download also waits for the device to finish the work
+//! queued before it. Generation code uploads with [`upload`] and reads back with
+//! [`download`]; `tests/model_transfers.rs` checks the counts of a decode step on wgpu.
+
+use std::cell::Cell;
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{BasicOps, Tensor, TensorData};
+
+/// Copies made on this thread since it started, and their bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transfers {
+    /// Host → device copies.
+    pub uploads: u64,
+    /// Their bytes.
+    pub upload_bytes: u64,
+    /// Device → host copies.
+    pub downloads: u64,
+    /// Their bytes.
+    pub download_bytes: u64,
+}
+
+impl Transfers {
+    /// The copies made between `earlier` and `self`.
+    pub fn since(self, earlier: Transfers) -> Transfers {
+        Transfers {
+            uploads: self.uploads - earlier.uploads,
+            upload_bytes: self.upload_bytes - earlier.upload_bytes,
+            downloads: self.downloads - earlier.downloads,
+            download_bytes: self.download_bytes - earlier.download_bytes,
+        }
+    }
+}
+
+thread_local! {
+    static COUNTS: Cell<Transfers> = const {
+        Cell::new(Transfers { uploads: 0, upload_bytes: 0, downloads: 0, download_bytes: 0 })
+    };
+}
+
+/// The copies this thread has made so far.
+pub fn transfers() -> Transfers {
+    COUNTS.get()
+}
+
+/// `data` as a tensor on `device`, counted as one upload of its bytes.
+pub fn upload<B: Backend, const D: usize, K: BasicOps<B>>(
+    data: TensorData,
+    device: &B::Device,
+) -> Tensor<B, D, K> {
+    let bytes = data.bytes.len() as u64;
+    COUNTS.set(Transfers {
+        uploads: COUNTS.get().uploads + 1,
+        upload_bytes: COUNTS.get().upload_bytes + bytes,
+        ..COUNTS.get()
+    });
+    Tensor::from_data(data, device)
+}
+
+/// `tensor`'s values on the host, counted as one download of their bytes.
+pub fn download<B: Backend, const D: usize, K: BasicOps<B>>(tensor: Tensor<B, D, K>) -> TensorData {
+    let data = tensor.into_data();
+    let bytes = data.bytes.len() as u64;
+    COUNTS.set(Transfers {
+        downloads: COUNTS.get().downloads + 1,
+        download_bytes: COUNTS.get().download_bytes + bytes,
+        ..COUNTS.get()
+    });
+    data
+}
