@@ -22,6 +22,18 @@ use super::cube_index::cube_index;
 /// Numbers per affine map in shared memory: p, q, e, α, β, c.
 const MAP: usize = 6;
 
+/// Writes the map (p, q, e, α, β, c) at slot offset `o`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn publish<F: Float>(maps: &mut SharedMemory<F>, o: usize, p: F, q: F, e: F, al: F, be: F, c: F) {
+    maps[o] = p;
+    maps[o + 1] = q;
+    maps[o + 2] = e;
+    maps[o + 3] = al;
+    maps[o + 4] = be;
+    maps[o + 5] = c;
+}
+
 #[cube(launch)]
 #[allow(clippy::too_many_arguments, clippy::manual_div_ceil)] // no `div_ceil` in `#[cube]` code
 pub(crate) fn gae_scan_kernel<F: Float, I: Numeric>(
@@ -79,12 +91,7 @@ pub(crate) fn gae_scan_kernel<F: Float, I: Numeric>(
     }
     let mut maps = SharedMemory::<F>::new((units as usize) * MAP);
     let o = u * MAP;
-    maps[o] = p;
-    maps[o + 1] = q;
-    maps[o + 2] = e;
-    maps[o + 3] = al;
-    maps[o + 4] = be;
-    maps[o + 5] = c;
+    publish(&mut maps, o, p, q, e, al, be, c);
     sync_cube();
 
     // Phase 2: Hillis–Steele suffix scan; after it, unit u's slot holds chunk u's map
@@ -109,12 +116,7 @@ pub(crate) fn gae_scan_kernel<F: Float, I: Numeric>(
         }
         sync_cube();
         if later {
-            maps[o] = p;
-            maps[o + 1] = q;
-            maps[o + 2] = e;
-            maps[o + 3] = al;
-            maps[o + 4] = be;
-            maps[o + 5] = c;
+            publish(&mut maps, o, p, q, e, al, be, c);
         }
         sync_cube();
         d *= 2;
