@@ -54,10 +54,9 @@ pub fn upload<B: Backend, const D: usize, K: BasicOps<B>>(
     device: &B::Device,
 ) -> Tensor<B, D, K> {
     let bytes = data.bytes.len() as u64;
-    COUNTS.set(Transfers {
-        uploads: COUNTS.get().uploads + 1,
-        upload_bytes: COUNTS.get().upload_bytes + bytes,
-        ..COUNTS.get()
+    count(|t| {
+        t.uploads += 1;
+        t.upload_bytes += bytes;
     });
     Tensor::from_data(data, device)
 }
@@ -66,10 +65,22 @@ pub fn upload<B: Backend, const D: usize, K: BasicOps<B>>(
 pub fn download<B: Backend, const D: usize, K: BasicOps<B>>(tensor: Tensor<B, D, K>) -> TensorData {
     let data = tensor.into_data();
     let bytes = data.bytes.len() as u64;
-    COUNTS.set(Transfers {
-        downloads: COUNTS.get().downloads + 1,
-        download_bytes: COUNTS.get().download_bytes + bytes,
-        ..COUNTS.get()
+    count(|t| {
+        t.downloads += 1;
+        t.download_bytes += bytes;
     });
     data
+}
+
+/// A float `tensor`'s values on the host as f32, counted as one download.
+pub fn download_f32<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f32> {
+    let values = download(tensor).convert::<f32>().into_vec::<f32>();
+    values.expect("float values convert to f32")
+}
+
+/// Adds a copy to this thread's counts.
+fn count(add: impl FnOnce(&mut Transfers)) {
+    let mut counts = COUNTS.get();
+    add(&mut counts);
+    COUNTS.set(counts);
 }

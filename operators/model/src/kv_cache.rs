@@ -18,10 +18,11 @@
 //! [`KvCache::retain`], which also drops leading columns no remaining row uses, so the cache
 //! never grows beyond the longest live sequence (plus spare capacity).
 
-use crate::host_transfer::{download, upload};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use roll_flow_kernels::{block_write, KernelBackend};
+
+use crate::host_transfer::{download, upload};
 
 /// Spare columns a freshly grown buffer gets at least.
 const MIN_SPARE: usize = 32;

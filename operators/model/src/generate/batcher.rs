@@ -43,7 +43,7 @@ use super::prefix_reuse::{plan_prefill, stored_columns, Prefix, PrefixStore};
 use super::request::{FinishReason, GenerationOutput, GenerationRequest, RequestId};
 use super::sampler::{sample, Sampled};
 use crate::error::ModelError;
-use crate::host_transfer::{download, upload};
+use crate::host_transfer::{download_f32, upload};
 use crate::kv_cache::KvCache;
 use crate::qwen2::{AttentionLayout, Qwen2CausalLm};
 
@@ -302,8 +302,7 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
                 .map(|(r, s)| advance(r, s))
                 .collect();
         }
-        let values = download(logits).convert::<f32>().to_vec::<f32>();
-        let values = values.expect("float logits convert to f32");
+        let values = download_f32(logits);
         let sample_row = |(i, mut row): (usize, Running)| {
             let logits = &values[i * vocab..(i + 1) * vocab];
             // Diverged weights: sampling from NaNs would pick any token, even one a

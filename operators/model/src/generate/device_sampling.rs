@@ -14,7 +14,7 @@ use roll_flow_kernels::KernelBackend;
 
 use super::request::GenerationRequest;
 use super::sampler::Sampled;
-use crate::host_transfer::{download, upload};
+use crate::host_transfer::{download_f32, upload};
 
 /// Whether `request`'s next token can be drawn on the device: no guide, no top-k below the
 /// vocabulary, no top-p below 1.
@@ -32,9 +32,7 @@ pub(crate) fn sample_on_device<B: KernelBackend>(
     let [rows, _, vocab] = logits.dims();
     let params = upload(row_params(draws), &logits.device());
     let drawn = sample_rows(logits.reshape([rows, vocab]), params);
-    let values = download(drawn).convert::<f32>().to_vec::<f32>();
-    let values = values.expect("float samples convert to f32");
-    row_samples(&values)
+    row_samples(&download_f32(drawn))
         .into_iter()
         .map(|s| {
             s.finite.then_some(Sampled {

@@ -24,10 +24,11 @@
 //!   `[queries, keys]` scores (a rotation is linear, so scaling before or after is exact up
 //!   to rounding).
 
-use crate::host_transfer::upload;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
+
+use crate::host_transfer::upload;
 
 /// `cos`/`sin` tables for one forward call: `[batch, len, kv_heads, head_dim]` for keys,
 /// `[batch, len, heads, head_dim]` for queries.
