@@ -87,6 +87,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn row_sampling_at_the_top_of_the_mass_takes_the_last_weighted_token() {
+                super::suite::row_sampling::row_sampling_at_the_top_of_the_mass::<B>(&device());
+            }
+
+            #[test]
             fn block_write_matches_reference() {
                 super::suite::block_write::block_write_matches_reference::<B>(&device());
             }

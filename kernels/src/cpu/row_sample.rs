@@ -36,17 +36,15 @@ fn sample_row(row: &[f32], inv_t: f32, u: f32, greedy: bool) -> [f32; ROW_FIELDS
     let token = if greedy {
         best
     } else {
+        // Rounding may keep the running sum below the target: then the last token of
+        // nonzero weight.
         let target = u as f64 * total;
         let mut acc = 0.0;
-        let mut token = best;
-        for (i, &x) in row.iter().enumerate() {
+        let passes = row.iter().position(|&x| {
             acc += weight(x);
-            if acc > target {
-                token = i;
-                break;
-            }
-        }
-        token
+            acc > target
+        });
+        passes.unwrap_or_else(|| row.iter().rposition(|&x| weight(x) > 0.0).unwrap_or(best))
     };
     let logprob = row[token] as f64 * inv_t - max - total.ln();
     [token as f32, logprob as f32, bad as f32]

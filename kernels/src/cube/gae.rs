@@ -17,7 +17,7 @@
 
 use cubecl::prelude::*;
 
-use super::cube_index::cube_index;
+use super::cube_index::{cube_index, unit_chunk, UnitChunk};
 
 /// Numbers per affine map in shared memory: p, q, e, α, β, c.
 const MAP: usize = 6;
@@ -35,7 +35,7 @@ fn publish<F: Float>(maps: &mut SharedMemory<F>, o: usize, p: F, q: F, e: F, al:
 }
 
 #[cube(launch)]
-#[allow(clippy::too_many_arguments, clippy::manual_div_ceil)] // no `div_ceil` in `#[cube]` code
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn gae_scan_kernel<F: Float, I: Numeric>(
     rewards: &Tensor<F>,
     values: &Tensor<F>,
@@ -57,15 +57,7 @@ pub(crate) fn gae_scan_kernel<F: Float, I: Numeric>(
     let (zero, one) = (F::new(0.0), F::new(1.0));
     let u = UNIT_POS_X as usize;
     let n = units as usize;
-    let chunk = (end - start + n - 1) / n;
-    let mut lo = start + u * chunk;
-    if lo > end {
-        lo = end;
-    }
-    let mut hi = lo + chunk;
-    if hi > end {
-        hi = end;
-    }
+    let UnitChunk { lo, hi } = unit_chunk(start, end, units);
 
     // Phase 1: this chunk's map, the identity composed with each response token's map from
     // the chunk's last token back to its first.

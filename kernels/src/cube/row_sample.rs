@@ -7,16 +7,12 @@
 //! chunk to the first token where the running mass passes it. Sums in f32.
 
 // `#[cube]` code is expanded to kernel IR by CubeCL's macro, which reads plain `if`s and
-// arithmetic: no `&&`/`||` short-circuits folded into one condition, no `div_ceil`.
-#![allow(
-    clippy::collapsible_if,
-    clippy::if_same_then_else,
-    clippy::manual_div_ceil
-)]
+// arithmetic: no `&&`/`||` short-circuits folded into one condition.
+#![allow(clippy::collapsible_if, clippy::if_same_then_else)]
 
 use cubecl::prelude::*;
 
-use super::cube_index::cube_index;
+use super::cube_index::{cube_index, unit_chunk, UnitChunk};
 
 /// Neither NaN nor ±∞ (bit tests, which no fast-math compiler folds away).
 #[cube]
@@ -54,15 +50,7 @@ pub(crate) fn row_sample_kernel<F: Float, P: Float>(
     let draw = f32::cast_from(params[row * 3usize + 1]);
     let n = units as usize;
     let unit = UNIT_POS_X as usize;
-    let chunk = (v + n - 1) / n;
-    let mut lo = unit * chunk;
-    if lo > v {
-        lo = v;
-    }
-    let mut hi = lo + chunk;
-    if hi > v {
-        hi = v;
-    }
+    let UnitChunk { lo, hi } = unit_chunk(0, v, units);
 
     // (1) Largest finite logit, first on ties; non-finite logits counted.
     let mut best = f32::new(0.0);
@@ -152,12 +140,19 @@ pub(crate) fn row_sample_kernel<F: Float, P: Float>(
         before = sums[unit - 1];
     }
 
-    // (3) The unit holding the target finds the token (its chunk's last token of nonzero
-    // mass if rounding keeps the running sum below the target).
+    // (3) The unit holding the target finds the token; its chunk's last token of nonzero
+    // mass if rounding keeps the running sum below the target. A target at or past the
+    // total (rounding of u·Z) belongs to the last chunk with mass (those after it add 0).
     let target = draw * total;
+    let mut holds = target < upto;
+    if upto == total {
+        if mass > 0.0 {
+            holds = true;
+        }
+    }
     if !greedy {
         if before <= target {
-            if target < upto {
+            if holds {
                 let mut acc = before;
                 let mut found = none;
                 let mut last = none;

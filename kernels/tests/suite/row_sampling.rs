@@ -3,7 +3,8 @@
 //! rows give a token whose cumulative-mass interval [C_{t−1}, C_t) holds u·Z (within
 //! 1e-5·Z: the CubeCL kernel sums in f32) and log_softmax(x/T) there within 1e-4; rows with
 //! NaN or ±∞ are reported. Vocabularies: 7, 1,000 and 49,152 (SmolLM2's), so a cube's
-//! chunks are empty, single tokens and 192 long.
+//! chunks are empty, single tokens and 192 long. A draw of 1 (an f64 u just below 1 rounds
+//! to it in f32) takes the last token of nonzero weight, not one of weight 0 after it.
 
 use burn::tensor::{Tensor, TensorData};
 use roll_flow_kernels::row_sampling::{row_params, row_samples, sample_rows, RowDraw};
@@ -88,4 +89,20 @@ pub fn row_sampling_matches_oracle<B: KernelBackend>(device: &B::Device) {
             );
         }
     }
+}
+
+/// u = 1 puts the target at the total mass, where no running sum passes it: the draw is the
+/// last token whose weight is nonzero (2 here, not the largest logit 0; tokens 3-4 have
+/// e^{−10^30} = 0).
+pub fn row_sampling_at_the_top_of_the_mass<B: KernelBackend>(device: &B::Device) {
+    let logits = vec![2.0f32, 1.0, 0.0, -1e30, -1e30];
+    let tensor = Tensor::<B, 2>::from_data(TensorData::new(logits, [1, 5]), device);
+    let draws = [RowDraw {
+        temperature: 1.0,
+        draw: 1.0,
+    }];
+    let params = Tensor::<B, 2>::from_data(row_params(&draws), device);
+    let got = row_samples(&host(sample_rows(tensor, params)));
+    assert_eq!(got[0].token, 2, "{got:?}");
+    assert!(got[0].finite);
 }
