@@ -22,6 +22,21 @@ pub struct FrozenLakeConfig {
     pub max_actions_per_turn: usize,
     /// Reward for an unparsable answer (ROLL: −0.01). Default −0.01.
     pub format_penalty: f32,
+    /// How an observation shows the board (RAGEN's `observation_format`). Default `Grid`.
+    pub observation_format: ObservationFormat,
+}
+
+/// RAGEN's FrozenLake `observation_format` (`ragen/env/frozen_lake/env.py`, `_render_text`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum ObservationFormat {
+    /// One row per line in RAGEN's symbols (`grid`).
+    #[default]
+    Grid,
+    /// The board size, then the start, goal, player and holes as zero-indexed
+    /// `(row, col)` pairs (`coord`): a model need not find cells in a tokenized grid.
+    Coord,
+    /// `Coordinates: ` and the coordinates, then `Grid Map: ` and the grid (`grid_coord`).
+    GridCoord,
 }
 
 impl Default for FrozenLakeConfig {
@@ -33,6 +48,7 @@ impl Default for FrozenLakeConfig {
             max_actions: 10,
             max_actions_per_turn: 5,
             format_penalty: -0.01,
+            observation_format: ObservationFormat::Grid,
         }
     }
 }

@@ -6,7 +6,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::dynamics::{slip, Action};
-use super::{FrozenLake, FrozenLakeConfig};
+use super::{FrozenLake, FrozenLakeConfig, ObservationFormat};
 use crate::env::Env;
 use crate::error::EnvError;
 use crate::frozen_lake::map::{Map, Tile};
@@ -268,4 +268,48 @@ fn frame_is_one_tile_per_cell() {
     let frame = env.render_frame().unwrap();
     let side = 3 * crate::render::TILE_PX;
     assert_eq!((frame.width, frame.height), (side, side));
+}
+
+/// RAGEN's `coord` and `grid_coord` texts, written out by hand from its
+/// `format_coordinate_render` for this board and these moves.
+#[test]
+fn coordinate_observations_follow_ragen() {
+    let config = |observation_format| FrozenLakeConfig {
+        observation_format,
+        ..FrozenLakeConfig::default()
+    };
+    let rows = ["P_O", "__O", "O_G"];
+    let mut env = lake(config(ObservationFormat::Coord), &rows);
+    assert_eq!(
+        env.observation(),
+        "Board size: 3 rows x 3 cols (zero-indexed).\nStart: (0, 0)\nGoal: (2, 2)\n\
+         Player: (0, 0)\nHoles: (0, 2), (1, 2), (2, 0)"
+    );
+    let step = env.step("<answer>Down || Right</answer>").unwrap();
+    assert!(step.observation.contains("\nStart: (0, 0)\n"));
+    assert!(step.observation.contains("\nPlayer: (1, 1)\n"));
+    let step = env.step("<answer>Right</answer>").unwrap();
+    assert!(step.terminated);
+    assert!(
+        step.observation
+            .contains("\nPlayer in hole: (1, 2)\nHoles: "),
+        "{}",
+        step.observation
+    );
+    let mut env = lake(config(ObservationFormat::Coord), &rows);
+    let step = env.step("<answer>Down || Right || Down || Right</answer>");
+    assert!(step
+        .unwrap()
+        .observation
+        .contains("\nPlayer on goal: (2, 2)\n"));
+    let mut env = lake(config(ObservationFormat::GridCoord), &["P_", "_G"]);
+    assert_eq!(
+        env.observation(),
+        "Coordinates: \nBoard size: 2 rows x 2 cols (zero-indexed).\nStart: (0, 0)\n\
+         Goal: (1, 1)\nPlayer: (0, 0)\nGrid Map: \nP_\n_G"
+    );
+    let instruction = |format| super::render::instruction(&config(format));
+    assert!(instruction(ObservationFormat::Coord).contains("Down adds 1 to the row"));
+    assert!(!instruction(ObservationFormat::Coord).contains("Symbols"));
+    assert!(instruction(ObservationFormat::Grid).contains("Symbols: P you"));
 }

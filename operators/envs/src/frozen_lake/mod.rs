@@ -7,7 +7,8 @@
 //!   perpendicular one with 1/3 each, exactly as gymnasium ([`dynamics`]).
 //! - Reward 1 on reaching the goal, else 0; the episode terminates on the goal or a hole.
 //! - Text (RAGEN's symbols): `P` player, `_` frozen, `O` hole, `G` goal, `X` player in a
-//!   hole, `√` player on the goal; one row per line.
+//!   hole, `√` player on the goal; one row per line. Or, as RAGEN's `observation_format`
+//!   allows, the positions as `(row, col)` pairs, or both ([`ObservationFormat`]).
 //! - An unparsable answer earns `format_penalty` (ROLL: −0.01) and does not move.
 //! - At most `max_actions_per_turn` actions per answer (RAGEN: 5) and `max_actions` per
 //!   episode (ROLL's `max_actions_per_traj`: 10); reaching it truncates.
@@ -24,7 +25,7 @@ use crate::action::parse_actions;
 use crate::env::{Env, EnvInfo, Reset, StepResult};
 use crate::error::EnvError;
 use crate::render::frame::Frame;
-pub use config::FrozenLakeConfig;
+pub use config::{FrozenLakeConfig, ObservationFormat};
 pub use dynamics::{Action, ACTION_NAMES};
 pub use map::{Map, Tile};
 
@@ -176,7 +177,9 @@ impl Env for FrozenLake {
 
     fn observation(&self) -> String {
         match &self.map {
-            Some(map) => render::grid_text(map, self.position),
+            Some(map) => {
+                render::observation_text(map, self.position, self.config.observation_format)
+            }
             None => String::new(),
         }
     }

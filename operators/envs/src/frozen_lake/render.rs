@@ -1,6 +1,6 @@
-//! FrozenLake as text (RAGEN's symbols) and as tiles.
+//! FrozenLake as text (RAGEN's symbols or coordinates) and as tiles.
 
-use super::config::FrozenLakeConfig;
+use super::config::{FrozenLakeConfig, ObservationFormat};
 
 use crate::frozen_lake::map::Map;
 
@@ -31,6 +31,57 @@ pub fn grid_text(map: &Map, player: (usize, usize)) -> String {
     text
 }
 
+/// The board in `format`, as RAGEN's `_render_text` writes it.
+pub fn observation_text(map: &Map, player: (usize, usize), format: ObservationFormat) -> String {
+    match format {
+        ObservationFormat::Grid => grid_text(map, player),
+        ObservationFormat::Coord => coordinate_text(map, player),
+        ObservationFormat::GridCoord => format!(
+            "Coordinates: \n{}\nGrid Map: \n{}",
+            coordinate_text(map, player),
+            grid_text(map, player)
+        ),
+    }
+}
+
+/// RAGEN's `format_coordinate_render` over `collect_entity_coordinates`
+/// (`ragen/env/frozen_lake/utils.py`), zero-indexed:
+///
+/// ```text
+/// Board size: 4 rows x 4 cols (zero-indexed).
+/// Start: (0, 2)
+/// Goal: (2, 1)
+/// Player: (1, 2)
+/// Holes: (0, 3), (1, 1), (2, 2)
+/// ```
+///
+/// The player's line reads `Player on goal` or `Player in hole` on those tiles; the start
+/// stays listed after the player leaves it; holes in row-major order, the line left out
+/// when there are none.
+pub fn coordinate_text(map: &Map, player: (usize, usize)) -> String {
+    let pair = |(r, c): (usize, usize)| format!("({r}, {c})");
+    let mut lines = vec![
+        format!("Board size: {0} rows x {0} cols (zero-indexed).", map.size),
+        format!("Start: {}", pair(map.start)),
+        format!("Goal: {}", pair(map.goal)),
+    ];
+    let player_label = match map.tile(player.0, player.1) {
+        Tile::Frozen => "Player",
+        Tile::Goal => "Player on goal",
+        Tile::Hole => "Player in hole",
+    };
+    lines.push(format!("{player_label}: {}", pair(player)));
+    let holes: Vec<String> = (0..map.size * map.size)
+        .map(|i| (i / map.size, i % map.size))
+        .filter(|&(r, c)| map.tile(r, c) == Tile::Hole)
+        .map(pair)
+        .collect();
+    if !holes.is_empty() {
+        lines.push(format!("Holes: {}", holes.join(", ")));
+    }
+    lines.join("\n")
+}
+
 /// The rules, symbols and answer format.
 pub fn instruction(config: &FrozenLakeConfig) -> String {
     let slip = if config.slippery {
@@ -39,10 +90,24 @@ pub fn instruction(config: &FrozenLakeConfig) -> String {
     } else {
         ""
     };
+    let board = match config.observation_format {
+        ObservationFormat::Grid => {
+            "Symbols: P you, _ frozen tile, O hole, G goal, X you in a hole, √ you on the goal."
+        }
+        ObservationFormat::Coord => {
+            "Positions are (row, col), zero-indexed from the top left: Down adds 1 to the row, \
+             Up subtracts 1, Right adds 1 to the column, Left subtracts 1."
+        }
+        ObservationFormat::GridCoord => {
+            "Symbols: P you, _ frozen tile, O hole, G goal, X you in a hole, √ you on the goal. \
+             Positions are (row, col), zero-indexed from the top left: Down adds 1 to the row, \
+             Up subtracts 1, Right adds 1 to the column, Left subtracts 1."
+        }
+    };
     format!(
         "You are solving the FrozenLake puzzle. Walk from your position to the goal over \
          frozen tiles without falling into a hole.{slip}\n\
-         Symbols: P you, _ frozen tile, O hole, G goal, X you in a hole, √ you on the goal.\n\
+         {board}\n\
          Actions: Left, Down, Right, Up. Reward: 1 for reaching the goal.\n\
          Answer with up to {k} actions separated by ||, for example \
          <answer>Left || Up</answer>. You may think first inside <think>...</think>.",
