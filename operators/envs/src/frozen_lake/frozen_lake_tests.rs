@@ -302,7 +302,7 @@ fn coordinate_observations_follow_ragen() {
         .unwrap()
         .observation
         .contains("\nPlayer on goal: (2, 2)\n"));
-    let mut env = lake(config(ObservationFormat::GridCoord), &["P_", "_G"]);
+    let env = lake(config(ObservationFormat::GridCoord), &["P_", "_G"]);
     assert_eq!(
         env.observation(),
         "Coordinates: \nBoard size: 2 rows x 2 cols (zero-indexed).\nStart: (0, 0)\n\
