@@ -48,7 +48,7 @@ impl Default for FrozenLakeConfig {
             max_actions: 10,
             max_actions_per_turn: 5,
             format_penalty: -0.01,
-            observation_format: ObservationFormat::Grid,
+            observation_format: ObservationFormat::default(),
         }
     }
 }

@@ -71,10 +71,12 @@ pub fn coordinate_text(map: &Map, player: (usize, usize)) -> String {
         Tile::Hole => "Player in hole",
     };
     lines.push(format!("{player_label}: {}", pair(player)));
-    let holes: Vec<String> = (0..map.size * map.size)
-        .map(|i| (i / map.size, i % map.size))
-        .filter(|&(r, c)| map.tile(r, c) == Tile::Hole)
-        .map(pair)
+    let holes: Vec<String> = map
+        .tiles
+        .iter()
+        .enumerate()
+        .filter(|(_, tile)| **tile == Tile::Hole)
+        .map(|(i, _)| pair((i / map.size, i % map.size)))
         .collect();
     if !holes.is_empty() {
         lines.push(format!("Holes: {}", holes.join(", ")));
@@ -90,19 +92,14 @@ pub fn instruction(config: &FrozenLakeConfig) -> String {
     } else {
         ""
     };
+    const SYMBOLS: &str =
+        "Symbols: P you, _ frozen tile, O hole, G goal, X you in a hole, √ you on the goal.";
+    const POSITIONS: &str = "Positions are (row, col), zero-indexed from the top left: Down \
+         adds 1 to the row, Up subtracts 1, Right adds 1 to the column, Left subtracts 1.";
     let board = match config.observation_format {
-        ObservationFormat::Grid => {
-            "Symbols: P you, _ frozen tile, O hole, G goal, X you in a hole, √ you on the goal."
-        }
-        ObservationFormat::Coord => {
-            "Positions are (row, col), zero-indexed from the top left: Down adds 1 to the row, \
-             Up subtracts 1, Right adds 1 to the column, Left subtracts 1."
-        }
-        ObservationFormat::GridCoord => {
-            "Symbols: P you, _ frozen tile, O hole, G goal, X you in a hole, √ you on the goal. \
-             Positions are (row, col), zero-indexed from the top left: Down adds 1 to the row, \
-             Up subtracts 1, Right adds 1 to the column, Left subtracts 1."
-        }
+        ObservationFormat::Grid => SYMBOLS.to_string(),
+        ObservationFormat::Coord => POSITIONS.to_string(),
+        ObservationFormat::GridCoord => format!("{SYMBOLS} {POSITIONS}"),
     };
     format!(
         "You are solving the FrozenLake puzzle. Walk from your position to the goal over \
