@@ -60,6 +60,23 @@ pub fn extract_answer(text: &str) -> Option<&str> {
     Some(&text[start..end])
 }
 
+/// The instruction's sentence on the answer format, for `max_actions` actions a turn: one
+/// action (`<answer>Left</answer>`) when it is 1, else up to `max_actions` joined by `||`
+/// (`<answer>Left || Up</answer>`), the example taking `example`'s first action alone or
+/// all of them. [`parse_actions`] reads both.
+pub fn answer_instruction(max_actions: usize, example: &[&str]) -> String {
+    match max_actions {
+        1 => format!(
+            "Answer with one action, for example <answer>{}</answer>.",
+            example[0]
+        ),
+        k => format!(
+            "Answer with up to {k} actions separated by ||, for example <answer>{}</answer>.",
+            example.join(" || ")
+        ),
+    }
+}
+
 /// Parses `text` into indices into `names`, at most `max_actions` of them.
 pub fn parse_actions(
     text: &str,

@@ -1,6 +1,6 @@
-//! The odd-input corpus: every entry states its exact parse result.
+//! The odd-input corpus: every entry states its exact parse result; and the format sentence.
 
-use super::{extract_answer, parse_actions, ActionError};
+use super::{answer_instruction, extract_answer, parse_actions, ActionError};
 
 const NAMES: [&str; 4] = ["Left", "Down", "Right", "Up"];
 const K: usize = 3;
@@ -91,4 +91,16 @@ fn every_prefix_of_a_tricky_input_parses_without_panic() {
         let _ = parse_actions(&text[..i], &NAMES, K);
         let _ = parse_actions(&text[i..], &NAMES, K);
     }
+}
+
+#[test]
+fn answer_instruction_asks_for_one_action_or_a_chain() {
+    assert_eq!(
+        answer_instruction(1, &["Up", "Left"]),
+        "Answer with one action, for example <answer>Up</answer>."
+    );
+    assert_eq!(
+        answer_instruction(3, &["Up", "Left"]),
+        "Answer with up to 3 actions separated by ||, for example <answer>Up || Left</answer>."
+    );
 }

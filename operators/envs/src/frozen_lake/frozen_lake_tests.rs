@@ -313,3 +313,19 @@ fn coordinate_observations_follow_ragen() {
     assert!(!instruction(ObservationFormat::Coord).contains("Symbols"));
     assert!(instruction(ObservationFormat::Grid).contains("Symbols: P you"));
 }
+
+#[test]
+fn one_action_turns_ask_for_one_action_and_take_the_first() {
+    let config = FrozenLakeConfig {
+        max_actions_per_turn: 1,
+        ..FrozenLakeConfig::default()
+    };
+    let instruction = super::render::instruction(&config);
+    assert!(instruction.contains("Answer with one action, for example <answer>Left</answer>."));
+    assert!(!instruction.contains("||"), "{instruction}");
+    assert!(super::render::instruction(&FrozenLakeConfig::default())
+        .contains("Answer with up to 5 actions separated by ||"));
+    let mut env = lake(config, &["P_O", "__O", "O_G"]);
+    let step = env.step("<answer>Down || Down</answer>").unwrap();
+    assert_eq!(step.observation, "__O\nP_O\nO_G");
+}

@@ -4,6 +4,7 @@ use super::config::{FrozenLakeConfig, ObservationFormat};
 
 use crate::frozen_lake::map::Map;
 
+use crate::action::answer_instruction;
 use crate::error::EnvError;
 use crate::frozen_lake::map::Tile;
 use crate::render::frame::{Frame, Shape, Tile as PixelTile};
@@ -101,14 +102,13 @@ pub fn instruction(config: &FrozenLakeConfig) -> String {
         ObservationFormat::Coord => POSITIONS.to_string(),
         ObservationFormat::GridCoord => format!("{SYMBOLS} {POSITIONS}"),
     };
+    let answer = answer_instruction(config.max_actions_per_turn, &["Left", "Up"]);
     format!(
         "You are solving the FrozenLake puzzle. Walk from your position to the goal over \
          frozen tiles without falling into a hole.{slip}\n\
          {board}\n\
          Actions: Left, Down, Right, Up. Reward: 1 for reaching the goal.\n\
-         Answer with up to {k} actions separated by ||, for example \
-         <answer>Left || Up</answer>. You may think first inside <think>...</think>.",
-        k = config.max_actions_per_turn
+         {answer} You may think first inside <think>...</think>."
     )
 }
 

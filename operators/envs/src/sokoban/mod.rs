@@ -22,7 +22,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
-use crate::action::parse_actions;
+use crate::action::{answer_instruction, parse_actions};
 use crate::env::{Env, EnvInfo, Reset, StepResult};
 use crate::error::EnvError;
 use crate::render::frame::Frame;
@@ -293,10 +293,9 @@ fn instruction(config: &SokobanConfig) -> String {
          Symbols: {legend}.\n\
          Actions: Up, Down, Left, Right. Rewards: -0.1 per step, +1 for a box onto a target, \
          -1 for a box off a target, +10 when all boxes are on targets.\n\
-         Answer with up to {k} actions separated by ||, for example \
-         <answer>Up || Left</answer>. You may think first inside <think>...</think>.",
+         {answer} You may think first inside <think>...</think>.",
         legend = config.vocabulary.legend(),
-        k = config.max_actions_per_turn
+        answer = answer_instruction(config.max_actions_per_turn, &["Up", "Left"]),
     )
 }
 
