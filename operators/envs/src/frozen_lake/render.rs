@@ -2,11 +2,9 @@
 
 use super::config::{FrozenLakeConfig, ObservationFormat};
 
-use crate::frozen_lake::map::Map;
-
 use crate::action::answer_instruction;
 use crate::error::EnvError;
-use crate::frozen_lake::map::Tile;
+use crate::frozen_lake::map::{Map, Tile};
 use crate::render::frame::{Frame, Shape, Tile as PixelTile};
 
 /// The grid, one row per line: `P` player, `_` frozen, `O` hole, `G` goal, `X` player in
