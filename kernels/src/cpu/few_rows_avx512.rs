@@ -33,6 +33,9 @@ const BROADCAST_VECTORS: usize = 3;
 /// How many W rows ahead the packing loop prefetches (16: 5-10% faster than none on the
 /// decode shapes, within the VM's noise beyond).
 const PACK_PREFETCH: usize = 16;
+/// Inner indices of a panel that every row tile of a broadcast-form product takes in turn
+/// (64 × 48 floats, 12 KB: the chunk and the next one, prefetched, stay in L1).
+const INNER_CHUNK: usize = 64;
 /// Columns one broadcast-form tile covers: a panel of packed weights.
 pub(super) const BROADCAST_COLS: usize = 16 * BROADCAST_VECTORS;
 const _: () = assert!(BROADCAST_COLS == super::weight_panels::PANEL_COLS);
@@ -74,6 +77,15 @@ pub(super) enum Weight {
 /// packed, the kernel ran 100-147 GFLOP/s on the decode shapes above against 35-95 in place.
 /// Panels packed once for many calls ([`Weight::Panels`]) are read as they are. With
 /// panels, `cols.0` must be a multiple of [`BROADCAST_COLS`].
+///
+/// With more rows than one tile, the row tiles take the panel [`INNER_CHUNK`] inner indices
+/// at a time, each while that chunk is in L1, and the first prefetches the next chunk. A
+/// decode step streams its weights from memory (425 MB of panels for SmolLM2-135M in f32);
+/// when each of the four row tiles of 32 rows read a whole panel (110-295 KB, past L1),
+/// `perf annotate` put half of the kernel's samples on W's loads. Generation at SmolLM2's
+/// shape: 3-9% faster (bench/history/model_throughput.md). The
+/// partial sums go to dst between chunks and come back as the next chunk's start, which is
+/// exact: the chain of every output is unchanged.
 ///
 /// # Safety
 /// AVX-512F must be available; x must hold `rows × inner`, W `inner × cols.1`, dst
@@ -136,26 +148,49 @@ pub(super) unsafe fn broadcast_form(
                     stride: w.stride,
                 },
             };
-            let mut row = 0;
-            while row < rows {
-                let live = (rows - row).min(BROADCAST_ROWS);
-                let out = unsafe { dst.add(row * dst_stride + col) };
-                let x = Rows {
-                    ptr: unsafe { x.ptr.add(row * x.stride) },
-                    stride: x.stride,
+            // Several row tiles read the panel in chunks of the inner axis: every tile
+            // takes a chunk while it is in L1, and the first one prefetches the next chunk.
+            let chunk = if rows > BROADCAST_ROWS {
+                INNER_CHUNK
+            } else {
+                inner
+            };
+            let mut k0 = 0;
+            while k0 < inner {
+                let kc = (inner - k0).min(chunk);
+                let w = Rows {
+                    ptr: unsafe { panel.ptr.add(k0 * panel.stride) },
+                    stride: panel.stride,
                 };
-                let tile = (out, dst_stride, (live, inner), x, panel, masks, accumulate);
-                // A tile no taller than its live rows (a decode step's attention has one
-                // query row per product): no multiply-adds on repeated rows.
-                unsafe {
-                    match live {
-                        1 => broadcast_tile::<1>(tile),
-                        2 => broadcast_tile::<2>(tile),
-                        3 | 4 => broadcast_tile::<4>(tile),
-                        _ => broadcast_tile::<BROADCAST_ROWS>(tile),
+                let mut row = 0;
+                while row < rows {
+                    let live = (rows - row).min(BROADCAST_ROWS);
+                    let out = unsafe { dst.add(row * dst_stride + col) };
+                    let x = Rows {
+                        ptr: unsafe { x.ptr.add(row * x.stride + k0) },
+                        stride: x.stride,
+                    };
+                    // The chain continues from the previous chunk's partial sums in dst.
+                    let start = accumulate || k0 > 0;
+                    let ahead = if row == 0 && k0 + kc < inner {
+                        kc * panel.stride
+                    } else {
+                        0
+                    };
+                    let tile = (out, dst_stride, (live, kc), x, w, masks, (start, ahead));
+                    // A tile no taller than its live rows (a decode step's attention has one
+                    // query row per product): no multiply-adds on repeated rows.
+                    unsafe {
+                        match live {
+                            1 => broadcast_tile::<1>(tile),
+                            2 => broadcast_tile::<2>(tile),
+                            3 | 4 => broadcast_tile::<4>(tile),
+                            _ => broadcast_tile::<BROADCAST_ROWS>(tile),
+                        }
                     }
+                    row += BROADCAST_ROWS;
                 }
-                row += BROADCAST_ROWS;
+                k0 += kc;
             }
             col += BROADCAST_COLS;
         }
@@ -163,7 +198,8 @@ pub(super) unsafe fn broadcast_form(
 }
 
 /// What one tile of [`broadcast_form`] reads and writes: dst and its row stride, (live rows,
-/// inner length), x, W, the column masks, whether to add.
+/// inner length), x, W, the column masks, (whether to start from dst's values, how many
+/// floats past each W row to prefetch, 0 for none).
 type BroadcastTile = (
     *mut f32,
     usize,
@@ -171,7 +207,7 @@ type BroadcastTile = (
     Rows,
     Rows,
     [__mmask16; BROADCAST_VECTORS],
-    bool,
+    (bool, usize),
 );
 
 /// One tile of [`broadcast_form`]: `live` (≤ `R`) rows of x against 48 columns of W,
@@ -179,7 +215,7 @@ type BroadcastTile = (
 #[target_feature(enable = "avx512f")]
 #[inline]
 unsafe fn broadcast_tile<const R: usize>(
-    (out, out_stride, (live, inner), x, w, masks, accumulate): BroadcastTile,
+    (out, out_stride, (live, inner), x, w, masks, (accumulate, ahead)): BroadcastTile,
 ) {
     // Each output's chain starts from dst's value when adding (the order of
     // `super::ordered_product`).
@@ -196,6 +232,12 @@ unsafe fn broadcast_tile<const R: usize>(
         std::array::from_fn(|r| unsafe { x.ptr.add(r.min(live - 1) * x.stride) });
     let mut w_row = w.ptr;
     for k in 0..inner {
+        if ahead > 0 {
+            let line = w_row.wrapping_add(ahead) as *const i8;
+            for v in 0..BROADCAST_VECTORS {
+                _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(64 * v));
+            }
+        }
         let b = std::array::from_fn::<_, BROADCAST_VECTORS, _>(|v| unsafe {
             _mm512_maskz_loadu_ps(masks[v], w_row.add(16 * v))
         });

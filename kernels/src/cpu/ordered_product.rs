@@ -677,6 +677,33 @@ mod tests {
                         same,
                         "{rows}×{inner}×{cols} b_t {b_t} accumulate {accumulate}"
                     );
+                    if !b_t {
+                        // W packed once in panels, as a generation's decode steps read it.
+                        let panels =
+                            super::super::weight_panels::WeightPanels::pack(&bv, (inner, cols));
+                        let mut packed = if accumulate {
+                            start.clone()
+                        } else {
+                            vec![0.0; rows * cols]
+                        };
+                        // SAFETY: packed holds rows · cols floats, av rows · inner.
+                        unsafe {
+                            super::super::few_rows::panels_product(
+                                packed.as_mut_ptr(),
+                                &av,
+                                &panels,
+                                rows,
+                                accumulate,
+                            )
+                        };
+                        assert!(
+                            packed
+                                .iter()
+                                .zip(&ordered)
+                                .all(|(x, y)| x.to_bits() == y.to_bits()),
+                            "panels {rows}×{inner}×{cols} accumulate {accumulate}"
+                        );
+                    }
                 }
             }
         }
