@@ -45,17 +45,14 @@ pub(super) unsafe fn few_rows_product(
     accumulate: bool,
 ) -> bool {
     use super::few_rows_avx512::{broadcast_form, transposed_form, Rows, Weight};
-    use super::few_rows_avx512::{BROADCAST_COLS, TRANSPOSED_COLS, TRANSPOSED_MIN_ROWS};
+    use super::few_rows_avx512::{BROADCAST_COLS, TRANSPOSED_COLS};
     // b row-major (unit column stride), or transposed (unit row stride).
     let transposed = match (b.1, b.2) {
         (_, 1) => false,
         (1, _) => true,
         _ => return false,
     };
-    let usable = few_rows_kernels_run()
-        && a.2 == 1
-        && rows <= FEW_ROWS
-        && (!transposed || rows >= TRANSPOSED_MIN_ROWS);
+    let usable = few_rows_kernels_run() && a.2 == 1 && rows <= FEW_ROWS;
     if !usable || rows == 0 || inner == 0 || cols == 0 {
         return false;
     }

@@ -19,9 +19,13 @@
 //! zeros) and are not stored, missing columns are masked off or not stored. Each output is
 //! summed over the inner index in order from its start value, exactly as
 //! [`super::ordered_product`] sums it: the same bits whichever of the two computes a
-//! product. A transposed W with at most 8 rows is left to `ordered_product` (a 16-lane
-//! column of xᵀ would be mostly padding; summing across lanes instead would change the
-//! order).
+//! product. A transposed W takes the transposed form at any row count, though below 16
+//! rows most lanes of xᵀ's column are padding (summing across lanes instead would change
+//! the order): the ordered product it went to before, at most 8 rows, packed all of Wᵀ on
+//! every call, the whole 49,152 × 576 tied head of SmolLM2 in each decode step of one
+//! sequence and every key cache in a decode step's q·kᵀ (3 query rows a KV head). One
+//! sequence's greedy 128 tokens with SmolLM2 (`roll-flow generate`) took 12-19% less time
+//! (bench/history/model_throughput.md).
 
 use std::arch::x86_64::*;
 
@@ -39,9 +43,6 @@ const INNER_CHUNK: usize = 64;
 /// Columns one broadcast-form tile covers: a panel of packed weights.
 pub(super) const BROADCAST_COLS: usize = 16 * BROADCAST_VECTORS;
 const _: () = assert!(BROADCAST_COLS == super::weight_panels::PANEL_COLS);
-/// A transposed-form product needs at least this many rows; fewer are left to
-/// `ordered_product`.
-pub(super) const TRANSPOSED_MIN_ROWS: usize = 9;
 /// Columns a part of a transposed-form product is a multiple of: every tile width
 /// (16, 12, 8, 6) divides it.
 pub(super) const TRANSPOSED_COLS: usize = 48;
