@@ -645,12 +645,15 @@ mod tests {
                     true => (&bv, 1, inner as isize),
                 };
                 for accumulate in [false, true] {
-                    let run = |few: bool| {
-                        let mut out = if accumulate {
+                    let fresh = || {
+                        if accumulate {
                             start.clone()
                         } else {
                             vec![0.0; rows * cols]
-                        };
+                        }
+                    };
+                    let run = |few: bool| {
+                        let mut out = fresh();
                         // SAFETY: as above.
                         unsafe {
                             let dims = (rows, inner, cols);
@@ -681,11 +684,7 @@ mod tests {
                         // W packed once in panels, as a generation's decode steps read it.
                         let panels =
                             super::super::weight_panels::WeightPanels::pack(&bv, (inner, cols));
-                        let mut packed = if accumulate {
-                            start.clone()
-                        } else {
-                            vec![0.0; rows * cols]
-                        };
+                        let mut packed = fresh();
                         // SAFETY: packed holds rows · cols floats, av rows · inner.
                         unsafe {
                             super::super::few_rows::panels_product(
