@@ -80,13 +80,17 @@ pub(super) enum Weight {
 /// panels, `cols.0` must be a multiple of [`BROADCAST_COLS`].
 ///
 /// With more rows than one tile, the row tiles take the panel [`INNER_CHUNK`] inner indices
-/// at a time, each while that chunk is in L1, and the first prefetches the next chunk. A
-/// decode step streams its weights from memory (425 MB of panels for SmolLM2-135M in f32);
-/// when each of the four row tiles of 32 rows read a whole panel (110-295 KB, past L1),
-/// `perf annotate` put half of the kernel's samples on W's loads. Generation at SmolLM2's
-/// shape: 3-9% faster (bench/history/model_throughput.md). The
-/// partial sums go to dst between chunks and come back as the next chunk's start, which is
-/// exact: the chain of every output is unchanged.
+/// at a time, each while that chunk is in L1, and prefetch the next chunk (the rest of the
+/// panel, or this part's next packed panel) between them, each tile its share of the
+/// chunk's cache lines. A decode step streams its weights from memory (425 MB of panels
+/// for SmolLM2-135M in f32); when each of the four row tiles of 32
+/// rows read a whole panel (110-295 KB, past L1), `perf annotate` put half of the kernel's
+/// samples on W's loads (chunks: generation 3-9% faster); when the first tile alone
+/// prefetched the next chunk, a third of the samples sat on its prefetches, the chunk's 12
+/// KB arriving in a quarter of the time the four tiles take (shared: 8-9% faster at
+/// SmolLM2's shape; bench/history/model_throughput.md). The partial sums go to dst between
+/// chunks and come back as the next chunk's start, which is exact: the chain of every
+/// output is unchanged.
 ///
 /// # Safety
 /// AVX-512F must be available; x must hold `rows × inner`, W `inner × cols.1`, dst
@@ -150,12 +154,13 @@ pub(super) unsafe fn broadcast_form(
                 },
             };
             // Several row tiles read the panel in chunks of the inner axis: every tile
-            // takes a chunk while it is in L1, and the first one prefetches the next chunk.
+            // takes a chunk while it is in L1 and prefetches its share of the next one.
             let chunk = if rows > BROADCAST_ROWS {
                 INNER_CHUNK
             } else {
                 inner
             };
+            let packed = matches!(w, Weight::Panels(_));
             let mut k0 = 0;
             while k0 < inner {
                 let kc = (inner - k0).min(chunk);
@@ -163,6 +168,20 @@ pub(super) unsafe fn broadcast_form(
                     ptr: unsafe { panel.ptr.add(k0 * panel.stride) },
                     stride: panel.stride,
                 };
+                // The next chunk lies right after this one (chunks only with more rows
+                // than a tile, where the panel is contiguous): the rest of this panel, or
+                // the first chunk of this part's next packed panel.
+                let next_lines = if rows <= BROADCAST_ROWS {
+                    0
+                } else if k0 + kc < inner {
+                    (inner - k0 - kc).min(chunk) * BROADCAST_VECTORS
+                } else if packed && col + BROADCAST_COLS < cols.1 {
+                    inner.min(chunk) * BROADCAST_VECTORS
+                } else {
+                    0
+                };
+                let next = unsafe { panel.ptr.add((k0 + kc) * panel.stride) } as *const i8;
+                let per_tile = next_lines.div_ceil(rows.div_ceil(BROADCAST_ROWS));
                 let mut row = 0;
                 while row < rows {
                     let live = (rows - row).min(BROADCAST_ROWS);
@@ -173,12 +192,15 @@ pub(super) unsafe fn broadcast_form(
                     };
                     // The chain continues from the previous chunk's partial sums in dst.
                     let start = accumulate || k0 > 0;
-                    let ahead = if row == 0 && k0 + kc < inner {
-                        kc * panel.stride
-                    } else {
-                        0
+                    // This tile's share of the next chunk's cache lines.
+                    let first = (row / BROADCAST_ROWS * per_tile).min(next_lines);
+                    let lines = per_tile.min(next_lines - first);
+                    let prefetch = Prefetch {
+                        from: next.wrapping_add(64 * first),
+                        lines,
+                        per_index: lines.div_ceil(kc),
                     };
-                    let tile = (out, dst_stride, (live, kc), x, w, masks, (start, ahead));
+                    let tile = (out, dst_stride, (live, kc), x, w, masks, (start, prefetch));
                     // A tile no taller than its live rows (a decode step's attention has one
                     // query row per product): no multiply-adds on repeated rows.
                     unsafe {
@@ -198,9 +220,18 @@ pub(super) unsafe fn broadcast_form(
     });
 }
 
+/// Cache lines a tile of [`broadcast_form`] prefetches while it runs: `lines` consecutive
+/// lines from `from`, `per_index` of them with each inner index.
+#[derive(Clone, Copy)]
+struct Prefetch {
+    from: *const i8,
+    lines: usize,
+    per_index: usize,
+}
+
 /// What one tile of [`broadcast_form`] reads and writes: dst and its row stride, (live rows,
-/// inner length), x, W, the column masks, (whether to start from dst's values, how many
-/// floats past each W row to prefetch, 0 for none).
+/// inner length), x, W, the column masks, (whether to start from dst's values, what to
+/// prefetch).
 type BroadcastTile = (
     *mut f32,
     usize,
@@ -208,7 +239,7 @@ type BroadcastTile = (
     Rows,
     Rows,
     [__mmask16; BROADCAST_VECTORS],
-    (bool, usize),
+    (bool, Prefetch),
 );
 
 /// One tile of [`broadcast_form`]: `live` (≤ `R`) rows of x against 48 columns of W,
@@ -216,7 +247,7 @@ type BroadcastTile = (
 #[target_feature(enable = "avx512f")]
 #[inline]
 unsafe fn broadcast_tile<const R: usize>(
-    (out, out_stride, (live, inner), x, w, masks, (accumulate, ahead)): BroadcastTile,
+    (out, out_stride, (live, inner), x, w, masks, (accumulate, prefetch)): BroadcastTile,
 ) {
     // Each output's chain starts from dst's value when adding (the order of
     // `super::ordered_product`).
@@ -233,11 +264,9 @@ unsafe fn broadcast_tile<const R: usize>(
         std::array::from_fn(|r| unsafe { x.ptr.add(r.min(live - 1) * x.stride) });
     let mut w_row = w.ptr;
     for k in 0..inner {
-        if ahead > 0 {
-            let line = w_row.wrapping_add(ahead) as *const i8;
-            for v in 0..BROADCAST_VECTORS {
-                _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(64 * v));
-            }
+        let first = k * prefetch.per_index;
+        for line in first..(first + prefetch.per_index).min(prefetch.lines) {
+            _mm_prefetch::<_MM_HINT_T0>(prefetch.from.wrapping_add(64 * line));
         }
         let b = std::array::from_fn::<_, BROADCAST_VECTORS, _>(|v| unsafe {
             _mm512_maskz_loadu_ps(masks[v], w_row.add(16 * v))
