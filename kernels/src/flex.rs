@@ -272,16 +272,15 @@ impl KernelBackend for Flex {
     }
 
     /// Inside a [`crate::with_packed_weights`] scope, a product of few rows reads its
-    /// weight's packed panels.
+    /// weight's packed panels, a weight stored transposed (a tied head) included.
     fn dense_forward(x: FlexTensor, weight: FlexTensor, bias: Option<FlexTensor>) -> FlexTensor {
         let (n, k, m) = linear_dims(&x, &weight);
         let bias = bias.as_ref().map(host_f32);
         let (w, layout) = host_weight(&weight);
-        let few_rows = n <= cpu::few_rows::FEW_ROWS
-            && layout == WeightLayout::InOut
-            && cpu::few_rows::few_rows_kernels_run();
+        let few_rows = n <= cpu::few_rows::FEW_ROWS && cpu::few_rows::few_rows_kernels_run();
         if let (true, Cow::Borrowed(values)) = (few_rows, &w) {
-            let panels = crate::packed_weights::active_panels(&weight, values);
+            let transposed = layout == WeightLayout::OutIn;
+            let panels = crate::packed_weights::active_panels(&weight, values, transposed);
             let y = panels.and_then(|panels| {
                 cpu::linear::linear_forward_panels(&host_f32(&x), &panels, bias.as_deref(), n)
             });

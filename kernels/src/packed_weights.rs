@@ -4,7 +4,8 @@
 //! A generation loop keeps a [`PackedWeights`] store and runs each decode step inside
 //! [`with_packed_weights`]. Within that scope, on that thread, the CPU backend's dense
 //! layer with at most 64 rows looks its weight up in the store and, the first time, packs
-//! it into column panels ([`cpu::weight_panels`]); every later step reads the panels
+//! it into column panels ([`cpu::weight_panels`]; a weight stored transposed, the tied
+//! output head, from its transpose); every later step reads the panels
 //! as they are. Outside a scope, or on other backends, nothing changes. The results are
 //! bit-identical either way: the kernel reads the same values in the same order.
 //!
@@ -56,9 +57,14 @@ impl PackedWeights {
         self.entries.is_empty()
     }
 
-    /// The panels of `weight` (row-major `[k, m]`, contiguous f32 `values`), packed now
-    /// unless an entry holds them.
-    fn panels(&mut self, weight: &FlexTensor, values: &[f32]) -> Arc<WeightPanels> {
+    /// The panels of `weight` (`[k, m]`: its contiguous f32 `values` row-major, or with
+    /// `transposed` its transpose's, `[m, k]`), packed now unless an entry holds them.
+    fn panels(
+        &mut self,
+        weight: &FlexTensor,
+        values: &[f32],
+        transposed: bool,
+    ) -> Arc<WeightPanels> {
         let scope = self.scopes;
         let found = self
             .entries
@@ -69,7 +75,11 @@ impl PackedWeights {
             return entry.panels.clone();
         }
         let shape = weight.layout().shape();
-        let panels = Arc::new(WeightPanels::pack(values, (shape[0], shape[1])));
+        let dims = (shape[0], shape[1]);
+        let panels = Arc::new(match transposed {
+            false => WeightPanels::pack(values, dims),
+            true => WeightPanels::pack_transposed(values, dims),
+        });
         self.entries.push(Entry {
             source: weight.clone(),
             panels: panels.clone(),
@@ -119,10 +129,19 @@ pub fn with_packed_weights<T>(store: &mut PackedWeights, f: impl FnOnce() -> T) 
     f()
 }
 
-/// The panels of `weight` from this thread's active store (packing it on first use), or
-/// `None` outside a scope. `values` are the weight's contiguous `[k, m]` values.
-pub(crate) fn active_panels(weight: &FlexTensor, values: &[f32]) -> Option<Arc<WeightPanels>> {
-    ACTIVE.with_borrow_mut(|active| active.as_mut().map(|store| store.panels(weight, values)))
+/// The panels of `weight` `[k, m]` from this thread's active store (packing it on first
+/// use), or `None` outside a scope. `values` are the weight's contiguous `[k, m]` values,
+/// or with `transposed` its transpose's `[m, k]` (a tied head's embedding).
+pub(crate) fn active_panels(
+    weight: &FlexTensor,
+    values: &[f32],
+    transposed: bool,
+) -> Option<Arc<WeightPanels>> {
+    ACTIVE.with_borrow_mut(|active| {
+        active
+            .as_mut()
+            .map(|store| store.panels(weight, values, transposed))
+    })
 }
 
 #[cfg(test)]
@@ -136,7 +155,7 @@ mod tests {
     }
 
     fn lookup(w: &FlexTensor) -> Option<Arc<WeightPanels>> {
-        active_panels(w, w.as_slice::<f32>().unwrap())
+        active_panels(w, w.as_slice::<f32>().unwrap(), false)
     }
 
     /// Outside a scope nothing is packed; inside, a weight is packed once and found again

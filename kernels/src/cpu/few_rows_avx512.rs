@@ -13,7 +13,9 @@
 //!   rows × 48 columns, 24 accumulators; per inner index, three loads of W's row (from a
 //!   packed copy of the 48-column panel) and eight broadcasts of x feed 24 multiply-adds;
 //! - or stored as its transpose `[cols, inner]` (a tied output head): [`transposed_form`],
-//!   yᵀ = Wᵀ·xᵀ with the roles swapped, so W is read in order along its rows.
+//!   yᵀ = Wᵀ·xᵀ with the roles swapped, so W is read in order along its rows. A decode
+//!   step's tied head goes through panels packed from the transpose instead
+//!   (`super::weight_panels`), where the broadcast form ran it 18% cheaper.
 //!
 //! Row and column tails reuse the full tile: missing rows read the last row again (or
 //! zeros) and are not stored, missing columns are masked off or not stored. Each output is
@@ -82,8 +84,8 @@ pub(super) enum Weight {
 /// With more rows than one tile, the row tiles take the panel [`INNER_CHUNK`] inner indices
 /// at a time, each while that chunk is in L1, and prefetch the next chunk (the rest of the
 /// panel, or this part's next packed panel) between them, each tile its share of the
-/// chunk's cache lines. A decode step streams its weights from memory (425 MB of panels
-/// for SmolLM2-135M in f32); when each of the four row tiles of 32
+/// chunk's cache lines. A decode step streams its weights from memory (538 MB of panels
+/// for SmolLM2-135M in f32, the tied head included); when each of the four row tiles of 32
 /// rows read a whole panel (110-295 KB, past L1), `perf annotate` put half of the kernel's
 /// samples on W's loads (chunks: generation 3-9% faster); when the first tile alone
 /// prefetched the next chunk, a third of the samples sat on its prefetches, the chunk's 12

@@ -55,6 +55,47 @@ impl WeightPanels {
         }
     }
 
+    /// Packs W `[inner, cols]` given as its transpose `wt` `[cols, inner]` (row-major:
+    /// Hugging Face's out × in layout, the tied output head's token embedding), into the
+    /// same panels [`WeightPanels::pack`] makes of W itself. The broadcast-form kernel then
+    /// reads the head as it reads every other weight, where the transposed form reads it
+    /// in place: at SmolLM2's shape (49,152 × 576, 32 rows a decode step) the transposed
+    /// form ran at about half the broadcast form's rate (bench/history/model_throughput.md).
+    ///
+    /// # Panics
+    /// If `wt` does not hold `inner · cols` values.
+    pub fn pack_transposed(wt: &[f32], (inner, cols): (usize, usize)) -> WeightPanels {
+        assert_eq!(
+            wt.len(),
+            inner * cols,
+            "weight panels: {} values for [{inner}, {cols}] stored transposed",
+            wt.len()
+        );
+        let panels = cols.div_ceil(PANEL_COLS);
+        let mut values = vec![0.0f32; panels * inner * PANEL_COLS];
+        if inner > 0 {
+            for (p, panel) in values.chunks_exact_mut(inner * PANEL_COLS).enumerate() {
+                let first = p * PANEL_COLS;
+                let width = (cols - first).min(PANEL_COLS);
+                // Column j of the panel is row `first + j` of wᵀ, read in order; the panel
+                // (inner × 48 floats) stays in L2 while its columns are written.
+                for (j, column) in wt[first * inner..(first + width) * inner]
+                    .chunks_exact(inner)
+                    .enumerate()
+                {
+                    for (packed, &v) in panel[j..].iter_mut().step_by(PANEL_COLS).zip(column) {
+                        *packed = v;
+                    }
+                }
+            }
+        }
+        WeightPanels {
+            values,
+            inner,
+            cols,
+        }
+    }
+
     /// (inner, cols) of the packed W.
     pub fn dims(&self) -> (usize, usize) {
         (self.inner, self.cols)
@@ -89,7 +130,8 @@ mod tests {
 
     /// The packed product gives the unpacked one's values bit for bit, at every row count
     /// of the few-rows kernel's tiles and column tails, with and without a bias, on one
-    /// thread and split over three (where the kernels run: AVX-512).
+    /// thread and split over three (where the kernels run: AVX-512); W stored transposed
+    /// too.
     #[test]
     fn packed_products_equal_unpacked_ones_bit_for_bit() {
         use crate::cpu::linear::{linear_forward, linear_forward_panels, WeightLayout};
@@ -132,6 +174,24 @@ mod tests {
                         assert_eq!(packed, unpacked, "{n}x{k}x{m}, bias {}", bias.is_some());
                         checked += 1;
                     }
+                    // W stored transposed (a tied head): its panels from the transpose
+                    // against the transposed form the unpacked product takes.
+                    let wt: Vec<f32> = (0..m * k).map(|i| w[(i % k) * m + i / k]).collect();
+                    let from_wt = WeightPanels::pack_transposed(&wt, (k, m));
+                    let run = || {
+                        (
+                            linear_forward_panels(&x, &from_wt, bias, n),
+                            linear_forward(&x, (&wt, WeightLayout::OutIn), bias, (n, k, m)),
+                        )
+                    };
+                    let (packed, unpacked) = if threads == 1 {
+                        run()
+                    } else {
+                        pool.install(run)
+                    };
+                    if let Some(packed) = packed {
+                        assert_eq!(packed, unpacked, "{n}x{k}x{m} transposed");
+                    }
                 }
             }
         }
@@ -146,6 +206,26 @@ mod tests {
             .is_none(),
             "more rows than the few-rows kernel takes"
         );
+    }
+
+    /// W packed from its transpose holds the panels of W itself: the same values at the
+    /// same places, zeros past the last column included.
+    #[test]
+    fn packing_the_transpose_gives_the_same_panels() {
+        for (inner, cols) in [(1, 1), (3, 50), (17, 48), (5, 97)] {
+            let w: Vec<f32> = (0..inner * cols).map(|v| v as f32 * 0.5 - 3.0).collect();
+            let wt: Vec<f32> = (0..cols * inner)
+                .map(|i| w[(i % inner) * cols + i / inner])
+                .collect();
+            assert_eq!(
+                WeightPanels::pack_transposed(&wt, (inner, cols)),
+                WeightPanels::pack(&w, (inner, cols)),
+                "[{inner}, {cols}]"
+            );
+        }
+        assert!(WeightPanels::pack_transposed(&[], (0, 5))
+            .values()
+            .is_empty());
     }
 
     #[test]
