@@ -48,6 +48,21 @@ pub fn transfers() -> Transfers {
     COUNTS.get()
 }
 
+/// Runs `work` on one of rayon's threads (the caller waits; inline on one already), its
+/// copies counted as this thread's, as if it ran here. Work nested there by rayon (another
+/// thread's job taken while `work` waits on a join) swaps its own counts in and out the
+/// same way, so none mix.
+pub fn on_rayon_thread<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    let here = transfers();
+    let (result, counted) = rayon::scope(|_| {
+        let there = COUNTS.replace(here);
+        let result = work();
+        (result, COUNTS.replace(there))
+    });
+    COUNTS.set(counted);
+    result
+}
+
 /// `data` as a tensor on `device`, counted as one upload of its bytes.
 pub fn upload<B: Backend, const D: usize, K: BasicOps<B>>(
     data: TensorData,
