@@ -32,27 +32,11 @@ impl WeightPanels {
     /// # Panics
     /// If `w` does not hold `inner · cols` values.
     pub fn pack(w: &[f32], (inner, cols): (usize, usize)) -> WeightPanels {
-        assert_eq!(
-            w.len(),
-            inner * cols,
-            "weight panels: {} values for [{inner}, {cols}]",
-            w.len()
-        );
-        let panels = cols.div_ceil(PANEL_COLS);
-        let mut values = vec![0.0f32; panels * inner * PANEL_COLS];
-        if inner > 0 {
-            for (p, panel) in values.chunks_exact_mut(inner * PANEL_COLS).enumerate() {
-                let (from, width) = (p * PANEL_COLS, (cols - p * PANEL_COLS).min(PANEL_COLS));
-                for (row, packed) in w.chunks_exact(cols).zip(panel.chunks_exact_mut(PANEL_COLS)) {
-                    packed[..width].copy_from_slice(&row[from..from + width]);
-                }
+        WeightPanels::filled(w.len(), (inner, cols), "", |panel, first, width| {
+            for (row, packed) in w.chunks_exact(cols).zip(panel.chunks_exact_mut(PANEL_COLS)) {
+                packed[..width].copy_from_slice(&row[first..first + width]);
             }
-        }
-        WeightPanels {
-            values,
-            inner,
-            cols,
-        }
+        })
     }
 
     /// Packs W `[inner, cols]` given as its transpose `wt` `[cols, inner]` (row-major:
@@ -60,33 +44,44 @@ impl WeightPanels {
     /// same panels [`WeightPanels::pack`] makes of W itself. The broadcast-form kernel then
     /// reads the head as it reads every other weight, where the transposed form reads it
     /// in place: at SmolLM2's shape (49,152 × 576, 32 rows a decode step) the transposed
-    /// form ran at about half the broadcast form's rate (bench/history/model_throughput.md).
+    /// form ran at about 49 GFLOP/s a core, the broadcast form over these panels at 78
+    /// (`perf`, 2 threads; bench/history/model_throughput.md).
     ///
     /// # Panics
     /// If `wt` does not hold `inner · cols` values.
     pub fn pack_transposed(wt: &[f32], (inner, cols): (usize, usize)) -> WeightPanels {
+        let stored = " stored transposed";
+        WeightPanels::filled(wt.len(), (inner, cols), stored, |panel, first, width| {
+            // Column j of the panel is row `first + j` of wᵀ, read in order; the panel
+            // (inner × 48 floats) stays in L2 while its columns are written.
+            let rows = wt[first * inner..(first + width) * inner].chunks_exact(inner);
+            for (j, column) in rows.enumerate() {
+                for (packed, &v) in panel[j..].iter_mut().step_by(PANEL_COLS).zip(column) {
+                    *packed = v;
+                }
+            }
+        })
+    }
+
+    /// The panels of W `[inner, cols]` (given as `given` values, `stored` as the panic
+    /// message says), zeros except where `fill(panel, first column, width)` writes each.
+    fn filled(
+        given: usize,
+        (inner, cols): (usize, usize),
+        stored: &str,
+        fill: impl Fn(&mut [f32], usize, usize),
+    ) -> WeightPanels {
         assert_eq!(
-            wt.len(),
+            given,
             inner * cols,
-            "weight panels: {} values for [{inner}, {cols}] stored transposed",
-            wt.len()
+            "weight panels: {given} values for [{inner}, {cols}]{stored}"
         );
         let panels = cols.div_ceil(PANEL_COLS);
         let mut values = vec![0.0f32; panels * inner * PANEL_COLS];
         if inner > 0 {
             for (p, panel) in values.chunks_exact_mut(inner * PANEL_COLS).enumerate() {
                 let first = p * PANEL_COLS;
-                let width = (cols - first).min(PANEL_COLS);
-                // Column j of the panel is row `first + j` of wᵀ, read in order; the panel
-                // (inner × 48 floats) stays in L2 while its columns are written.
-                for (j, column) in wt[first * inner..(first + width) * inner]
-                    .chunks_exact(inner)
-                    .enumerate()
-                {
-                    for (packed, &v) in panel[j..].iter_mut().step_by(PANEL_COLS).zip(column) {
-                        *packed = v;
-                    }
-                }
+                fill(panel, first, (cols - first).min(PANEL_COLS));
             }
         }
         WeightPanels {
@@ -156,46 +151,44 @@ mod tests {
             (64, 200, 47),
         ] {
             let (x, w, b) = (values(n * k, 1), values(k * m, 2), values(m, 3));
-            let panels = WeightPanels::pack(&w, (k, m));
+            // W stored as it is, and transposed (a tied head): panels from either against
+            // the unpacked product (the transposed form for the second).
+            let wt: Vec<f32> = (0..m * k).map(|i| w[(i % k) * m + i / k]).collect();
+            let stored = [
+                (WeightPanels::pack(&w, (k, m)), &w, WeightLayout::InOut),
+                (
+                    WeightPanels::pack_transposed(&wt, (k, m)),
+                    &wt,
+                    WeightLayout::OutIn,
+                ),
+            ];
             for bias in [None, Some(&b[..])] {
                 for threads in [1, 3] {
-                    let run = || {
-                        (
-                            linear_forward_panels(&x, &panels, bias, n),
-                            linear_forward(&x, (&w, WeightLayout::InOut), bias, (n, k, m)),
-                        )
-                    };
-                    let (packed, unpacked) = if threads == 1 {
-                        run()
-                    } else {
-                        pool.install(run)
-                    };
-                    if let Some(packed) = packed {
-                        assert_eq!(packed, unpacked, "{n}x{k}x{m}, bias {}", bias.is_some());
-                        checked += 1;
-                    }
-                    // W stored transposed (a tied head): its panels from the transpose
-                    // against the transposed form the unpacked product takes.
-                    let wt: Vec<f32> = (0..m * k).map(|i| w[(i % k) * m + i / k]).collect();
-                    let from_wt = WeightPanels::pack_transposed(&wt, (k, m));
-                    let run = || {
-                        (
-                            linear_forward_panels(&x, &from_wt, bias, n),
-                            linear_forward(&x, (&wt, WeightLayout::OutIn), bias, (n, k, m)),
-                        )
-                    };
-                    let (packed, unpacked) = if threads == 1 {
-                        run()
-                    } else {
-                        pool.install(run)
-                    };
-                    if let Some(packed) = packed {
-                        assert_eq!(packed, unpacked, "{n}x{k}x{m} transposed");
+                    for (panels, weight, layout) in &stored {
+                        let run = || {
+                            (
+                                linear_forward_panels(&x, panels, bias, n),
+                                linear_forward(&x, (weight, *layout), bias, (n, k, m)),
+                            )
+                        };
+                        let (packed, unpacked) = if threads == 1 {
+                            run()
+                        } else {
+                            pool.install(run)
+                        };
+                        if let Some(packed) = packed {
+                            let with_bias = bias.is_some();
+                            assert_eq!(
+                                packed, unpacked,
+                                "{n}x{k}x{m} {layout:?}, bias {with_bias}"
+                            );
+                            checked += 1;
+                        }
                     }
                 }
             }
         }
-        assert!(checked == 0 || checked == 32);
+        assert!(checked == 0 || checked == 64);
         assert!(
             linear_forward_panels(
                 &values(65, 0),
