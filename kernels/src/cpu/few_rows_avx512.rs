@@ -182,7 +182,10 @@ pub(super) unsafe fn broadcast_form(
                 } else {
                     0
                 };
-                let next = unsafe { panel.ptr.add((k0 + kc) * panel.stride) } as *const i8;
+                // Only an address for prefetches: with no next chunk (or W read in place,
+                // a tile or fewer of rows) it may lie past W, so it is not an offset `add`
+                // may take.
+                let next = panel.ptr.wrapping_add((k0 + kc) * panel.stride) as *const i8;
                 let per_tile = next_lines.div_ceil(rows.div_ceil(BROADCAST_ROWS));
                 let mut row = 0;
                 while row < rows {
