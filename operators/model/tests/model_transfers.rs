@@ -1,7 +1,9 @@
 //! What one decode step copies between host and device (`roll_flow_model::host_transfer`),
 //! on the CPU backend and, with `--features wgpu`, on wgpu (Mesa's lavapipe where there is
-//! no GPU): the host path reads the `[rows, vocab]` logits back; on a device the draw runs
-//! there and one read of three numbers per row comes back, with the same tokens.
+//! no GPU): the host path uploads the rotary tables and the mask whole and reads the
+//! `[rows, vocab]` logits back; on a device the tables and the mask are built there from a
+//! few hundred bytes, the draw runs there and one read of three numbers per row comes
+//! back, with the same tokens.
 
 mod common;
 
@@ -47,15 +49,25 @@ fn decode_step<B: KernelBackend>(device: &B::Device) -> (Transfers, usize, Vec<G
 
 /// The uploads of a decode step of the `tiny_qwen2` fixture (4 query and 2 key-value
 /// heads of 16, no sliding window) over `rows` rows whose cache holds `keys` columns, as the
-/// forward makes them: the input ids (i64), the four rotary tables (cos and sin for the
-/// query and the key heads, each `[rows, 1, heads, 16]`) and the attention mask
+/// forward makes them on the host: the input ids (i64), the four rotary tables (cos and sin
+/// for the query and the key heads, each `[rows, 1, heads, 16]`) and the attention mask
 /// `[rows, 4, 1, keys]`.
-fn forward_uploads(rows: u64, keys: u64) -> (u64, u64) {
+fn host_forward_uploads(rows: u64, keys: u64) -> (u64, u64) {
     let (q_heads, kv_heads, head_dim) = (4, 2, 16);
     let ids = rows * 8;
     let rotary = rows * (2 * q_heads + 2 * kv_heads) * head_dim * 4;
     let mask = rows * q_heads * keys * 4;
     (6, ids + rotary + mask)
+}
+
+/// The same forward on a device, which expands the tables and computes the mask there: the
+/// ids, one upload of cos and sin per row (`[2, rows, 1, 1, 8]` f32) and one of the mask's
+/// columns (each row's first key, the `keys` key columns and the query's own, i64).
+fn device_forward_uploads(rows: u64, keys: u64) -> (u64, u64) {
+    let ids = rows * 8;
+    let rotary = 2 * rows * 8 * 4;
+    let mask_columns = (rows + keys + 1) * 8;
+    (3, ids + rotary + mask_columns)
 }
 
 /// The second step's cache: the longest prompt (6) and the two tokens decoded so far.
@@ -65,7 +77,7 @@ const KEYS: u64 = 8;
 fn the_host_path_reads_the_logits_back_once_per_decode_step() {
     let (step, vocab, outputs) = decode_step::<burn::backend::Flex>(&Default::default());
     let rows = PROMPTS.len() as u64;
-    let (uploads, upload_bytes) = forward_uploads(rows, KEYS);
+    let (uploads, upload_bytes) = host_forward_uploads(rows, KEYS);
     let want = Transfers {
         uploads,
         upload_bytes,
@@ -76,8 +88,9 @@ fn the_host_path_reads_the_logits_back_once_per_decode_step() {
     assert!(outputs.iter().all(|o| o.tokens.len() == NEW_TOKENS));
 }
 
-/// On a GPU backend the step draws on the device: one more upload (each row's 1/T, u and greedy
-/// flag) and one download of (token, log-prob, non-finite count) per row, not the logits;
+/// On a GPU backend the step builds its rotary tables and mask on the device (three uploads
+/// of a few hundred bytes, not six of the full tables) and draws there: one more upload
+/// (each row's 1/T, u and greedy flag) and one download of (token, log-prob, non-finite count) per row, not the logits;
 /// every request gets the tokens the CPU's host sampler gives it, with log-probs within
 /// 1e-4.
 #[cfg(feature = "wgpu")]
@@ -99,7 +112,7 @@ fn on_cuda_a_decode_step_reads_back_three_numbers_a_row() {
 fn a_device_decode_step_reads_back_three_numbers_a_row<D: KernelBackend>(device: &D::Device) {
     let (step, _, outputs) = decode_step::<D>(device);
     let rows = PROMPTS.len() as u64;
-    let (uploads, upload_bytes) = forward_uploads(rows, KEYS);
+    let (uploads, upload_bytes) = device_forward_uploads(rows, KEYS);
     let want = Transfers {
         uploads: uploads + 1,
         upload_bytes: upload_bytes + rows * 3 * 4,

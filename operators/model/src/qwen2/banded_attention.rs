@@ -232,7 +232,7 @@ mod tests {
                 .collect();
             Tensor::cat(parts, 1)
         };
-        let mask = AttentionLayout::right_padded(batch, len).mask::<A>(
+        let mask = AttentionLayout::right_padded(batch, len).mask_on_host::<A>(
             len,
             heads,
             Some(window),
