@@ -20,7 +20,9 @@ pub struct LogProbSaved<B: Backend> {
     pub logits: FloatTensor<B>,
     /// `[N]`.
     pub targets: IntTensor<B>,
-    /// Row log-sum-exp of `logits / temperature`, `[N]`.
+    /// What the backward needs per row beyond `out`: the row log-sum-exp of
+    /// `logits / temperature`, `[N]`, on the CPU; (log-sum-exp, entropy) `[N, 2]` in f32 on
+    /// the CubeCL backends, unrounded by a half-precision `out` (`cube/logprob.rs`).
     pub lse: FloatTensor<B>,
     /// The forward output, `[N, 2]` rows of (logp, entropy).
     pub out: FloatTensor<B>,
@@ -105,7 +107,8 @@ pub trait KernelBackend: Backend {
     const DEVICE_MEMORY: bool = false;
 
     /// Token log-prob + entropy forward: `logits [N, V]`, `targets [N]` →
-    /// (`[N, 2]` rows of (logp, entropy), `lse [N]` = log-sum-exp of `logits / temperature`).
+    /// (`[N, 2]` rows of (logp, entropy), what the backward needs per row:
+    /// [`LogProbSaved::lse`]).
     fn logprob_entropy_forward(
         logits: FloatTensor<Self>,
         targets: IntTensor<Self>,

@@ -113,6 +113,33 @@ backend_suite!(
     burn::backend::wgpu::WgpuDevice::default()
 );
 
+/// The log-prob kernel on f16 logits (`suite/half_logprob.rs`; lavapipe has f16 shaders).
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_f16_logprob_entropy_and_gradient_match_f64() {
+    type H = burn::backend::wgpu::CubeBackend<
+        burn::backend::wgpu::WgpuRuntime,
+        burn::tensor::f16,
+        i32,
+        u32,
+    >;
+    suite::half_logprob::half_logprob_matches_f64::<burn::backend::Autodiff<H>>(
+        &Default::default(),
+        (10, -14),
+    );
+}
+
+/// The same on bf16 logits on CUDA device 0.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_bf16_logprob_entropy_and_gradient_match_f64() {
+    type H = burn::backend::Cuda<burn::tensor::bf16>;
+    suite::half_logprob::half_logprob_matches_f64::<burn::backend::Autodiff<H>>(
+        &burn::backend::cuda::CudaDevice::default(),
+        (7, -126),
+    );
+}
+
 // Needs an NVIDIA GPU at run time (cudarc loads the driver); builds anywhere.
 #[cfg(feature = "cuda")]
 backend_suite!(

@@ -5,6 +5,13 @@
 //! cube merges the triples in shared memory (tree reduction, rescaling both sides to the
 //! larger max), then lse = m + ln S₀, H = ln S₀ − S₁/S₀, logp = s_y − lse.
 //! Backward: dz_v = (g_lp(δ_vy − p_v) − g_H p_v(log p_v + H)) / T, p_v = e^{s_v − lse}.
+//!
+//! Logits of any float type (f32, bf16, f16) are read as such and every sum, the max and
+//! lse are kept in the accumulator type `A` (f32 at launch): a bf16 S₀ over 151,936 terms
+//! would stop growing once each term falls below its last bit, and a bf16 lse is only
+//! good to ±0.03, which the backward's p_v would inherit. Outputs (log-prob, entropy,
+//! dlogits) are written in the logits' type; what the backward reads, (lse, H) per row,
+//! is saved in `A` beside them (`[rows, 2]`), so half-precision outputs do not round it.
 //! Source: online softmax (Milakov & Gimelshein 2018), burn-cubecl's one-cube-per-row
 //! reductions.
 
@@ -20,27 +27,27 @@ const FLOOR: f32 = -1.0e4;
 
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
+pub(crate) fn logprob_forward_kernel<F: Float, A: Float, I: Numeric>(
     logits: &Tensor<F>,
     targets: &Tensor<I>,
     out: &mut Tensor<F>,
-    lse: &mut Tensor<F>,
+    lse: &mut Tensor<A>,
     rows: u32,
     vocab: u32,
     inv_t: f32,
     #[comptime] block: u32,
-    #[define(F, I)] _dtypes: [StorageType; 2],
+    #[define(F, A, I)] _dtypes: [StorageType; 3],
 ) {
     let row = cube_index(rows);
     let v = vocab as usize;
     let base = row * v;
-    let inv = F::cast_from(inv_t);
-    let mut m = F::new(NEG_BIG);
-    let mut s0 = F::new(0.0);
-    let mut s1 = F::new(0.0);
+    let inv = A::cast_from(inv_t);
+    let mut m = A::new(NEG_BIG);
+    let mut s0 = A::new(0.0);
+    let mut s1 = A::new(0.0);
     let mut i = UNIT_POS_X as usize;
     while i < v {
-        let s = logits[base + i] * inv;
+        let s = A::cast_from(logits[base + i]) * inv;
         if s > m {
             let d = m - s;
             let f = d.exp();
@@ -48,7 +55,7 @@ pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
             s0 *= f;
             m = s;
         }
-        let x = F::max(s - m, F::new(FLOOR));
+        let x = A::max(s - m, A::new(FLOOR));
         let e = x.exp();
         s0 += e;
         s1 += e * x;
@@ -57,7 +64,7 @@ pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
     // One shared array holding the three per-unit values side by side, (m | S₀ | S₁), as
     // the PPO kernel keeps its partials.
     let b = block as usize;
-    let mut acc = SharedMemory::<F>::new(3 * b);
+    let mut acc = SharedMemory::<A>::new(3 * b);
     let u = UNIT_POS_X as usize;
     acc[u] = m;
     acc[b + u] = s0;
@@ -68,7 +75,7 @@ pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
         if u < stride {
             let ma = acc[u];
             let mb = acc[u + stride];
-            let mx = F::max(ma, mb);
+            let mx = A::max(ma, mb);
             let da = ma - mx;
             let db = mb - mx;
             let fa = da.exp();
@@ -87,44 +94,45 @@ pub(crate) fn logprob_forward_kernel<F: Float, I: Numeric>(
         let log_s0 = acc[b].ln();
         let l = acc[0] + log_s0;
         let y = u32::cast_from(targets[row]) as usize;
-        out[row * 2] = logits[base + y] * inv - l;
-        out[row * 2 + 1] = log_s0 - acc[2 * b] / acc[b];
-        lse[row] = l;
+        out[row * 2] = F::cast_from(A::cast_from(logits[base + y]) * inv - l);
+        let h = log_s0 - acc[2 * b] / acc[b];
+        out[row * 2 + 1] = F::cast_from(h);
+        lse[row * 2] = l;
+        lse[row * 2 + 1] = h;
     }
 }
 
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn logprob_backward_kernel<F: Float, I: Numeric>(
+pub(crate) fn logprob_backward_kernel<F: Float, A: Float, I: Numeric>(
     logits: &Tensor<F>,
     targets: &Tensor<I>,
-    lse: &Tensor<F>,
-    out: &Tensor<F>,
+    lse: &Tensor<A>,
     grad: &Tensor<F>,
     dlogits: &mut Tensor<F>,
     rows: u32,
     vocab: u32,
     inv_t: f32,
-    #[define(F, I)] _dtypes: [StorageType; 2],
+    #[define(F, A, I)] _dtypes: [StorageType; 3],
 ) {
     let row = cube_index(rows);
     let v = vocab as usize;
     let base = row * v;
-    let inv = F::cast_from(inv_t);
-    let l = lse[row];
-    let h = out[row * 2 + 1];
-    let a = grad[row * 2] * inv;
-    let b = grad[row * 2 + 1] * inv;
+    let inv = A::cast_from(inv_t);
+    let l = lse[row * 2];
+    let h = lse[row * 2 + 1];
+    let a = A::cast_from(grad[row * 2]) * inv;
+    let b = A::cast_from(grad[row * 2 + 1]) * inv;
     let y = u32::cast_from(targets[row]) as usize;
     let mut i = UNIT_POS_X as usize;
     while i < v {
-        let log_p = F::max(logits[base + i] * inv - l, F::new(FLOOR));
+        let log_p = A::max(A::cast_from(logits[base + i]) * inv - l, A::new(FLOOR));
         let p = log_p.exp();
-        let mut d = F::new(0.0) - p * (a + b * (log_p + h));
+        let mut d = A::new(0.0) - p * (a + b * (log_p + h));
         if i == y {
             d += a;
         }
-        dlogits[base + i] = d;
+        dlogits[base + i] = F::cast_from(d);
         i += CUBE_DIM_X as usize;
     }
 }

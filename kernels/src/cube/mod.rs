@@ -25,6 +25,8 @@ use crate::aggregation::LossAgg;
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
 use crate::ppo_clip::ClipSettings;
 
+/// The log-prob kernel's accumulator type, whatever the logits' (module doc of [`logprob`]).
+const ACCUMULATOR: DType = DType::F32;
 /// Units per cube for the row and sequence reductions (a power of two).
 const BLOCK: u32 = 256;
 /// Units per cube for the GAE scan (one cube per sequence; a power of two): a sequence of
@@ -44,11 +46,16 @@ fn grid(items: usize) -> CubeCount {
 /// or `[rows, vocab]` tensor leaves every row after the first in the wrong place (the
 /// log-prob suite's failures on an H100, bench/history/gpu.md).
 fn empty<R: CubeRuntime>(like: &CubeTensor<R>, shape: &[usize]) -> CubeTensor<R> {
+    empty_of(like, shape, like.dtype)
+}
+
+/// [`empty`] of another dtype (an f32 accumulator's output beside bf16 logits).
+fn empty_of<R: CubeRuntime>(like: &CubeTensor<R>, shape: &[usize], dtype: DType) -> CubeTensor<R> {
     empty_device_contiguous_dtype::<R>(
         like.client.clone(),
         like.device.clone(),
         Shape::from(shape.to_vec()),
-        like.dtype,
+        dtype,
     )
 }
 
@@ -98,7 +105,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         let x = RowsLaunch::new(logits, targets);
         let (rows, vocab) = (x.rows, x.vocab);
         let out = empty(&x.logits, &[rows, 2]);
-        let lse = empty(&x.logits, &[rows]);
+        let lse = empty_of(&x.logits, &[rows, 2], ACCUMULATOR);
         logprob::logprob_forward_kernel::launch::<R>(
             &x.client,
             grid(rows),
@@ -130,7 +137,6 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
             x.logits.into_tensor_arg(),
             x.targets.into_tensor_arg(),
             into_contiguous(saved.lse).into_tensor_arg(),
-            into_contiguous(saved.out).into_tensor_arg(),
             into_contiguous(grad).into_tensor_arg(),
             dlogits.clone().into_tensor_arg(),
             rows as u32,
@@ -300,7 +306,8 @@ struct RowsLaunch<R: CubeRuntime> {
     targets: CubeTensor<R>,
     rows: usize,
     vocab: usize,
-    dtypes: [StorageType; 2],
+    /// (logits, the accumulator, targets).
+    dtypes: [StorageType; 3],
     client: ComputeClient<R>,
 }
 
@@ -309,7 +316,11 @@ impl<R: CubeRuntime> RowsLaunch<R> {
         let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
         let [rows, vocab] = logits.shape().dims::<2>();
         RowsLaunch {
-            dtypes: [logits.dtype.into(), targets.dtype.into()],
+            dtypes: [
+                logits.dtype.into(),
+                ACCUMULATOR.into(),
+                targets.dtype.into(),
+            ],
             client: logits.client.clone(),
             logits,
             targets,

@@ -22,6 +22,8 @@ use roll_flow_kernels::{reference, ClipSettings, KernelBackend, LossAgg, PpoStat
 
 pub mod block_write;
 pub mod contiguous;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub mod half_logprob;
 pub mod linear;
 pub mod masked_softmax;
 pub mod matmul;
