@@ -235,3 +235,23 @@ fn syntax_and_serde_errors_come_with_positions() {
     let d = first(&VALID[..VALID.len() - 3]);
     assert_eq!(d.message, "unexpected end of file", "{d}");
 }
+
+/// `tf32:` is off unless the file turns it on (PyTorch's default), and `--set tf32=true`
+/// turns it on; a value that is not a boolean is refused at its place.
+#[test]
+fn tf32_is_off_unless_the_file_allows_it() {
+    assert!(!loaded(VALID).pipeline.tf32);
+    let on = VALID.replace("steps: 2,", "steps: 2, tf32: true,");
+    assert!(loaded(&on).pipeline.tf32);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("valid.ron");
+    std::fs::write(&path, VALID).unwrap();
+    let set = roll_flow_engine::spec::load::<common::TestCatalog>(&path, &["tf32=true".into()]);
+    assert!(set.unwrap().pipeline.tf32);
+    let d = load_text(&VALID.replace("steps: 2,", "steps: 2, tf32: 1,"))
+        .expect_err("a number is not a boolean")
+        .remove(0);
+    let at = d.location.expect("a location").start;
+    assert_eq!(d.message, "expected `true` or `false`");
+    assert_eq!((at.line, at.col), (2, 35));
+}

@@ -240,7 +240,8 @@ pub trait KernelBackend: Backend {
     /// The batched matrix product over the last two axes, `lhs [.., n, k] · rhs [.., k, m]`
     /// with equal leading axes, f32 products kept in f32. Default: burn's matmul. The
     /// CubeCL backends override it on devices with TF32 tensor cores (CUDA from Ampere on),
-    /// where burn's matmul multiplies f32 in TF32 (10-bit mantissas; `cube/f32_matmul.rs`).
+    /// where burn's matmul multiplies f32 in TF32 (10-bit mantissas; `cube/f32_matmul.rs`),
+    /// unless the run opts in to TF32 ([`crate::allow_tf32`]).
     fn matmul_forward(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::float_matmul(lhs, rhs)
     }

@@ -59,6 +59,7 @@ mod packed_weights;
 pub mod ppo_clip;
 pub mod reference;
 pub mod row_sampling;
+mod tf32;
 mod unfused;
 
 use burn::tensor::{Int, Tensor, TensorPrimitive};
@@ -67,6 +68,7 @@ pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
 pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
 pub use packed_weights::{with_packed_weights, PackedWeights};
 pub use ppo_clip::{ClipSettings, PpoStats};
+pub use tf32::{allow_tf32, tf32_allowed};
 pub use unfused::DenseGradients;
 
 /// A request the kernels refuse, with what was wrong.

@@ -140,6 +140,14 @@ fn cuda_bf16_logprob_entropy_and_gradient_match_f64() {
     );
 }
 
+/// TF32 products only when the run allows them (`suite/matmul.rs`), on CUDA device 0.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_f32_products_use_tf32_only_when_allowed() {
+    let device = burn::backend::cuda::CudaDevice::default();
+    suite::matmul::tf32_only_when_allowed::<burn::backend::Cuda>(&device);
+}
+
 // Needs an NVIDIA GPU at run time (cudarc loads the driver); builds anywhere.
 #[cfg(feature = "cuda")]
 backend_suite!(

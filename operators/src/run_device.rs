@@ -26,7 +26,8 @@ pub fn missing_backend(device: Device) -> Option<String> {
 }
 
 /// Runs the pipeline's graph on the backend its `device:` names (`missing_backend` has
-/// already refused one this build lacks).
+/// already refused one this build lacks), with f32 products in TF32 where it says
+/// `tf32: true` and the device has them.
 pub fn execute_on_device(
     pipeline: Pipeline<RollFlow>,
     graph: Arc<PipelineGraph>,
@@ -42,6 +43,7 @@ pub fn execute_on_device(
         let pipeline = Arc::new(pipeline.recast::<RollFlow<B>>());
         execute::<RollFlow<B>>(pipeline, graph, options, on_step)
     }
+    roll_flow_kernels::allow_tf32(pipeline.tf32);
     match pipeline.device {
         #[cfg(feature = "wgpu")]
         Device::Wgpu => {

@@ -2,7 +2,8 @@
 //! [`logprob`], [`gae`] and [`ppo`]. Inputs are made contiguous first; outputs are fresh
 //! device tensors of the input float dtype. Packed-sequence offsets are uploaded as a
 //! small u32 tensor per call.
-//! On devices with TF32 tensor cores the f32 matrix product is [`f32_matmul`]'s.
+//! On devices with TF32 tensor cores the f32 matrix product is [`f32_matmul`]'s, unless the
+//! run allows TF32 ([`crate::allow_tf32`]).
 
 mod cube_index;
 mod f32_matmul;
@@ -90,7 +91,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
     const DEVICE_MEMORY: bool = true;
 
     fn matmul_forward(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        if lhs.dtype == DType::F32 && rhs.dtype == DType::F32 && f32_matmul::has_tf32(&lhs.client) {
+        let f32 = lhs.dtype == DType::F32 && rhs.dtype == DType::F32;
+        if f32 && !crate::tf32_allowed() && f32_matmul::has_tf32(&lhs.client) {
             f32_matmul::f32_matmul(lhs, rhs)
         } else {
             Self::float_matmul(lhs, rhs)

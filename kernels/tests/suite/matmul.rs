@@ -66,3 +66,35 @@ pub fn matmul_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B::D
         assert_close_scaled(&format!("d rhs {what}"), &db_t, &rdb_t, 0.0, 2e-5);
     }
 }
+
+/// The TF32 switch (`roll_flow_kernels::allow_tf32`) on a device with TF32 tensor cores:
+/// a `[64, 256]·[256, 64]` product is within f32's 2e-5·max |ref| of f64 when TF32 is not
+/// allowed, and further than 2e-4 (TF32's 10-bit mantissas give about 1e-3) when it is.
+/// Flips a process-wide setting, so other products running beside it would see TF32:
+/// `bench/gpu/run.sh` runs the suite with one test thread.
+#[cfg(feature = "cuda")]
+pub fn tf32_only_when_allowed<B: KernelBackend>(device: &B::Device) {
+    let (n, k, m) = (64, 256, 64);
+    let mut rng = Rng::new(1800);
+    let mut random = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.normal()).collect() };
+    let (a, b) = (random(n * k), random(k * m));
+    let want = host_matmul(&a, &b, n, k, m);
+    let scale = want.iter().fold(0.0f32, |s, v| s.max(v.abs()));
+    let product = |tf32: bool| {
+        roll_flow_kernels::allow_tf32(tf32);
+        let lhs = Tensor::<B, 4>::from_data(TensorData::new(a.clone(), [1, 1, n, k]), device);
+        let rhs = Tensor::<B, 4>::from_data(TensorData::new(b.clone(), [1, 1, k, m]), device);
+        let y = host(roll_flow_kernels::matmul(lhs, rhs));
+        let err = y
+            .iter()
+            .zip(&want)
+            .fold(0.0f32, |e, (g, w)| e.max((g - w).abs()));
+        err / scale
+    };
+    let (with, without) = (product(true), product(false));
+    assert!(
+        without <= 2e-5,
+        "TF32 not allowed: relative error {without}"
+    );
+    assert!(with > 2e-4, "TF32 allowed: relative error {with}, as f32's");
+}
