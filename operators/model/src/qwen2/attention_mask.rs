@@ -139,6 +139,14 @@ impl AttentionLayout {
         }
     }
 
+    /// The mask's extent over `keys` keys with `window`: (rows, queries, the first query's
+    /// own column, the first visible key column, the visible width `keys − first`).
+    fn extent(&self, keys: usize, window: Option<usize>) -> (usize, usize, usize, usize, usize) {
+        let (batch, queries) = (self.batch(), self.queries());
+        let first = self.first_visible_key(keys, window);
+        (batch, queries, keys - queries, first, keys - first)
+    }
+
     /// [`mask`](Self::mask) written on the host and uploaded whole
     /// (`batch · heads · queries · width` floats).
     pub fn mask_on_host<B: Backend>(
@@ -148,10 +156,8 @@ impl AttentionLayout {
         window: Option<usize>,
         device: &B::Device,
     ) -> Tensor<B, 4> {
-        let (batch, queries) = (self.batch(), self.queries());
-        let offset = keys - queries;
-        let first = self.first_visible_key(keys, window);
-        let (window, width) = (window.unwrap_or(usize::MAX), keys - first);
+        let (batch, queries, offset, first, width) = self.extent(keys, window);
+        let window = window.unwrap_or(usize::MAX);
         let mut values = Vec::with_capacity(batch * heads * queries * width);
         for &start in &self.key_start {
             let row_start = values.len();
@@ -182,10 +188,7 @@ impl AttentionLayout {
         window: Option<usize>,
         device: &B::Device,
     ) -> Tensor<B, 4> {
-        let (batch, queries) = (self.batch(), self.queries());
-        let offset = keys - queries;
-        let first = self.first_visible_key(keys, window);
-        let width = keys - first;
+        let (batch, queries, offset, first, width) = self.extent(keys, window);
         let columns: Vec<i64> = self
             .key_start
             .iter()
