@@ -13,7 +13,10 @@
 #   probe.txt, probe/gpu_bench.json, kernel_sources.log
 #                      the log-prob kernel's raw outputs on small host-made logits against
 #                      f64, and the CUDA source CubeCL generated for each kernel it ran
-#   kernels.txt        the kernel suite: every kernel against the burn-ops reference
+#   kernels.txt        the kernel suite: every kernel against the burn-ops reference; then
+#                      what one decode step copies between host and device, with its
+#                      tokens against the CPU's (model_transfers; one file, as the device
+#                      tool brings back 8)
 #   hf_parity.txt      the HF fixture's logits against transformers' (max |Δlogit|)
 #   pipelines.txt      the FrozenLake pipelines' first step on the GPU against the CPU
 #   gpu_bench.json     kernel bandwidth, unfused speed-ups, 0.5B-shape tokens/s and FLOP/s
@@ -108,9 +111,9 @@ if [[ "$parts" == *" probe "* ]] && [ "$device" = cuda ]; then
 fi
 part probe 60 "$bin/gpu" --device "$device" --only probe --out "$out/probe"
 [ "$device" = cuda ] && echo "$cache_config" > cubecl.toml
-part kernels 60 "$bin/kernels" --test-threads 1
+part kernels 90 sh -c '"$0" --test-threads 1; k=$?; "$1" --test-threads 1; exit $((k | $?))' \
+    "$bin/kernels" "$bin/model_transfers"
 part hf_parity 40 "$bin/model_hf_parity" --test-threads 1 --nocapture
-part transfers 30 "$bin/model_transfers" --test-threads 1
 part pipelines 90 "$bin/gpu_pipelines" --test-threads 1 --nocapture
 part bench 220 "$bin/gpu" --device "$device" $bench_size --out "$out"
 run_dir="$(mktemp -d)"
