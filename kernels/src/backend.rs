@@ -237,6 +237,22 @@ pub trait KernelBackend: Backend {
         Self::rms_norm_forward(x, weight, eps)
     }
 
+    /// Attention of one query per row (a decode step), fused where the backend has a kernel
+    /// for it (the CubeCL ones: `cube/decode_attention.rs`): `q [b, heads, 1, d]` (already
+    /// scaled), `k`, `v [b, kv_heads, keys, d]` (`heads` a multiple of `kv_heads`), the
+    /// additive `mask [b, heads, 1, keys]` → `softmax(q kᵀ + mask) v`, `[b, heads, d]`
+    /// row-major. Default `None`: the caller composes it from matmuls and
+    /// [`KernelBackend::masked_softmax`] (the CPU backends, whose products are already
+    /// fused, and autodiff: training does not decode).
+    fn decode_attention(
+        _q: FloatTensor<Self>,
+        _k: FloatTensor<Self>,
+        _v: FloatTensor<Self>,
+        _mask: FloatTensor<Self>,
+    ) -> Option<FloatTensor<Self>> {
+        None
+    }
+
     /// The batched matrix product over the last two axes, `lhs [.., n, k] · rhs [.., k, m]`
     /// with equal leading axes, f32 products kept in f32. Default: burn's matmul. The
     /// CubeCL backends override it on devices with TF32 tensor cores (CUDA from Ampere on),

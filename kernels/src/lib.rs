@@ -15,6 +15,7 @@
 //! ppo_clip_loss_weighted(…, mask, weight: Option<Tensor<B, 1>>, offsets, config)
 //! swiglu<B: KernelBackend, const D: usize>(gate: Tensor<B, D>, up: Tensor<B, D>) -> Tensor<B, D>
 //! masked_softmax<B: KernelBackend, const D: usize>(scores, mask: Tensor<B, D>) -> Tensor<B, D>
+//! decode_attention<B: KernelBackend>(q, k, v, mask: Tensor<B, 4>) -> Option<Tensor<B, 3>>
 //! rms_norm<B: KernelBackend, const D: usize>(x: Tensor<B, D>, weight: Tensor<B, 1>, eps: f32)
 //! rotary<B: KernelBackend, const D: usize>(x, cos, sin: Tensor<B, D>) -> Tensor<B, D>
 //! linear<B: KernelBackend, const D: usize>(x: Tensor<B, D>, weight: Tensor<B, 2>,
@@ -237,6 +238,20 @@ pub fn masked_softmax<B: KernelBackend, const D: usize>(
     );
     let out = B::masked_softmax(float(scores), float(mask));
     Tensor::from_primitive(TensorPrimitive::Float(out))
+}
+
+/// One query per row against its keys and values (a decode step): `softmax(q kᵀ + mask) v`
+/// for `q [b, heads, 1, d]` (scaled), `k`, `v [b, kv_heads, keys, d]` and `mask [b, heads,
+/// 1, keys]`, as `[b, heads, d]`, in one fused kernel where the backend has one (see
+/// [`KernelBackend::decode_attention`]); `None` where it has not, or for shapes it does
+/// not take (more than one query, a head wider than 256), and the caller composes it.
+pub fn decode_attention<B: KernelBackend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    mask: Tensor<B, 4>,
+) -> Option<Tensor<B, 3>> {
+    B::decode_attention(float(q), float(k), float(v), float(mask)).map(wrap)
 }
 
 fn refuse<T>(op: &'static str, message: String) -> Result<T, KernelError> {

@@ -72,6 +72,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn decode_attention_matches_f64() {
+                super::suite::decode_attention::decode_attention_matches_f64::<B>(&device());
+            }
+
+            #[test]
             fn rotary_and_its_gradient_match_reference() {
                 super::suite::rotary::rotary_forward_backward::<A>(&device());
             }

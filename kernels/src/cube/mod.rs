@@ -6,6 +6,7 @@
 //! run allows TF32 ([`crate::allow_tf32`]).
 
 mod cube_index;
+mod decode_attention;
 mod f32_matmul;
 mod gae;
 mod logprob;
@@ -26,7 +27,8 @@ use crate::aggregation::LossAgg;
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
 use crate::ppo_clip::ClipSettings;
 
-/// The log-prob kernel's accumulator type, whatever the logits' (module doc of [`logprob`]).
+/// The log-prob and decode-attention kernels' accumulator type, whatever their operands'
+/// (module docs of [`logprob`] and [`decode_attention`]).
 const ACCUMULATOR: DType = DType::F32;
 /// Units per cube for the row and sequence reductions (a power of two).
 const BLOCK: u32 = 256;
@@ -97,6 +99,15 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         } else {
             Self::float_matmul(lhs, rhs)
         }
+    }
+
+    fn decode_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        mask: FloatTensor<Self>,
+    ) -> Option<FloatTensor<Self>> {
+        decode_attention::launch(q, k, v, mask)
     }
 
     fn logprob_entropy_forward(

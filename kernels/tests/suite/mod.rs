@@ -13,6 +13,8 @@
 //! - rotary embedding and its gradient: ≤ 1e-6 + 1e-5·|ref| (`rotary.rs`);
 //! - dense layer: y ≤ 1e-5 + 1e-4·|ref|, dx, dweight, dbias against max |ref|, the
 //!   reference in f64 on the host (`linear.rs`);
+//! - decode attention (one query a row, fused where the backend has it): ≤ 1e-5 + 1e-4·|ref|
+//!   against f64 on the host (`decode_attention.rs`);
 //! - batched matrix product and its gradients: ≤ 2e-5·max |ref|, against f64 on the host
 //!   (`matmul.rs`; TF32 products would be off by about 1e-3).
 
@@ -22,6 +24,7 @@ use roll_flow_kernels::{reference, ClipSettings, KernelBackend, LossAgg, PpoStat
 
 pub mod block_write;
 pub mod contiguous;
+pub mod decode_attention;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub mod half_logprob;
 pub mod linear;

@@ -256,6 +256,8 @@ impl<B: KernelBackend> Attention<B> {
 
     /// `softmax(q kᵀ + mask) v` with the heads merged back: `q: [batch, heads, queries, d]`
     /// (already scaled), `k`, `v: [batch, kv_heads, keys, d]` -> `[batch, queries, heads·d]`.
+    /// One query a row on a GPU backend is the fused decode kernel
+    /// ([`roll_flow_kernels::decode_attention`]); otherwise matmuls and a masked softmax.
     fn attend(
         &self,
         q: Tensor<B, 4>,
@@ -264,6 +266,14 @@ impl<B: KernelBackend> Attention<B> {
         mask: &Tensor<B, 4>,
     ) -> Tensor<B, 3> {
         let [batch, heads, queries, d] = q.dims();
+        // A decode step (one query a row) in one kernel on a GPU backend.
+        if queries == 1 && B::DEVICE_MEMORY {
+            let fused =
+                roll_flow_kernels::decode_attention(q.clone(), k.clone(), v.clone(), mask.clone());
+            if let Some(out) = fused {
+                return out.reshape([batch, 1, heads * d]);
+            }
+        }
         let (kv, keys) = (self.kv_heads, k.dims()[2]);
         let rep = heads / kv;
         // With GQA the `rep` query heads of a key/value head are stacked along the query
