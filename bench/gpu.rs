@@ -10,8 +10,9 @@
 //!   tensor (bytes read plus bytes written over its time).
 //! - Kernels against the physical limit and against the unfused burn-ops path: the fused
 //!   log-prob + entropy forward and forward + backward at 8,192 × 151,936 (f32 and bf16
-//!   logits), GAE at 256 × 8,192, the PPO clip loss forward + backward at 16M tokens. The
-//!   bytes are the fewest each must move (inputs read once, outputs written once).
+//!   logits), GAE at 256 × 8,192, the PPO clip loss forward + backward at 16M tokens, a
+//!   decode step's attention over 128 rows × 1,024 cached keys (`gpu/decode_attention.rs`).
+//!   The bytes are the fewest each must move (inputs read once, outputs written once).
 //! - The Qwen2.5-0.5B shape (24 layers, dim 896, 14 heads, 2 KV heads, FFN 4,864, vocab
 //!   151,936, tied embeddings) with random weights built on the device: forward + backward
 //!   tokens/s of −mean log π over 8 × 512 tokens, and KV-cache generation tokens/s at batch
@@ -36,6 +37,8 @@ use roll_flow_model::packed::PackedSequences;
 use roll_flow_model::Qwen2CausalLm;
 use serde_json::{json, Value};
 
+#[path = "gpu/decode_attention.rs"]
+mod decode_attention;
 #[path = "gpu/probe.rs"]
 mod probe;
 
@@ -52,6 +55,8 @@ struct Sizes {
     model: (usize, usize, usize, usize, usize, usize),
     train: (usize, usize),
     generate: (usize, usize, usize),
+    /// The decode attention: (rows, cached keys).
+    decode: (usize, usize),
     reps: usize,
 }
 
@@ -65,6 +70,7 @@ const FULL: Sizes = Sizes {
     model: (24, 896, 14, 2, 4864, 151_936),
     train: (8, 512),
     generate: (64, 16, 64),
+    decode: (128, 1024),
     reps: 7,
 };
 
@@ -78,6 +84,7 @@ const SMALL: Sizes = Sizes {
     model: (2, 128, 4, 2, 512, 4096),
     train: (2, 64),
     generate: (4, 8, 8),
+    decode: (4, 64),
     reps: 3,
 };
 
@@ -495,6 +502,11 @@ fn kernel_figures<B: KernelBackend>(device: &B::Device, s: Sizes, bf16: bool) ->
     }
     rows.push(gae_row::<B>(device, s, ceiling));
     rows.extend(ppo_rows::<B>(device, s, ceiling));
+    rows.extend(or_failure("decode attention", || {
+        vec![decode_attention::decode_attention_row::<B>(
+            device, s, ceiling,
+        )]
+    }));
     json!({"copy_bytes_per_s": ceiling, "kernels": rows})
 }
 
