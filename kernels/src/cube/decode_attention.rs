@@ -50,12 +50,12 @@ pub(super) fn launch<R: CubeRuntime>(
         return None;
     }
     let out = empty(&q, &[rows, heads, d]);
-    let items = rows * heads;
+    let (client, dtype, items) = (q.client.clone(), q.dtype, rows * heads);
     decode_attention_kernel::launch::<R>(
-        &q.client.clone(),
+        &client,
         grid(items),
         CubeDim::new_1d(UNITS),
-        q.clone().into_tensor_arg(),
+        q.into_tensor_arg(),
         k.into_tensor_arg(),
         v.into_tensor_arg(),
         mask.into_tensor_arg(),
@@ -66,7 +66,7 @@ pub(super) fn launch<R: CubeRuntime>(
         keys as u32,
         d as u32,
         UNITS,
-        [q.dtype.into(), ACCUMULATOR.into()],
+        [dtype.into(), ACCUMULATOR.into()],
     );
     Some(out)
 }

@@ -66,24 +66,21 @@ impl<B: KernelBackend> RotaryAngles<B> {
             head_dim / 2,
             "one frequency per pair of features"
         );
+        let angles = HalfAngles::new(positions, inv_freq);
         match B::DEVICE_MEMORY {
-            true => Self::expanded_on_device(positions, head_dim, heads, inv_freq, device),
-            false => Self::expanded_on_host(positions, head_dim, heads, inv_freq, device),
+            true => Self::expanded_on_device(angles, heads, device),
+            false => Self::expanded_on_host(angles, heads, device),
         }
     }
 
     /// The tables built on the host and uploaded whole (four uploads of
     /// `positions · heads · head_dim` floats).
-    pub fn expanded_on_host(
-        positions: &[Vec<usize>],
-        head_dim: usize,
+    fn expanded_on_host(
+        a: HalfAngles,
         (q_heads, kv_heads): (usize, usize),
-        inv_freq: &[f32],
         device: &B::Device,
     ) -> Self {
-        let (batch, len) = (positions.len(), positions.first().map_or(0, Vec::len));
-        let (cos, sin) = half_angles(positions, inv_freq);
-        let half = inv_freq.len();
+        let (batch, len, half, head_dim) = (a.batch, a.len, a.half, 2 * a.half);
         let table = |values: &[f32], n: usize, scale: f32| {
             let mut out = Vec::with_capacity(values.len() * 2 * n);
             for row in values.chunks(half.max(1)) {
@@ -96,27 +93,24 @@ impl<B: KernelBackend> RotaryAngles<B> {
         };
         let scale = query_scale(head_dim);
         RotaryAngles {
-            cos_scaled: table(&cos, q_heads, scale),
-            sin_scaled: table(&sin, q_heads, scale),
-            cos: table(&cos, kv_heads, 1.0),
-            sin: table(&sin, kv_heads, 1.0),
+            cos_scaled: table(&a.cos, q_heads, scale),
+            sin_scaled: table(&a.sin, q_heads, scale),
+            cos: table(&a.cos, kv_heads, 1.0),
+            sin: table(&a.sin, kv_heads, 1.0),
         }
     }
 
     /// The tables expanded on the device from one upload of `cos θ` and `sin θ` per
     /// position (`[2, batch, len, 1, head_dim/2]`): the half repeated twice along the
     /// feature axis, then over the heads, the query tables times the scale.
-    pub fn expanded_on_device(
-        positions: &[Vec<usize>],
-        head_dim: usize,
+    fn expanded_on_device(
+        a: HalfAngles,
         (q_heads, kv_heads): (usize, usize),
-        inv_freq: &[f32],
         device: &B::Device,
     ) -> Self {
-        let (batch, len) = (positions.len(), positions.first().map_or(0, Vec::len));
-        let half = inv_freq.len();
-        let (mut angles, sin) = half_angles(positions, inv_freq);
-        angles.extend(sin);
+        let (batch, len, half, head_dim) = (a.batch, a.len, a.half, 2 * a.half);
+        let mut angles = a.cos;
+        angles.extend(a.sin);
         let angles: Tensor<B, 5> =
             upload(TensorData::new(angles, [2, batch, len, 1, half]), device);
         let full = |i: usize| {
@@ -148,20 +142,38 @@ impl<B: KernelBackend> RotaryAngles<B> {
     }
 }
 
-/// `cos θ` and `sin θ` of every position (row-major over `positions`) and frequency:
-/// `positions · inv_freq.len()` values each. HF computes the angle in f32 before taking
-/// cos/sin; these are taken in f64 and rounded once.
-fn half_angles(positions: &[Vec<usize>], inv_freq: &[f32]) -> (Vec<f32>, Vec<f32>) {
-    let n = positions.iter().map(Vec::len).sum::<usize>() * inv_freq.len();
-    let (mut cos, mut sin) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    for &pos in positions.iter().flatten() {
-        for f in inv_freq {
-            let angle = (pos as f32 * f) as f64;
-            cos.push(angle.cos() as f32);
-            sin.push(angle.sin() as f32);
+/// `cos θ` and `sin θ` of every position of one call and every frequency (half a head's
+/// features), row-major over `[batch, len, half]`: what both expansions start from.
+#[derive(Clone)]
+struct HalfAngles {
+    batch: usize,
+    len: usize,
+    half: usize,
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+impl HalfAngles {
+    /// HF computes the angle in f32 before taking cos/sin; these are taken in f64 and
+    /// rounded once.
+    fn new(positions: &[Vec<usize>], inv_freq: &[f32]) -> Self {
+        let n = positions.iter().map(Vec::len).sum::<usize>() * inv_freq.len();
+        let (mut cos, mut sin) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for &pos in positions.iter().flatten() {
+            for f in inv_freq {
+                let angle = (pos as f32 * f) as f64;
+                cos.push(angle.cos() as f32);
+                sin.push(angle.sin() as f32);
+            }
+        }
+        HalfAngles {
+            batch: positions.len(),
+            len: positions.first().map_or(0, Vec::len),
+            half: inv_freq.len(),
+            cos,
+            sin,
         }
     }
-    (cos, sin)
 }
 
 /// The attention scale `1/sqrt(head_dim)` the query tables carry.
@@ -198,8 +210,9 @@ mod tests {
         let positions = vec![vec![0, 1, 2], vec![7, 8, 9], vec![4093, 4094, 4095]];
         let inv_freq: Vec<f32> = (0..8).map(|i| 10_000f32.powf(-(i as f32) / 8.0)).collect();
         let device = Default::default();
-        let host = RotaryAngles::<B>::expanded_on_host(&positions, 16, (6, 2), &inv_freq, &device);
-        let dev = RotaryAngles::<B>::expanded_on_device(&positions, 16, (6, 2), &inv_freq, &device);
+        let angles = HalfAngles::new(&positions, &inv_freq);
+        let host = RotaryAngles::<B>::expanded_on_host(angles.clone(), (6, 2), &device);
+        let dev = RotaryAngles::<B>::expanded_on_device(angles, (6, 2), &device);
         let values = |t: &Tensor<B, 4>| (t.dims(), t.to_data().to_vec::<f32>().unwrap());
         for (h, d) in [
             (&host.cos, &dev.cos),
