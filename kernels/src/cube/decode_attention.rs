@@ -23,7 +23,7 @@ use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 
 use super::cube_index::cube_index;
-use super::{empty, grid, ACCUMULATOR};
+use super::launch::{empty, grid, ACCUMULATOR};
 
 /// A "minus infinity" WGSL accepts as a literal (as the log-prob kernel's).
 const NEG_BIG: f32 = -1.0e30;

@@ -9,16 +9,16 @@ mod cube_index;
 mod decode_attention;
 mod f32_matmul;
 mod gae;
+mod launch;
 mod logprob;
 mod ppo;
 mod row_sample;
 
 use burn::tensor::ops::{FloatTensor, FloatTensorOps, IntTensor, IntTensorOps};
 use burn::tensor::DType;
-use burn::tensor::{Shape, TensorData, TensorMetadata};
+use burn::tensor::{TensorData, TensorMetadata};
 use burn_cubecl::element::BoolElement;
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
@@ -26,41 +26,13 @@ use cubecl::prelude::*;
 use crate::aggregation::LossAgg;
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
 use crate::ppo_clip::ClipSettings;
+use launch::{empty, empty_of, grid, ACCUMULATOR};
 
-/// The log-prob and decode-attention kernels' accumulator type, whatever their operands'
-/// (module docs of [`logprob`] and [`decode_attention`]).
-const ACCUMULATOR: DType = DType::F32;
 /// Units per cube for the row and sequence reductions (a power of two).
 const BLOCK: u32 = 256;
 /// Units per cube for the GAE scan (one cube per sequence; a power of two): a sequence of
 /// 8,192 tokens is 32 per unit.
 const SCAN_UNITS: u32 = 256;
-const MAX_GRID_X: usize = 65_535;
-
-/// One cube per item, spread over y when there are more than 65,535.
-fn grid(items: usize) -> CubeCount {
-    let x = items.clamp(1, MAX_GRID_X);
-    CubeCount::Static(x as u32, items.div_ceil(x).max(1) as u32, 1)
-}
-
-/// A fresh output of `like`'s dtype with compact row-major strides, which the kernels
-/// index by hand (`row * vocab + i`). `empty_device_dtype` may pad each row to an
-/// aligned pitch on CUDA, and a kernel that writes compactly into a pitched `[rows, 2]`
-/// or `[rows, vocab]` tensor leaves every row after the first in the wrong place (the
-/// log-prob suite's failures on an H100, bench/history/gpu.md).
-fn empty<R: CubeRuntime>(like: &CubeTensor<R>, shape: &[usize]) -> CubeTensor<R> {
-    empty_of(like, shape, like.dtype)
-}
-
-/// [`empty`] of another dtype (an f32 accumulator's output beside bf16 logits).
-fn empty_of<R: CubeRuntime>(like: &CubeTensor<R>, shape: &[usize], dtype: DType) -> CubeTensor<R> {
-    empty_device_contiguous_dtype::<R>(
-        like.client.clone(),
-        like.device.clone(),
-        Shape::from(shape.to_vec()),
-        dtype,
-    )
-}
 
 fn upload_offsets<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
     offsets: &[usize],

@@ -1,0 +1,42 @@
+//! What the CubeCL launches share: one cube per item over the (x, y) grid, fresh outputs
+//! with compact strides, and the accumulator type of the kernels that sum in f32.
+
+use burn::tensor::{DType, Shape};
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::CubeRuntime;
+use cubecl::prelude::*;
+
+/// The log-prob and decode-attention kernels' accumulator type, whatever their operands'
+/// (module docs of [`super::logprob`] and [`super::decode_attention`]).
+pub(super) const ACCUMULATOR: DType = DType::F32;
+const MAX_GRID_X: usize = 65_535;
+
+/// One cube per item, spread over y when there are more than 65,535.
+pub(super) fn grid(items: usize) -> CubeCount {
+    let x = items.clamp(1, MAX_GRID_X);
+    CubeCount::Static(x as u32, items.div_ceil(x).max(1) as u32, 1)
+}
+
+/// A fresh output of `like`'s dtype with compact row-major strides, which the kernels
+/// index by hand (`row * vocab + i`). `empty_device_dtype` may pad each row to an
+/// aligned pitch on CUDA, and a kernel that writes compactly into a pitched `[rows, 2]`
+/// or `[rows, vocab]` tensor leaves every row after the first in the wrong place (the
+/// log-prob suite's failures on an H100, bench/history/gpu.md).
+pub(super) fn empty<R: CubeRuntime>(like: &CubeTensor<R>, shape: &[usize]) -> CubeTensor<R> {
+    empty_of(like, shape, like.dtype)
+}
+
+/// [`empty`] of another dtype (an f32 accumulator's output beside bf16 logits).
+pub(super) fn empty_of<R: CubeRuntime>(
+    like: &CubeTensor<R>,
+    shape: &[usize],
+    dtype: DType,
+) -> CubeTensor<R> {
+    empty_device_contiguous_dtype::<R>(
+        like.client.clone(),
+        like.device.clone(),
+        Shape::from(shape.to_vec()),
+        dtype,
+    )
+}
