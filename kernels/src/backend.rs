@@ -170,7 +170,8 @@ pub trait KernelBackend: Backend {
 
     /// SwiGLU's gate `silu(gate) ⊙ up` (elementwise, equal shapes; see [`crate::cpu::swiglu`]
     /// for the formulas). The default is burn's own ops (`crate::unfused`, which backends
-    /// without a fused version, e.g. the CubeCL ones, run); `Flex` overrides it.
+    /// without a fused version, e.g. ndarray, run); `Flex` and the CubeCL backends
+    /// (`cube/swiglu.rs`) override it.
     fn swiglu_forward(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
         unfused::swiglu_forward::<Self>(gate, up)
     }
@@ -191,7 +192,8 @@ pub trait KernelBackend: Backend {
 
     /// Attention's `softmax(scores + mask)` over the last axis (see [`crate::cpu::softmax`]);
     /// the mask is additive, constant and of the scores' shape. Default: burn's ops
-    /// (`crate::unfused`, for backends without a fused version); `Flex` overrides it.
+    /// (`crate::unfused`, for backends without a fused version); `Flex` and the CubeCL
+    /// backends (`cube/masked_softmax.rs`) override it.
     fn masked_softmax_forward(
         scores: FloatTensor<Self>,
         mask: FloatTensor<Self>,
@@ -213,7 +215,8 @@ pub trait KernelBackend: Backend {
     }
 
     /// RMSNorm over the last axis of `x` (`[…, H]`) with the scale `weight` (`[H]`); see
-    /// [`crate::cpu::rms_norm`]. Default: burn's ops; `Flex` overrides it.
+    /// [`crate::cpu::rms_norm`]. Default: burn's ops; `Flex` and the CubeCL backends
+    /// (`cube/rms_norm.rs`) override it.
     fn rms_norm_forward(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
@@ -301,7 +304,7 @@ pub trait KernelBackend: Backend {
 
     /// Rotary embedding over the last axis of `x` (`[…, head_dim]`) with tables `cos`,
     /// `sin` of `x`'s shape, rotate-half layout; see [`crate::cpu::rotary`]. Default:
-    /// burn's ops; `Flex` overrides it.
+    /// burn's ops; `Flex` and the CubeCL backends (`cube/rotary.rs`) override it.
     fn rotary_forward(
         x: FloatTensor<Self>,
         cos: FloatTensor<Self>,

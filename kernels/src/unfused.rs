@@ -1,6 +1,6 @@
 //! The model ops in plain burn ops: the defaults of [`crate::KernelBackend`]'s SwiGLU,
 //! masked softmax, RMSNorm and rotary methods, which backends without a fused version
-//! (the CubeCL ones) run. Forward and backward follow the formulas of the CPU twins
+//! (ndarray) run. Forward and backward follow the formulas of the CPU twins
 //! ([`crate::cpu::swiglu`], [`crate::cpu::softmax`], [`crate::cpu::rms_norm`],
 //! [`crate::cpu::rotary`]), written out so that the backward is an op of its own, as the
 //! autodiff registration needs.

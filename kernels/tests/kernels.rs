@@ -57,6 +57,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn masked_softmax_reads_an_expanded_mask_in_place() {
+                super::suite::masked_softmax::masked_softmax_with_an_expanded_mask::<A>(&device());
+            }
+
+            #[test]
             fn rms_norm_and_its_gradients_match_reference() {
                 super::suite::rms_norm::rms_norm_forward_backward::<A>(&device());
             }
@@ -131,6 +136,33 @@ fn wgpu_f16_logprob_entropy_and_gradient_match_f64() {
     suite::half_logprob::half_logprob_matches_f64::<burn::backend::Autodiff<H>>(
         &Default::default(),
         (10, -14),
+    );
+}
+
+/// RMSNorm, masked softmax, SwiGLU and rotary on f16 (`suite/half_model_ops.rs`).
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_f16_model_ops_match_f64() {
+    type H = burn::backend::wgpu::CubeBackend<
+        burn::backend::wgpu::WgpuRuntime,
+        burn::tensor::f16,
+        i32,
+        u32,
+    >;
+    suite::half_model_ops::half_model_ops_match_f64::<burn::backend::Autodiff<H>>(
+        &Default::default(),
+        (10, -14),
+    );
+}
+
+/// The same ops on bf16 on CUDA device 0.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_bf16_model_ops_match_f64() {
+    type H = burn::backend::Cuda<burn::tensor::bf16>;
+    suite::half_model_ops::half_model_ops_match_f64::<burn::backend::Autodiff<H>>(
+        &burn::backend::cuda::CudaDevice::default(),
+        (7, -126),
     );
 }
 

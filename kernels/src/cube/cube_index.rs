@@ -39,3 +39,33 @@ pub(crate) fn unit_chunk(start: usize, end: usize, #[comptime] units: u32) -> Un
     }
     UnitChunk { lo, hi }
 }
+
+/// This unit's element of a one-unit-per-element launch (`grid` over ⌈n / units⌉ cubes);
+/// terminates the unit when it is not below `n`.
+#[cube]
+pub(crate) fn element_index(n: usize) -> usize {
+    let cube = (CUBE_POS_Y * CUBE_COUNT_X + CUBE_POS_X) as usize;
+    let i = cube * CUBE_DIM_X as usize + UNIT_POS_X as usize;
+    if i >= n {
+        terminate!();
+    }
+    i
+}
+
+/// Where row `row` of `t` starts, the rows being `t`'s last axis in row-major order of the
+/// leading axes: the row index split over the leading axes' sizes, each part times its
+/// stride. So a strided view (an expanded mask, whose broadcast axes have stride 0) is read
+/// in place, without a copy.
+#[cube]
+pub(crate) fn row_offset<F: Numeric>(t: &Tensor<F>, row: usize) -> usize {
+    let mut rest = row;
+    let mut offset = 0usize;
+    let mut axis = t.rank() - 1;
+    while axis > 0 {
+        axis -= 1;
+        let size = t.shape(axis);
+        offset += (rest % size) * t.stride(axis);
+        rest /= size;
+    }
+    offset
+}

@@ -1,18 +1,25 @@
 //! [`KernelBackend`] for burn's `CubeBackend` (wgpu, CUDA): launches the CubeCL kernels of
-//! [`logprob`], [`gae`] and [`ppo`]. Inputs are made contiguous first; outputs are fresh
-//! device tensors of the input float dtype. Packed-sequence offsets are uploaded as a
-//! small u32 tensor per call.
+//! [`logprob`], [`gae`] and [`ppo`] (the RL losses), [`masked_softmax`], [`rms_norm`],
+//! [`swiglu`], [`rotary`] and [`decode_attention`] (the model's ops, forward and backward),
+//! and [`row_sample`] (a decode step's draw). Inputs are made contiguous first (but for
+//! operands a kernel reads through their strides); outputs are fresh device tensors of the
+//! input float dtype. Packed-sequence offsets are uploaded as a small u32 tensor per call.
 //! On devices with TF32 tensor cores the f32 matrix product is [`f32_matmul`]'s, unless the
 //! run allows TF32 ([`crate::allow_tf32`]).
 
 mod cube_index;
+mod cube_sum;
 mod decode_attention;
 mod f32_matmul;
 mod gae;
 mod launch;
 mod logprob;
+mod masked_softmax;
 mod ppo;
+mod rms_norm;
+mod rotary;
 mod row_sample;
+mod swiglu;
 
 use burn::tensor::ops::{FloatTensor, FloatTensorOps, IntTensor, IntTensorOps};
 use burn::tensor::DType;
@@ -71,6 +78,65 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         } else {
             Self::float_matmul(lhs, rhs)
         }
+    }
+
+    fn swiglu_forward(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+        swiglu::forward(gate, up)
+    }
+
+    fn swiglu_backward(
+        gate: FloatTensor<Self>,
+        up: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        swiglu::backward(gate, up, grad)
+    }
+
+    fn masked_softmax_forward(
+        scores: FloatTensor<Self>,
+        mask: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        masked_softmax::forward(scores, mask)
+    }
+
+    fn masked_softmax_backward(
+        probs: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        masked_softmax::backward(probs, grad)
+    }
+
+    fn rms_norm_forward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        rms_norm::forward(x, weight, eps)
+    }
+
+    fn rms_norm_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        eps: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        rms_norm::backward(x, weight, grad, eps)
+    }
+
+    fn rotary_forward(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        rotary::rotate(x, cos, sin, false)
+    }
+
+    fn rotary_backward(
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        rotary::rotate(grad, cos, sin, true)
     }
 
     fn decode_attention(

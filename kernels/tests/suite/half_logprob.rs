@@ -17,7 +17,7 @@ const SHAPES: [(usize, usize); 3] = [(3, 7), (4, 32_000), (2, 151_936)];
 
 /// One unit in the last place at `x` of a float with `mantissa` stored bits (10 for f16,
 /// 7 for bf16) and smallest normal exponent `min_exp` (−14, −126).
-fn ulp(x: f64, mantissa: i32, min_exp: i32) -> f64 {
+pub fn ulp(x: f64, mantissa: i32, min_exp: i32) -> f64 {
     let e = x.abs().log2().floor().max(min_exp as f64) as i32;
     2f64.powi(e - mantissa)
 }

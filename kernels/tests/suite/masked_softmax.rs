@@ -1,7 +1,9 @@
 //! Attention's masked softmax against `reference::masked_softmax` (burn's `softmax` of
 //! `scores + mask`): forward values and the scores' gradient (autodiff of the reference),
 //! on `[batch, heads, queries, keys]` shapes with a causal mask, left padding (a fully
-//! masked query row, whose softmax is uniform), odd key counts and one long row.
+//! masked query row, whose softmax is uniform), odd key counts and one long row; and once
+//! with the mask an expanded view (`[batch, 1, 1, keys]` broadcast over heads and queries,
+//! stride 0, as a padding-only mask), which the CubeCL kernel reads in place.
 //! Tolerance: |fused − ref| ≤ 1e-6 + 1e-4·|ref|.
 
 use burn::tensor::backend::AutodiffBackend;
@@ -58,4 +60,38 @@ pub fn masked_softmax_forward_backward<B: KernelBackend + AutodiffBackend>(devic
         assert_close(&format!("softmax {what}"), &y, &ry, 1e-6, 1e-4);
         assert_close(&format!("dscores {what}"), &dx, &rdx, 1e-6, 1e-4);
     }
+}
+
+/// The mask as a stride-0 view: each batch row's padding (its first `b` keys hidden)
+/// expanded over heads and queries.
+pub fn masked_softmax_with_an_expanded_mask<B: KernelBackend + AutodiffBackend>(
+    device: &B::Device,
+) {
+    let shape = [3, 4, 6, 37];
+    let [batch, _, _, keys] = shape;
+    let mut rng = Rng::new(777);
+    let n = shape.iter().product::<usize>();
+    let scores = Tensor::<B, 4>::from_data(
+        TensorData::new((0..n).map(|_| 3.0 * rng.normal()).collect(), shape),
+        device,
+    );
+    let weight = Tensor::<B, 4>::from_data(
+        TensorData::new((0..n).map(|_| rng.normal()).collect(), shape),
+        device,
+    );
+    let padding: Vec<f32> = (0..batch * keys)
+        .map(|i| if i % keys < i / keys { MASKED } else { 0.0 })
+        .collect();
+    let mask = Tensor::<B, 4>::from_data(TensorData::new(padding, [batch, 1, 1, keys]), device)
+        .expand(shape);
+    let run = |f: fn(Tensor<B, 4>, Tensor<B, 4>) -> Tensor<B, 4>| {
+        let x = scores.clone().require_grad();
+        let y = f(x.clone(), mask.clone());
+        let grads = (y.clone() * weight.clone()).sum().backward();
+        (host(y), host(x.grad(&grads).unwrap()))
+    };
+    let (y, dx) = run(roll_flow_kernels::masked_softmax);
+    let (ry, rdx) = run(reference::masked_softmax);
+    assert_close("softmax, expanded mask", &y, &ry, 1e-6, 1e-4);
+    assert_close("dscores, expanded mask", &dx, &rdx, 1e-6, 1e-4);
 }

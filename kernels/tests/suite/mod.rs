@@ -17,6 +17,10 @@
 //!   against f64 on the host (`decode_attention.rs`);
 //! - batched matrix product and its gradients: ≤ 2e-5·max |ref|, against f64 on the host
 //!   (`matmul.rs`; TF32 products would be off by about 1e-3).
+//!
+//! On half-precision backends (f16 on wgpu, bf16 on CUDA; `half_logprob.rs`,
+//! `half_model_ops.rs`): one unit in the last place of the type at the f64 value, from the
+//! inputs as the device rounded them.
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
@@ -27,6 +31,8 @@ pub mod contiguous;
 pub mod decode_attention;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub mod half_logprob;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub mod half_model_ops;
 pub mod linear;
 pub mod masked_softmax;
 pub mod matmul;

@@ -1,7 +1,8 @@
 //! RMSNorm against `reference::rms_norm` (burn ops, as the model computed it): forward
 //! values and the gradients of x and the scale (autodiff of the reference), on
 //! `[batch, len, hidden]` shapes with odd widths, a width past 16 lanes with a tail, rows
-//! of very different scales, and more rows than one parallel task (64).
+//! of very different scales, more rows than one parallel task (64) and more than one of
+//! the CubeCL kernel's blocks of dw (256 rows; 600 make two whole blocks and a part).
 //! Tolerance: y and dx ≤ 1e-5 + 1e-4·|ref|; dw (a sum over rows) ≤ 1e-5 + 1e-4·max |ref|.
 
 use burn::tensor::backend::AutodiffBackend;
@@ -10,7 +11,13 @@ use roll_flow_kernels::{reference, KernelBackend};
 
 use super::{assert_close, assert_close_scaled, host, Rng};
 
-const SHAPES: [[usize; 3]; 4] = [[1, 1, 1], [2, 3, 7], [3, 50, 128], [1, 70, 901]];
+const SHAPES: [[usize; 3]; 5] = [
+    [1, 1, 1],
+    [2, 3, 7],
+    [3, 50, 128],
+    [1, 70, 901],
+    [2, 300, 33],
+];
 const EPS: f32 = 1e-6;
 
 pub fn rms_norm_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B::Device) {

@@ -1,0 +1,88 @@
+//! CubeCL rotary embedding, rotate-half layout, forward and backward, one unit per element
+//! (formulas as [`crate::cpu::rotary`]): over rows of d = head_dim features, halves of
+//! h = d/2, y₁ = x₁·cos₁ − x₂·sin₁ and y₂ = x₂·cos₂ + x₁·sin₂; backward (the tables are
+//! constants) dx₁ = dy₁·cos₁ + dy₂·sin₂ and dx₂ = dy₂·cos₂ − dy₁·sin₁. One pass each way,
+//! where burn's ops (`crate::unfused`) slice, negate, concatenate, multiply twice and add.
+//! The tables have `x`'s shape (the model expands positions, heads and the query scale
+//! into them). Arithmetic in the accumulator type `A` (f32 at launch).
+
+use burn::tensor::TensorMetadata;
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::CubeRuntime;
+use cubecl::prelude::*;
+
+use super::cube_index::element_index;
+use super::launch::{empty, grid, ACCUMULATOR};
+
+/// Units per cube (one element each).
+const UNITS: usize = 256;
+
+/// The forward (`transpose` false) or the backward (`transpose` true, `x` the incoming
+/// gradient) of the rotation with tables `cos`, `sin`.
+pub(super) fn rotate<R: CubeRuntime>(
+    x: CubeTensor<R>,
+    cos: CubeTensor<R>,
+    sin: CubeTensor<R>,
+    transpose: bool,
+) -> CubeTensor<R> {
+    let (x, cos, sin) = (
+        into_contiguous(x),
+        into_contiguous(cos),
+        into_contiguous(sin),
+    );
+    let shape = x.shape();
+    let (n, d) = (shape.num_elements(), shape[shape.num_dims() - 1]);
+    let y = empty(&x, &shape.to_vec());
+    let (client, dtype) = (x.client.clone(), x.dtype);
+    rotary_kernel::launch::<R>(
+        &client,
+        grid(n.div_ceil(UNITS)),
+        CubeDim::new_1d(UNITS as u32),
+        x.into_tensor_arg(),
+        cos.into_tensor_arg(),
+        sin.into_tensor_arg(),
+        y.clone().into_tensor_arg(),
+        n,
+        d / 2,
+        u32::from(transpose),
+        [dtype.into(), ACCUMULATOR.into()],
+    );
+    y
+}
+
+/// Element i of row-major rows of 2h: forward y_i = x_i·cos_i ∓ x_partner·sin_i, the
+/// partner in the other half (− in the first half); transposed, the partner's sine:
+/// dx_i = dy_i·cos_i ± dy_partner·sin_partner (+ in the first half).
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rotary_kernel<F: Float, A: Float>(
+    x: &Tensor<F>,
+    cos: &Tensor<F>,
+    sin: &Tensor<F>,
+    y: &mut Tensor<F>,
+    n: usize,
+    half: usize,
+    transpose: u32,
+    #[define(F, A)] _dtypes: [StorageType; 2],
+) {
+    let i = element_index(n);
+    let first = i % (2 * half) < half;
+    // i ± h, written so that neither branch wraps below zero.
+    let mut partner = i + half;
+    if !first {
+        partner = i - half;
+    }
+    let mut s = A::cast_from(sin[i]);
+    // Forward: − in the first half; transposed: the partner's sine, − in the second.
+    let mut negate = first;
+    if transpose != 0 {
+        s = A::cast_from(sin[partner]);
+        negate = !first;
+    }
+    let mut rotated = A::cast_from(x[partner]) * s;
+    if negate {
+        rotated = A::new(0.0) - rotated;
+    }
+    y[i] = F::cast_from(A::cast_from(x[i]) * A::cast_from(cos[i]) + rotated);
+}
