@@ -8,39 +8,46 @@
 //!
 //! - A memory-bandwidth ceiling measured in the same run: one elementwise pass over a large
 //!   tensor (bytes read plus bytes written over its time).
-//! - Kernels against the physical limit and against the unfused burn-ops path: the fused
-//!   log-prob + entropy forward and forward + backward at 8,192 × 151,936 (f32 and bf16
-//!   logits), GAE at 256 × 8,192, the PPO clip loss forward + backward at 16M tokens, a
-//!   decode step's attention over 128 rows × 1,024 cached keys (`gpu/decode_attention.rs`).
-//!   The bytes are the fewest each must move (inputs read once, outputs written once).
-//! - The Qwen2.5-0.5B shape (24 layers, dim 896, 14 heads, 2 KV heads, FFN 4,864, vocab
-//!   151,936, tied embeddings) with random weights built on the device: forward + backward
-//!   tokens/s of −mean log π over 8 × 512 tokens, and KV-cache generation tokens/s at batch
-//!   64 (16-token prompts, 64 greedy tokens), with the fraction of peak FLOP/s.
+//! - Kernels against the physical limit and against the unfused burn-ops path: the RL
+//!   kernels (`gpu/kernel_rows.rs`: log-prob + entropy at 8,192 × 151,936 in f32 and bf16,
+//!   GAE at 256 × 8,192, the PPO clip loss at 16M tokens), the model's row and elementwise
+//!   ops at the training shape (`gpu/model_ops.rs`: RMSNorm, masked softmax, SwiGLU,
+//!   rotary) and a decode step's attention over 128 rows × 1,024 cached keys
+//!   (`gpu/decode_attention.rs`). The bytes are the fewest each must move (inputs read
+//!   once, outputs written once).
+//! - The Qwen2.5-0.5B shape with random weights built on the device (`gpu/model_rows.rs`):
+//!   forward + backward tokens/s of −mean log π and KV-cache generation tokens/s, with the
+//!   fraction of peak FLOP/s; in f32 over 8 × 512 tokens and at batch 64 (16-token prompts,
+//!   64 greedy tokens), the shapes of the earlier runs, and in bf16 (CUDA) at issue 59's
+//!   target shapes, 8 × 2,048 and batch 128 with 128 new tokens.
 //!
 //! Every timing is the median of several runs after a warm-up, each ended by a device
-//! sync. Results go to stdout (a table) and `DIR/gpu_bench.json`.
+//! sync (generation at the target shape: one run after a short one). Results go to stdout
+//! (a table) and `DIR/gpu_bench.json`, written again after each part so that a run cut
+//! short by its time limit keeps what it measured.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
-use burn::tensor::{DType, Distribution, Int, Tensor, TensorData};
-use roll_flow_kernels::{reference, ClipSettings, KernelBackend, LogProbSaved, PpoTokens};
-use roll_flow_model::config::{Qwen2Config, TinyArch};
-use roll_flow_model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
-use roll_flow_model::logprob::response_logprobs;
-use roll_flow_model::packed::PackedSequences;
-use roll_flow_model::Qwen2CausalLm;
+use burn::tensor::{DType, Distribution, Tensor};
+use roll_flow_kernels::KernelBackend;
 use serde_json::{json, Value};
 
 #[path = "gpu/decode_attention.rs"]
 mod decode_attention;
+#[path = "gpu/kernel_rows.rs"]
+mod kernel_rows;
+#[path = "gpu/model_ops.rs"]
+mod model_ops;
+#[path = "gpu/model_rows.rs"]
+mod model_rows;
 #[path = "gpu/probe.rs"]
 mod probe;
+
+use model_rows::{model_rows, ModelShapes};
 
 /// Problem sizes: the issue's full sizes, or small ones for checking the run on a CPU.
 #[derive(Clone, Copy)]
@@ -53,8 +60,13 @@ struct Sizes {
     copy_floats: usize,
     /// The model: (layers, dim, heads, kv_heads, ffn, vocab).
     model: (usize, usize, usize, usize, usize, usize),
+    /// f32 training (sequences, length) and generation (batch, prompt, new tokens), the
+    /// shapes of the earlier runs.
     train: (usize, usize),
     generate: (usize, usize, usize),
+    /// The same at issue 59's targets (bf16 on CUDA; also the model ops' shape).
+    train_target: (usize, usize),
+    generate_target: (usize, usize, usize),
     /// The decode attention: (rows, cached keys).
     decode: (usize, usize),
     reps: usize,
@@ -70,6 +82,8 @@ const FULL: Sizes = Sizes {
     model: (24, 896, 14, 2, 4864, 151_936),
     train: (8, 512),
     generate: (64, 16, 64),
+    train_target: (8, 2048),
+    generate_target: (128, 16, 128),
     decode: (128, 1024),
     reps: 7,
 };
@@ -84,6 +98,8 @@ const SMALL: Sizes = Sizes {
     model: (2, 128, 4, 2, 512, 4096),
     train: (2, 64),
     generate: (4, 8, 8),
+    train_target: (2, 128),
+    generate_target: (8, 8, 16),
     decode: (4, 64),
     reps: 3,
 };
@@ -143,345 +159,12 @@ fn copy_ceiling<B: Backend>(device: &B::Device, s: Sizes) -> f64 {
     (2 * 4 * s.copy_floats) as f64 / seconds
 }
 
+/// A reproducible pseudo-random number in [0, 1) (an LCG's top 24 bits).
 fn lcg(seed: &mut u64) -> f32 {
     *seed = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
     (*seed >> 40) as f32 / (1u64 << 24) as f32
-}
-
-/// The fused log-prob + entropy (forward; forward + backward under autodiff) on logits of
-/// `dtype`, and the unfused reference on f32.
-fn logprob_rows<B: KernelBackend>(
-    device: &B::Device,
-    s: Sizes,
-    dtype: DType,
-    ceiling: f64,
-) -> Vec<Value> {
-    type A<B> = Autodiff<B>;
-    let (n, v) = (s.rows, s.vocab);
-    let elem = if dtype == DType::BF16 { 2 } else { 4 };
-    let logits = Tensor::<B, 2>::random([n, v], Distribution::Normal(0.0, 3.0), device).cast(dtype);
-    let targets: Vec<i64> = (0..n).map(|i| ((i * 7919) % v) as i64).collect();
-    let targets = Tensor::<B, 1, Int>::from_data(TensorData::new(targets, [n]), device);
-    let label = if dtype == DType::BF16 { "bf16" } else { "f32" };
-    let fwd = median_s(s.reps, || {
-        let out = roll_flow_kernels::token_logprob_entropy(logits.clone(), targets.clone(), 1.0)
-            .expect("fused log-prob");
-        black_box(out);
-        sync::<B>(device);
-    });
-    let unfused = (dtype != DType::BF16).then(|| {
-        median_s(s.reps.min(3), || {
-            black_box(reference::logprob_entropy(
-                logits.clone(),
-                targets.clone(),
-                1.0,
-            ));
-            sync::<B>(device);
-        })
-    });
-    let bytes = (n * v * elem) as f64;
-    let mut rows = vec![kernel_row(
-        &format!("log-prob + entropy fwd, {n}×{v} {label}"),
-        fwd,
-        unfused,
-        bytes,
-        ceiling,
-    )];
-    // The kernels alone (the backend's primitives, no autodiff bookkeeping around them).
-    let raw = median_s(s.reps, || {
-        let (out, lse) = B::logprob_entropy_forward(
-            logits.clone().into_primitive().tensor(),
-            targets.clone().into_primitive(),
-            1.0,
-        );
-        let grad = Tensor::<B, 2>::ones([n, 2], device)
-            .into_primitive()
-            .tensor();
-        let saved = LogProbSaved {
-            logits: logits.clone().into_primitive().tensor(),
-            targets: targets.clone().into_primitive(),
-            lse,
-            out,
-            temperature: 1.0,
-        };
-        black_box(B::logprob_entropy_backward(saved, grad));
-        sync::<B>(device);
-    });
-    rows.push(kernel_row(
-        &format!("log-prob + entropy kernels fwd then bwd, {n}×{v} {label}"),
-        raw,
-        None,
-        3.0 * bytes,
-        ceiling,
-    ));
-    let logits_a = Tensor::<A<B>, 2>::from_inner(logits.clone());
-    let targets_a = Tensor::<A<B>, 1, Int>::from_inner(targets.clone());
-    let backward = |fused: bool| {
-        let x = logits_a.clone().require_grad();
-        let (lp, h) = if fused {
-            let out = roll_flow_kernels::token_logprob_entropy(x.clone(), targets_a.clone(), 1.0)
-                .expect("fused log-prob");
-            (out.logprob, out.entropy)
-        } else {
-            reference::logprob_entropy(x.clone(), targets_a.clone(), 1.0)
-        };
-        let g = (lp + h.mul_scalar(0.01)).sum().backward();
-        black_box(x.grad(&g));
-        sync::<B>(device);
-    };
-    let fwd_bwd = median_s(s.reps, || backward(true));
-    let unfused_bwd = (dtype != DType::BF16).then(|| median_s(s.reps.min(3), || backward(false)));
-    rows.push(kernel_row(
-        &format!("log-prob + entropy fwd+bwd, {n}×{v} {label}"),
-        fwd_bwd,
-        unfused_bwd,
-        3.0 * bytes,
-        ceiling,
-    ));
-    rows
-}
-
-fn gae_row<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) -> Value {
-    let (seqs, len) = (s.gae_sequences, s.gae_len);
-    let n = seqs * len;
-    let offsets: Vec<usize> = (0..=seqs).map(|i| i * len).collect();
-    let mut seed = 5u64;
-    let mut column = |m: f32| {
-        let v: Vec<f32> = (0..n).map(|_| m * (lcg(&mut seed) - 0.5)).collect();
-        Tensor::<B, 1>::from_data(TensorData::new(v, [n]), device)
-    };
-    let (r, v) = (column(1.0), column(1.0));
-    let mask = Tensor::<B, 1>::ones([n], device);
-    let fused = median_s(s.reps, || {
-        black_box(
-            roll_flow_kernels::gae(r.clone(), v.clone(), mask.clone(), &offsets, 1.0, 0.95)
-                .expect("fused GAE"),
-        );
-        sync::<B>(device);
-    });
-    // The unfused scan runs sequence by sequence, token by token: seconds at full size.
-    let unfused = median_s(1, || {
-        black_box(reference::gae(
-            r.clone(),
-            v.clone(),
-            mask.clone(),
-            &offsets,
-            1.0,
-            0.95,
-        ));
-        sync::<B>(device);
-    });
-    kernel_row(
-        &format!("GAE, {seqs}×{len}"),
-        fused,
-        Some(unfused),
-        (5 * n * 4) as f64,
-        ceiling,
-    )
-}
-
-fn ppo_rows<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) -> Vec<Value> {
-    type A<B> = Autodiff<B>;
-    let n = s.ppo_tokens;
-    let len = 512;
-    let offsets: Vec<usize> = (0..=n / len).map(|i| i * len).collect();
-    let mut seed = 11u64;
-    let old: Vec<f32> = (0..n).map(|_| -5.0 * lcg(&mut seed)).collect();
-    let logp: Vec<f32> = old
-        .iter()
-        .map(|&o| o + 0.4 * (lcg(&mut seed) - 0.5))
-        .collect();
-    let adv: Vec<f32> = (0..n).map(|_| lcg(&mut seed) - 0.5).collect();
-    let column = |v: Vec<f32>| Tensor::<A<B>, 1>::from_data(TensorData::new(v, [n]), device);
-    let (lp, o, a) = (column(logp), column(old), column(adv));
-    let m = Tensor::<A<B>, 1>::ones([n], device);
-    let config = ClipSettings {
-        high: 0.28,
-        dual_clip: Some(3.0),
-        ..Default::default()
-    };
-    let run = |fused: bool| {
-        let x = lp.clone().require_grad();
-        let loss = if fused {
-            roll_flow_kernels::ppo_clip_loss(
-                x.clone(),
-                o.clone(),
-                a.clone(),
-                m.clone(),
-                &offsets,
-                &config,
-            )
-            .expect("fused PPO")
-            .loss
-        } else {
-            reference::ppo_clip_loss(
-                x.clone(),
-                o.clone(),
-                a.clone(),
-                m.clone(),
-                None,
-                &offsets,
-                &config,
-            )
-            .0
-        };
-        let g = loss.backward();
-        black_box(x.grad(&g));
-        sync::<B>(device);
-    };
-    let fused = median_s(s.reps, || run(true));
-    let unfused = median_s(s.reps.min(3), || run(false));
-    let primitive = |t: &Tensor<A<B>, 1>| t.clone().inner().into_primitive().tensor();
-    let tokens = || PpoTokens::<B> {
-        logp: primitive(&lp),
-        old_logp: primitive(&o),
-        advantages: primitive(&a),
-        mask: primitive(&m),
-        weight: None,
-    };
-    // The kernels alone: forward, then backward from its sequence weights.
-    let raw = median_s(s.reps, || {
-        let forward = B::ppo_clip_forward(tokens(), &offsets, &config);
-        let grad = Tensor::<B, 1>::ones([1], device).into_primitive().tensor();
-        black_box(B::ppo_clip_backward(
-            tokens(),
-            &offsets,
-            forward.seq_weight,
-            grad,
-            &config,
-        ));
-        sync::<B>(device);
-    });
-    let million = n as f64 / 1e6;
-    vec![
-        kernel_row(
-            &format!("PPO clip loss fwd+bwd, {million:.1}M tokens"),
-            fused,
-            Some(unfused),
-            (9 * n * 4) as f64,
-            ceiling,
-        ),
-        kernel_row(
-            &format!("PPO clip loss kernels fwd then bwd, {million:.1}M tokens"),
-            raw,
-            None,
-            (9 * n * 4) as f64,
-            ceiling,
-        ),
-    ]
-}
-
-/// The model config at the given shape with random weights.
-fn model_config(s: Sizes) -> Qwen2Config {
-    let (layers, dim, heads, kv_heads, ffn, vocab) = s.model;
-    let arch = TinyArch {
-        layers,
-        dim,
-        heads,
-        kv_heads: Some(kv_heads),
-        ffn_dim: Some(ffn),
-        vocab: Some(vocab),
-        max_positions: 4096,
-        rope_theta: 1e6,
-        tie_embeddings: true,
-        ..TinyArch::default()
-    };
-    Qwen2Config::tiny(&arch, vocab)
-}
-
-/// Multiply-adds of one token's forward pass through the matrices (attention projections,
-/// MLP, the output projection) plus attention over `context` earlier tokens: FLOPs are
-/// twice that.
-fn forward_flops_per_token(c: &Qwen2Config, context: usize) -> f64 {
-    let (d, l) = (c.hidden_size as f64, c.num_hidden_layers as f64);
-    let head_dim = c.head_dim() as f64;
-    let kv = c.kv_heads() as f64 * head_dim;
-    let per_layer = d * d * 2.0 + 2.0 * d * kv + 3.0 * d * c.intermediate_size as f64;
-    let attention = 2.0 * context as f64 * d;
-    2.0 * (l * (per_layer + attention) + d * c.vocab_size as f64)
-}
-
-fn tokens(n: usize, salt: usize, vocab: usize) -> Vec<u32> {
-    (0..n)
-        .map(|i| ((i * 7919 + salt * 104_729) % (vocab - 3) + 3) as u32)
-        .collect()
-}
-
-/// Forward + backward tokens/s of −mean log π over `train` sequences, and generation
-/// tokens/s, on backend `B` (autodiff over it for training).
-fn model_rows<B: KernelBackend>(
-    device: &B::Device,
-    s: Sizes,
-    label: &str,
-    peak_flops: f64,
-) -> Vec<Value> {
-    let config = model_config(s);
-    let (batch, len) = s.train;
-    let model = Qwen2CausalLm::<Autodiff<B>>::random(&config, 0, device);
-    let sequences: Vec<Vec<u32>> = (0..batch)
-        .map(|i| tokens(len, i, config.vocab_size))
-        .collect();
-    let packed = PackedSequences::from_sequences(&sequences);
-    let mask: Vec<bool> = (0..packed.tokens.len())
-        .map(|t| packed.locate(t).1 > 0)
-        .collect();
-    let step = || {
-        let out = response_logprobs(&model, &packed, &mask, 1.0).expect("log-probs");
-        let grads = out.logprobs.mean().neg().backward();
-        black_box(grads);
-        sync::<B>(device);
-    };
-    let train_s = median_s(s.reps.min(3), step);
-    let train_tokens = (batch * len) as f64;
-    let train_flops = 3.0 * train_tokens * forward_flops_per_token(&config, len / 2);
-    drop(model);
-    let model = Qwen2CausalLm::<B>::random(&config, 0, device);
-    let (gen_batch, prompt, new) = s.generate;
-    let mut generated = 0;
-    let generate_s = median_s(1, || {
-        let mut batcher = ContinuousBatcher::<B>::new(gen_batch, device);
-        for i in 0..gen_batch {
-            let request = GenerationRequest {
-                prompt: tokens(prompt, i, config.vocab_size),
-                max_new_tokens: new,
-                sampling: SamplingParams::greedy(),
-                stop_tokens: vec![],
-                seed: i as u64,
-                guide: None,
-            };
-            batcher.submit(&model, request).expect("a request");
-        }
-        let outputs = batcher.run_to_completion(&model);
-        generated = outputs.iter().map(|o| o.tokens.len()).sum::<usize>();
-    });
-    let gen_flops = generated as f64 * forward_flops_per_token(&config, prompt + new / 2);
-    let rows = [
-        (
-            "train fwd+bwd",
-            train_tokens / train_s,
-            train_flops / train_s,
-            format!("{batch}×{len}"),
-        ),
-        (
-            "generate",
-            generated as f64 / generate_s,
-            gen_flops / generate_s,
-            format!("batch {gen_batch}, {prompt}+{new}"),
-        ),
-    ];
-    rows.into_iter()
-        .map(|(what, tokens_per_s, flops, shape)| {
-            println!(
-                "| {what} {label} ({shape}) | {tokens_per_s:.0} tok/s | {:.1} TFLOP/s | {:.1}% |",
-                flops / 1e12,
-                100.0 * flops / peak_flops
-            );
-            json!({"what": what, "dtype": label, "shape": shape, "tokens_per_s": tokens_per_s,
-                   "tflops": flops / 1e12, "fraction_of_peak": flops / peak_flops})
-        })
-        .collect()
 }
 
 /// The kernel figures on backend `B` (f32), with bf16 logits where the backend has bf16.
@@ -494,14 +177,17 @@ fn kernel_figures<B: KernelBackend>(device: &B::Device, s: Sizes, bf16: bool) ->
     );
     println!("| kernel | fused ms | unfused ms (fused speed-up) | GB/s | of the copy ceiling |");
     println!("|---|---|---|---|---|");
-    let mut rows = logprob_rows::<B>(device, s, DType::F32, ceiling);
+    let mut rows = kernel_rows::logprob_rows::<B>(device, s, DType::F32, ceiling);
     if bf16 {
         rows.extend(or_failure("bf16 log-prob", || {
-            logprob_rows::<B>(device, s, DType::BF16, ceiling)
+            kernel_rows::logprob_rows::<B>(device, s, DType::BF16, ceiling)
         }));
     }
-    rows.push(gae_row::<B>(device, s, ceiling));
-    rows.extend(ppo_rows::<B>(device, s, ceiling));
+    rows.push(kernel_rows::gae_row::<B>(device, s, ceiling));
+    rows.extend(kernel_rows::ppo_rows::<B>(device, s, ceiling));
+    rows.extend(or_failure("model ops", || {
+        model_ops::model_op_rows::<B>(device, s, ceiling)
+    }));
     rows.extend(or_failure("decode attention", || {
         vec![decode_attention::decode_attention_row::<B>(
             device, s, ceiling,
@@ -527,12 +213,45 @@ fn or_failure(what: &str, f: impl FnOnce() -> Vec<Value>) -> Vec<Value> {
     }
 }
 
+/// The report so far, kept in `DIR/gpu_bench.json` (rewritten after each part).
+struct Report {
+    parts: BTreeMap<&'static str, Value>,
+    out: Option<PathBuf>,
+}
+
+impl Report {
+    fn insert(&mut self, part: &'static str, value: Value) {
+        self.parts.insert(part, value);
+        if let Some(out) = &self.out {
+            std::fs::create_dir_all(out).expect("the output folder");
+            let text = serde_json::to_string_pretty(&self.parts).expect("JSON");
+            std::fs::write(out.join("gpu_bench.json"), text).expect("the report file");
+        }
+    }
+}
+
+/// The f32 shapes of the earlier runs.
+fn f32_shapes(s: Sizes) -> ModelShapes {
+    ModelShapes {
+        train: s.train,
+        generate: s.generate,
+    }
+}
+
+/// Issue 59's target shapes (bf16 on CUDA).
+fn target_shapes(s: Sizes) -> ModelShapes {
+    ModelShapes {
+        train: s.train_target,
+        generate: s.generate_target,
+    }
+}
+
 /// The f32 kernel and model figures of backend `B`, those `wants` asks for.
 fn figures<B: KernelBackend>(
     device: &B::Device,
     s: Sizes,
     wants: &dyn Fn(&str) -> bool,
-    report: &mut BTreeMap<&'static str, Value>,
+    report: &mut Report,
 ) {
     if wants("probe") {
         report.insert("probe", probe::logprob_probe::<B>(device));
@@ -541,7 +260,16 @@ fn figures<B: KernelBackend>(
         report.insert("kernels", kernel_figures::<B>(device, s, false));
     }
     if wants("model") {
-        report.insert("model", json!(model_rows::<B>(device, s, "f32", PEAK_TF32)));
+        // Both shapes in f32, so that a check run on wgpu or the CPU takes every path.
+        let mut rows = model_rows::<B>(device, s, f32_shapes(s), "f32", PEAK_TF32);
+        rows.extend(model_rows::<B>(
+            device,
+            s,
+            target_shapes(s),
+            "f32",
+            PEAK_TF32,
+        ));
+        report.insert("model", json!(rows));
     }
 }
 
@@ -576,7 +304,10 @@ fn main() {
     let args = args();
     let s = if args.small { SMALL } else { FULL };
     let wants = |part: &str| args.only.as_deref().is_none_or(|o| o == part);
-    let mut report = BTreeMap::new();
+    let mut report = Report {
+        parts: BTreeMap::new(),
+        out: args.out.clone(),
+    };
     report.insert("device", json!(args.device));
     match args.device.as_str() {
         "cpu" => figures::<burn::backend::Flex>(&Default::default(), s, &wants, &mut report),
@@ -596,10 +327,12 @@ fn main() {
                 report.insert("kernels", kernel_figures::<B>(&device, s, true));
             }
             if wants("model") {
-                let mut rows = model_rows::<B>(&device, s, "f32", PEAK_TF32);
-                rows.extend(or_failure("bf16 model", || {
-                    model_rows::<H>(&device, s, "bf16", PEAK_BF16)
-                }));
+                // bf16 at the targets first: the figures the issue asks for.
+                let mut rows = or_failure("bf16 model", || {
+                    model_rows::<H>(&device, s, target_shapes(s), "bf16", PEAK_BF16)
+                });
+                report.insert("model", json!(rows));
+                rows.extend(model_rows::<B>(&device, s, f32_shapes(s), "f32", PEAK_TF32));
                 report.insert("model", json!(rows));
             }
         }
@@ -611,10 +344,5 @@ fn main() {
             );
             std::process::exit(2);
         }
-    }
-    if let Some(out) = args.out {
-        std::fs::create_dir_all(&out).expect("the output folder");
-        let text = serde_json::to_string_pretty(&report).expect("JSON");
-        std::fs::write(out.join("gpu_bench.json"), text).expect("the report file");
     }
 }

@@ -19,7 +19,9 @@
 #                      tool brings back 8)
 #   hf_parity.txt      the HF fixture's logits against transformers' (max |Δlogit|)
 #   pipelines.txt      the FrozenLake pipelines' first step on the GPU against the CPU
-#   gpu_bench.json     kernel bandwidth, unfused speed-ups, 0.5B-shape tokens/s and FLOP/s
+#   gpu_bench.json     kernel bandwidth (the RL kernels, the model's fused ops, decode
+#                      attention), unfused speed-ups, 0.5B-shape tokens/s and FLOP/s (bf16
+#                      at issue 59's targets first, then f32); rewritten after each part
 #   bench.txt          the same as tables
 #   step.txt, step_metrics.json  one FrozenLake step at the 0.5B shape: each node's seconds
 # With `wgpu` the same runs on a wgpu build (lavapipe on a machine without a GPU) at small
@@ -115,7 +117,7 @@ part kernels 90 sh -c '"$0" --test-threads 1; k=$?; "$1" --test-threads 1; exit 
     "$bin/kernels" "$bin/model_transfers"
 part hf_parity 40 "$bin/model_hf_parity" --test-threads 1 --nocapture
 part pipelines 90 "$bin/gpu_pipelines" --test-threads 1 --nocapture
-part bench 220 "$bin/gpu" --device "$device" $bench_size --out "$out"
+part bench 260 "$bin/gpu" --device "$device" $bench_size --out "$out"
 run_dir="$(mktemp -d)"
 part step 100 "$bin/roll-flow" run bench/gpu/frozen_lake_0.5b_shape.ron --steps 1 --out "$run_dir/step" \
     --set "device=$gpu_device" --set "models.policy.arch=$shape" --set "models.reference.arch=$shape" \
