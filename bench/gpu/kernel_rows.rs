@@ -2,7 +2,10 @@
 //! backward at 8,192 × 151,936 (f32 and bf16 logits), GAE at 256 × 8,192 and the PPO clip
 //! loss forward + backward at 16M tokens, each fused kernel against the unfused burn ops
 //! (`roll_flow_kernels::reference`). The bytes are the fewest each must move (inputs read
-//! once, outputs written once).
+//! once, outputs written once). The PPO rows count 7 passes of the tokens: the forward reads
+//! logp, old logp, advantages and mask and writes each token's gradient, the backward reads
+//! that and writes dlogp (before 2026-12-04 the backward read the four columns again, and
+//! the rows counted 9).
 
 use std::hint::black_box;
 
@@ -204,14 +207,14 @@ pub fn ppo_rows<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) ->
         mask: primitive(&m),
         weight: None,
     };
-    // The kernels alone: forward, then backward from its sequence weights.
+    // The kernels alone: forward, then backward from its results.
     let raw = median_s(s.reps, || {
         let forward = B::ppo_clip_forward(tokens(), &offsets, &config);
         let grad = Tensor::<B, 1>::ones([1], device).into_primitive().tensor();
         black_box(B::ppo_clip_backward(
             tokens(),
             &offsets,
-            forward.seq_weight,
+            forward,
             grad,
             &config,
         ));
@@ -223,14 +226,14 @@ pub fn ppo_rows<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) ->
             &format!("PPO clip loss fwd+bwd, {million:.1}M tokens"),
             fused,
             Some(unfused),
-            (9 * n * 4) as f64,
+            (7 * n * 4) as f64,
             ceiling,
         ),
         kernel_row(
             &format!("PPO clip loss kernels fwd then bwd, {million:.1}M tokens"),
             raw,
             None,
-            (9 * n * 4) as f64,
+            (7 * n * 4) as f64,
             ceiling,
         ),
     ]

@@ -53,7 +53,7 @@ struct PpoBackward;
 struct PpoState<B: KernelBackend> {
     tokens: PpoTokens<B>,
     offsets: Vec<usize>,
-    seq_weight: FloatTensor<B>,
+    forward: PpoForward<B>,
     config: ClipSettings,
 }
 
@@ -65,7 +65,7 @@ impl<B: KernelBackend> Backward<B, 1> for PpoBackward {
         let grad = grads.consume::<B>(&ops.node);
         let s = ops.state;
         if let Some(node) = parent {
-            let d = B::ppo_clip_backward(s.tokens, &s.offsets, s.seq_weight, grad, &s.config);
+            let d = B::ppo_clip_backward(s.tokens, &s.offsets, s.forward, grad, &s.config);
             grads.register::<B>(node.id, d);
         }
     }
@@ -156,14 +156,14 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
     fn ppo_clip_backward(
         tokens: PpoTokens<Self>,
         offsets: &[usize],
-        seq_weight: FloatTensor<Self>,
+        forward: PpoForward<Self>,
         grad: FloatTensor<Self>,
         config: &ClipSettings,
     ) -> FloatTensor<Self> {
         untracked::<B>(B::ppo_clip_backward(
             inner_tokens(tokens),
             offsets,
-            seq_weight.primitive,
+            forward.map(|t| t.primitive),
             grad.primitive,
             config,
         ))
@@ -179,13 +179,14 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         match PpoBackward.prepare::<C>([node]).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
                 let f = B::ppo_clip_forward(tokens.clone(), offsets, config);
+                let (loss, stats) = (f.loss.clone(), f.stats.clone());
                 let state = PpoState {
                     tokens,
                     offsets: offsets.to_vec(),
-                    seq_weight: f.seq_weight,
+                    forward: f,
                     config: *config,
                 };
-                (prep.finish(state, f.loss), untracked::<B>(f.stats))
+                (prep.finish(state, loss), untracked::<B>(stats))
             }
             OpsKind::UnTracked(prep) => {
                 let f = B::ppo_clip_forward(tokens, offsets, config);

@@ -86,6 +86,11 @@ pub struct PpoForward<B: Backend> {
     /// Per-sequence weight w_s with loss = Σ_s w_s Σ_{t∈s} m_t u_t l_t (u the token
     /// weight), `[sequences]`.
     pub seq_weight: FloatTensor<B>,
+    /// m_t·u_t·∂l_t/∂logp_t per token, `[tokens]`, where the backend computes it in the
+    /// forward pass (the CubeCL kernels), so that the backward only scales it by g·w_s
+    /// instead of reading the four token columns again; `None` where the backward
+    /// recomputes it (the CPU backends).
+    pub token_grad: Option<FloatTensor<B>>,
 }
 
 impl<B: Backend> PpoForward<B> {
@@ -95,6 +100,7 @@ impl<B: Backend> PpoForward<B> {
             loss: f(self.loss),
             stats: f(self.stats),
             seq_weight: f(self.seq_weight),
+            token_grad: self.token_grad.map(&f),
         }
     }
 }
@@ -148,11 +154,12 @@ pub trait KernelBackend: Backend {
         config: &ClipSettings,
     ) -> PpoForward<Self>;
 
-    /// Its backward: dlogp `[tokens]` for the incoming loss gradient `grad` (`[1]`).
+    /// Its backward from the forward's results: dlogp `[tokens]` for the incoming loss
+    /// gradient `grad` (`[1]`).
     fn ppo_clip_backward(
         tokens: PpoTokens<Self>,
         offsets: &[usize],
-        seq_weight: FloatTensor<Self>,
+        forward: PpoForward<Self>,
         grad: FloatTensor<Self>,
         config: &ClipSettings,
     ) -> FloatTensor<Self>;

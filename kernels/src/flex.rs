@@ -197,13 +197,14 @@ impl KernelBackend for Flex {
             loss: tensor(vec![loss], &[1]),
             stats: tensor(stats.to_vec(), &[4]),
             seq_weight: tensor(weights, &[s]),
+            token_grad: None,
         }
     }
 
     fn ppo_clip_backward(
         tokens: PpoTokens<Self>,
         offsets: &[usize],
-        seq_weight: FlexTensor,
+        forward: PpoForward<Self>,
         grad: FlexTensor,
         config: &ClipSettings,
     ) -> FlexTensor {
@@ -211,7 +212,7 @@ impl KernelBackend for Flex {
             cpu::ppo::ppo_clip_backward(
                 x,
                 offsets,
-                &host_f32(&seq_weight),
+                &host_f32(&forward.seq_weight),
                 host_f32(&grad)[0],
                 config,
             )

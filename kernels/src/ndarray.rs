@@ -74,14 +74,14 @@ impl KernelBackend for NdArray {
     fn ppo_clip_backward(
         tokens: PpoTokens<Self>,
         offsets: &[usize],
-        seq_weight: FloatTensor<Self>,
+        forward: PpoForward<Self>,
         grad: FloatTensor<Self>,
         config: &ClipSettings,
     ) -> FloatTensor<Self> {
         from_flex::<1>(Flex::ppo_clip_backward(
             tokens.map(to_flex::<1>),
             offsets,
-            to_flex::<1>(seq_weight),
+            forward.map(to_flex::<1>),
             to_flex::<1>(grad),
             config,
         ))

@@ -47,6 +47,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn ppo_backward_without_the_saved_gradient_is_the_same() {
+                super::suite::ppo_backward_without_the_saved_gradient::<B>(&device());
+            }
+
+            #[test]
             fn swiglu_and_its_gradients_match_reference() {
                 super::suite::swiglu::swiglu_forward_backward::<A>(&device());
             }

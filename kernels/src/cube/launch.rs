@@ -1,10 +1,13 @@
 //! What the CubeCL launches share: one cube per item over the (x, y) grid, fresh outputs
-//! with compact strides, and the accumulator type of the kernels that sum in f32.
+//! with compact strides, the accumulator type of the kernels that sum in f32, and the
+//! packed sequences' offsets (checked, then uploaded as a small u32 tensor per call).
 
-use burn::tensor::{DType, Shape};
+use burn::tensor::ops::IntTensorOps;
+use burn::tensor::{DType, Shape, TensorData};
+use burn_cubecl::element::BoolElement;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
-use burn_cubecl::CubeRuntime;
+use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
 /// The log-prob and decode-attention kernels' accumulator type, whatever their operands'
@@ -39,4 +42,27 @@ pub(super) fn empty_of<R: CubeRuntime>(
         Shape::from(shape.to_vec()),
         dtype,
     )
+}
+
+/// The offsets on the device, as u32.
+pub(super) fn upload_offsets<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    offsets: &[usize],
+    device: &R::Device,
+) -> CubeTensor<R> {
+    let v: Vec<u32> = offsets
+        .iter()
+        .map(|&o| u32::try_from(o).expect("more than 2^32 tokens"))
+        .collect();
+    let n = v.len();
+    CubeBackend::<R, F, I, BT>::int_from_data(TensorData::new(v, [n]), device)
+}
+
+/// Refuses offsets that do not run non-decreasing from 0 to `tokens`.
+pub(super) fn check_offsets(offsets: &[usize], tokens: usize, op: &str) {
+    assert!(
+        offsets.first() == Some(&0)
+            && offsets.last() == Some(&tokens)
+            && offsets.windows(2).all(|w| w[0] <= w[1]),
+        "{op}: offsets must run non-decreasing from 0 to {tokens}"
+    );
 }

@@ -16,55 +16,30 @@ mod launch;
 mod logprob;
 mod masked_softmax;
 mod ppo;
+mod ppo_combine;
 mod rms_norm;
 mod rotary;
 mod row_sample;
 mod swiglu;
 
-use burn::tensor::ops::{FloatTensor, FloatTensorOps, IntTensor, IntTensorOps};
+use burn::tensor::ops::{FloatTensor, FloatTensorOps, IntTensor};
 use burn::tensor::DType;
-use burn::tensor::{TensorData, TensorMetadata};
+use burn::tensor::TensorMetadata;
 use burn_cubecl::element::BoolElement;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
-use crate::aggregation::LossAgg;
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
 use crate::ppo_clip::ClipSettings;
-use launch::{empty, empty_of, grid, ACCUMULATOR};
+use launch::{check_offsets, empty, empty_of, grid, upload_offsets, ACCUMULATOR};
 
-/// Units per cube for the row and sequence reductions (a power of two).
+/// Units per cube for the log-prob rows and the draw (a power of two).
 const BLOCK: u32 = 256;
 /// Units per cube for the GAE scan (one cube per sequence; a power of two): a sequence of
 /// 8,192 tokens is 32 per unit.
 const SCAN_UNITS: u32 = 256;
-
-fn upload_offsets<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    offsets: &[usize],
-    device: &R::Device,
-) -> CubeTensor<R> {
-    let v: Vec<u32> = offsets
-        .iter()
-        .map(|&o| u32::try_from(o).expect("more than 2^32 tokens"))
-        .collect();
-    let n = v.len();
-    CubeBackend::<R, F, I, BT>::int_from_data(TensorData::new(v, [n]), device)
-}
-
-fn check_offsets(offsets: &[usize], tokens: usize, op: &str) {
-    assert!(
-        offsets.first() == Some(&0)
-            && offsets.last() == Some(&tokens)
-            && offsets.windows(2).all(|w| w[0] <= w[1]),
-        "{op}: offsets must run non-decreasing from 0 to {tokens}"
-    );
-}
-
-fn dual(config: &ClipSettings) -> f32 {
-    config.dual_clip.unwrap_or(0.0)
-}
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBackend
     for CubeBackend<R, F, I, BT>
@@ -257,96 +232,33 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         offsets: &[usize],
         config: &ClipSettings,
     ) -> PpoForward<Self> {
-        let x = PpoLaunch::<R>::new::<F, I, BT>(tokens, offsets);
-        let sequences = x.sequences;
-        let partials = empty(&x.logp, &[sequences * ppo::PARTIALS]);
-        let (loss, stats, seq_weight) = (
-            empty(&x.logp, &[1]),
-            empty(&x.logp, &[4]),
-            empty(&x.logp, &[sequences]),
-        );
-        let f_dtype: StorageType = x.logp.dtype.into();
-        let dtypes = [f_dtype, x.offsets.dtype.into()];
-        let client = x.logp.client.clone();
-        ppo::ppo_partials_kernel::launch::<R>(
-            &client,
-            grid(sequences),
-            CubeDim::new_1d(BLOCK),
-            x.logp.into_tensor_arg(),
-            x.old.into_tensor_arg(),
-            x.adv.into_tensor_arg(),
-            x.mask.into_tensor_arg(),
-            x.weight.into_tensor_arg(),
-            x.offsets.into_tensor_arg(),
-            partials.clone().into_tensor_arg(),
-            sequences as u32,
-            x.weighted,
-            1.0 - config.low,
-            1.0 + config.high,
-            dual(config),
-            BLOCK,
-            dtypes,
-        );
-        let agg = match config.agg {
-            LossAgg::TokenMean => 0u32,
-            LossAgg::SeqMeanTokenSum => 1,
-            LossAgg::SeqMeanTokenMean => 2,
-            LossAgg::SeqMeanTokenSumNorm => 3,
-        };
-        ppo::ppo_combine_kernel::launch::<R>(
-            &client,
-            CubeCount::Static(1, 1, 1),
-            CubeDim::new_1d(BLOCK),
-            partials.into_tensor_arg(),
-            loss.clone().into_tensor_arg(),
-            stats.clone().into_tensor_arg(),
-            seq_weight.clone().into_tensor_arg(),
-            sequences as u32,
-            agg,
-            config.norm_length.map_or(0.0, |l| l as f32),
-            BLOCK,
-            f_dtype,
-        );
+        let x = ppo::PpoLaunch::new::<F, I, BT>(tokens, offsets);
+        let [loss, stats, seq_weight, token_grad] = ppo::forward(x, config);
         PpoForward {
             loss,
             stats,
             seq_weight,
+            token_grad: Some(token_grad),
         }
     }
 
     fn ppo_clip_backward(
         tokens: PpoTokens<Self>,
         offsets: &[usize],
-        seq_weight: FloatTensor<Self>,
+        forward: PpoForward<Self>,
         grad: FloatTensor<Self>,
         config: &ClipSettings,
     ) -> FloatTensor<Self> {
-        let x = PpoLaunch::<R>::new::<F, I, BT>(tokens, offsets);
-        let (seq_weight, grad) = (into_contiguous(seq_weight), into_contiguous(grad));
-        let dlogp = empty(&x.logp, &[x.tokens]);
-        let dtypes = [x.logp.dtype.into(), x.offsets.dtype.into()];
-        let client = x.logp.client.clone();
-        ppo::ppo_backward_kernel::launch::<R>(
-            &client,
-            grid(x.sequences),
-            CubeDim::new_1d(BLOCK),
-            x.logp.into_tensor_arg(),
-            x.old.into_tensor_arg(),
-            x.adv.into_tensor_arg(),
-            x.mask.into_tensor_arg(),
-            x.weight.into_tensor_arg(),
-            x.offsets.into_tensor_arg(),
-            seq_weight.into_tensor_arg(),
-            grad.into_tensor_arg(),
-            dlogp.clone().into_tensor_arg(),
-            x.sequences as u32,
-            x.weighted,
-            1.0 - config.low,
-            1.0 + config.high,
-            dual(config),
-            dtypes,
-        );
-        dlogp
+        // A forward from elsewhere may come without the saved gradient: run the partials
+        // again for it.
+        let token_grad = match forward.token_grad {
+            Some(saved) => saved,
+            None => Self::ppo_clip_forward(tokens.clone(), offsets, config)
+                .token_grad
+                .expect("the CubeCL forward saves the token gradient"),
+        };
+        let x = ppo::PpoLaunch::new::<F, I, BT>(tokens, offsets);
+        ppo::backward(x, token_grad, forward.seq_weight, grad)
     }
 }
 
@@ -377,44 +289,6 @@ impl<R: CubeRuntime> RowsLaunch<R> {
             targets,
             rows,
             vocab,
-        }
-    }
-}
-
-/// The PPO inputs ready for a launch: contiguous, the offsets uploaded, and the token
-/// weight (the mask as a placeholder when there is none, with `weighted` = 0).
-struct PpoLaunch<R: CubeRuntime> {
-    logp: CubeTensor<R>,
-    old: CubeTensor<R>,
-    adv: CubeTensor<R>,
-    mask: CubeTensor<R>,
-    weight: CubeTensor<R>,
-    weighted: u32,
-    offsets: CubeTensor<R>,
-    tokens: usize,
-    sequences: usize,
-}
-
-impl<R: CubeRuntime> PpoLaunch<R> {
-    fn new<F: FloatElement, I: IntElement, BT: BoolElement>(
-        t: PpoTokens<CubeBackend<R, F, I, BT>>,
-        offsets: &[usize],
-    ) -> Self {
-        let logp = into_contiguous(t.logp);
-        let tokens = logp.shape().num_elements();
-        check_offsets(offsets, tokens, "ppo_clip_loss");
-        let mask = into_contiguous(t.mask);
-        let weighted = u32::from(t.weight.is_some());
-        PpoLaunch {
-            offsets: upload_offsets::<R, F, I, BT>(offsets, &logp.device),
-            logp,
-            old: into_contiguous(t.old_logp),
-            adv: into_contiguous(t.advantages),
-            weight: t.weight.map_or_else(|| mask.clone(), into_contiguous),
-            mask,
-            weighted,
-            tokens,
-            sequences: offsets.len() - 1,
         }
     }
 }

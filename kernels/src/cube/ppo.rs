@@ -8,20 +8,139 @@
 //! `dual` the dual-clip constant (0 = off); `weighted` = 1 scales each token's loss and
 //! gradient by `weight` (decoupled PPO), 0 ignores it.
 //! - `ppo_partials_kernel`: one cube per sequence → Σm·u·l, Σm, Σm·clipped, Σm·capped,
-//!   Σm·(old − logp);
-//! - `ppo_combine_kernel`: one cube → totals, per-sequence weights w_s of the aggregation
-//!   mode, loss = Σ_s w_s·(Σm·l)_s, stats;
-//! - `ppo_backward_kernel`: one cube per sequence → dlogp = g·w_s·m·u·∂l/∂logp.
+//!   Σm·(old − logp), and each token's m·u·∂l/∂logp saved for the backward;
+//! - the combine (`ppo_combine.rs`): the partials summed over all sequences in parallel,
+//!   the loss, the stats and each sequence's weight w_s of the aggregation mode;
+//! - `ppo_backward_kernel`: one cube per sequence → dlogp = g·w_s·(m·u·∂l/∂logp), the
+//!   saved token gradient scaled: the backward reads one column and writes one where it
+//!   read the four token columns again (9 passes of the tokens in all before, 7 now).
 //!
 //! Source: Schulman et al. 2017 eq. 7; Ye et al. 2020 (dual clip); verl/ROLL
 //! `compute_policy_loss` and `agg_loss`.
 
+use burn::tensor::TensorMetadata;
+use burn_cubecl::element::BoolElement;
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
 use super::cube_index::cube_index;
+use super::launch::{check_offsets, empty, grid, upload_offsets};
+use super::ppo_combine::{combine, PARTIALS};
+use crate::backend::PpoTokens;
+use crate::ppo_clip::ClipSettings;
 
-/// Partial sums per sequence (same layout as the CPU twin).
-pub(crate) const PARTIALS: usize = 5;
+/// The dual-clip constant c, 0 when off.
+fn dual(config: &ClipSettings) -> f32 {
+    config.dual_clip.unwrap_or(0.0)
+}
+
+/// The PPO inputs ready for a launch: contiguous, the offsets uploaded, and the token
+/// weight (the mask as a placeholder when there is none, with `weighted` = 0).
+pub(super) struct PpoLaunch<R: CubeRuntime> {
+    logp: CubeTensor<R>,
+    old: CubeTensor<R>,
+    adv: CubeTensor<R>,
+    mask: CubeTensor<R>,
+    weight: CubeTensor<R>,
+    weighted: u32,
+    offsets: CubeTensor<R>,
+    tokens: usize,
+    sequences: usize,
+    /// Units per sequence's cube: about eight tokens a unit at the mean length, 32 to
+    /// 256 (a cube of 256 for sequences of 512 spent more on its reduction than on its
+    /// two tokens a unit).
+    units: u32,
+}
+
+impl<R: CubeRuntime> PpoLaunch<R> {
+    pub(super) fn new<F: FloatElement, I: IntElement, BT: BoolElement>(
+        t: PpoTokens<CubeBackend<R, F, I, BT>>,
+        offsets: &[usize],
+    ) -> Self {
+        let logp = into_contiguous(t.logp);
+        let tokens = logp.shape().num_elements();
+        check_offsets(offsets, tokens, "ppo_clip_loss");
+        let mask = into_contiguous(t.mask);
+        let weighted = u32::from(t.weight.is_some());
+        PpoLaunch {
+            offsets: upload_offsets::<R, F, I, BT>(offsets, &logp.device),
+            logp,
+            old: into_contiguous(t.old_logp),
+            adv: into_contiguous(t.advantages),
+            weight: t.weight.map_or_else(|| mask.clone(), into_contiguous),
+            mask,
+            weighted,
+            tokens,
+            sequences: offsets.len() - 1,
+            units: (tokens / (offsets.len() - 1).max(1) / 8)
+                .next_power_of_two()
+                .clamp(32, 256) as u32,
+        }
+    }
+}
+
+/// The forward's (loss `[1]`, stats `[4]`, seq_weight `[sequences]`, token gradient
+/// `[tokens]`).
+pub(super) fn forward<R: CubeRuntime>(
+    x: PpoLaunch<R>,
+    config: &ClipSettings,
+) -> [CubeTensor<R>; 4] {
+    let sequences = x.sequences;
+    let partials = empty(&x.logp, &[sequences * PARTIALS]);
+    let token_grad = empty(&x.logp, &[x.tokens]);
+    let dtypes = [x.logp.dtype.into(), x.offsets.dtype.into()];
+    let client = x.logp.client.clone();
+    let units = x.units;
+    ppo_partials_kernel::launch::<R>(
+        &client,
+        grid(sequences),
+        CubeDim::new_1d(units),
+        x.logp.into_tensor_arg(),
+        x.old.into_tensor_arg(),
+        x.adv.into_tensor_arg(),
+        x.mask.into_tensor_arg(),
+        x.weight.into_tensor_arg(),
+        x.offsets.into_tensor_arg(),
+        partials.clone().into_tensor_arg(),
+        token_grad.clone().into_tensor_arg(),
+        sequences as u32,
+        x.weighted,
+        1.0 - config.low,
+        1.0 + config.high,
+        dual(config),
+        units,
+        dtypes,
+    );
+    let (loss, stats, seq_weight) = combine(partials, sequences, config);
+    [loss, stats, seq_weight, token_grad]
+}
+
+/// dlogp `[tokens]` from the forward's token gradient and sequence weights.
+pub(super) fn backward<R: CubeRuntime>(
+    x: PpoLaunch<R>,
+    token_grad: CubeTensor<R>,
+    seq_weight: CubeTensor<R>,
+    grad: CubeTensor<R>,
+) -> CubeTensor<R> {
+    let dlogp = empty(&x.logp, &[x.tokens]);
+    let dtypes = [x.logp.dtype.into(), x.offsets.dtype.into()];
+    let client = x.logp.client.clone();
+    ppo_backward_kernel::launch::<R>(
+        &client,
+        grid(x.sequences),
+        CubeDim::new_1d(x.units),
+        into_contiguous(token_grad).into_tensor_arg(),
+        x.offsets.into_tensor_arg(),
+        into_contiguous(seq_weight).into_tensor_arg(),
+        into_contiguous(grad).into_tensor_arg(),
+        dlogp.clone().into_tensor_arg(),
+        x.sequences as u32,
+        dtypes,
+    );
+    dlogp
+}
 
 /// One token's clipped surrogate: loss l, ∂l/∂logp, and whether the clipped term won or
 /// the dual clip capped it (0/1).
@@ -80,6 +199,7 @@ pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
     weight: &Tensor<F>,
     offsets: &Tensor<I>,
     partials: &mut Tensor<F>,
+    token_grad: &mut Tensor<F>,
     sequences: u32,
     weighted: u32,
     lower: f32,
@@ -105,14 +225,18 @@ pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
     let mut t = start + u;
     while t < end {
         let m = mask[t];
+        let mut d = zero;
         if m != zero {
             let tl = token_loss::<F>(logp[t], old[t], adv[t], lo, hi, c);
+            let mu = m * token_weight(weight, t, weighted);
             sc += m * tl.clipped;
             sd += m * tl.capped;
-            sl += m * token_weight(weight, t, weighted) * tl.loss;
+            sl += mu * tl.loss;
             sm += m;
             sk += m * (old[t] - logp[t]);
+            d = mu * tl.grad;
         }
+        token_grad[t] = d;
         t += CUBE_DIM_X as usize;
     }
     acc[u * PARTIALS] = sl;
@@ -137,153 +261,24 @@ pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
     }
 }
 
-/// `agg`: 0 TokenMean, 1 SeqMeanTokenSum, 2 SeqMeanTokenMean, 3 SeqMeanTokenSumNorm;
-/// `norm_length` ≤ 0 means the longest response.
+/// dlogp_t = g·w_s·(m·u·∂l/∂logp)_t from the forward's saved token gradient.
 #[cube(launch)]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn ppo_combine_kernel<F: Float>(
-    partials: &Tensor<F>,
-    loss: &mut Tensor<F>,
-    stats: &mut Tensor<F>,
-    seq_weight: &mut Tensor<F>,
-    sequences: u32,
-    agg: u32,
-    norm_length: f32,
-    #[comptime] block: u32,
-    #[define(F)] _dtype: StorageType,
-) {
-    let zero = F::new(0.0);
-    let one = F::new(1.0);
-    let u = UNIT_POS_X as usize;
-    let n = sequences as usize;
-    // Phase 1: Σm, #valid, max m, Σclipped, Σcapped, Σkl.
-    let mut acc = SharedMemory::<F>::new((block as usize) * 6);
-    let mut tot = zero;
-    let mut valid = zero;
-    let mut longest = zero;
-    let mut clip = zero;
-    let mut cap = zero;
-    let mut kl = zero;
-    let mut s = u;
-    while s < n {
-        let cnt = partials[s * PARTIALS + 1];
-        tot += cnt;
-        if cnt > zero {
-            valid += one;
-        }
-        longest = F::max(longest, cnt);
-        clip += partials[s * PARTIALS + 2];
-        cap += partials[s * PARTIALS + 3];
-        kl += partials[s * PARTIALS + 4];
-        s += CUBE_DIM_X as usize;
-    }
-    acc[u * 6] = tot;
-    acc[u * 6 + 1] = valid;
-    acc[u * 6 + 2] = longest;
-    acc[u * 6 + 3] = clip;
-    acc[u * 6 + 4] = cap;
-    acc[u * 6 + 5] = kl;
-    sync_cube();
-    let mut stride = CUBE_DIM_X as usize / 2;
-    while stride > 0 {
-        if u < stride {
-            for k in 0..6usize {
-                let o = acc[(u + stride) * 6 + k];
-                if k == 2 {
-                    acc[u * 6 + k] = F::max(acc[u * 6 + k], o);
-                } else {
-                    acc[u * 6 + k] += o;
-                }
-            }
-        }
-        sync_cube();
-        stride /= 2;
-    }
-    let total = F::max(acc[0], one);
-    let valid = F::max(acc[1], one);
-    let mut norm = F::cast_from(norm_length);
-    if norm <= zero {
-        norm = acc[2];
-    }
-    norm = F::max(norm, one);
-    // Phase 2: weights and Σ w_s·(Σm·l)_s.
-    let mut lsum = SharedMemory::<F>::new(block as usize);
-    let mut part = zero;
-    let mut s = u;
-    while s < n {
-        let cnt = partials[s * PARTIALS + 1];
-        let mut w = zero;
-        if agg == 0 {
-            w = one / total;
-        } else if agg == 3 {
-            w = one / norm;
-        } else if cnt > zero {
-            if agg == 1 {
-                w = one / valid;
-            } else {
-                w = one / (cnt * valid);
-            }
-        }
-        seq_weight[s] = w;
-        part += w * partials[s * PARTIALS];
-        s += CUBE_DIM_X as usize;
-    }
-    lsum[u] = part;
-    sync_cube();
-    let mut stride = CUBE_DIM_X as usize / 2;
-    while stride > 0 {
-        if u < stride {
-            let o = lsum[u + stride];
-            lsum[u] += o;
-        }
-        sync_cube();
-        stride /= 2;
-    }
-    if u == 0 {
-        loss[0] = lsum[0];
-        stats[0] = acc[3] / total;
-        stats[1] = acc[4] / total;
-        stats[2] = acc[5] / total;
-        stats[3] = acc[0];
-    }
-}
-
-#[cube(launch)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn ppo_backward_kernel<F: Float, I: Numeric>(
-    logp: &Tensor<F>,
-    old: &Tensor<F>,
-    adv: &Tensor<F>,
-    mask: &Tensor<F>,
-    weight: &Tensor<F>,
+    token_grad: &Tensor<F>,
     offsets: &Tensor<I>,
     seq_weight: &Tensor<F>,
     grad: &Tensor<F>,
     dlogp: &mut Tensor<F>,
     sequences: u32,
-    weighted: u32,
-    lower: f32,
-    upper: f32,
-    dual: f32,
     #[define(F, I)] _dtypes: [StorageType; 2],
 ) {
     let seq = cube_index(sequences);
     let start = u32::cast_from(offsets[seq]) as usize;
     let end = u32::cast_from(offsets[seq + 1]) as usize;
-    let lo = F::cast_from(lower);
-    let hi = F::cast_from(upper);
-    let c = F::cast_from(dual);
-    let zero = F::new(0.0);
     let scale = grad[0] * seq_weight[seq];
     let mut t = start + UNIT_POS_X as usize;
     while t < end {
-        let m = mask[t];
-        let mut d = zero;
-        if m != zero {
-            let tl = token_loss::<F>(logp[t], old[t], adv[t], lo, hi, c);
-            d = scale * m * token_weight(weight, t, weighted) * tl.grad;
-        }
-        dlogp[t] = d;
+        dlogp[t] = scale * token_grad[t];
         t += CUBE_DIM_X as usize;
     }
 }

@@ -381,7 +381,9 @@ fn ppo_configs() -> Vec<ClipSettings> {
 }
 
 pub fn ppo_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B::Device) {
-    for (k, &(sequences, max_len)) in [(1, 9), (13, 50), (200, 600)].iter().enumerate() {
+    // 700 sequences: more than one block of the CubeCL combine (256 a block).
+    let shapes = [(1, 9), (13, 50), (200, 600), (700, 30)];
+    for (k, &(sequences, max_len)) in shapes.iter().enumerate() {
         let mut rng = Rng::new(300 + k as u64);
         let (offsets, mask) = packed(&mut rng, sequences, max_len);
         let n = mask.len();
@@ -463,4 +465,42 @@ pub fn refuses_bad_input<B: KernelBackend>(device: &B::Device) {
     let (logits, targets) = logits_and_targets::<B>(2, 5, 1, device);
     let err = roll_flow_kernels::token_logprob_entropy(logits, targets, 0.0).unwrap_err();
     assert!(err.to_string().contains("temperature"), "{err}");
+}
+
+/// The PPO backward from a forward whose token gradient was not kept (`token_grad: None`,
+/// as a caller building the forward's results by hand passes) equals the backward from the
+/// forward as it came: the CubeCL backward runs the partials again for it.
+pub fn ppo_backward_without_the_saved_gradient<B: KernelBackend>(device: &B::Device) {
+    use burn::tensor::TensorPrimitive;
+    use roll_flow_kernels::{PpoForward, PpoTokens};
+    let mut rng = Rng::new(390);
+    let (offsets, mask) = packed(&mut rng, 40, 30);
+    let n = mask.len();
+    let old: Vec<f32> = (0..n).map(|_| -rng.unit() * 5.0).collect();
+    let logp: Vec<f32> = old.iter().map(|&o| o + 0.3 * rng.normal()).collect();
+    let adv: Vec<f32> = (0..n).map(|_| rng.normal()).collect();
+    let column = |v: &[f32]| vector::<B>(v.to_vec(), device).into_primitive().tensor();
+    let tokens = || PpoTokens::<B> {
+        logp: column(&logp),
+        old_logp: column(&old),
+        advantages: column(&adv),
+        mask: column(&mask),
+        weight: None,
+    };
+    let config = ClipSettings {
+        high: 0.28,
+        dual_clip: Some(3.0),
+        agg: LossAgg::SeqMeanTokenMean,
+        ..Default::default()
+    };
+    let forward = B::ppo_clip_forward(tokens(), &offsets, &config);
+    let stripped = PpoForward {
+        token_grad: None,
+        ..forward.clone()
+    };
+    let backward = |f: PpoForward<B>| {
+        let d = B::ppo_clip_backward(tokens(), &offsets, f, column(&[1.5]), &config);
+        host(Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(d)))
+    };
+    assert_eq!(backward(forward), backward(stripped));
 }
