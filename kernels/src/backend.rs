@@ -24,7 +24,8 @@ pub struct LogProbSaved<B: Backend> {
     /// `logits / temperature`, `[N]`, on the CPU; (log-sum-exp, entropy) `[N, 2]` in f32 on
     /// the CubeCL backends, unrounded by a half-precision `out` (`cube/logprob.rs`).
     pub lse: FloatTensor<B>,
-    /// The forward output, `[N, 2]` rows of (logp, entropy).
+    /// The forward output, `[N, 2]` rows of (logp, entropy); in f32 on the CubeCL backends
+    /// whatever the logits' type.
     pub out: FloatTensor<B>,
     pub temperature: f32,
 }

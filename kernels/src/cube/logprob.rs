@@ -9,9 +9,12 @@
 //! Logits of any float type (f32, bf16, f16) are read as such and every sum, the max and
 //! lse are kept in the accumulator type `A` (f32 at launch): a bf16 S₀ over 151,936 terms
 //! would stop growing once each term falls below its last bit, and a bf16 lse is only
-//! good to ±0.03, which the backward's p_v would inherit. Outputs (log-prob, entropy,
-//! dlogits) are written in the logits' type; what the backward reads, (lse, H) per row,
-//! is saved in `A` beside them (`[rows, 2]`), so half-precision outputs do not round it.
+//! good to ±0.03, which the backward's p_v would inherit. The log-prob and entropy are
+//! written in `A` too (`[rows, 2]`, a few bytes a row): a bf16 log-prob of −5 is good to
+//! ±0.02, and PPO's ratio e^{logp − old} would inherit 2% of noise, so half-precision
+//! logits still give f32 log-probs (as verl's, computed in f32 from bf16 logits). The
+//! backward reads the incoming gradient in `A` and writes dlogits in the logits' type;
+//! what it reads per row, (lse, H), is saved in `A` beside the output.
 //! Source: online softmax (Milakov & Gimelshein 2018), burn-cubecl's one-cube-per-row
 //! reductions.
 
@@ -30,7 +33,7 @@ const FLOOR: f32 = -1.0e4;
 pub(crate) fn logprob_forward_kernel<F: Float, A: Float, I: Numeric>(
     logits: &Tensor<F>,
     targets: &Tensor<I>,
-    out: &mut Tensor<F>,
+    out: &mut Tensor<A>,
     lse: &mut Tensor<A>,
     rows: u32,
     vocab: u32,
@@ -94,9 +97,9 @@ pub(crate) fn logprob_forward_kernel<F: Float, A: Float, I: Numeric>(
         let log_s0 = acc[b].ln();
         let l = acc[0] + log_s0;
         let y = u32::cast_from(targets[row]) as usize;
-        out[row * 2] = F::cast_from(A::cast_from(logits[base + y]) * inv - l);
+        out[row * 2] = A::cast_from(logits[base + y]) * inv - l;
         let h = log_s0 - acc[2 * b] / acc[b];
-        out[row * 2 + 1] = F::cast_from(h);
+        out[row * 2 + 1] = h;
         lse[row * 2] = l;
         lse[row * 2 + 1] = h;
     }
@@ -108,7 +111,7 @@ pub(crate) fn logprob_backward_kernel<F: Float, A: Float, I: Numeric>(
     logits: &Tensor<F>,
     targets: &Tensor<I>,
     lse: &Tensor<A>,
-    grad: &Tensor<F>,
+    grad: &Tensor<A>,
     dlogits: &mut Tensor<F>,
     rows: u32,
     vocab: u32,
@@ -121,8 +124,8 @@ pub(crate) fn logprob_backward_kernel<F: Float, A: Float, I: Numeric>(
     let inv = A::cast_from(inv_t);
     let l = lse[row * 2];
     let h = lse[row * 2 + 1];
-    let a = A::cast_from(grad[row * 2]) * inv;
-    let b = A::cast_from(grad[row * 2 + 1]) * inv;
+    let a = grad[row * 2] * inv;
+    let b = grad[row * 2 + 1] * inv;
     let y = u32::cast_from(targets[row]) as usize;
     let mut i = UNIT_POS_X as usize;
     while i < v {

@@ -130,7 +130,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let x = RowsLaunch::new(logits, targets);
         let (rows, vocab) = (x.rows, x.vocab);
-        let out = empty(&x.logits, &[rows, 2]);
+        let out = empty_of(&x.logits, &[rows, 2], ACCUMULATOR);
         let lse = empty_of(&x.logits, &[rows, 2], ACCUMULATOR);
         logprob::logprob_forward_kernel::launch::<R>(
             &x.client,
@@ -163,7 +163,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
             x.logits.into_tensor_arg(),
             x.targets.into_tensor_arg(),
             into_contiguous(saved.lse).into_tensor_arg(),
-            into_contiguous(grad).into_tensor_arg(),
+            into_contiguous(as_accumulator(grad)).into_tensor_arg(),
             dlogits.clone().into_tensor_arg(),
             rows as u32,
             vocab as u32,
@@ -259,6 +259,15 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         };
         let x = ppo::PpoLaunch::new::<F, I, BT>(tokens, offsets);
         ppo::backward(x, token_grad, forward.seq_weight, grad)
+    }
+}
+
+/// `t` in the accumulator type (the log-prob output's, which its gradient has when it comes
+/// through autodiff; a caller's own gradient may be of the logits' type).
+fn as_accumulator<R: CubeRuntime>(t: CubeTensor<R>) -> CubeTensor<R> {
+    match t.dtype == ACCUMULATOR {
+        true => t,
+        false => burn_cubecl::kernel::cast(t, ACCUMULATOR),
     }
 }
 
