@@ -167,6 +167,12 @@ const CASES: &[(&str, &str, &str, Option<&str>)] = &[
         Some("in `Tiny(..)`, hidden_size is `dim`, num_attention_heads `heads`, num_key_value_heads `kv_heads`, num_hidden_layers `layers` and intermediate_size `ffn_dim`"),
     ),
     (
+        "model_half_precision_on_the_cpu",
+        "model `policy`: `precision: Bf16` computes in half precision on a GPU, and this pipeline runs on `device: Cpu`",
+        "7:73",
+        Some("use `precision: F32` (the default) on the CPU, or `device: Cuda(0)` (`Wgpu` for F16) with a build that has it"),
+    ),
+    (
         "model_negative_grad_clip",
         "model `policy`: optim: `grad_clip` must be > 0, got -1 (a negative norm reverses the update, 0 zeroes it); write `grad_clip: None` to turn clipping off",
         "7:96",

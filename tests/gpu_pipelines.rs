@@ -153,3 +153,53 @@ fn the_gpu_pipeline_runs_an_hf_directory_on_the_gpu_as_on_the_cpu() {
         "{file}: the update has a gradient"
     );
 }
+
+/// Mixed precision (`precision:` on each model; f16 on wgpu, where lavapipe has it, bf16 on
+/// CUDA): the PPO pipeline, policy and critic, trains two steps with every loss and
+/// gradient norm finite, and its checkpoint keeps the f32 weights. (Its episodes are not
+/// the f32 run's: the sampled tokens follow half-precision logits.)
+#[test]
+fn a_pipeline_trains_in_half_precision_on_the_gpu() {
+    let file = "pipelines/frozen_lake_ppo.ron";
+    let half = if cfg!(feature = "cuda") {
+        "Bf16"
+    } else {
+        "F16"
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sets = [
+        format!("device={GPU}"),
+        format!("models.policy.precision={half}"),
+        format!("models.critic.precision={half}"),
+    ];
+    let mut extra = Vec::new();
+    for set in &sets {
+        extra.extend(["--set", set.as_str()]);
+    }
+    assert_ok(&run(file, dir.path(), &extra));
+    let records = metrics(dir.path());
+    assert_eq!(records.len(), 2, "{file}: one record per step in {half}");
+    for record in &records {
+        for key in [
+            "actor_step/grad_norm",
+            "actor_step/pg_loss",
+            "critic_step/grad_norm",
+            "critic_step/value_loss",
+        ] {
+            let v = value(record, key);
+            assert!(v.is_finite(), "{file}: `{key}` is {v} in {half}");
+        }
+    }
+    assert!(value(&records[0], "actor_step/grad_norm") > 0.0);
+    let checkpoint = dir
+        .path()
+        .join("checkpoints/step_2/models/policy/hf/model.safetensors");
+    let bytes = std::fs::read(&checkpoint).expect("the checkpoint's HF copy");
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = String::from_utf8_lossy(&bytes[8..8 + header_len]);
+    assert!(header.contains("\"F32\""), "f32 weights: {header}");
+    assert!(
+        !header.contains("\"F16\"") && !header.contains("\"BF16\""),
+        "{header}"
+    );
+}

@@ -7,6 +7,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use burn::backend::Autodiff;
+use burn::tensor::DType;
 use roll_flow_kernels::KernelBackend;
 use roll_flow_model::config::{Qwen2Config, TinyArch};
 use roll_flow_model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
@@ -54,11 +55,13 @@ fn tokens(n: usize, salt: usize, vocab: usize) -> Vec<u32> {
 }
 
 /// The shapes of one model measurement: training (sequences, length) and generation
-/// (batch, prompt length, new tokens).
+/// (batch, prompt length, new tokens), and the compute dtype (`None`: f32; bf16 or f16:
+/// mixed precision, the weights in f32, as a pipeline's `precision: Bf16` runs).
 #[derive(Clone, Copy)]
 pub struct ModelShapes {
     pub train: (usize, usize),
     pub generate: (usize, usize, usize),
+    pub compute: Option<DType>,
 }
 
 /// Forward + backward tokens/s of −mean log π over `shapes.train` sequences, and generation
@@ -72,7 +75,8 @@ pub fn model_rows<B: KernelBackend>(
 ) -> Vec<Value> {
     let config = model_config(s);
     let (batch, len) = shapes.train;
-    let model = Qwen2CausalLm::<Autodiff<B>>::random(&config, 0, device);
+    let model =
+        Qwen2CausalLm::<Autodiff<B>>::random(&config, 0, device).with_compute_dtype(shapes.compute);
     let sequences: Vec<Vec<u32>> = (0..batch)
         .map(|i| tokens(len, i, config.vocab_size))
         .collect();
@@ -90,7 +94,7 @@ pub fn model_rows<B: KernelBackend>(
     let train_tokens = (batch * len) as f64;
     let train_flops = 3.0 * train_tokens * forward_flops_per_token(&config, len / 2);
     drop(model);
-    let model = Qwen2CausalLm::<B>::random(&config, 0, device);
+    let model = Qwen2CausalLm::<B>::random(&config, 0, device).with_compute_dtype(shapes.compute);
     let (gen_batch, prompt, new) = shapes.generate;
     let generate = |new: usize| {
         let mut batcher = ContinuousBatcher::<B>::new(gen_batch, device);

@@ -11,9 +11,10 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use roll_flow_engine::batch_dump::DumpInput;
+use roll_flow_engine::spec::Device;
 use roll_flow_engine::{Catalog, Operator, Pipeline, SettingProblem, WorkerInfo};
 use roll_flow_envs::config::EnvConfig;
-use roll_flow_model::spec::ModelSpec;
+use roll_flow_model::spec::{ModelSpec, Precision};
 use roll_flow_model::CpuBackend;
 
 use crate::registry::{run_plan, Node};
@@ -43,7 +44,23 @@ impl<B: RunBackend> Catalog for RollFlow<B> {
     type Resources = Runtime<B>;
 
     fn check_model(model: &ModelSpec, pipeline: &Pipeline<Self>) -> Vec<SettingProblem> {
-        model.setting_problems(pipeline.steps)
+        let mut problems = model.setting_problems(pipeline.steps);
+        if model.precision != Precision::F32 && pipeline.device == Device::Cpu {
+            problems.push(SettingProblem {
+                field: vec!["precision".into()],
+                message: format!(
+                    "`precision: {:?}` computes in half precision on a GPU, and this pipeline \
+                     runs on `device: Cpu`",
+                    model.precision
+                ),
+                help: Some(
+                    "use `precision: F32` (the default) on the CPU, or `device: Cuda(0)` \
+                     (`Wgpu` for F16) with a build that has it"
+                        .into(),
+                ),
+            });
+        }
+        problems
     }
 
     fn check_env(env: &EnvConfig) -> Vec<SettingProblem> {

@@ -44,7 +44,8 @@ pub fn build_causal_lm<B: Backend>(
     let model = match &spec.lora {
         Some(lora) => crate::lora::attach_lora(model, lora, spec.seed.unwrap_or(seed)),
         None => model,
-    };
+    }
+    .with_compute_dtype(spec.precision.compute_dtype());
     if tokenizer.vocab_size() > model.config.vocab_size {
         return Err(ModelError::Config {
             path: PathBuf::from("models:"),
@@ -140,14 +141,14 @@ pub fn build_value_model<B: Backend>(
                 .into(),
         });
     }
-    match &spec.arch {
+    let model = match &spec.arch {
         ArchSpec::Tiny(_) => {
             let tokenizer = tokenizer_source(spec, base_dir).load()?;
             let config = tiny_config(spec, &tokenizer)?;
-            Ok(Qwen2ValueModel::random(&config, seed, device))
+            Qwen2ValueModel::random(&config, seed, device)
         }
         ArchSpec::Gguf(file) => {
-            GgufModel::open(&resolve(base_dir, file))?.value_model(seed, device)
+            GgufModel::open(&resolve(base_dir, file))?.value_model(seed, device)?
         }
         ArchSpec::HfDir(dir) => {
             let dir = resolve(base_dir, dir);
@@ -157,9 +158,10 @@ pub fn build_value_model<B: Backend>(
             let model =
                 Qwen2ValueModel::from_causal_lm_weights(&mut source, &config, seed, device)?;
             source.finish()?;
-            Ok(model)
+            model
         }
-    }
+    };
+    Ok(model.with_compute_dtype(spec.precision.compute_dtype()))
 }
 
 fn tiny_config(spec: &ModelSpec, tokenizer: &TextTokenizer) -> Result<Qwen2Config, ModelError> {

@@ -78,7 +78,7 @@ fn write<B: KernelBackend>(
         Some(b) if b.dims()[2] >= end => b,
         old => {
             let capacity = (2 * end).max(end + MIN_SPARE);
-            let fresh = Tensor::zeros([rows, heads, capacity, dim], &new.device());
+            let fresh = Tensor::zeros([rows, heads, capacity, dim], (&new.device(), new.dtype()));
             match old {
                 Some(old) if start > 0 => block_write(fresh, [0; 4], old.narrow(2, 0, start)),
                 _ => fresh,
@@ -298,8 +298,10 @@ impl<B: KernelBackend> KvCache<B> {
                 let stack = |pick: fn(&KvPair<B>) -> &Tensor<B, 4>| {
                     let template = pick(&first.layers[i]);
                     let [_, heads, _, dim] = template.dims();
-                    let mut buffer =
-                        Tensor::zeros([rows, heads, capacity, dim], &template.device());
+                    let mut buffer = Tensor::zeros(
+                        [rows, heads, capacity, dim],
+                        (&template.device(), template.dtype()),
+                    );
                     for (r, prefix) in prefixes.iter().enumerate() {
                         if let Some((kv, take)) = prefix.filter(|p| p.1 > 0) {
                             let stored = take - kv.first;
@@ -331,7 +333,7 @@ impl<B: KernelBackend> KvCache<B> {
         for layer in &mut self.layers {
             layer.map(|t| {
                 let [rows, heads, _, dim] = t.dims();
-                let zeros = Tensor::zeros([rows, heads, n, dim], &t.device());
+                let zeros = Tensor::zeros([rows, heads, n, dim], (&t.device(), t.dtype()));
                 Tensor::cat(vec![zeros, t], 2)
             });
         }

@@ -239,6 +239,9 @@ fn uniform_prior_kl<B: KernelBackend>(
     let [m, vocab] = logits.dims();
     let device = logits.device();
     let t = prior.temperature;
+    // Half-precision logits (mixed precision) are summed in the log-probs' f32: a bf16 sum
+    // over a vocabulary keeps 3 digits, an f16 one overflows past 65,504.
+    let logits = crate::qwen2::compute_dtype::like(logits, prior.logprob.dtype());
     let target_logits = logits
         .clone()
         .gather(1, prior.targets.reshape([m, 1]))

@@ -37,6 +37,34 @@ pub struct ModelSpec {
     /// (the base weights are frozen); default `None`, every weight trains.
     #[serde(default)]
     pub lora: Option<LoraSpec>,
+    /// The dtype the model computes in: `F32` (the default), or `Bf16` (`F16`) mixed
+    /// precision on a GPU, the weights, gradients and optimizer state kept in f32
+    /// ([`crate::qwen2::compute_dtype`]); verl's and ROLL's `dtype: bf16`.
+    #[serde(default)]
+    pub precision: Precision,
+}
+
+/// A model's compute dtype (`precision:`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum Precision {
+    /// Everything in f32.
+    #[default]
+    F32,
+    /// Activations and products in bf16, parameters in f32 (a GPU's tensor cores).
+    Bf16,
+    /// Activations and products in f16, parameters in f32.
+    F16,
+}
+
+impl Precision {
+    /// The compute dtype to set on the model; `None` for the parameters' own (f32).
+    pub fn compute_dtype(self) -> Option<burn::tensor::DType> {
+        match self {
+            Precision::F32 => None,
+            Precision::Bf16 => Some(burn::tensor::DType::BF16),
+            Precision::F16 => Some(burn::tensor::DType::F16),
+        }
+    }
 }
 
 /// How the `Tiny(..)` fields are named in the model config the shape errors speak of.

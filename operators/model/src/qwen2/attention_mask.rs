@@ -38,6 +38,23 @@ pub enum LayerMask<B: Backend> {
     Banded(BandedWindow<B>),
 }
 
+impl<B: Backend> LayerMask<B> {
+    /// The mask in `dtype` ([`super::compute_dtype::mask_like`]).
+    pub fn like(self, dtype: burn::tensor::DType) -> Self {
+        use super::compute_dtype::mask_like;
+        match self {
+            LayerMask::Dense { mask, first_key } => LayerMask::Dense {
+                mask: mask_like(mask, dtype),
+                first_key,
+            },
+            LayerMask::Banded(band) => LayerMask::Banded(BandedWindow {
+                mask: mask_like(band.mask, dtype),
+                ..band
+            }),
+        }
+    }
+}
+
 /// Positions and visible key range of every row of one forward call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AttentionLayout {

@@ -5,11 +5,12 @@
 use burn::module::Module;
 use burn::nn::Embedding;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{DType, Int, Tensor};
 use roll_flow_kernels::KernelBackend;
 
 use super::attention::last_column;
 use super::attention_mask::{AttentionLayout, LayerMask};
+use super::compute_dtype::{like, mask_like};
 use super::decoder_layer::DecoderLayer;
 use super::queries::{Queries, QueryRows};
 use super::rms_norm::RmsNorm;
@@ -38,6 +39,10 @@ pub struct Qwen2Backbone<B: Backend> {
     pub head_dim: usize,
     /// Each layer's sliding attention window (`None`: full causal attention).
     pub windows: Vec<Option<usize>>,
+    /// The dtype activations are computed in when it is not the parameters' own (bf16
+    /// mixed precision, [`super::compute_dtype`]); `None`: the parameters' dtype.
+    #[module(skip)]
+    pub compute: Option<DType>,
 }
 
 impl<B: Backend> Qwen2Backbone<B> {
@@ -74,6 +79,7 @@ impl<B: Backend> Qwen2Backbone<B> {
             windows: (0..config.num_hidden_layers)
                 .map(|i| config.layer_window(i))
                 .collect(),
+            compute: None,
         })
     }
 
@@ -133,7 +139,11 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             Queries::At(pairs) => {
                 let top = self.layers.len().saturating_sub(1);
                 let window = self.windows.get(top).copied().flatten();
-                let at = SelectedQueries::new(pairs, (batch, len), self.heads().0, window, &device);
+                let mut at =
+                    SelectedQueries::new(pairs, (batch, len), self.heads().0, window, &device);
+                if let Some(dtype) = self.compute {
+                    at.mask = mask_like(at.mask, dtype);
+                }
                 let rope_at = self.rope(&at.positions, &device);
                 Some((at, rope_at))
             }
@@ -150,15 +160,20 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         }
     }
 
-    /// Rotary tables for `positions`, shaped for this model's query and key/value heads.
+    /// Rotary tables for `positions`, shaped for this model's query and key/value heads
+    /// (in the compute dtype).
     fn rope(&self, positions: &[Vec<usize>], device: &B::Device) -> RotaryAngles<B> {
-        RotaryAngles::new(
+        let tables = RotaryAngles::new(
             positions,
             self.head_dim,
             self.heads(),
             &self.inv_freq,
             device,
-        )
+        );
+        match self.compute {
+            Some(dtype) => tables.like(dtype),
+            None => tables,
+        }
     }
 
     /// (query heads, key/value heads) of the layers.
@@ -185,12 +200,19 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         let keys = cache.as_ref().map_or(0, |c| c.len()) + columns;
         let rope = self.rope(&layout.positions, &device);
         let mut x = self.embed_tokens.forward(tokens);
+        if let Some(dtype) = self.compute {
+            x = like(x, dtype);
+        }
         let mut masks: Vec<(Option<usize>, LayerMask<B>)> = Vec::with_capacity(1);
         let mut mask_of = |i: usize| {
             let window = self.windows.get(i).copied().flatten();
             let built = masks.iter().position(|(w, _)| *w == window);
             let index = built.unwrap_or_else(|| {
                 let mask = layout.layer_mask::<B>(keys, self.heads(), window, &device);
+                let mask = match self.compute {
+                    Some(dtype) => mask.like(dtype),
+                    None => mask,
+                };
                 masks.push((window, mask));
                 masks.len() - 1
             });

@@ -37,6 +37,14 @@ pub struct Qwen2CausalLm<B: Backend> {
 }
 
 impl<B: Backend> Qwen2CausalLm<B> {
+    /// The model computing its activations in `dtype` (bf16 mixed precision; the
+    /// parameters stay as they are, [`super::compute_dtype`]), or in the parameters' own
+    /// dtype with `None` (the default).
+    pub fn with_compute_dtype(mut self, dtype: Option<burn::tensor::DType>) -> Self {
+        self.model.compute = dtype;
+        self
+    }
+
     /// Builds the model from named weights (a checkpoint or [`RandomInit`]).
     pub fn load(
         source: &mut dyn WeightSource,

@@ -12,6 +12,8 @@ use burn::nn::Linear;
 use burn::tensor::Tensor;
 use roll_flow_kernels::KernelBackend;
 
+use super::compute_dtype::like;
+
 /// `linear(x)` for `x: [..., in]`.
 pub fn project<B: KernelBackend, const D: usize>(
     linear: &Linear<B>,
@@ -22,11 +24,14 @@ pub fn project<B: KernelBackend, const D: usize>(
     project_with(x, weight, bias)
 }
 
-/// `x · weight (+ bias)` for `x: [..., in]`, `weight: [in, out]`.
+/// `x · weight (+ bias)` for `x: [..., in]`, `weight: [in, out]`, the parameters in `x`'s
+/// dtype ([`super::compute_dtype`]).
 pub fn project_with<B: KernelBackend, const D: usize>(
     x: Tensor<B, D>,
     weight: Tensor<B, 2>,
     bias: Option<Tensor<B, 1>>,
 ) -> Tensor<B, D> {
-    roll_flow_kernels::linear(x, weight, bias)
+    let dtype = x.dtype();
+    let bias = bias.map(|b| like(b, dtype));
+    roll_flow_kernels::linear(x, like(weight, dtype), bias)
 }

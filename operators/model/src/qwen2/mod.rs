@@ -7,6 +7,7 @@ pub mod attention_mask;
 pub mod backbone;
 pub mod banded_attention;
 pub mod causal_lm;
+pub mod compute_dtype;
 pub mod decoder_layer;
 pub mod dense;
 pub mod lora_adapter;

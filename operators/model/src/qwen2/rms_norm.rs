@@ -7,6 +7,8 @@ use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use roll_flow_kernels::KernelBackend;
 
+use super::compute_dtype::like;
+
 use crate::error::ModelError;
 use crate::weights::{vector_param, Init, TensorSink, WeightSource};
 
@@ -42,6 +44,7 @@ impl<B: KernelBackend> RmsNorm<B> {
     /// Normalises over the last dimension, with the fused kernel of `roll-flow-kernels`
     /// (one pass each way instead of seven ops, two of them broadcast products).
     pub fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
-        roll_flow_kernels::rms_norm(x, self.weight.val(), self.eps as f32)
+        let weight = like(self.weight.val(), x.dtype());
+        roll_flow_kernels::rms_norm(x, weight, self.eps as f32)
     }
 }

@@ -130,6 +130,17 @@ impl<B: KernelBackend> RotaryAngles<B> {
         }
     }
 
+    /// The four tables in `dtype` ([`super::compute_dtype`]).
+    pub fn like(self, dtype: burn::tensor::DType) -> Self {
+        let cast = |t: Tensor<B, 4>| super::compute_dtype::like(t, dtype);
+        RotaryAngles {
+            cos: cast(self.cos),
+            sin: cast(self.sin),
+            cos_scaled: cast(self.cos_scaled),
+            sin_scaled: cast(self.sin_scaled),
+        }
+    }
+
     /// Rotates keys `x: [batch, len, heads, head_dim]`.
     pub fn apply(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
         roll_flow_kernels::rotary(x, self.cos.clone(), self.sin.clone())

@@ -49,6 +49,14 @@ impl WeightSource for HeadFromInit<'_> {
 }
 
 impl<B: Backend> Qwen2ValueModel<B> {
+    /// The value model computing its activations in `dtype` (mixed precision; values come
+    /// back in the parameters' dtype, [`super::compute_dtype`]), or in the parameters' own
+    /// with `None`.
+    pub fn with_compute_dtype(mut self, dtype: Option<burn::tensor::DType>) -> Self {
+        self.model.compute = dtype;
+        self
+    }
+
     /// Builds the critic from named weights that include `score.weight`/`score.bias`.
     pub fn load(
         source: &mut dyn WeightSource,
@@ -103,7 +111,8 @@ impl<B: KernelBackend> Qwen2ValueModel<B> {
     pub fn forward(&self, tokens: Tensor<B, 2, Int>, layout: &AttentionLayout) -> Tensor<B, 2> {
         let [batch, len] = tokens.dims();
         let hidden = self.model.hidden_rows(tokens, layout, None, Queries::All);
-        project(&self.score, hidden).reshape([batch, len])
+        self.in_parameter_dtype(project(&self.score, hidden))
+            .reshape([batch, len])
     }
 
     /// Values `[at.len()]` at the `(row, column)` pairs `at` of whole right-padded
@@ -115,6 +124,13 @@ impl<B: KernelBackend> Qwen2ValueModel<B> {
         let hidden = self
             .model
             .hidden_rows(tokens, &layout, None, Queries::At(at));
-        project(&self.score, hidden).reshape([at.len()])
+        self.in_parameter_dtype(project(&self.score, hidden))
+            .reshape([at.len()])
+    }
+
+    /// Values back in the parameters' dtype (f32) from a mixed-precision forward
+    /// ([`super::compute_dtype`]).
+    fn in_parameter_dtype<const D: usize>(&self, values: Tensor<B, D>) -> Tensor<B, D> {
+        super::compute_dtype::like(values, self.score.weight.val().dtype())
     }
 }

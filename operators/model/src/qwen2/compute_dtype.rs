@@ -1,0 +1,37 @@
+//! Mixed precision: the dtype a model computes in, apart from the dtype its parameters are
+//! kept in.
+//!
+//! The parameters stay in the backend's float type (f32: the master weights, their
+//! gradients and the optimizer's state). With a compute dtype of bf16 (or f16) set on the
+//! backbone, the embedding's output is cast to it once, the rotary tables and the masks are
+//! cast once per forward call, and every op casts its parameters (a dense layer's weight and
+//! bias, a norm's scale) to the dtype of its activation, [`like`]: the products then run in
+//! bf16 (on tensor cores on a GPU) and autodiff casts each parameter's gradient back to f32
+//! (burn's `cast` is differentiable). PyTorch's autocast in its simplest form (Micikevicius
+//! et al. 2018, "Mixed Precision Training"). Log-probs leave the log-prob kernel in f32
+//! whatever the logits' type, and a value head's outputs are cast back to f32.
+//!
+//! When the compute dtype is the parameters' own (the default), [`like`] returns its input:
+//! the f32 path runs exactly as without this module.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{DType, Tensor};
+
+/// `t` in `dtype`: itself when it already is, else burn's (differentiable) cast.
+pub fn like<B: Backend, const D: usize>(t: Tensor<B, D>, dtype: DType) -> Tensor<B, D> {
+    match t.dtype() == dtype {
+        true => t,
+        false => t.cast(dtype),
+    }
+}
+
+/// An additive attention mask in `dtype`. The mask's −1e30 is below f16's range (its
+/// cast would be −∞, and a row whose keys are all hidden would then be a softmax of −∞s,
+/// NaN): in f16 the mask is first raised to f16's lowest finite value, −65,504, so such a
+/// row stays the uniform softmax it is in f32. bf16 holds −1e30.
+pub fn mask_like<B: Backend, const D: usize>(mask: Tensor<B, D>, dtype: DType) -> Tensor<B, D> {
+    match dtype {
+        DType::F16 if mask.dtype() != dtype => mask.clamp_min(-65_504.0).cast(dtype),
+        _ => like(mask, dtype),
+    }
+}
