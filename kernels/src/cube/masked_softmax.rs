@@ -36,48 +36,55 @@ fn units(keys: usize) -> u32 {
 
 /// `softmax(scores + mask)` over the last axis; `mask` of the scores' shape, any strides.
 pub(super) fn forward<R: CubeRuntime>(scores: CubeTensor<R>, mask: CubeTensor<R>) -> CubeTensor<R> {
-    let scores = into_contiguous(scores);
-    let shape = scores.shape();
-    let keys = shape[shape.num_dims() - 1];
-    let rows = shape.num_elements() / keys.max(1);
-    let probs = empty(&scores, &shape.to_vec());
-    let (client, dtype, units) = (scores.client.clone(), scores.dtype, units(keys));
-    masked_softmax_forward_kernel::launch::<R>(
-        &client,
-        grid(rows),
-        CubeDim::new_1d(units),
-        scores.into_tensor_arg(),
-        mask.into_tensor_arg(),
-        probs.clone().into_tensor_arg(),
-        rows as u32,
-        keys as u32,
-        units,
-        [dtype.into(), ACCUMULATOR.into()],
-    );
-    probs
+    per_row(into_contiguous(scores), mask, Direction::Forward)
 }
 
 /// dscores = y ⊙ (dy − Σ dy·y) from the forward's output `probs` and the gradient `grad`.
 pub(super) fn backward<R: CubeRuntime>(probs: CubeTensor<R>, grad: CubeTensor<R>) -> CubeTensor<R> {
-    let (probs, grad) = (into_contiguous(probs), into_contiguous(grad));
-    let shape = probs.shape();
+    per_row(
+        into_contiguous(probs),
+        into_contiguous(grad),
+        Direction::Backward,
+    )
+}
+
+enum Direction {
+    Forward,
+    Backward,
+}
+
+/// One cube per row of `rows`' last axis (contiguous), `other` read beside it (the mask, or
+/// the incoming gradient): a fresh output of `rows`' shape.
+fn per_row<R: CubeRuntime>(
+    rows: CubeTensor<R>,
+    other: CubeTensor<R>,
+    direction: Direction,
+) -> CubeTensor<R> {
+    let shape = rows.shape();
     let keys = shape[shape.num_dims() - 1];
-    let rows = shape.num_elements() / keys.max(1);
-    let dx = empty(&probs, &shape.to_vec());
-    let (client, dtype, units) = (probs.client.clone(), probs.dtype, units(keys));
-    masked_softmax_backward_kernel::launch::<R>(
-        &client,
-        grid(rows),
+    let count = shape.num_elements() / keys.max(1);
+    let out = empty(&rows, &shape.to_vec());
+    let (client, dtype, units) = (rows.client.clone(), rows.dtype, units(keys));
+    let (cubes, dim, dtypes) = (
+        grid(count),
         CubeDim::new_1d(units),
-        probs.into_tensor_arg(),
-        grad.into_tensor_arg(),
-        dx.clone().into_tensor_arg(),
-        rows as u32,
-        keys as u32,
-        units,
         [dtype.into(), ACCUMULATOR.into()],
     );
-    dx
+    let (rows, other, result) = (
+        rows.into_tensor_arg(),
+        other.into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+    );
+    let (count, keys) = (count as u32, keys as u32);
+    match direction {
+        Direction::Forward => masked_softmax_forward_kernel::launch::<R>(
+            &client, cubes, dim, rows, other, result, count, keys, units, dtypes,
+        ),
+        Direction::Backward => masked_softmax_backward_kernel::launch::<R>(
+            &client, cubes, dim, rows, other, result, count, keys, units, dtypes,
+        ),
+    }
+    out
 }
 
 #[cube(launch)]

@@ -49,16 +49,7 @@ pub fn masked_softmax_forward_backward<B: KernelBackend + AutodiffBackend>(devic
         let mask = tensor(causal_mask(shape));
         let what = format!("{shape:?}");
 
-        let run = |f: fn(Tensor<B, 4>, Tensor<B, 4>) -> Tensor<B, 4>| {
-            let x = scores.clone().require_grad();
-            let y = f(x.clone(), mask.clone());
-            let grads = (y.clone() * weight.clone()).sum().backward();
-            (host(y), host(x.grad(&grads).unwrap()))
-        };
-        let (y, dx) = run(roll_flow_kernels::masked_softmax);
-        let (ry, rdx) = run(reference::masked_softmax);
-        assert_close(&format!("softmax {what}"), &y, &ry, 1e-6, 1e-4);
-        assert_close(&format!("dscores {what}"), &dx, &rdx, 1e-6, 1e-4);
+        compare(&what, scores, mask, weight);
     }
 }
 
@@ -84,6 +75,17 @@ pub fn masked_softmax_with_an_expanded_mask<B: KernelBackend + AutodiffBackend>(
         .collect();
     let mask = Tensor::<B, 4>::from_data(TensorData::new(padding, [batch, 1, 1, keys]), device)
         .expand(shape);
+    compare("expanded mask", scores, mask, weight);
+}
+
+/// The fused softmax and the reference on `scores` and `mask`: values and the scores'
+/// gradient of Σ softmax ⊙ `weight`.
+fn compare<B: KernelBackend + AutodiffBackend>(
+    what: &str,
+    scores: Tensor<B, 4>,
+    mask: Tensor<B, 4>,
+    weight: Tensor<B, 4>,
+) {
     let run = |f: fn(Tensor<B, 4>, Tensor<B, 4>) -> Tensor<B, 4>| {
         let x = scores.clone().require_grad();
         let y = f(x.clone(), mask.clone());
@@ -92,6 +94,6 @@ pub fn masked_softmax_with_an_expanded_mask<B: KernelBackend + AutodiffBackend>(
     };
     let (y, dx) = run(roll_flow_kernels::masked_softmax);
     let (ry, rdx) = run(reference::masked_softmax);
-    assert_close("softmax, expanded mask", &y, &ry, 1e-6, 1e-4);
-    assert_close("dscores, expanded mask", &dx, &rdx, 1e-6, 1e-4);
+    assert_close(&format!("softmax {what}"), &y, &ry, 1e-6, 1e-4);
+    assert_close(&format!("dscores {what}"), &dx, &rdx, 1e-6, 1e-4);
 }
