@@ -18,10 +18,11 @@
 //! turn late in a long chat scores about `window` keys instead of the whole chat.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{DType, Int, Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
 
 use super::banded_attention::BandedWindow;
+use super::compute_dtype::{mask_like, F16_MASKED};
 use super::mask_rule::{mask_value, MASKED};
 use crate::host_transfer::upload;
 
@@ -36,23 +37,6 @@ pub enum LayerMask<B: Backend> {
     },
     /// A sliding window over whole sequences, scored block by block.
     Banded(BandedWindow<B>),
-}
-
-impl<B: Backend> LayerMask<B> {
-    /// The mask in `dtype` ([`super::compute_dtype::mask_like`]).
-    pub fn like(self, dtype: burn::tensor::DType) -> Self {
-        use super::compute_dtype::mask_like;
-        match self {
-            LayerMask::Dense { mask, first_key } => LayerMask::Dense {
-                mask: mask_like(mask, dtype),
-                first_key,
-            },
-            LayerMask::Banded(band) => LayerMask::Banded(BandedWindow {
-                mask: mask_like(band.mask, dtype),
-                ..band
-            }),
-        }
-    }
 }
 
 /// Positions and visible key range of every row of one forward call.
@@ -86,28 +70,28 @@ impl AttentionLayout {
     /// The mask of a layer with `window` (`None`: full causal attention) over `keys` keys for
     /// `heads` query heads on `kv_heads` key/value heads: banded when the rows are whole
     /// sequences from position 0 (no cache) and the band scores fewer keys per query than
-    /// the dense mask, dense otherwise.
+    /// the dense mask, dense otherwise. In `dtype` where given (a model's compute dtype,
+    /// [`super::compute_dtype`]), else the backend's float type.
     pub fn layer_mask<B: KernelBackend>(
         &self,
         keys: usize,
         (heads, kv_heads): (usize, usize),
         window: Option<usize>,
+        dtype: Option<DType>,
         device: &B::Device,
     ) -> LayerMask<B> {
         match window {
             Some(w)
                 if self.is_whole_sequences(keys) && BandedWindow::<B>::keys_per_query(w) < keys =>
             {
-                LayerMask::Banded(BandedWindow::new(
-                    self.batch(),
-                    keys,
-                    (heads, kv_heads),
-                    w,
-                    device,
-                ))
+                let band = BandedWindow::new(self.batch(), keys, (heads, kv_heads), w, device);
+                LayerMask::Banded(BandedWindow {
+                    mask: in_dtype(band.mask, dtype),
+                    ..band
+                })
             }
             _ => LayerMask::Dense {
-                mask: self.mask(keys, heads, window, device),
+                mask: self.mask(keys, heads, window, dtype, device),
                 first_key: self.first_visible_key(keys, window),
             },
         }
@@ -139,20 +123,24 @@ impl AttentionLayout {
     /// for every head; with a `window`, a query sees only its last `window` keys (itself
     /// included), as transformers' `sliding_window_overlay`.
     ///
-    /// Repeated per head rather than broadcast: burn-flex adds same-shape tensors in a flat
-    /// SIMD loop but walks a broadcast over the head axis element by element. Built once
-    /// per forward call and window, and shared by the layers with that window: on the host,
-    /// or on the device where the backend has device memory (the same values).
+    /// On the host it is repeated per head rather than broadcast: burn-flex adds same-shape
+    /// tensors in a flat SIMD loop but walks a broadcast over the head axis element by
+    /// element. On the device it is one head expanded over the others (a stride-0 view the
+    /// CubeCL softmax and decode attention read in place: at Qwen2.5-0.5B's training shape,
+    /// 8 × 2,048 tokens and 14 heads, the repeated mask was 1.9 GB written and read every
+    /// forward call). Built once per forward call and window, and shared by the layers with
+    /// that window, in `dtype` where given (else the backend's float type).
     pub fn mask<B: KernelBackend>(
         &self,
         keys: usize,
         heads: usize,
         window: Option<usize>,
+        dtype: Option<DType>,
         device: &B::Device,
     ) -> Tensor<B, 4> {
         match B::DEVICE_MEMORY {
-            true => self.mask_on_device(keys, heads, window, device),
-            false => self.mask_on_host(keys, heads, window, device),
+            true => self.mask_on_device(keys, heads, window, dtype, device),
+            false => in_dtype(self.mask_on_host(keys, heads, window, device), dtype),
         }
     }
 
@@ -203,6 +191,7 @@ impl AttentionLayout {
         keys: usize,
         heads: usize,
         window: Option<usize>,
+        dtype: Option<DType>,
         device: &B::Device,
     ) -> Tensor<B, 4> {
         let (batch, queries, offset, first, width) = self.extent(keys, window);
@@ -234,10 +223,26 @@ impl AttentionLayout {
         if let Some(w) = window {
             allowed = allowed.bool_and(back.lower_elem(w as i64));
         }
-        Tensor::<B, 3>::full(shape, MASKED, device)
+        let fill = match dtype {
+            Some(DType::F16) => F16_MASKED,
+            _ => MASKED,
+        };
+        let hidden = match dtype {
+            Some(dtype) => Tensor::<B, 3>::full(shape, fill, (device, dtype)),
+            None => Tensor::<B, 3>::full(shape, fill, device),
+        };
+        hidden
             .mask_fill(allowed, 0.0)
             .reshape([batch, 1, queries, width])
-            .repeat_dim(1, heads)
+            .expand([batch, heads, queries, width])
+    }
+}
+
+/// `mask` in `dtype` where given ([`mask_like`]).
+fn in_dtype<B: Backend, const D: usize>(mask: Tensor<B, D>, dtype: Option<DType>) -> Tensor<B, D> {
+    match dtype {
+        Some(dtype) => mask_like(mask, dtype),
+        None => mask,
     }
 }
 
@@ -249,7 +254,7 @@ mod tests {
 
     /// Which `[row][query][key]` entries of the mask (one head) are allowed.
     fn allowed_entries(layout: &AttentionLayout, keys: usize, window: Option<usize>) -> Vec<bool> {
-        let mask = layout.mask::<B>(keys, 1, window, &Default::default());
+        let mask = layout.mask::<B>(keys, 1, window, None, &Default::default());
         let values = mask.into_data().to_vec::<f32>().unwrap();
         values.iter().map(|&m| m == 0.0).collect()
     }
@@ -282,7 +287,8 @@ mod tests {
                     let values =
                         |m: Tensor<B, 4>| (m.dims(), m.into_data().to_vec::<f32>().unwrap());
                     let host = values(layout.mask_on_host::<B>(*keys, heads, window, &device));
-                    let dev = values(layout.mask_on_device::<B>(*keys, heads, window, &device));
+                    let dev =
+                        values(layout.mask_on_device::<B>(*keys, heads, window, None, &device));
                     assert_eq!(dev, host, "{layout:?}, {keys} keys, window {window:?}");
                 }
             }

@@ -208,11 +208,8 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             let window = self.windows.get(i).copied().flatten();
             let built = masks.iter().position(|(w, _)| *w == window);
             let index = built.unwrap_or_else(|| {
-                let mask = layout.layer_mask::<B>(keys, self.heads(), window, &device);
-                let mask = match self.compute {
-                    Some(dtype) => mask.like(dtype),
-                    None => mask,
-                };
+                let mask =
+                    layout.layer_mask::<B>(keys, self.heads(), window, self.compute, &device);
                 masks.push((window, mask));
                 masks.len() - 1
             });

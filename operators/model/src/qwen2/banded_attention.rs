@@ -325,13 +325,13 @@ mod tests {
         assert_eq!(BandedWindow::<B>::keys_per_query(40), 60);
         assert_eq!(BandedWindow::<B>::keys_per_query(1), 1);
         let layout = AttentionLayout::right_padded(2, 300);
-        let banded = layout.layer_mask::<B>(300, (8, 8), Some(40), &Default::default());
+        let banded = layout.layer_mask::<B>(300, (8, 8), Some(40), None, &Default::default());
         assert!(matches!(
             banded,
             super::super::attention_mask::LayerMask::Banded(_)
         ));
         let short = AttentionLayout::right_padded(2, 50);
-        let dense = short.layer_mask::<B>(50, (8, 8), Some(40), &Default::default());
+        let dense = short.layer_mask::<B>(50, (8, 8), Some(40), None, &Default::default());
         assert!(matches!(
             dense,
             super::super::attention_mask::LayerMask::Dense { .. }

@@ -25,13 +25,16 @@ pub fn like<B: Backend, const D: usize>(t: Tensor<B, D>, dtype: DType) -> Tensor
     }
 }
 
-/// An additive attention mask in `dtype`. The mask's −1e30 is below f16's range (its
-/// cast would be −∞, and a row whose keys are all hidden would then be a softmax of −∞s,
-/// NaN): in f16 the mask is first raised to f16's lowest finite value, −65,504, so such a
-/// row stays the uniform softmax it is in f32. bf16 holds −1e30.
+/// A hidden key's additive mask value in f16: its lowest finite value. The mask's −1e30
+/// is below f16's range (its cast would be −∞, and a row whose keys are all hidden would
+/// then be a softmax of −∞s, NaN); at −65,504 such a row stays the uniform softmax it is in
+/// f32. bf16 holds −1e30.
+pub const F16_MASKED: f32 = -65_504.0;
+
+/// An additive attention mask in `dtype` (in f16 raised to [`F16_MASKED`] first).
 pub fn mask_like<B: Backend, const D: usize>(mask: Tensor<B, D>, dtype: DType) -> Tensor<B, D> {
     match dtype {
-        DType::F16 if mask.dtype() != dtype => mask.clamp_min(-65_504.0).cast(dtype),
+        DType::F16 if mask.dtype() != dtype => mask.clamp_min(F16_MASKED).cast(dtype),
         _ => like(mask, dtype),
     }
 }
