@@ -223,13 +223,10 @@ impl AttentionLayout {
         if let Some(w) = window {
             allowed = allowed.bool_and(back.lower_elem(w as i64));
         }
-        let fill = match dtype {
-            Some(DType::F16) => F16_MASKED,
-            _ => MASKED,
-        };
         let hidden = match dtype {
-            Some(dtype) => Tensor::<B, 3>::full(shape, fill, (device, dtype)),
-            None => Tensor::<B, 3>::full(shape, fill, device),
+            Some(DType::F16) => Tensor::<B, 3>::full(shape, F16_MASKED, (device, DType::F16)),
+            Some(dtype) => Tensor::<B, 3>::full(shape, MASKED, (device, dtype)),
+            None => Tensor::<B, 3>::full(shape, MASKED, device),
         };
         hidden
             .mask_fill(allowed, 0.0)

@@ -163,17 +163,14 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
     /// Rotary tables for `positions`, shaped for this model's query and key/value heads
     /// (in the compute dtype).
     fn rope(&self, positions: &[Vec<usize>], device: &B::Device) -> RotaryAngles<B> {
-        let tables = RotaryAngles::new(
+        RotaryAngles::new(
             positions,
             self.head_dim,
             self.heads(),
             &self.inv_freq,
+            self.compute,
             device,
-        );
-        match self.compute {
-            Some(dtype) => tables.like(dtype),
-            None => tables,
-        }
+        )
     }
 
     /// (query heads, key/value heads) of the layers.

@@ -30,9 +30,10 @@
 //!   to rounding).
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{DType, Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
 
+use super::compute_dtype::like;
 use crate::host_transfer::upload;
 
 /// `cos`/`sin` tables for one forward call: `[batch, len, kv_heads, head_dim]` for keys,
@@ -53,12 +54,15 @@ impl<B: KernelBackend> RotaryAngles<B> {
     /// Angles for `positions[b][t]` (all rows the same length) at the frequencies
     /// `inv_freq` (`head_dim / 2` of them: `Qwen2Config::rope_inv_freq`); `heads` = (query
     /// heads, key/value heads). Expanded on the host, or on the device where the backend
-    /// has device memory (the same values, fewer bytes across).
+    /// has device memory (the same values, fewer bytes across); in `dtype` where given (a
+    /// model's compute dtype, [`super::compute_dtype`]), on the device cast before the
+    /// expansion, while the angles are one head of half the features.
     pub fn new(
         positions: &[Vec<usize>],
         head_dim: usize,
         heads: (usize, usize),
         inv_freq: &[f32],
+        dtype: Option<DType>,
         device: &B::Device,
     ) -> Self {
         assert_eq!(
@@ -67,9 +71,19 @@ impl<B: KernelBackend> RotaryAngles<B> {
             "one frequency per pair of features"
         );
         let angles = HalfAngles::new(positions, inv_freq);
-        match B::DEVICE_MEMORY {
-            true => Self::expanded_on_device(angles, heads, device),
-            false => Self::expanded_on_host(angles, heads, device),
+        match (B::DEVICE_MEMORY, dtype) {
+            (true, _) => Self::expanded_on_device(angles, heads, dtype, device),
+            (false, None) => Self::expanded_on_host(angles, heads, device),
+            (false, Some(dtype)) => {
+                let t = Self::expanded_on_host(angles, heads, device);
+                let cast = |t: Tensor<B, 4>| like(t, dtype);
+                RotaryAngles {
+                    cos: cast(t.cos),
+                    sin: cast(t.sin),
+                    cos_scaled: cast(t.cos_scaled),
+                    sin_scaled: cast(t.sin_scaled),
+                }
+            }
         }
     }
 
@@ -106,6 +120,7 @@ impl<B: KernelBackend> RotaryAngles<B> {
     fn expanded_on_device(
         a: HalfAngles,
         (q_heads, kv_heads): (usize, usize),
+        dtype: Option<DType>,
         device: &B::Device,
     ) -> Self {
         let (batch, len, half, head_dim) = (a.batch, a.len, a.half, 2 * a.half);
@@ -113,6 +128,10 @@ impl<B: KernelBackend> RotaryAngles<B> {
         angles.extend(a.sin);
         let angles: Tensor<B, 5> =
             upload(TensorData::new(angles, [2, batch, len, 1, half]), device);
+        let angles = match dtype {
+            Some(dtype) => like(angles, dtype),
+            None => angles,
+        };
         let full = |i: usize| {
             let t = angles
                 .clone()
@@ -127,17 +146,6 @@ impl<B: KernelBackend> RotaryAngles<B> {
             sin_scaled: sin.clone().repeat_dim(2, q_heads).mul_scalar(scale),
             cos: cos.repeat_dim(2, kv_heads),
             sin: sin.repeat_dim(2, kv_heads),
-        }
-    }
-
-    /// The four tables in `dtype` ([`super::compute_dtype`]).
-    pub fn like(self, dtype: burn::tensor::DType) -> Self {
-        let cast = |t: Tensor<B, 4>| super::compute_dtype::like(t, dtype);
-        RotaryAngles {
-            cos: cast(self.cos),
-            sin: cast(self.sin),
-            cos_scaled: cast(self.cos_scaled),
-            sin_scaled: cast(self.sin_scaled),
         }
     }
 
@@ -223,7 +231,7 @@ mod tests {
         let device = Default::default();
         let angles = HalfAngles::new(&positions, &inv_freq);
         let host = RotaryAngles::<B>::expanded_on_host(angles.clone(), (6, 2), &device);
-        let dev = RotaryAngles::<B>::expanded_on_device(angles, (6, 2), &device);
+        let dev = RotaryAngles::<B>::expanded_on_device(angles, (6, 2), None, &device);
         let values = |t: &Tensor<B, 4>| (t.dims(), t.to_data().to_vec::<f32>().unwrap());
         for (h, d) in [
             (&host.cos, &dev.cos),
