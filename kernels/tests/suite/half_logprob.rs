@@ -8,7 +8,7 @@
 //! the reference value, plus 1e-5 for the target token's cancellation.
 
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{FloatDType, Int, Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
 
 use super::{host, vector, Rng};
@@ -43,9 +43,11 @@ pub fn half_logprob_matches_f64<B: KernelBackend + AutodiffBackend>(
         let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(targets.clone(), [rows]), device);
         let out =
             roll_flow_kernels::token_logprob_entropy(x.clone(), ids, temperature as f32).unwrap();
-        let loss = (out.logprob.clone() * vector::<B>(w_lp.clone(), device)
-            + out.entropy.clone() * vector::<B>(w_h.clone(), device))
-        .sum();
+        // The weights in the outputs' f32: burn 0.21's binary ops do not promote, and an
+        // f32 × f16 product is an f32-labelled buffer of f16 values.
+        let weights = |w: &[f32]| vector::<B>(w.to_vec(), device).cast(FloatDType::F32);
+        let loss =
+            (out.logprob.clone() * weights(&w_lp) + out.entropy.clone() * weights(&w_h)).sum();
         let grad = host(x.grad(&loss.backward()).unwrap());
         let (lp, h) = (host(out.logprob), host(out.entropy));
 

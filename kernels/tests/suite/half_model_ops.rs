@@ -122,15 +122,20 @@ fn masked_softmax<B: KernelBackend + AutodiffBackend>(device: &B::Device, format
     let xg = x.require_grad();
     let y = roll_flow_kernels::masked_softmax(xg.clone(), mask);
     let grads = (y.clone() * dy).sum().backward();
+    // The backward reads the probabilities as the forward rounded them.
+    let ys: Vec<f64> = host(y.clone()).into_iter().map(f64::from).collect();
     let (mut want_y, mut want_dx) = (vec![], vec![]);
     for r in 0..n / keys {
         let s: Vec<f64> = (r * keys..(r + 1) * keys).map(|i| xs[i] + ms[i]).collect();
         let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let total: f64 = s.iter().map(|v| (v - m).exp()).sum();
         let p: Vec<f64> = s.iter().map(|v| (v - m).exp() / total).collect();
-        let d = &dys[r * keys..(r + 1) * keys];
-        let dot: f64 = p.iter().zip(d).map(|(p, d)| p * d).sum();
-        want_dx.extend(p.iter().zip(d).map(|(p, d)| p * (d - dot)));
+        let (d, y) = (
+            &dys[r * keys..(r + 1) * keys],
+            &ys[r * keys..(r + 1) * keys],
+        );
+        let dot: f64 = y.iter().zip(d).map(|(y, d)| y * d).sum();
+        want_dx.extend(y.iter().zip(d).map(|(y, d)| y * (d - dot)));
         want_y.extend(p);
     }
     assert_half_close("softmax y", &host(y), &want_y, format);
@@ -189,6 +194,8 @@ fn rotary<B: KernelBackend + AutodiffBackend>(device: &B::Device, format: (i32, 
     let xg = x.require_grad();
     let y = roll_flow_kernels::rotary(xg.clone(), cos, sin);
     let grads = (y.clone() * dy).sum().backward();
+    // The backward reads the probabilities as the forward rounded them.
+    let ys: Vec<f64> = host(y.clone()).into_iter().map(f64::from).collect();
     let (mut want_y, mut want_dx) = (vec![], vec![]);
     for i in 0..n {
         let (first, partner) = match i % d < half {
