@@ -194,8 +194,6 @@ fn rotary<B: KernelBackend + AutodiffBackend>(device: &B::Device, format: (i32, 
     let xg = x.require_grad();
     let y = roll_flow_kernels::rotary(xg.clone(), cos, sin);
     let grads = (y.clone() * dy).sum().backward();
-    // The backward reads the probabilities as the forward rounded them.
-    let ys: Vec<f64> = host(y.clone()).into_iter().map(f64::from).collect();
     let (mut want_y, mut want_dx) = (vec![], vec![]);
     for i in 0..n {
         let (first, partner) = match i % d < half {
