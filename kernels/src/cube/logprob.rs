@@ -15,6 +15,12 @@
 //! logits still give f32 log-probs (as verl's, computed in f32 from bf16 logits). The
 //! backward reads the incoming gradient in `A` and writes dlogits in the logits' type;
 //! what it reads per row, (lse, H), is saved in `A` beside the output.
+//!
+//! Both walks read and write the row as vectors of `N` elements (the widest load the device
+//! favours that divides the vocabulary: 8 bf16 or 4 f32 in one 16-byte load on CUDA), so a
+//! unit has one wide load in flight per step instead of one 2-byte load, which a sum carried
+//! from step to step would otherwise serialise; the forward rescales its running sums once
+//! a vector, by the vector's largest score.
 //! Source: online softmax (Milakov & Gimelshein 2018), burn-cubecl's one-cube-per-row
 //! reductions.
 
@@ -30,8 +36,8 @@ const FLOOR: f32 = -1.0e4;
 
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn logprob_forward_kernel<F: Float, A: Float, I: Numeric>(
-    logits: &Tensor<F>,
+pub(crate) fn logprob_forward_kernel<F: Float, A: Float, I: Numeric, N: Size>(
+    logits: &Tensor<Vector<F, N>>,
     targets: &Tensor<I>,
     out: &mut Tensor<A>,
     lse: &mut Tensor<A>,
@@ -42,26 +48,35 @@ pub(crate) fn logprob_forward_kernel<F: Float, A: Float, I: Numeric>(
     #[define(F, A, I)] _dtypes: [StorageType; 3],
 ) {
     let row = cube_index(rows);
-    let v = vocab as usize;
-    let base = row * v;
+    let n = logits.vector_size();
+    let vectors = vocab as usize / n;
+    let base = row * vectors;
     let inv = A::cast_from(inv_t);
     let mut m = A::new(NEG_BIG);
     let mut s0 = A::new(0.0);
     let mut s1 = A::new(0.0);
     let mut i = UNIT_POS_X as usize;
-    while i < v {
-        let s = A::cast_from(logits[base + i]) * inv;
-        if s > m {
-            let d = m - s;
+    while i < vectors {
+        let x = logits[base + i];
+        let mut top = A::cast_from(x[0]) * inv;
+        #[unroll]
+        for k in 1..n {
+            top = A::max(top, A::cast_from(x[k]) * inv);
+        }
+        if top > m {
+            let d = m - top;
             let f = d.exp();
             s1 = f * (s1 + d * s0);
             s0 *= f;
-            m = s;
+            m = top;
         }
-        let x = A::max(s - m, A::new(FLOOR));
-        let e = x.exp();
-        s0 += e;
-        s1 += e * x;
+        #[unroll]
+        for k in 0..n {
+            let y = A::max(A::cast_from(x[k]) * inv - m, A::new(FLOOR));
+            let e = y.exp();
+            s0 += e;
+            s1 += e * y;
+        }
         i += CUBE_DIM_X as usize;
     }
     // One shared array holding the three per-unit values side by side, (m | S₀ | S₁), as
@@ -97,7 +112,7 @@ pub(crate) fn logprob_forward_kernel<F: Float, A: Float, I: Numeric>(
         let log_s0 = acc[b].ln();
         let l = acc[0] + log_s0;
         let y = u32::cast_from(targets[row]) as usize;
-        out[row * 2] = A::cast_from(logits[base + y]) * inv - l;
+        out[row * 2] = A::cast_from(logits[base + y / n][y % n]) * inv - l;
         let h = log_s0 - acc[2 * b] / acc[b];
         out[row * 2 + 1] = h;
         lse[row * 2] = l;
@@ -107,20 +122,21 @@ pub(crate) fn logprob_forward_kernel<F: Float, A: Float, I: Numeric>(
 
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn logprob_backward_kernel<F: Float, A: Float, I: Numeric>(
-    logits: &Tensor<F>,
+pub(crate) fn logprob_backward_kernel<F: Float, A: Float, I: Numeric, N: Size>(
+    logits: &Tensor<Vector<F, N>>,
     targets: &Tensor<I>,
     lse: &Tensor<A>,
     grad: &Tensor<A>,
-    dlogits: &mut Tensor<F>,
+    dlogits: &mut Tensor<Vector<F, N>>,
     rows: u32,
     vocab: u32,
     inv_t: f32,
     #[define(F, A, I)] _dtypes: [StorageType; 3],
 ) {
     let row = cube_index(rows);
-    let v = vocab as usize;
-    let base = row * v;
+    let n = logits.vector_size();
+    let vectors = vocab as usize / n;
+    let base = row * vectors;
     let inv = A::cast_from(inv_t);
     let l = lse[row * 2];
     let h = lse[row * 2 + 1];
@@ -128,14 +144,20 @@ pub(crate) fn logprob_backward_kernel<F: Float, A: Float, I: Numeric>(
     let b = grad[row * 2 + 1] * inv;
     let y = u32::cast_from(targets[row]) as usize;
     let mut i = UNIT_POS_X as usize;
-    while i < v {
-        let log_p = A::max(A::cast_from(logits[base + i]) * inv - l, A::new(FLOOR));
-        let p = log_p.exp();
-        let mut d = A::new(0.0) - p * (a + b * (log_p + h));
-        if i == y {
-            d += a;
+    while i < vectors {
+        let x = logits[base + i];
+        let mut dz = Vector::new(F::new(0.0));
+        #[unroll]
+        for k in 0..n {
+            let log_p = A::max(A::cast_from(x[k]) * inv - l, A::new(FLOOR));
+            let p = log_p.exp();
+            let mut d = A::new(0.0) - p * (a + b * (log_p + h));
+            if i * n + k == y {
+                d += a;
+            }
+            dz[k] = F::cast_from(d);
         }
-        dlogits[base + i] = F::cast_from(d);
+        dlogits[base + i] = dz;
         i += CUBE_DIM_X as usize;
     }
 }

@@ -136,6 +136,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
             &x.client,
             grid(rows),
             CubeDim::new_1d(BLOCK),
+            x.vector_size,
             x.logits.into_tensor_arg(),
             x.targets.into_tensor_arg(),
             out.clone().into_tensor_arg(),
@@ -160,6 +161,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
             &x.client,
             grid(rows),
             CubeDim::new_1d(BLOCK),
+            x.vector_size,
             x.logits.into_tensor_arg(),
             x.targets.into_tensor_arg(),
             into_contiguous(saved.lse).into_tensor_arg(),
@@ -280,6 +282,8 @@ struct RowsLaunch<R: CubeRuntime> {
     vocab: usize,
     /// (logits, the accumulator, targets).
     dtypes: [StorageType; 3],
+    /// Logits a load: the widest the device favours for their type that divides `vocab`.
+    vector_size: usize,
     client: ComputeClient<R>,
 }
 
@@ -287,7 +291,12 @@ impl<R: CubeRuntime> RowsLaunch<R> {
     fn new(logits: CubeTensor<R>, targets: CubeTensor<R>) -> Self {
         let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
         let [rows, vocab] = logits.shape().dims::<2>();
+        let vector_size = (logits.client)
+            .io_optimized_vector_sizes(logits.dtype.size())
+            .find(|n| vocab % n == 0)
+            .unwrap_or(1);
         RowsLaunch {
+            vector_size,
             dtypes: [
                 logits.dtype.into(),
                 ACCUMULATOR.into(),
