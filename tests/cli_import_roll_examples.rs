@@ -70,6 +70,7 @@ fn imported_frozen_lake_runs_its_first_steps_on_a_tiny_model() {
         "2",
         &[
             "device=Cpu",
+            "models.policy.precision=F32",
             "models.policy.arch=Tiny(layers: 1, dim: 32, heads: 2)",
             "models.policy.tokenizer=Builtin",
             "models.policy.optim.warmup_steps=1",
@@ -194,6 +195,7 @@ fn shipped_sokoban_first_step_runs_on_a_tiny_model() {
     let dir = tempfile::tempdir().unwrap();
     let mut sets = vec![
         "device=Cpu",
+        "models.policy.precision=F32",
         "models.policy.arch=Tiny(layers: 1, dim: 32, heads: 2)",
         "models.policy.tokenizer=Builtin",
         "models.policy.optim.warmup_steps=1",

@@ -314,6 +314,8 @@ fn an_empty_config_is_refused_and_a_rollout_only_one_plays_without_training() {
         "--set",
         "device=Cpu",
         "--set",
+        "models.policy.precision=F32",
+        "--set",
         "models.policy.arch=Tiny(layers: 1, dim: 32, heads: 2)",
         "--set",
         "nodes.rollout.max_new_tokens=8",
@@ -360,4 +362,56 @@ fn pg_variant_cispo_becomes_the_cispo_loss_with_roll_s_bounds() {
         panic!()
     };
     assert!(matches!(actor.loss, roll_flow::algo::PolicyLoss::Cispo(_)));
+}
+
+#[test]
+fn model_args_dtype_becomes_the_models_precision_and_a_bad_one_is_refused() {
+    use roll_flow::model::spec::Precision;
+    let dir = tempfile::tempdir().unwrap();
+    let demo = std::fs::read_to_string(DEMO).unwrap();
+    let import_with = |dtype: Option<&str>| {
+        let text = match dtype {
+            Some(d) => demo.replace("    dtype: bf16\n", &format!("    dtype: {d}\n")),
+            None => demo.replace("    dtype: bf16\n", ""),
+        };
+        let name = format!("agentic_demo/dtype_{}.yaml", dtype.unwrap_or("absent"));
+        let path = fixtures_with(dir.path(), &name, &text);
+        let out = dir
+            .path()
+            .join(format!("dtype_{}.ron", dtype.unwrap_or("absent")));
+        (
+            import_roll(&[path.to_str().unwrap(), "-o", out.to_str().unwrap()]),
+            out,
+        )
+    };
+    // ROLL's default (absent) is bf16, as the file's own value.
+    for (dtype, want) in [
+        (Some("bf16"), Precision::Bf16),
+        (None, Precision::Bf16),
+        (Some("fp16"), Precision::F16),
+        (Some("fp32"), Precision::F32),
+        (Some("null"), Precision::F32),
+    ] {
+        let (result, out) = import_with(dtype);
+        assert!(result.status.success(), "{dtype:?}: {}", stderr(&result));
+        let p = spec::load::<RollFlow>(&out, &[])
+            .unwrap_or_else(|d| panic!("{d:?}"))
+            .pipeline;
+        assert_eq!(p.models.get("policy").unwrap().precision, want, "{dtype:?}");
+    }
+    let (result, _) = import_with(Some("null"));
+    assert!(
+        stderr(&result).contains("not supported: actor_train.model_args.dtype: null"),
+        "{}",
+        stderr(&result)
+    );
+    let (result, out) = import_with(Some("fp8"));
+    assert!(!result.status.success() && !out.exists());
+    let report = stderr(&result);
+    assert!(
+        report.contains("actor_train.model_args.dtype")
+            && report.contains("`fp8` is not one of ROLL's dtypes")
+            && report.contains("write fp32, bf16 or fp16"),
+        "{report}"
+    );
 }

@@ -4,7 +4,7 @@
 //! The config is composed ([`hydra_compose`]: the `defaults:` list from the same folder,
 //! `${...}` interpolations, the resolvers ROLL uses as stated constants), mapped key by key
 //! ([`pipeline_mapping`], [`env_mapping`], [`gem_env`], [`webshop_env`],
-//! [`prompt_templates`], [`training_mapping`], [`policy_loss`]), and every key is accounted
+//! [`prompt_templates`], [`training_mapping`], [`policy_loss`], [`precision_mapping`]), and every key is accounted
 //! for ([`config_reader`]): mapped, known but not used here ([`roll_keys`]: ignored on this
 //! engine or not supported, each with why), or refused as unknown with its path.
 //! docs/roll-import.md holds the three classes.
@@ -19,6 +19,7 @@ pub mod lora_mapping;
 pub mod omegaconf_resolvers;
 pub mod pipeline_mapping;
 pub mod policy_loss;
+pub mod precision_mapping;
 pub mod prompt_templates;
 pub mod roll_keys;
 pub mod rollout_only_mapping;

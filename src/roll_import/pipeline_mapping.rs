@@ -6,6 +6,7 @@ use super::config_reader::ConfigReader;
 use super::env_mapping::{env_sets, EnvSets};
 use super::import_error::ImportError;
 use super::lora_mapping::policy_lora;
+use super::precision_mapping::model_precision;
 use super::prompt_templates::TagPrompt;
 use super::roll_keys::NoticeKind;
 use super::training_mapping::{actor_step, advantage, critic_step, optimizer, Estimator};
@@ -50,7 +51,8 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
         None
     };
     let policy_optim = optimizer(r, "actor_train")?;
-    out.push_str("        // pretrain; actor_train.training_args (learning_rate, weight_decay, warmup_steps, lr_scheduler_type, adam_*); max_grad_norm\n");
+    let precision = model_precision(r, "actor_train")?;
+    out.push_str("        // pretrain; actor_train.model_args.dtype; actor_train.training_args (learning_rate, weight_decay, warmup_steps, lr_scheduler_type, adam_*); max_grad_norm\n");
     let lora = match policy_lora(r)? {
         Some(lora) => {
             out.push_str("        // actor_train.model_args.lora_target, lora_rank, lora_alpha, lora_dropout\n");
@@ -59,12 +61,13 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
         None => String::new(),
     };
     out.push_str(&format!(
-        "        \"policy\": (arch: HfDir({pretrain:?}){lora}, optim: {policy_optim}),\n"
+        "        \"policy\": (arch: HfDir({pretrain:?}){precision}{lora}, optim: {policy_optim}),\n"
     ));
     if actor.kl_loss || adv.kl_penalty {
-        out.push_str("        // pretrain (the reference model of the KL term)\n");
+        let precision = model_precision(r, "reference")?;
+        out.push_str("        // pretrain (the reference model of the KL term); reference.model_args.dtype\n");
         out.push_str(&format!(
-            "        \"reference\": (arch: HfDir({pretrain:?})),\n"
+            "        \"reference\": (arch: HfDir({pretrain:?}){precision}),\n"
         ));
     }
     if critic.is_some() {
@@ -72,9 +75,10 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
             .text("reward_pretrain")?
             .unwrap_or_else(|| pretrain.clone());
         let critic_optim = optimizer(r, "critic")?;
-        out.push_str("        // reward_pretrain (the critic, adv_estimator: gae); critic.training_args; max_grad_norm\n");
+        let precision = model_precision(r, "critic")?;
+        out.push_str("        // reward_pretrain (the critic, adv_estimator: gae); critic.model_args.dtype; critic.training_args; max_grad_norm\n");
         out.push_str(&format!(
-            "        \"critic\": (arch: HfDir({critic_model:?}), optim: {critic_optim}),\n"
+            "        \"critic\": (arch: HfDir({critic_model:?}){precision}, optim: {critic_optim}),\n"
         ));
     }
     out.push_str("    },\n    envs: {\n");
@@ -204,7 +208,7 @@ pub(super) fn header_fields(r: &mut ConfigReader) -> Result<String, ImportError>
         "    name: {name:?},\n    seed: {seed},\n    steps: {steps},\n"
     ));
     out.push_str(
-        "    device: Cuda(0), // ROLL trains on GPUs; `--set device=Cpu` on a CPU build\n",
+        "    device: Cuda(0), // ROLL trains on GPUs; on a CPU, `--set device=Cpu` and each bf16 model's `precision=F32`\n",
     );
     out.push_str(&format!("    out_dir: {out_dir:?},\n    models: {{\n"));
     Ok(out)

@@ -55,7 +55,9 @@ const ATTENTION: &str =
 const DYNAMIC_BATCHING: &str = "dynamic batching (micro-batches cut by a token budget): roll-flow cuts them by `micro_batch` samples; the gradient is the same";
 const ULYSSES: &str = "Ulysses sequence parallelism across GPUs";
 const REMOVE_PADDING: &str = "FSDP's padding-free attention (ROLL's WorkerConfig no longer has it: dacite drops it); it does not change the loss";
-const F32: &str = "roll-flow trains in f32";
+const WORKER_DTYPE: &str = "a worker without a model of its own here: actor_infer generates with the policy's weights in the policy's `precision:` (actor_train.model_args.dtype)";
+const TRAINER_PRECISION: &str = "mixed precision is the model's `precision:`, from its worker's model_args.dtype; parameters and optimizer state stay f32";
+const ADAPTER_DTYPE: &str = "LoRA adapters are kept and trained in f32";
 const ACTIVATIONS: &str = "activation memory is the engine's";
 const CHECKPOINTS: &str = "checkpoints go to `out_dir`";
 const LORA_UNUSED: &str = "LoRA settings of a worker that does not train, or without `lora_target` (ROLL trains no adapters then): the actor's become the policy's `lora:`, and generation and the reference read the policy's weights";
@@ -70,7 +72,7 @@ pub const IGNORED: &[(&str, &str)] = &[
     ("*.model_args.lora_alpha", LORA_UNUSED),
     ("*.model_args.lora_target", LORA_UNUSED),
     ("*.model_args.lora_dropout", LORA_UNUSED),
-    ("*.model_args.autocast_adapter_dtype", F32),
+    ("*.model_args.autocast_adapter_dtype", ADAPTER_DTYPE),
     ("hydra", "Hydra's run-directory settings"),
     ("logging_dir", "logs and metrics go to `out_dir`"),
     ("render_save_dir", "eval renders go to `out_dir/renders`"),
@@ -201,7 +203,7 @@ pub const IGNORED: &[(&str, &str)] = &[
         "*.model_args.gradient_checkpointing_use_reentrant",
         ACTIVATIONS,
     ),
-    ("*.model_args.dtype", F32),
+    ("*.model_args.dtype", WORKER_DTYPE),
     ("*.model_args.device_map", WORKERS),
     (
         "*.model_args.model_type",
@@ -211,8 +213,8 @@ pub const IGNORED: &[(&str, &str)] = &[
         "*.model_args.model_name_or_path",
         "every model is built from `pretrain`",
     ),
-    ("*.training_args.bf16", F32),
-    ("*.training_args.fp16", F32),
+    ("*.training_args.bf16", TRAINER_PRECISION),
+    ("*.training_args.fp16", TRAINER_PRECISION),
     ("*.training_args.output_dir", CHECKPOINTS),
     (
         "*.training_args.logging_steps",

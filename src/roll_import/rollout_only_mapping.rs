@@ -14,6 +14,7 @@ use super::pipeline_mapping::{
     header_fields, ignore_unplayed_tags, max_new_tokens, prompt_fields, rollout_prompt,
     sampling_args, set_names, write_env_sets, Mapped,
 };
+use super::precision_mapping::model_precision;
 use super::roll_keys::NoticeKind;
 
 /// The top-level keys of ROLL's training (the estimator, the losses, the update, the
@@ -77,9 +78,12 @@ pub fn map_rollout_only(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
         "ROLL's rollout pipeline plays train_env_manager's tags only",
     );
     ignore_unplayed_tags(r, &["train_env_manager"]);
-    out.push_str("        // pretrain (actor_infer plays; nothing trains)\n");
+    let precision = model_precision(r, "actor_infer")?;
+    out.push_str(
+        "        // pretrain (actor_infer plays; nothing trains); actor_infer.model_args.dtype\n",
+    );
     out.push_str(&format!(
-        "        \"policy\": (arch: HfDir({pretrain:?})),\n    }},\n    envs: {{\n"
+        "        \"policy\": (arch: HfDir({pretrain:?}){precision}),\n    }},\n    envs: {{\n"
     ));
     write_env_sets(&mut out, "train_env_manager", &train);
     out.push_str("    },\n    nodes: {\n");
