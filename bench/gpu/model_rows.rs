@@ -94,7 +94,11 @@ pub fn model_rows<B: KernelBackend>(
     let train_tokens = (batch * len) as f64;
     let train_flops = 3.0 * train_tokens * forward_flops_per_token(&config, len / 2);
     drop(model);
-    let model = Qwen2CausalLm::<B>::random(&config, 0, device).with_compute_dtype(shapes.compute);
+    // Generation as a pipeline's rollout runs it: on the published copy, whose weights are
+    // stored in the compute dtype.
+    let model = Qwen2CausalLm::<B>::random(&config, 0, device)
+        .with_compute_dtype(shapes.compute)
+        .with_params_in_compute_dtype();
     let (gen_batch, prompt, new) = shapes.generate;
     let generate = |new: usize| {
         let mut batcher = ContinuousBatcher::<B>::new(gen_batch, device);

@@ -9,7 +9,9 @@
 //!   back), within 5% of f32's gradient in norm and at cosine ≥ 0.99 for the model's whole
 //!   gradient;
 //! - generation: a KV-cached greedy decode runs in f16 (the cache in f16) and its first
-//!   token is f32's.
+//!   token is f32's;
+//! - an inference copy with its parameters stored in f16 scores and decodes exactly as one
+//!   whose ops cast them.
 #![cfg(feature = "wgpu")]
 
 mod common;
@@ -173,4 +175,59 @@ fn f16_generation_decodes_with_an_f16_cache() {
         assert_eq!(h.tokens.len(), 5);
         assert_eq!(f.tokens[0], h.tokens[0], "first greedy token");
     }
+}
+
+/// Every float parameter's dtype, in module order.
+struct ParamDtypes(Vec<DType>);
+
+impl burn::module::ModuleVisitor<W> for ParamDtypes {
+    fn visit_float<const D: usize>(
+        &mut self,
+        param: &burn::module::Param<burn::tensor::Tensor<W, D>>,
+    ) {
+        self.0.push(param.val().dtype());
+    }
+}
+
+/// An inference copy whose parameters are stored in f16 (`with_params_in_compute_dtype`,
+/// what a trainer publishes) scores exactly as one whose ops cast its f32 parameters, and
+/// decodes the same tokens: the cast is the same rounding wherever it runs.
+#[test]
+fn parameters_stored_in_f16_give_what_casting_them_per_op_gives() {
+    let stored = model::<W>(true).with_params_in_compute_dtype();
+    let mut dtypes = ParamDtypes(Vec::new());
+    stored.visit(&mut dtypes);
+    assert!(
+        dtypes.0.len() > 10 && dtypes.0.iter().all(|d| *d == DType::F16),
+        "{:?}",
+        dtypes.0
+    );
+    let cast_per_op = model::<W>(true);
+    let (packed, mask) = batch();
+    let score = |m: &Qwen2CausalLm<W>| {
+        let out = response_logprobs(m, &packed, &mask, 1.0).unwrap();
+        out.logprobs
+            .into_data()
+            .convert::<f32>()
+            .into_vec::<f32>()
+            .unwrap()
+    };
+    assert_eq!(score(&stored), score(&cast_per_op));
+    let decode = |m: &Qwen2CausalLm<W>| {
+        let mut batcher = ContinuousBatcher::<W>::new(2, &WgpuDevice::default());
+        for (i, prompt) in [&[1u32, 337, 262, 201][..], &[50, 500]].iter().enumerate() {
+            let r = request(prompt, 6, SamplingParams::greedy(), i as u64);
+            batcher.submit(m, r).unwrap();
+        }
+        let mut outputs = batcher.run_to_completion(m);
+        outputs.sort_by_key(|o| o.id);
+        outputs.into_iter().map(|o| o.tokens).collect::<Vec<_>>()
+    };
+    assert_eq!(decode(&stored), decode(&cast_per_op));
+    // Without a compute dtype the model is left as it is.
+    let mut dtypes = ParamDtypes(Vec::new());
+    model::<W>(false)
+        .with_params_in_compute_dtype()
+        .visit(&mut dtypes);
+    assert!(dtypes.0.iter().all(|d| *d == DType::F32));
 }

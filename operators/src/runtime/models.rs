@@ -43,6 +43,15 @@ pub struct PolicyModel<B: RunBackend = CpuBackend> {
     lora_base: Option<String>,
 }
 
+/// The copy rollout and eval generate with: LoRA adapters folded into the weights, and the
+/// weights stored in the model's compute dtype where it has one (cast once a publication,
+/// not once a forward call; `Qwen2CausalLm::with_params_in_compute_dtype`).
+fn inference_copy<B: RunBackend>(
+    model: &Qwen2CausalLm<TrainBackend<B>>,
+) -> Qwen2CausalLm<InferBackend<B>> {
+    merge_lora(&model.valid()).with_params_in_compute_dtype()
+}
+
 fn model_error(name: &str, e: impl std::fmt::Display) -> String {
     format!("model `{name}`: {e}")
 }
@@ -61,7 +70,7 @@ impl<B: RunBackend> PolicyModel<B> {
         let mut policy = PolicyModel {
             name: name.to_string(),
             tokenizer: Arc::new(tokenizer),
-            inference: merge_lora(&model.valid()),
+            inference: inference_copy(&model),
             train: Trainable::new(model, spec.optim.clone(), run.steps)
                 .map_err(|e| model_error(name, e))?,
             version: 0,
@@ -86,7 +95,7 @@ impl<B: RunBackend> PolicyModel<B> {
     /// Copies the trained weights to the inference copy as a new version; LoRA adapters are
     /// folded into the weights there, so generation pays nothing for them.
     pub fn publish(&mut self) {
-        self.inference = merge_lora(&self.train.module().valid());
+        self.inference = inference_copy(self.train.module());
         self.version += 1;
     }
 
@@ -100,7 +109,13 @@ impl<B: RunBackend> PolicyModel<B> {
     pub fn save(&self, checkpoint: &Path) -> Result<(), String> {
         let dir = self.checkpoint_dir(checkpoint);
         self.train.save(&dir)?;
-        roll_flow_model::hf::save_causal_lm(&self.inference, &dir.join("hf"))
+        // In full precision: with a compute dtype the inference copy's weights are rounded
+        // to it, and the trained ones (as the last update left them) are saved instead.
+        let full_precision = match self.inference.model.compute {
+            None => self.inference.clone(),
+            Some(_) => merge_lora(&self.train.module().valid()),
+        };
+        roll_flow_model::hf::save_causal_lm(&full_precision, &dir.join("hf"))
             .map_err(|e| model_error(&self.name, e))?;
         if let Some(base) = &self.lora_base {
             let peft = dir.join(PEFT_DIR);
@@ -118,7 +133,7 @@ impl<B: RunBackend> PolicyModel<B> {
         let built = self.train.module().config.clone();
         load_checked(&mut self.train, &built, &dir, device)
             .map_err(|e| model_error(&self.name, e))?;
-        self.inference = merge_lora(&self.train.module().valid());
+        self.inference = inference_copy(self.train.module());
         let version = super::trainable::read_text(&dir, VERSION_FILE)?;
         self.version = version
             .trim()

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use burn::tensor::DType;
 use roll_flow_model::hf::{load_causal_lm, save_causal_lm};
 use roll_flow_model::Qwen2CausalLm;
 
@@ -127,13 +128,14 @@ impl<B: RunBackend> WeightVersions<B> {
         Ok(())
     }
 
-    /// Reads back the weights of steps `from..to` saved by [`save`](Self::save); a step
-    /// with nothing saved is an error naming the folder.
+    /// Reads back the weights of steps `from..to` saved by [`save`](Self::save), as
+    /// inference copies computing in `compute` (the policy's compute dtype); a step with
+    /// nothing saved is an error naming the folder.
     pub fn restore(
         &self,
         model_dir: &Path,
-        from: u64,
-        to: u64,
+        (from, to): (u64, u64),
+        compute: Option<DType>,
         device: &B::Device,
     ) -> Result<(), String> {
         for step in from..to {
@@ -145,6 +147,9 @@ impl<B: RunBackend> WeightVersions<B> {
                      with the same `staleness`"
                 )
             })?;
+            let model = model
+                .with_compute_dtype(compute)
+                .with_params_in_compute_dtype();
             let version = read_text(&dir, VERSION_FILE)?
                 .trim()
                 .parse()
@@ -214,14 +219,39 @@ mod tests {
         store.publish(4, weights(3, &model));
         store.save(dir.path()).unwrap();
         let back = WeightVersions::<CpuBackend>::default();
-        back.restore(dir.path(), 4, 5, &Default::default()).unwrap();
+        back.restore(dir.path(), (4, 5), None, &Default::default())
+            .unwrap();
         let restored = back.wait(4).unwrap();
         assert_eq!(restored.version, 3);
         assert_eq!(values(&restored.model), values(&model));
         // Step 5 was not saved: restoring it names what is missing.
         let err = back
-            .restore(dir.path(), 5, 6, &Default::default())
+            .restore(dir.path(), (5, 6), None, &Default::default())
             .unwrap_err();
         assert!(err.contains("step 5") && err.contains("staleness"), "{err}");
+    }
+
+    /// A mixed-precision policy's published copies (weights stored in bf16) come back as
+    /// such: the same values, stored in bf16, computing in bf16.
+    #[test]
+    fn mixed_precision_weights_come_back_in_their_compute_dtype() {
+        let dir = tempfile::tempdir().unwrap();
+        let bf16 = Some(DType::BF16);
+        let model = Arc::new(
+            tiny()
+                .with_compute_dtype(bf16)
+                .with_params_in_compute_dtype(),
+        );
+        let store = WeightVersions::<CpuBackend>::default();
+        store.publish(4, weights(3, &model));
+        store.save(dir.path()).unwrap();
+        let back = WeightVersions::<CpuBackend>::default();
+        back.restore(dir.path(), (4, 5), bf16, &Default::default())
+            .unwrap();
+        let restored = back.wait(4).unwrap().model;
+        assert_eq!(restored.model.compute, bf16);
+        let embedding = restored.model.embed_tokens.weight.val();
+        assert_eq!(embedding.dtype(), DType::BF16);
+        assert_eq!(values(&restored), values(&model));
     }
 }

@@ -13,7 +13,12 @@
 //!
 //! When the compute dtype is the parameters' own (the default), [`like`] returns its input:
 //! the f32 path runs exactly as without this module.
+//!
+//! A copy that only generates may hold its parameters in the compute dtype already
+//! ([`CastParams`], `Qwen2CausalLm::with_params_in_compute_dtype`): each op's cast is then
+//! the identity, and the outputs are the same, as a cast rounds alike wherever it runs.
 
+use burn::module::{ModuleMapper, Param};
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor};
 
@@ -36,5 +41,15 @@ pub fn mask_like<B: Backend, const D: usize>(mask: Tensor<B, D>, dtype: DType) -
     match dtype {
         DType::F16 if mask.dtype() != dtype => mask.clamp_min(F16_MASKED).cast(dtype),
         _ => like(mask, dtype),
+    }
+}
+
+/// Casts every float parameter of a module to its dtype (`Module::map`).
+pub struct CastParams(pub DType);
+
+impl<B: Backend> ModuleMapper<B> for CastParams {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+        let (id, tensor, mapper) = param.consume();
+        Param::from_mapped_value(id, like(tensor, self.0), mapper)
     }
 }
