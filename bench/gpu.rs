@@ -21,6 +21,11 @@
 //!   64 greedy tokens), the shapes of the earlier runs, and in bf16 (CUDA) at issue 59's
 //!   target shapes, 8 × 2,048 and batch 128 with 128 new tokens.
 //!
+//! - `--only profile` (asked for by name alone): the target-shape rows once more, for a run
+//!   with CubeCL's profiler on (`bench/gpu/run.sh`'s `profile` part writes the
+//!   `cubecl.toml` that turns it on), which sums each kernel's device time by name between
+//!   syncs: where a training step's and a generation's time goes.
+//!
 //! Every timing is the median of several runs after a warm-up, each ended by a device
 //! sync (generation at the target shape: one run after a short one). Results go to stdout
 //! (a table) and `DIR/gpu_bench.json`, written again after each part so that a run cut
@@ -277,6 +282,15 @@ fn figures<B: KernelBackend>(
         ));
         report.insert("model", json!(rows));
     }
+    if wants("profile") {
+        let label = if half.is_some() {
+            "half mixed, profiled"
+        } else {
+            "f32, profiled"
+        };
+        let rows = model_rows::<B>(device, s, target_shapes(s, half), label, PEAK_TF32);
+        report.insert("profile", json!(rows));
+    }
 }
 
 struct Args {
@@ -309,7 +323,11 @@ fn args() -> Args {
 fn main() {
     let args = args();
     let s = if args.small { SMALL } else { FULL };
-    let wants = |part: &str| args.only.as_deref().is_none_or(|o| o == part);
+    // Every part but `profile`, which runs only when asked for by name.
+    let wants = |part: &str| match args.only.as_deref() {
+        None => part != "profile",
+        Some(only) => only == part,
+    };
     let mut report = Report {
         parts: BTreeMap::new(),
         out: args.out.clone(),
@@ -347,6 +365,11 @@ fn main() {
                 report.insert("model", json!(rows));
                 rows.extend(model_rows::<B>(&device, s, f32_shapes(s), "f32", PEAK_TF32));
                 report.insert("model", json!(rows));
+            }
+            if wants("profile") {
+                let target = target_shapes(s, Some(DType::BF16));
+                let rows = model_rows::<B>(&device, s, target, "bf16 mixed, profiled", PEAK_BF16);
+                report.insert("profile", json!(rows));
             }
         }
         other => {

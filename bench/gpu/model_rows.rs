@@ -119,8 +119,10 @@ pub fn model_rows<B: KernelBackend>(
     // A short run compiles the kernels; the measured one is timed once (at batch 128 and
     // 128 new tokens a second run would cost as much as the rest of the bench).
     generate(4);
+    sync::<B>(device);
     let started = Instant::now();
     let generated = generate(new);
+    sync::<B>(device);
     let generate_s = started.elapsed().as_secs_f64();
     let gen_flops = generated as f64 * forward_flops_per_token(&config, prompt + new / 2);
     let rows = [

@@ -5,9 +5,9 @@
 # Defaults: cuda, .bin/gpu.tar.xz, $OUT (the device tool's result folder). Nothing is
 # installed or downloaded; models are built on the device with random weights. Each part
 # has its own time limit, the whole stays within BUDGET seconds (default 480; PARTS names
-# the parts to run, default all: kernels hf_parity pipelines bench step; `probe` is asked
-# for by name), and every result is a small text or JSON file in OUT_DIR (the device tool
-# brings back 8 files at most: pick PARTS to fit):
+# the parts to run, default all: kernels hf_parity pipelines bench step profile; `probe` is
+# asked for by name), and every result is a small text or JSON file in OUT_DIR (the device
+# tool brings back 8 files at most; the default parts write 8):
 #   summary.txt        the GPU, driver and CUDA paths found; each part's exit status and
 #                      seconds
 #   probe.txt, probe/gpu_bench.json, kernel_sources.log
@@ -23,7 +23,13 @@
 #                      attention), unfused speed-ups, 0.5B-shape tokens/s and FLOP/s (bf16
 #                      at issue 59's targets first, then f32); rewritten after each part
 #   bench.txt          the same as tables
-#   step.txt, step_metrics.json  one FrozenLake step at the 0.5B shape: each node's seconds
+#   step.txt           one FrozenLake step at the 0.5B shape: each node's seconds, then the
+#                      step's metrics.jsonl record
+#   profile.txt        the bf16 target-shape training step and generation once more with
+#                      CubeCL's profiler on: each kernel's device time summed by name between
+#                      syncs (the top rows and the total of each sync's table; the tables
+#                      of the last training step and of the 128-token generation are the
+#                      ones to read)
 # With `wgpu` the same runs on a wgpu build (lavapipe on a machine without a GPU) at small
 # sizes, which is how the script is checked before GPU minutes are spent on it; `cpu` runs
 # the bench and the step on the CPU at small sizes with whatever build is given.
@@ -33,7 +39,7 @@ device="${1:-cuda}"
 archive="${2:-.bin/gpu.tar.xz}"
 out="${3:-${OUT:-/tmp/roll-flow-gpu}}"
 budget="${BUDGET:-480}"
-parts=" ${PARTS:-kernels hf_parity pipelines bench step} "
+parts=" ${PARTS:-kernels hf_parity pipelines bench step profile} "
 mkdir -p "$out"
 start=$(date +%s)
 bin="$(mktemp -d)"
@@ -122,7 +128,36 @@ run_dir="$(mktemp -d)"
 part step 100 "$bin/roll-flow" run bench/gpu/frozen_lake_0.5b_shape.ron --steps 1 --out "$run_dir/step" \
     --set "device=$gpu_device" --set "models.policy.arch=$shape" --set "models.reference.arch=$shape" \
     "${step_sets[@]}"
-[ -f "$run_dir/step/metrics.jsonl" ] && cp "$run_dir/step/metrics.jsonl" "$out/step_metrics.json"
-rm -rf "$run_dir" "$bin"
+[ -f "$run_dir/step/metrics.jsonl" ] && { echo "--- metrics.jsonl"; cat "$run_dir/step/metrics.jsonl"; } >> "$out/step.txt"
+rm -rf "$run_dir"
+# CubeCL's profiler: each kernel's time to a log, and at each sync a table of the times
+# summed by name (sorted, with a total). Kept: every table's header, top 30 rows and total,
+# a kernel's name without its argument and runtime types, cut to 120 characters.
+profile_log="$bin/profile.log"
+{
+    [ "$device" = cuda ] && echo "$cache_config"
+    printf '[profiling]\nlogger = { level = "basic", file = "%s" }\n' "$profile_log"
+} > cubecl.toml
+part profile 90 "$bin/gpu" --device "$device" $bench_size --only profile
+[ "$device" = cuda ] && echo "$cache_config" > cubecl.toml || rm -f cubecl.toml
+if [ -f "$profile_log" ]; then
+    awk -F'|' 'BEGIN { row = -1 }
+         /^\|⎺/ { table++; row = 0; print "--- sync " table; next }
+         /^\|⎼/ { next }
+         /^\|⎯/ { row = -1; next }
+         row >= 0 && NF >= 6 {
+             name = ""
+             for (i = 2; i < NF - 3; i++) {
+                 f = $i; gsub(/^ +| +$/, "", f)
+                 if (f ~ /^(TensorArgs|DynamicScalar|DynamicSize|__[A-Za-z]+|[A-Za-z]+Runtime)$/) continue
+                 name = name (name == "" ? "" : " ") f
+             }
+             line = "| " substr(name, 1, 120) " |" $(NF - 3) "|" $(NF - 2) "|" $(NF - 1) "|"
+             gsub(/  +/, " ", line)
+             if (row <= 30 || name == "Total") print line
+             row++
+         }' "$profile_log" >> "$out/profile.txt"
+fi
+rm -rf "$bin"
 echo "total $(($(date +%s) - start)) s" >> "$summary"
 cat "$summary"
