@@ -112,7 +112,17 @@ pub(crate) fn logprob_forward_kernel<F: Float, A: Float, I: Numeric, N: Size>(
         let log_s0 = acc[b].ln();
         let l = acc[0] + log_s0;
         let y = u32::cast_from(targets[row]) as usize;
-        out[row * 2] = A::cast_from(logits[base + y / n][y % n]) * inv - l;
+        // The target's lane by constant indices only (CUDA's code for a runtime lane index
+        // casts the vector's address, which a const vector refuses).
+        let (x, lane) = (logits[base + y / n], y % n);
+        let mut target = A::cast_from(x[0]);
+        #[unroll]
+        for k in 1..n {
+            if k == lane {
+                target = A::cast_from(x[k]);
+            }
+        }
+        out[row * 2] = target * inv - l;
         let h = log_s0 - acc[2 * b] / acc[b];
         out[row * 2 + 1] = h;
         lse[row * 2] = l;

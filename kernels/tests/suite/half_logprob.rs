@@ -8,10 +8,10 @@
 //! the reference value, plus 1e-5 for the target token's cancellation.
 
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{FloatDType, Int, Tensor, TensorData};
+use burn::tensor::{DType, Int, Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
 
-use super::{host, vector, Rng};
+use super::{host, Rng};
 
 /// The shapes: a small row, a 32k vocabulary, Qwen2.5's 151,936.
 const SHAPES: [(usize, usize); 3] = [(3, 7), (4, 32_000), (2, 151_936)];
@@ -43,9 +43,13 @@ pub fn half_logprob_matches_f64<B: KernelBackend + AutodiffBackend>(
         let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(targets.clone(), [rows]), device);
         let out =
             roll_flow_kernels::token_logprob_entropy(x.clone(), ids, temperature as f32).unwrap();
-        // The weights in the outputs' f32: burn 0.21's binary ops do not promote, and an
-        // f32 × f16 product is an f32-labelled buffer of f16 values.
-        let weights = |w: &[f32]| vector::<B>(w.to_vec(), device).cast(FloatDType::F32);
+        // The weights in the outputs' f32, made so (not cast from the logits' type, which
+        // would round them): burn 0.21's binary ops do not promote, and an f32 × f16
+        // product is an f32-labelled buffer of f16 values.
+        let weights = |w: &[f32]| {
+            let data = TensorData::new(w.to_vec(), [w.len()]);
+            Tensor::<B, 1>::from_data(data, (device, DType::F32))
+        };
         let loss =
             (out.logprob.clone() * weights(&w_lp) + out.entropy.clone() * weights(&w_h)).sum();
         let grad = host(x.grad(&loss.backward()).unwrap());
