@@ -175,6 +175,20 @@ fn play_policy_shows_each_turn_with_its_reply_action_reward_and_logprobs() {
     let newest = String::from_utf8(newest.stdout).unwrap();
     assert!(newest.contains("checkpoints/step_2") && newest.contains("seed 3\n"));
 
+    // A run made on a GPU in bf16 plays on the CPU in f32 (the CPU refuses half
+    // precision): the same episode as this f32 run's.
+    let saved = run_dir.join("pipeline.ron");
+    let f32_text = std::fs::read_to_string(&saved).unwrap();
+    let gpu_text = f32_text
+        .replacen("device: Cpu,", "device: Cuda(0),", 1)
+        .replacen("\"policy\": (", "\"policy\": (precision: Bf16, ", 1);
+    assert!(gpu_text.contains("device: Cuda(0)") && gpu_text.contains("precision: Bf16"));
+    std::fs::write(&saved, gpu_text).unwrap();
+    let from_gpu = roll_flow(&["play", "--policy", run_arg, "--seed", "3"]);
+    std::fs::write(&saved, f32_text).unwrap();
+    assert_ok(&from_gpu);
+    assert_eq!(String::from_utf8(from_gpu.stdout).unwrap(), newest);
+
     let out = roll_flow(&["play", "--policy", run_arg, "--checkpoint", "9"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use roll_flow_engine::{Pipeline, WorkerInfo};
 
 use roll_flow_envs::manager::Shard;
+use roll_flow_model::spec::Precision;
 use roll_flow_model::CpuBackend;
 
 use crate::catalog::RollFlow;
@@ -111,9 +112,15 @@ pub fn watch_policy(
         .map_or(rollout.settings.max_new_tokens, |e| e.max_new_tokens);
     let settings = rollout.for_eval(0.0, max_new_tokens, options.record);
     let worker = WorkerInfo::single(step);
-    // Watching plays one episode on the CPU, whatever device the run trained on.
+    // Watching plays one episode on the CPU, whatever device the run trained on, and so in
+    // f32 (half precision is for a GPU; the CPU refuses it).
+    let mut models = plan.models.clone();
+    for (_, model) in &mut models.0 {
+        model.precision = Precision::F32;
+    }
     let on_cpu = RunPlan {
         device: roll_flow_engine::spec::Device::Cpu,
+        models,
         ..plan.clone()
     };
     let guide = rollout.guide;
