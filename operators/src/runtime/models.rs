@@ -110,7 +110,9 @@ impl<B: RunBackend> PolicyModel<B> {
         let dir = self.checkpoint_dir(checkpoint);
         self.train.save(&dir)?;
         // In full precision: with a compute dtype the inference copy's weights are rounded
-        // to it, and the trained ones (as the last update left them) are saved instead.
+        // to it, and the trained ones (as the last update left them) are saved instead;
+        // where a `ModelUpdate` node publishes later than the update, hf/ then runs ahead
+        // of the version file, which counts publications. (Resuming reads model.bin.)
         let full_precision = match self.inference.model.compute {
             None => self.inference.clone(),
             Some(_) => merge_lora(&self.train.module().valid()),

@@ -110,8 +110,9 @@ impl<B: RunBackend> WeightVersions<B> {
         self.held().by_step.keys().copied().collect()
     }
 
-    /// Saves the held weights under `behind_dir(model_dir)`, one HF folder per step (full
-    /// precision) with its version. A checkpoint at the end of step t holds the steps from
+    /// Saves the held weights under `behind_dir(model_dir)`, one HF folder per step (as f32:
+    /// in mixed precision the values of the bf16 copies, which come back exactly) with its
+    /// version. A checkpoint at the end of step t holds the steps from
     /// t + 1 − N to t: what the rollouts after t play with.
     pub fn save(&self, model_dir: &Path) -> Result<(), String> {
         let held: Vec<(u64, StepWeights<B>)> = self
