@@ -399,12 +399,13 @@ fn model_args_dtype_becomes_the_models_precision_and_a_bad_one_is_refused() {
             .pipeline;
         assert_eq!(p.models.get("policy").unwrap().precision, want, "{dtype:?}");
     }
-    let (result, _) = import_with(Some("null"));
-    assert!(
-        stderr(&result).contains("not supported: actor_train.model_args.dtype: null"),
-        "{}",
-        stderr(&result)
-    );
+    for (dtype, notice) in [
+        ("null", "not supported: actor_train.model_args.dtype: null"),
+        ("fp16", "not supported: actor_train.model_args.dtype: fp16: written as `precision: F16`, without the loss scaling"),
+    ] {
+        let (result, _) = import_with(Some(dtype));
+        assert!(stderr(&result).contains(notice), "{}", stderr(&result));
+    }
     let (result, out) = import_with(Some("fp8"));
     assert!(!result.status.success() && !out.exists());
     let report = stderr(&result);

@@ -5,8 +5,9 @@
 //! parameters, gradients and optimizer state in f32 and computes in the model's
 //! `precision:` (on a GPU, `Bf16` is bf16 activations and tensor-core products, as ROLL's
 //! bf16 workers beside their f32 optimizer copy), so `bf16` becomes `precision: Bf16`,
-//! `fp16` `precision: F16` and `fp32` the default, F32. Half precision is refused on the
-//! CPU, so a CPU run of an imported file sets `precision=F32` with `device=Cpu`.
+//! `fp16` `precision: F16` (reported: roll-flow has no loss scaling) and `fp32` the default,
+//! F32. Half precision is refused on the CPU, so a CPU run of an imported file sets
+//! `precision=F32` with `device=Cpu`.
 
 use super::config_reader::ConfigReader;
 use super::import_error::ImportError;
@@ -29,7 +30,14 @@ pub fn model_precision(r: &mut ConfigReader, worker: &str) -> Result<&'static st
     }
     match r.text(&key)?.as_deref().unwrap_or(ROLL_DEFAULT) {
         "bf16" => Ok(", precision: Bf16"),
-        "fp16" => Ok(", precision: F16"),
+        "fp16" => {
+            r.notice(
+                NoticeKind::NotSupported,
+                &key,
+                "fp16: written as `precision: F16`, without the loss scaling ROLL's strategies add (small gradients may underflow); `precision: Bf16` needs none",
+            );
+            Ok(", precision: F16")
+        }
         "fp32" => Ok(""),
         other => Err(r.error(
             &key,
