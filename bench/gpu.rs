@@ -368,7 +368,9 @@ fn main() {
             }
             if wants("profile") {
                 let target = target_shapes(s, Some(DType::BF16));
-                let rows = model_rows::<B>(&device, s, target, "bf16 mixed, profiled", PEAK_BF16);
+                let rows = or_failure("bf16 model, profiled", || {
+                    model_rows::<B>(&device, s, target, "bf16 mixed, profiled", PEAK_BF16)
+                });
                 report.insert("profile", json!(rows));
             }
         }

@@ -45,6 +45,8 @@ start=$(date +%s)
 bin="$(mktemp -d)"
 summary="$out/summary.txt"
 : > "$summary"
+# The cubecl.toml files below (the PTX cache, the loggers) go with the script, however it ends.
+trap 'rm -f cubecl.toml' EXIT
 
 tar -C "$bin" -xJf "$archive" 2>/dev/null ||
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$archive" "$bin"
@@ -82,7 +84,6 @@ if [ "$device" = cuda ]; then
     # Kernels compiled by NVRTC once, cached for the later processes.
     cache_config="$(printf '[compilation]\ncache = { file = "%s" }\n' "$bin/ptx-cache")"
     echo "$cache_config" > cubecl.toml
-    trap 'rm -f cubecl.toml' EXIT
     gpu_device="Cuda(0)"
     bench_size=""
     shape="Tiny(layers: 24, dim: 896, heads: 14, kv_heads: 2, ffn_dim: 4864, vocab: 151936, rope_theta: 1e6)"
