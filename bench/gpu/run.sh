@@ -140,7 +140,6 @@ profile_log="$bin/profile.log"
     printf '[profiling]\nlogger = { level = "basic", file = "%s" }\n' "$profile_log"
 } > cubecl.toml
 part profile 90 "$bin/gpu" --device "$device" $bench_size --only profile
-[ "$device" = cuda ] && echo "$cache_config" > cubecl.toml || rm -f cubecl.toml
 if [ -f "$profile_log" ]; then
     awk -F'|' 'BEGIN { row = -1 }
          /^\|⎺/ { table++; row = 0; print "--- sync " table; next }

@@ -351,11 +351,14 @@ fn start_ahead<B: RunBackend>(
     let first = runtime.run.first_step;
     if let Some(dir) = runtime.run.resume_dir() {
         let dir = policy.checkpoint_dir(&dir);
-        let (steps, compute) = (
-            (first.saturating_sub(n), first),
-            policy.inference().model.compute,
-        );
-        weights.restore(&dir, steps, compute, &runtime.device)?;
+        let compute = policy.inference().model.compute;
+        weights.restore(
+            &dir,
+            first.saturating_sub(n),
+            first,
+            compute,
+            &runtime.device,
+        )?;
     }
     policy.behind = Some(weights.clone());
     let setup = AheadSetup {

@@ -135,7 +135,8 @@ impl<B: RunBackend> WeightVersions<B> {
     pub fn restore(
         &self,
         model_dir: &Path,
-        (from, to): (u64, u64),
+        from: u64,
+        to: u64,
         compute: Option<DType>,
         device: &B::Device,
     ) -> Result<(), String> {
@@ -220,14 +221,14 @@ mod tests {
         store.publish(4, weights(3, &model));
         store.save(dir.path()).unwrap();
         let back = WeightVersions::<CpuBackend>::default();
-        back.restore(dir.path(), (4, 5), None, &Default::default())
+        back.restore(dir.path(), 4, 5, None, &Default::default())
             .unwrap();
         let restored = back.wait(4).unwrap();
         assert_eq!(restored.version, 3);
         assert_eq!(values(&restored.model), values(&model));
         // Step 5 was not saved: restoring it names what is missing.
         let err = back
-            .restore(dir.path(), (5, 6), None, &Default::default())
+            .restore(dir.path(), 5, 6, None, &Default::default())
             .unwrap_err();
         assert!(err.contains("step 5") && err.contains("staleness"), "{err}");
     }
@@ -247,7 +248,7 @@ mod tests {
         store.publish(4, weights(3, &model));
         store.save(dir.path()).unwrap();
         let back = WeightVersions::<CpuBackend>::default();
-        back.restore(dir.path(), (4, 5), bf16, &Default::default())
+        back.restore(dir.path(), 4, 5, bf16, &Default::default())
             .unwrap();
         let restored = back.wait(4).unwrap().model;
         assert_eq!(restored.model.compute, bf16);
