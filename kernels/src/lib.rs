@@ -54,6 +54,7 @@ pub mod cpu;
 #[cfg(feature = "cube")]
 mod cube;
 mod flex;
+pub mod host_transfer;
 #[cfg(feature = "ndarray")]
 mod ndarray;
 mod packed_weights;

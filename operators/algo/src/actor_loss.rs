@@ -29,10 +29,9 @@ use burn::tensor::Tensor;
 use serde::Deserialize;
 
 use super::aggregation::aggregate;
-use super::algo_stats::AlgoStats;
+use super::algo_stats::DeviceStats;
 use super::error::AlgoError;
 use super::kl::KlEstimator;
-use super::packed_layout::masked_mean;
 use super::policy_loss::PolicyLoss;
 use super::ppo_loss::PolicyInputs;
 #[cfg(test)]
@@ -82,11 +81,12 @@ pub struct Regularisers<'a> {
     pub kl_loss: Option<&'a KlLoss>,
 }
 
-/// The actor's scalar loss (shape `[1]`) and its statistics.
+/// The actor's scalar loss (shape `[1]`) and its statistics, still on the device (read
+/// them after the backward is queued: [`DeviceStats`]).
 #[derive(Clone, Debug)]
 pub struct ActorLossOutput<B: Backend> {
     pub loss: Tensor<B, 1>,
-    pub stats: AlgoStats,
+    pub stats: DeviceStats<B>,
 }
 
 /// L_policy − entropy_coef·agg(H) + uniform_kl_coef·agg(KL(U‖π)) + kl.coef·agg(KL).
@@ -100,12 +100,12 @@ pub fn actor_objective<B: roll_flow_kernels::KernelBackend>(
     let out = policy.loss(inputs, extras.behaviour_logprob.clone())?;
     let (agg, norm) = policy.agg();
     let mut stats = out.stats;
-    stats.insert("pg_loss".into(), scalar(&out.loss));
+    stats.insert_scalar("pg_loss", out.loss.clone());
     let mut loss = out.loss;
     // The `entropy` stat is always the mean over tokens, whatever the loss aggregation, so
     // it means the same with the bonus on or off (adaptive entropy control reads it).
     if let Some(h) = &extras.entropy {
-        stats.insert("entropy".into(), masked_mean(h.clone(), inputs.layout));
+        stats.insert_response_mean("entropy", h.clone(), inputs.layout);
     }
     if entropy_coef != 0.0 {
         let h = aggregate(
@@ -117,7 +117,7 @@ pub fn actor_objective<B: roll_flow_kernels::KernelBackend>(
         loss = loss - h.mul_scalar(entropy_coef);
     }
     if let Some(u) = &extras.uniform_kl {
-        stats.insert("uniform_kl".into(), masked_mean(u.clone(), inputs.layout));
+        stats.insert_response_mean("uniform_kl", u.clone(), inputs.layout);
     }
     if regularisers.uniform_kl != 0.0 {
         let u = extras.uniform_kl.ok_or_else(|| missing("uniform_kl"))?;
@@ -139,10 +139,10 @@ pub fn actor_objective<B: roll_flow_kernels::KernelBackend>(
                 )
             })?;
         let term = aggregate(per_token, inputs.layout, agg, norm);
-        stats.insert("kl_loss".into(), scalar(&term));
+        stats.insert_scalar("kl_loss", term.clone());
         loss = loss + term.mul_scalar(kl.coef);
     }
-    stats.insert("actor_loss".into(), scalar(&loss));
+    stats.insert_scalar("actor_loss", loss.clone());
     Ok(ActorLossOutput { loss, stats })
 }
 
@@ -151,12 +151,6 @@ fn missing(what: &str) -> AlgoError {
         "ActorStep",
         format!("the configured loss needs {what}, which was not provided"),
     )
-}
-
-fn scalar<B: Backend>(t: &Tensor<B, 1>) -> f64 {
-    use burn::tensor::ElementConversion;
-    let v: f32 = t.clone().detach().into_scalar().elem();
-    v as f64
 }
 
 #[cfg(test)]

@@ -27,10 +27,9 @@ use burn::tensor::Tensor;
 use roll_flow_kernels::{ClipSettings, KernelBackend, LossAgg};
 
 use super::aggregation::aggregate;
-use super::algo_stats::AlgoStats;
+use super::algo_stats::DeviceStats;
 use super::error::AlgoError;
 use super::mismatch_correction::MismatchCorrection;
-use super::packed_layout::masked_mean;
 use super::ppo_loss::{
     check_correction, corrected, mismatch_weights, PolicyInputs, PolicyLossOutput,
 };
@@ -109,9 +108,9 @@ impl Cispo {
         }
         let per_token = (coef * inputs.logprob.clone()).neg();
         let loss = aggregate(per_token, layout, self.agg, self.norm_length);
-        let mut stats = AlgoStats::new();
-        stats.insert("pg_clipfrac".into(), masked_mean(clipped, layout));
-        stats.insert("ppo_kl".into(), masked_mean(d.neg(), layout));
+        let mut stats = DeviceStats::new();
+        stats.insert_response_mean("pg_clipfrac", clipped, layout);
+        stats.insert_response_mean("ppo_kl", d.neg(), layout);
         PolicyLossOutput { loss, stats }
     }
 }

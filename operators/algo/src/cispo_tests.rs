@@ -4,6 +4,7 @@ use super::*;
 use crate::packed_layout::PackedLayout;
 use crate::ppo_loss::PpoClip;
 use crate::test_batches::gradient;
+use crate::AlgoStats;
 
 type AD = Autodiff<Flex>;
 
@@ -38,7 +39,7 @@ fn run(cfg: &Cispo) -> (f64, Vec<f64>, AlgoStats) {
     (
         value as f64,
         g.iter().map(|&x| x as f64).collect(),
-        out.stats,
+        out.stats.resolve(),
     )
 }
 

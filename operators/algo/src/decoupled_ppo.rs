@@ -22,7 +22,6 @@ use serde::Deserialize;
 use roll_flow_kernels::{ClipSettings, KernelBackend};
 
 use super::error::AlgoError;
-use super::packed_layout::masked_mean;
 use super::ppo_loss::{check_clip, ClipLoss, PolicyInputs, PolicyLossOutput, RatioLevel};
 
 /// How the behaviour importance weight is bounded.
@@ -105,9 +104,9 @@ impl DecoupledPpo {
         };
         let mut out = clip.loss(inputs, Some(w.clone()))?;
         out.stats
-            .insert("behave_weight_mean".into(), masked_mean(w, layout));
+            .insert_response_mean("behave_weight_mean", w, layout);
         out.stats
-            .insert("behave_capped_frac".into(), masked_mean(dropped, layout));
+            .insert_response_mean("behave_capped_frac", dropped, layout);
         Ok(out)
     }
 }
@@ -134,7 +133,7 @@ mod tests {
         };
         let out = cfg.loss(&inputs, l.constant(behaviour.to_vec())).unwrap();
         let g = crate::test_batches::gradient(&logp, &out.loss);
-        (out.loss.into_scalar(), g, out.stats)
+        (out.loss.into_scalar(), g, out.stats.resolve())
     }
 
     fn assert_stat(stats: &AlgoStats, name: &str, want: f64) {

@@ -32,7 +32,7 @@ fn run(cfg: &Gspo, logp: &[f64], old: &[f64], adv: &[f64]) -> (f64, Vec<f64>, Al
     (
         value as f64,
         g.iter().map(|&x| x as f64).collect(),
-        out.stats,
+        out.stats.resolve(),
     )
 }
 

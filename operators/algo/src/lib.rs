@@ -69,7 +69,7 @@ pub mod test_batches;
 
 pub use actor_loss::{actor_objective, ActorExtras, ActorLossOutput, KlLoss, Regularisers};
 pub use aggregation::LossAgg;
-pub use algo_stats::AlgoStats;
+pub use algo_stats::{AlgoStats, DeviceStats};
 pub use batch_tensors::{ActorBatch, CriticBatch};
 pub use cispo::Cispo;
 pub use decoupled_ppo::{BehaviourCap, DecoupledPpo};

@@ -38,9 +38,9 @@ use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use serde::Deserialize;
 
-use super::algo_stats::AlgoStats;
+use super::algo_stats::DeviceStats;
 use super::error::AlgoError;
-use super::packed_layout::{masked_mean, PackedLayout};
+use super::packed_layout::PackedLayout;
 use super::segment_ratio::{log_ratio, RatioLevel};
 
 /// The safety bound on log ρ (verl's [exp(−20), exp(20)]).
@@ -97,7 +97,7 @@ pub enum MismatchMask {
 pub struct MismatchWeights<B: Backend> {
     /// w_t per token (detached).
     pub weight: Tensor<B, 1>,
-    pub stats: AlgoStats,
+    pub stats: DeviceStats<B>,
 }
 
 impl MismatchCorrection {
@@ -160,14 +160,11 @@ impl MismatchCorrection {
             }
         };
         weight = weight * (ones - dropped.clone());
-        let mut stats = AlgoStats::new();
-        stats.insert("mismatch/ratio_mean".into(), masked_mean(rho, layout));
-        stats.insert(
-            "mismatch/weight_mean".into(),
-            masked_mean(weight.clone(), layout),
-        );
-        stats.insert("mismatch/capped_frac".into(), masked_mean(capped, layout));
-        stats.insert("mismatch/masked_frac".into(), masked_mean(dropped, layout));
+        let mut stats = DeviceStats::new();
+        stats.insert_response_mean("mismatch/ratio_mean", rho, layout);
+        stats.insert_response_mean("mismatch/weight_mean", weight.clone(), layout);
+        stats.insert_response_mean("mismatch/capped_frac", capped, layout);
+        stats.insert_response_mean("mismatch/masked_frac", dropped, layout);
         MismatchWeights { weight, stats }
     }
 }

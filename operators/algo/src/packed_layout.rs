@@ -128,23 +128,6 @@ impl<B: Backend> PackedLayout<B> {
     }
 }
 
-/// Masked mean of a detached per-token tensor over the response tokens, as f64, summed in
-/// token order on the host (the same bits on every CPU).
-pub(crate) fn masked_mean<B: Backend>(values: Tensor<B, 1>, layout: &PackedLayout<B>) -> f64 {
-    let host = |t: Tensor<B, 1>| {
-        t.into_data()
-            .convert::<f32>()
-            .to_vec::<f32>()
-            .expect("f32 data")
-    };
-    let (values, mask) = (host(values.detach()), host(layout.mask.clone()));
-    let s = values
-        .iter()
-        .zip(mask)
-        .fold(0.0f64, |s, (&v, m)| s + v as f64 * m as f64);
-    s / layout.response_tokens().max(1) as f64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

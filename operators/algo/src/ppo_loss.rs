@@ -21,11 +21,11 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use roll_flow_kernels::{ClipSettings, KernelBackend, PpoStats};
+use roll_flow_kernels::{ClipSettings, KernelBackend};
 
 #[cfg(test)]
 use super::aggregation::LossAgg;
-use super::algo_stats::AlgoStats;
+use super::algo_stats::DeviceStats;
 use super::error::AlgoError;
 use super::mismatch_correction::{MismatchCorrection, MismatchWeights};
 use super::packed_layout::PackedLayout;
@@ -60,11 +60,11 @@ pub struct PolicyInputs<'a, B: Backend> {
     pub layout: &'a PackedLayout<B>,
 }
 
-/// A scalar loss (shape `[1]`) and its detached statistics.
+/// A scalar loss (shape `[1]`) and its statistics, still on the device ([`DeviceStats`]).
 #[derive(Clone, Debug)]
 pub struct PolicyLossOutput<B: Backend> {
     pub loss: Tensor<B, 1>,
-    pub stats: AlgoStats,
+    pub stats: DeviceStats<B>,
 }
 
 impl PpoClip {
@@ -132,7 +132,7 @@ pub(crate) fn corrected<B: Backend>(
 ) -> Result<PolicyLossOutput<B>, AlgoError> {
     let (weight, stats) = match correction {
         Some(w) => (Some(w.weight), w.stats),
-        None => (None, AlgoStats::new()),
+        None => (None, DeviceStats::new()),
     };
     let mut out = loss(weight)?;
     out.stats.extend(stats);
@@ -191,16 +191,15 @@ impl ClipLoss {
             &self.config,
         )
         .map_err(|e| AlgoError::invalid(self.node, e.to_string()))?;
-        let kernel_stats = PpoStats::from_tensor(out.stats);
-        let mut stats = AlgoStats::new();
-        stats.insert("pg_clipfrac".into(), kernel_stats.clipfrac as f64);
+        // The kernel's stats tensor: [clipfrac, clipfrac_lower, approx_kl, tokens]
+        // (`roll_flow_kernels::PpoStats`).
+        let mut names = vec![("pg_clipfrac", 0)];
         if self.config.dual_clip.is_some() {
-            stats.insert(
-                "pg_clipfrac_lower".into(),
-                kernel_stats.clipfrac_lower as f64,
-            );
+            names.push(("pg_clipfrac_lower", 1));
         }
-        stats.insert("ppo_kl".into(), kernel_stats.approx_kl as f64);
+        names.push(("ppo_kl", 2));
+        let mut stats = DeviceStats::new();
+        stats.insert_elements(out.stats, &names);
         Ok(PolicyLossOutput {
             loss: out.loss,
             stats,

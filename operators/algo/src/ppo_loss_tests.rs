@@ -2,6 +2,7 @@ use burn::backend::{Autodiff, Flex};
 use proptest::prelude::*;
 
 use super::*;
+use crate::AlgoStats;
 
 type AD = Autodiff<Flex>;
 
@@ -25,7 +26,7 @@ fn run(
     };
     let out = cfg.loss(&inputs).unwrap();
     let g = crate::test_batches::gradient(&logp_t, &out.loss);
-    (out.loss.into_scalar(), g, out.stats)
+    (out.loss.into_scalar(), g, out.stats.resolve())
 }
 
 #[test]

@@ -15,9 +15,8 @@ use burn::tensor::Tensor;
 use serde::Deserialize;
 
 use super::aggregation::{aggregate, LossAgg};
-use super::algo_stats::AlgoStats;
+use super::algo_stats::DeviceStats;
 use super::error::AlgoError;
-use super::packed_layout::masked_mean;
 use super::packed_layout::PackedLayout;
 
 /// The critic's loss.
@@ -47,7 +46,7 @@ impl Default for ValueLoss {
 #[derive(Clone, Debug)]
 pub struct ValueLossOutput<B: Backend> {
     pub loss: Tensor<B, 1>,
-    pub stats: AlgoStats,
+    pub stats: DeviceStats<B>,
 }
 
 impl ValueLoss {
@@ -60,7 +59,7 @@ impl ValueLoss {
         layout: &PackedLayout<B>,
     ) -> Result<ValueLossOutput<B>, AlgoError> {
         let unclipped = (values.clone() - returns.clone()).square();
-        let mut stats = AlgoStats::new();
+        let mut stats = DeviceStats::new();
         let per_token = match self.clip {
             None => unclipped,
             Some(c) if c.is_nan() || c < 0.0 => {
@@ -72,10 +71,8 @@ impl ValueLoss {
             Some(c) => {
                 let clipped_v = old_values.clone() + (values - old_values).clamp(-c, c);
                 let clipped = (clipped_v - returns).square();
-                stats.insert(
-                    "vf_clipfrac".into(),
-                    masked_mean(clipped.clone().greater(unclipped.clone()).float(), layout),
-                );
+                let clipped_active = clipped.clone().greater(unclipped.clone()).float();
+                stats.insert_response_mean("vf_clipfrac", clipped_active, layout);
                 unclipped.max_pair(clipped)
             }
         };
@@ -87,6 +84,7 @@ impl ValueLoss {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::AlgoStats;
     use burn::backend::{Autodiff, Flex};
 
     type AD = Autodiff<Flex>;
@@ -109,7 +107,7 @@ mod tests {
             )
             .unwrap();
         let g = crate::test_batches::gradient(&vt, &out.loss);
-        (out.loss.into_scalar(), g, out.stats)
+        (out.loss.into_scalar(), g, out.stats.resolve())
     }
 
     #[test]
@@ -161,7 +159,7 @@ mod tests {
         let g = crate::test_batches::gradient(&v, &out.loss);
         assert!((out.loss.into_scalar() - 0.5).abs() < 1e-6);
         assert_eq!(g, vec![0.0, -1.0]);
-        assert_eq!(out.stats["vf_clipfrac"], 0.0);
+        assert_eq!(out.stats.clone().resolve()["vf_clipfrac"], 0.0);
         assert!(ValueLoss {
             clip: Some(-1.0),
             ..Default::default()

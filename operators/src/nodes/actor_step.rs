@@ -33,8 +33,8 @@ use std::rc::Rc;
 
 use burn::tensor::Tensor;
 use roll_flow_algo::{
-    actor_objective, ActorBatch, ActorExtras, AdaptiveEntropy, AlgoStats, EntropyController,
-    KlEstimator, KlLoss, PolicyInputs, PolicyLoss, RatioLevel, Regularisers,
+    actor_objective, ActorBatch, ActorExtras, AdaptiveEntropy, EntropyController, KlEstimator,
+    KlLoss, PolicyInputs, PolicyLoss, RatioLevel, Regularisers,
 };
 use roll_flow_engine::batch::column::{
     ADVANTAGES, BEHAVIOUR_LOGPROB, REF_LOGPROB, RESPONSE_MASK, TOKEN_TURN,
@@ -54,6 +54,7 @@ use crate::runtime::backend::{RunBackend, TrainBackend};
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
 use crate::runtime::scoring::{score_responses, token_column};
+use crate::runtime::trainable::PartStats;
 use crate::training::epochs::{loss_divisor, train_epochs, EpochSchedule, StatMeans};
 use crate::training::loss_dump::LossDump;
 
@@ -285,7 +286,7 @@ impl ActorObjective<'_> {
         &self,
         policy: &Qwen2CausalLm<TrainBackend<B>>,
         batch: &Batch,
-    ) -> Result<(Tensor<TrainBackend<B>, 1>, AlgoStats), String> {
+    ) -> Result<(Tensor<TrainBackend<B>, 1>, PartStats<B>), String> {
         let device = policy.device();
         let old = self.spec.old_logprob.column();
         let inputs = ActorBatch::from_batch(

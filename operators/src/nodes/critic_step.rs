@@ -11,8 +11,8 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use burn::tensor::{ElementConversion, Tensor};
-use roll_flow_algo::{AlgoStats, CriticBatch, ValueLoss};
+use burn::tensor::Tensor;
+use roll_flow_algo::{CriticBatch, ValueLoss};
 use roll_flow_engine::batch::column::{RESPONSE_MASK, RETURNS, VALUES};
 use roll_flow_engine::collective::Collective;
 use roll_flow_engine::{
@@ -26,6 +26,7 @@ use crate::runtime::backend::{RunBackend, TrainBackend};
 use crate::runtime::models::CriticModel;
 use crate::runtime::resources::Runtime;
 use crate::runtime::scoring::token_values;
+use crate::runtime::trainable::PartStats;
 use crate::training::epochs::{loss_divisor, train_epochs, EpochSchedule, StatMeans};
 
 /// `CriticStep`'s settings.
@@ -114,7 +115,7 @@ fn value_loss<B: RunBackend>(
     spec: &CriticStepSpec,
     critic: &Qwen2ValueModel<TrainBackend<B>>,
     batch: &Batch,
-) -> Result<(Tensor<TrainBackend<B>, 1>, AlgoStats), String> {
+) -> Result<(Tensor<TrainBackend<B>, 1>, PartStats<B>), String> {
     let device = critic.device();
     let inputs = CriticBatch::from_batch(batch, &device)
         .map_err(|e| e.with_hint_from(&spec.contract()).to_string())?;
@@ -124,8 +125,7 @@ fn value_loss<B: RunBackend>(
         .loss(values, inputs.old_values, inputs.returns, &inputs.layout)
         .map_err(|e| e.to_string())?;
     let mut stats = out.stats;
-    let loss: f32 = out.loss.clone().detach().into_scalar().elem();
-    stats.insert("value_loss".into(), loss as f64);
+    stats.insert_scalar("value_loss", out.loss.clone());
     Ok((out.loss, stats))
 }
 

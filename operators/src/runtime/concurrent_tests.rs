@@ -224,3 +224,64 @@ fn a_single_concurrent_item_runs_in_a_lane_of_every_thread() {
     let (caller, _) = seen(false);
     assert!(!caller.is_some_and(|n| n.starts_with("roll-flow:lane")));
 }
+
+/// The actor objective's statistics are not read inside a micro-batch: they come back as
+/// [`DeviceStats`](roll_flow_algo::DeviceStats), which hold no host value until resolved
+/// (on a GPU a read in the forward would wait for it before the backward is queued), so
+/// every part's loss and backward make no counted download; the trainer then reads every
+/// part's statistics in one download, the same values each part's own read gives.
+#[test]
+fn loss_statistics_wait_for_the_backward_passes_and_come_back_in_one_download() {
+    use roll_flow_algo::{actor_objective, ActorExtras, DeviceStats, PolicyInputs, PolicyLoss};
+    use roll_flow_algo::{PpoClip, Regularisers};
+    use roll_flow_kernels::host_transfer::transfers;
+    let (m, b) = (model(), batch());
+    let parts = parts_of(&b, Some(2));
+    let objective = |m: &Model, b: &Batch| {
+        let scored = score_responses(m, b, 1.0, &BTreeMap::new(), false)?;
+        let n = b.num_tokens();
+        let logprob = token_column(scored.logprobs, &scored.token_index, n);
+        let entropy = token_column(scored.entropy, &scored.token_index, n);
+        let layout = PackedLayout::from_batch(b, "test", false, &Default::default())
+            .map_err(|e| e.to_string())?;
+        let advantages: Vec<f32> = (0..n).map(|t| t as f32 * 0.5 - 1.0).collect();
+        let inputs = PolicyInputs {
+            old_logprob: logprob.clone().detach().add_scalar(0.3),
+            logprob,
+            advantages: layout.constant(advantages),
+            layout: &layout,
+        };
+        let extras = ActorExtras {
+            entropy: Some(entropy),
+            ..Default::default()
+        };
+        let regularisers = Regularisers {
+            entropy: 0.01,
+            ..Default::default()
+        };
+        let loss = PolicyLoss::PpoClip(PpoClip::default());
+        let out =
+            actor_objective(&loss, &inputs, extras, regularisers).map_err(|e| e.to_string())?;
+        Ok((out.loss, out.stats))
+    };
+    let before = transfers();
+    let computed = part_gradients(&m, &parts, &[0.5, 0.5], false, objective).unwrap();
+    assert_eq!(
+        transfers().since(before).downloads,
+        0,
+        "a read inside a micro-batch"
+    );
+    let stats: Vec<DeviceStats<TrainBackend>> = computed.into_iter().map(|(_, s)| s).collect();
+    let each: Vec<_> = stats.iter().map(|s| s.clone().resolve()).collect();
+    let before = transfers();
+    let all = DeviceStats::resolve_all(stats);
+    assert_eq!(transfers().since(before).downloads, 1);
+    assert_eq!(all, each);
+    for part in &all {
+        for key in ["pg_loss", "actor_loss", "entropy", "pg_clipfrac", "ppo_kl"] {
+            assert!(part[key].is_finite(), "{key}: {part:?}");
+        }
+        // π_old = π + 0.3 everywhere: ppo_kl, the mean of old − logp, is 0.3.
+        assert!((part["ppo_kl"] - 0.3).abs() < 1e-5, "{part:?}");
+    }
+}

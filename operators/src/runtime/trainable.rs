@@ -30,13 +30,16 @@ use super::backend::{RunBackend, TrainBackend};
 use super::concurrent::part_gradients;
 use super::lr_schedule::learning_rate;
 use crate::run_layout::{MODEL_FILE, OPTIMIZER_FILE};
-use roll_flow_algo::{clip_grad_norm, flatten_grads, unflatten_grads, AlgoStats};
+use roll_flow_algo::{clip_grad_norm, flatten_grads, unflatten_grads, AlgoStats, DeviceStats};
 use roll_flow_engine::collective::Collective;
 use roll_flow_engine::stable_hash::{fnv1a, FNV_OFFSET};
 use roll_flow_model::spec::OptimSpec;
 use roll_flow_model::CpuBackend;
 
 type Record = BinBytesRecorder<FullPrecisionSettings>;
+
+/// What a micro-batch's loss reports, still on the training device.
+pub type PartStats<B> = DeviceStats<TrainBackend<B>>;
 
 /// What one optimizer step did.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -126,24 +129,25 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
 
     /// Adds the gradients of `scale[i] · loss(part[i])` for every part, computed
     /// concurrently on the CPU ([`super::concurrent::part_gradients`]) and accumulated in
-    /// part order; returns what `loss` reported for each part.
+    /// part order; returns what `loss` reported for each part, read from the device once
+    /// every part's backward is queued, in one download ([`DeviceStats::resolve_all`]).
     pub fn accumulate_parts<P: Sync>(
         &mut self,
         parts: &[P],
         scales: &[f32],
-        loss: impl Fn(&M, &P) -> Result<(Tensor<TrainBackend<B>, 1>, AlgoStats), String> + Sync,
+        loss: impl Fn(&M, &P) -> Result<(Tensor<TrainBackend<B>, 1>, PartStats<B>), String> + Sync,
     ) -> Result<Vec<AlgoStats>, String>
     where
         M: Sync,
     {
         let results = part_gradients(self.module(), parts, scales, B::CONCURRENT_PASSES, loss)?;
-        Ok(results
-            .into_iter()
+        let stats = (results.into_iter())
             .map(|(grads, stats)| {
                 self.accumulate(grads);
                 stats
             })
-            .collect())
+            .collect();
+        Ok(DeviceStats::resolve_all(stats))
     }
 
     /// Applies the accumulated gradients at training step `step`, or skips a non-finite

@@ -1,11 +1,15 @@
-//! The copies between host memory and a tensor's device that generation makes, counted per
-//! thread, so that a test can assert what one decode step moves (issue 59's transfer
-//! count) and a change that adds a round trip shows without a GPU.
+//! The copies between host memory and a tensor's device that generation and training make,
+//! counted per thread, so that a test can assert what one decode step or one training
+//! micro-batch moves (issue 59's transfer count) and a change that adds a round trip shows
+//! without a GPU.
 //!
 //! On a CPU backend an "upload" or "download" is a copy within host memory; on a GPU each
 //! is a transfer over the bus, and a download also waits for the device to finish the work
 //! queued before it. Generation code uploads with [`upload`] and reads back with
-//! [`download`]; `tests/model_transfers.rs` checks the counts of a decode step on wgpu.
+//! [`download`] (`operators/model/tests/model_transfers.rs` checks the counts of a decode
+//! step on wgpu); the losses' statistics stay on the device until a mini-batch's
+//! backward passes are queued and are then read in one download
+//! (`roll_flow_algo::DeviceStats`).
 
 use std::cell::Cell;
 
