@@ -22,7 +22,7 @@ use burn::tensor::ops::{FloatTensor, IntTensor};
 use crate::autodiff_model_ops::{
     ContiguousBackward, MaskedSoftmaxBackward, RmsNormBackward, RotaryBackward, SwiGluBackward,
 };
-use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
+use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens, SquareSum};
 use crate::ppo_clip::ClipSettings;
 use crate::unfused::DenseGradients;
 
@@ -280,8 +280,11 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         ))
     }
 
-    fn sum_of_squares(x: FloatTensor<Self>) -> f64 {
-        B::sum_of_squares(x.primitive)
+    fn square_sum(x: FloatTensor<Self>) -> SquareSum<Self> {
+        match B::square_sum(x.primitive) {
+            SquareSum::Host(v) => SquareSum::Host(v),
+            SquareSum::Device(t) => SquareSum::Device(untracked::<B>(t)),
+        }
     }
 
     fn sample_rows(logits: FloatTensor<Self>, params: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -30,6 +30,13 @@ pub struct LogProbSaved<B: Backend> {
     pub temperature: f32,
 }
 
+/// One tensor's Σ x² (`KernelBackend::square_sum`): known on the host, or a one-element
+/// f32 tensor still on its device, read with others at once by `SquareSums`.
+pub enum SquareSum<B: Backend> {
+    Host(f64),
+    Device(FloatTensor<B>),
+}
+
 /// The per-token inputs of GAE, as primitives, each `[tokens]`.
 #[derive(Debug, Clone)]
 pub struct GaeTokens<B: Backend> {
@@ -366,13 +373,19 @@ pub trait KernelBackend: Backend {
         out.into_primitive().tensor()
     }
 
-    /// Σ x² over every value of `x`, in f64 (not differentiable). Default: burn's
-    /// `square().sum()`; `Flex` sums in an order fixed by the element count, the same on
-    /// every CPU and at every thread count ([`crate::cpu::sum_of_squares`]).
-    fn sum_of_squares(x: FloatTensor<Self>) -> f64 {
-        use burn::tensor::{ElementConversion, Tensor, TensorPrimitive};
+    /// Σ x² over every value of `x` (not differentiable), for `SquareSums`. Default:
+    /// burn's `square().sum()`, left on the device (in f32, which holds a bf16 or f16 sum
+    /// exactly); `Flex` sums on the host in an order fixed by the element count, the same
+    /// on every CPU and at every thread count ([`crate::cpu::sum_of_squares`]).
+    fn square_sum(x: FloatTensor<Self>) -> SquareSum<Self> {
+        use burn::tensor::{DType, Tensor, TensorPrimitive};
         let x = Tensor::<Self, 1>::from_primitive(TensorPrimitive::Float(x));
-        x.square().sum().into_scalar().elem::<f64>()
+        let s = x.square().sum();
+        let s = match s.dtype() == DType::F32 {
+            true => s,
+            false => s.cast(DType::F32),
+        };
+        SquareSum::Device(s.into_primitive().tensor())
     }
 
     /// `tensor` with `value` written at offsets `starts` (one per axis). Default: burn's

@@ -8,7 +8,7 @@ use burn::tensor::{DType, TensorData};
 use burn_flex::FlexTensor;
 
 use crate::backend::{
-    slice_assign_block, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens,
+    slice_assign_block, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens, SquareSum,
 };
 use crate::cpu;
 use crate::cpu::linear::WeightLayout;
@@ -327,8 +327,8 @@ impl KernelBackend for Flex {
         }
     }
 
-    fn sum_of_squares(x: FlexTensor) -> f64 {
-        cpu::sum_of_squares::sum_of_squares(&host_f32(&x))
+    fn square_sum(x: FlexTensor) -> SquareSum<Self> {
+        SquareSum::Host(cpu::sum_of_squares::sum_of_squares(&host_f32(&x)))
     }
 
     fn contiguous(x: FlexTensor) -> FlexTensor {

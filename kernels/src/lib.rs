@@ -61,15 +61,17 @@ mod packed_weights;
 pub mod ppo_clip;
 pub mod reference;
 pub mod row_sampling;
+pub mod square_sums;
 mod tf32;
 mod unfused;
 
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 
 pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
-pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
+pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens, SquareSum};
 pub use packed_weights::{with_packed_weights, PackedWeights};
 pub use ppo_clip::{ClipSettings, PpoStats};
+pub use square_sums::SquareSums;
 pub use tf32::{allow_tf32, tf32_allowed};
 pub use unfused::DenseGradients;
 
@@ -134,12 +136,6 @@ pub fn rotary<B: KernelBackend, const D: usize>(
     );
     let out = B::rotary(float(x), float(cos), float(sin));
     Tensor::from_primitive(TensorPrimitive::Float(out))
-}
-
-/// Σ x² over every value of `x`, in f64, summed in an order that does not depend on the CPU
-/// or the thread count on the CPU backend (see [`KernelBackend::sum_of_squares`]).
-pub fn sum_of_squares<B: KernelBackend, const D: usize>(x: Tensor<B, D>) -> f64 {
-    B::sum_of_squares(float(x))
 }
 
 /// `x` laid out row-major, the same values and shape: a strided view (e.g. heads moved

@@ -112,6 +112,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn square_sums_match_f64_in_one_read() {
+                super::suite::square_sums::square_sums_match_f64_in_one_read::<B>(&device());
+            }
+
+            #[test]
             fn bad_input_is_refused() {
                 super::suite::refuses_bad_input::<B>(&device());
             }

@@ -16,7 +16,8 @@
 //! - decode attention (one query a row, fused where the backend has it): ≤ 1e-5 + 1e-4·|ref|
 //!   against f64 on the host (`decode_attention.rs`);
 //! - batched matrix product and its gradients: ≤ 2e-5·max |ref|, against f64 on the host
-//!   (`matmul.rs`; TF32 products would be off by about 1e-3).
+//!   (`matmul.rs`; TF32 products would be off by about 1e-3);
+//! - Σ x² of several tensors: ≤ 1e-6·(1 + ref) against f64 on the host (`square_sums.rs`).
 //!
 //! On half-precision backends (f16 on wgpu, bf16 on CUDA; `half_logprob.rs`,
 //! `half_model_ops.rs`): one unit in the last place of the type at the f64 value, from the
@@ -39,6 +40,7 @@ pub mod matmul;
 pub mod rms_norm;
 pub mod rotary;
 pub mod row_sampling;
+pub mod square_sums;
 pub mod swiglu;
 
 /// xorshift64*: reproducible host randomness without a dependency.

@@ -182,7 +182,7 @@ mod tests {
             tensor(&[0.5, 0.0, -2.0, 3.0]),
             &[("frac", 0), ("kl", 2), ("past", 9)],
         );
-        // Σ over the response tokens: (1 + 4) / 2; the NaN-free masked token is dropped.
+        // Σ over the response tokens: (1 + 4) / 2; the masked token (100) counts for 0.
         a.insert_response_mean("entropy", tensor(&[1.0, 100.0, 4.0]), &first);
         a.insert("known", 0.75); // the later value wins
         let mut b = DeviceStats::new();

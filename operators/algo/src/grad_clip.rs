@@ -12,20 +12,20 @@ use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
-use roll_flow_kernels::KernelBackend;
+use roll_flow_kernels::{KernelBackend, SquareSums};
 
-struct SquaredNorm<'a, B> {
+/// ‖g_p‖² of every parameter's gradient that `grads` holds, in the module's visit order,
+/// each in an order fixed by the tensor's size, not the CPU (the clipping scale and every
+/// step after it follow these sums); a device's read at once ([`SquareSums`]).
+struct SquaredNorms<'a, B: AutodiffBackend<InnerBackend: KernelBackend>> {
     grads: &'a GradientsParams,
-    total: f64,
-    _backend: PhantomData<B>,
+    sums: SquareSums<B::InnerBackend>,
 }
 
-impl<B: AutodiffBackend<InnerBackend: KernelBackend>> ModuleVisitor<B> for SquaredNorm<'_, B> {
+impl<B: AutodiffBackend<InnerBackend: KernelBackend>> ModuleVisitor<B> for SquaredNorms<'_, B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         if let Some(g) = self.grads.get::<B::InnerBackend, D>(param.id) {
-            // In an order fixed by the tensor's size, not the CPU (the clipping scale
-            // and every step after it follow this sum).
-            self.total += roll_flow_kernels::sum_of_squares(g);
+            self.sums.push(g);
         }
     }
 }
@@ -50,13 +50,13 @@ pub fn grad_norm<B: AutodiffBackend<InnerBackend: KernelBackend>, M: AutodiffMod
     module: &M,
     grads: &GradientsParams,
 ) -> f64 {
-    let mut visitor = SquaredNorm::<B> {
+    let mut visitor = SquaredNorms::<B> {
         grads,
-        total: 0.0,
-        _backend: PhantomData,
+        sums: SquareSums::new(),
     };
     module.visit(&mut visitor);
-    visitor.total.sqrt()
+    let squares = visitor.sums.values();
+    squares.into_iter().fold(0.0, |total, s| total + s).sqrt()
 }
 
 /// Clips `grads` to global norm `max_norm` in place; returns the norm before clipping.

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use burn::module::{AutodiffModule, ModuleVisitor, Param, ParamId};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
-use roll_flow_kernels::KernelBackend;
+use roll_flow_kernels::{KernelBackend, SquareSums};
 
 /// Each float parameter's values, by id, flattened, on the inner backend: arithmetic on
 /// the autodiff tensors themselves would record graph nodes that no backward pass ever
@@ -25,22 +25,21 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Collect<B> {
     }
 }
 
-struct SquaredChange<B: AutodiffBackend> {
+/// ‖Δθ_p‖² of each float parameter, in the module's visit order, each in an order fixed by
+/// the tensor's size, not the CPU; a device's read at once ([`SquareSums`]).
+struct SquaredChanges<B: AutodiffBackend<InnerBackend: KernelBackend>> {
     before: HashMap<ParamId, Tensor<B::InnerBackend, 1>>,
-    total: f64,
+    sums: SquareSums<B::InnerBackend>,
 }
 
-impl<B: AutodiffBackend<InnerBackend: KernelBackend>> ModuleVisitor<B> for SquaredChange<B> {
+impl<B: AutodiffBackend<InnerBackend: KernelBackend>> ModuleVisitor<B> for SquaredChanges<B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         let after = param.val().inner().flatten::<1>(0, D - 1);
-        // In an order fixed by the tensor's size, not the CPU; rounded to f32, where a
-        // sum beyond f32's range is infinite.
-        let s = roll_flow_kernels::sum_of_squares(match self.before.remove(&param.id) {
+        self.sums.push(match self.before.remove(&param.id) {
             Some(before) => after.sub(before),
             // A parameter the step created: its whole value is the change.
             None => after,
         });
-        self.total += s as f32 as f64;
     }
 }
 
@@ -53,12 +52,15 @@ pub fn update_norm<B: AutodiffBackend<InnerBackend: KernelBackend>, M: AutodiffM
         params: HashMap::new(),
     };
     before.visit(&mut collect);
-    let mut change = SquaredChange {
+    let mut change = SquaredChanges::<B> {
         before: collect.params,
-        total: 0.0,
+        sums: SquareSums::new(),
     };
     after.visit(&mut change);
-    change.total.sqrt()
+    // Each rounded to f32, where a sum beyond f32's range is infinite.
+    let squares = change.sums.values();
+    let total = squares.into_iter().fold(0.0, |t, s| t + s as f32 as f64);
+    total.sqrt()
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use roll_flow_kernels::{block_write, KernelBackend};
 
-use crate::host_transfer::{download, upload};
+use roll_flow_kernels::host_transfer::{download, upload};
 
 /// Spare columns a freshly grown buffer gets at least.
 const MIN_SPARE: usize = 32;

@@ -14,8 +14,6 @@ pub mod family;
 pub mod generate;
 pub mod gguf;
 pub mod hf;
-/// The host↔device copy counters generation code uploads and downloads through.
-pub use roll_flow_kernels::host_transfer;
 pub mod kv_cache;
 pub mod logprob;
 pub mod lora;

@@ -1,4 +1,4 @@
-//! What one decode step copies between host and device (`roll_flow_model::host_transfer`),
+//! What one decode step copies between host and device (`roll_flow_kernels::host_transfer`),
 //! on the CPU backend and, with `--features wgpu`, on wgpu (Mesa's lavapipe where there is
 //! no GPU): the host path uploads the rotary tables and the mask whole and reads the
 //! `[rows, vocab]` logits back; on a device the tables and the mask are built there from a
@@ -8,10 +8,10 @@
 mod common;
 
 use common::{fixture, request};
+use roll_flow_kernels::host_transfer::{transfers, Transfers};
 use roll_flow_kernels::KernelBackend;
 use roll_flow_model::generate::{ContinuousBatcher, GenerationOutput, SamplingParams};
 use roll_flow_model::hf::load_causal_lm;
-use roll_flow_model::host_transfer::{transfers, Transfers};
 
 const PROMPTS: [&[u32]; 4] = [
     &[1, 337, 262, 201, 50, 301],

@@ -43,9 +43,9 @@ use super::prefix_reuse::{plan_prefill, stored_columns, Prefix, PrefixStore};
 use super::request::{FinishReason, GenerationOutput, GenerationRequest, RequestId};
 use super::sampler::{sample, Sampled};
 use crate::error::ModelError;
-use crate::host_transfer::{download_f32, on_rayon_thread, upload};
 use crate::kv_cache::KvCache;
 use crate::qwen2::{AttentionLayout, Qwen2CausalLm};
+use roll_flow_kernels::host_transfer::{download_f32, on_rayon_thread, upload};
 
 /// A request that is being decoded.
 struct Running {

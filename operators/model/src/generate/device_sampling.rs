@@ -14,7 +14,7 @@ use roll_flow_kernels::KernelBackend;
 
 use super::request::GenerationRequest;
 use super::sampler::Sampled;
-use crate::host_transfer::{download_f32, upload};
+use roll_flow_kernels::host_transfer::{download_f32, upload};
 
 /// Whether `request`'s next token can be drawn on the device: no guide, no top-k below the
 /// vocabulary, no top-p below 1.

@@ -24,7 +24,7 @@ use roll_flow_kernels::KernelBackend;
 use super::banded_attention::BandedWindow;
 use super::compute_dtype::{mask_like, F16_MASKED};
 use super::mask_rule::{mask_value, MASKED};
-use crate::host_transfer::upload;
+use roll_flow_kernels::host_transfer::upload;
 
 /// The keys one layer's queries may read, in the form its attention computes with.
 #[derive(Clone, Debug)]

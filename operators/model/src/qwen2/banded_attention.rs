@@ -27,7 +27,7 @@ use burn::tensor::{Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
 
 use super::mask_rule::mask_value;
-use crate::host_transfer::upload;
+use roll_flow_kernels::host_transfer::upload;
 
 /// The block layout and additive band mask of one sliding window over right-padded
 /// sequences that start at position 0.

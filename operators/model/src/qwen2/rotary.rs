@@ -34,7 +34,7 @@ use burn::tensor::{DType, Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
 
 use super::compute_dtype::like;
-use crate::host_transfer::upload;
+use roll_flow_kernels::host_transfer::upload;
 
 /// `cos`/`sin` tables for one forward call: `[batch, len, kv_heads, head_dim]` for keys,
 /// `[batch, len, heads, head_dim]` for queries.

@@ -18,7 +18,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 
 use super::mask_rule::mask_value;
-use crate::host_transfer::upload;
+use roll_flow_kernels::host_transfer::upload;
 
 /// Where the last layer's queries are read, for right-padded whole sequences starting at
 /// position 0 (`AttentionLayout::right_padded`).
