@@ -31,7 +31,7 @@ pub struct LogProbSaved<B: Backend> {
 }
 
 /// One tensor's Σ x² (`KernelBackend::square_sum`): known on the host, or a one-element
-/// f32 tensor still on its device, read with others at once by `SquareSums`.
+/// tensor still on its device, read with others at once by `SquareSums`.
 pub enum SquareSum<B: Backend> {
     Host(f64),
     Device(FloatTensor<B>),
@@ -374,18 +374,13 @@ pub trait KernelBackend: Backend {
     }
 
     /// Σ x² over every value of `x` (not differentiable), for `SquareSums`. Default:
-    /// burn's `square().sum()`, left on the device (in f32, which holds a bf16 or f16 sum
-    /// exactly); `Flex` sums on the host in an order fixed by the element count, the same
-    /// on every CPU and at every thread count ([`crate::cpu::sum_of_squares`]).
+    /// burn's `square().sum()`, left on the device; `Flex` sums on the host in an order
+    /// fixed by the element count, the same on every CPU and at every thread count
+    /// ([`crate::cpu::sum_of_squares`]).
     fn square_sum(x: FloatTensor<Self>) -> SquareSum<Self> {
-        use burn::tensor::{DType, Tensor, TensorPrimitive};
+        use burn::tensor::{Tensor, TensorPrimitive};
         let x = Tensor::<Self, 1>::from_primitive(TensorPrimitive::Float(x));
-        let s = x.square().sum();
-        let s = match s.dtype() == DType::F32 {
-            true => s,
-            false => s.cast(DType::F32),
-        };
-        SquareSum::Device(s.into_primitive().tensor())
+        SquareSum::Device(x.square().sum().into_primitive().tensor())
     }
 
     /// `tensor` with `value` written at offsets `starts` (one per axis). Default: burn's

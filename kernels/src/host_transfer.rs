@@ -14,7 +14,7 @@
 use std::cell::Cell;
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{BasicOps, Tensor, TensorData};
+use burn::tensor::{BasicOps, DType, Tensor, TensorData};
 
 /// Copies made on this thread since it started, and their bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -97,9 +97,60 @@ pub fn download_f32<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f32
     values.expect("float values convert to f32")
 }
 
+/// The values of several 1-D float tensors on one device, as f32, each its own `Vec`, in
+/// one download (at most): cast to f32 where they are not (bf16 and f16 convert exactly)
+/// and concatenated on the device; empty tensors and an empty list read nothing.
+pub fn download_f32_each<B: Backend>(tensors: Vec<Tensor<B, 1>>) -> Vec<Vec<f32>> {
+    let lengths: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
+    let present: Vec<Tensor<B, 1>> = (tensors.into_iter())
+        .filter(|t| t.dims()[0] > 0)
+        .map(|t| match t.dtype() == DType::F32 {
+            true => t,
+            false => t.cast(DType::F32),
+        })
+        .collect();
+    let flat = match present.is_empty() {
+        true => Vec::new(),
+        false => download_f32(Tensor::cat(present, 0)),
+    };
+    let mut rest = flat.as_slice();
+    (lengths.into_iter())
+        .map(|n| {
+            let (head, tail) = rest.split_at(n);
+            rest = tail;
+            head.to_vec()
+        })
+        .collect()
+}
+
 /// Adds a copy to this thread's counts.
 fn count(add: impl FnOnce(&mut Transfers)) {
     let mut counts = COUNTS.get();
     add(&mut counts);
     COUNTS.set(counts);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+
+    #[test]
+    fn several_tensors_come_back_split_as_they_went_in_from_one_download() {
+        let device = Default::default();
+        let t = |v: &[f32]| Tensor::<Flex, 1>::from_floats(v, &device);
+        let half = t(&[0.1, 2.5]).cast(DType::F16);
+        let before = transfers();
+        let got = download_f32_each(vec![t(&[1.0, -2.0]), t(&[]), half, t(&[7.0])]);
+        assert_eq!(transfers().since(before).downloads, 1);
+        let tenth = burn::tensor::f16::from_f32(0.1).to_f32();
+        assert_eq!(
+            got,
+            vec![vec![1.0, -2.0], vec![], vec![tenth, 2.5], vec![7.0]]
+        );
+        let before = transfers();
+        assert!(download_f32_each::<Flex>(vec![]).is_empty());
+        assert_eq!(download_f32_each(vec![t(&[])]), vec![Vec::<f32>::new()]);
+        assert_eq!(transfers().since(before).downloads, 0);
+    }
 }

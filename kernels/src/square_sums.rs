@@ -11,7 +11,7 @@
 use burn::tensor::{Tensor, TensorPrimitive};
 
 use crate::backend::{KernelBackend, SquareSum};
-use crate::host_transfer::download;
+use crate::host_transfer::download_f32_each;
 
 /// Σ x² of each tensor pushed, in push order.
 pub struct SquareSums<B: KernelBackend> {
@@ -36,8 +36,8 @@ impl<B: KernelBackend> SquareSums<B> {
         self.sums.push(B::square_sum(x.into_primitive().tensor()));
     }
 
-    /// Each sum in push order, as f64; the device's in one download (f32 values, which hold
-    /// a bf16 or f16 sum exactly).
+    /// Each sum in push order, as f64; the device's in one download (as f32, which holds a
+    /// bf16 or f16 sum exactly).
     pub fn values(self) -> Vec<f64> {
         let on_device: Vec<Tensor<B, 1>> = (self.sums.iter())
             .filter_map(|s| match s {
@@ -47,18 +47,14 @@ impl<B: KernelBackend> SquareSums<B> {
                 }
             })
             .collect();
-        let mut read = match on_device.is_empty() {
-            true => Vec::new(),
-            false => {
-                let data = download(Tensor::cat(on_device, 0)).convert::<f32>();
-                data.into_vec::<f32>().expect("f32 sums")
-            }
-        }
-        .into_iter();
+        let mut read = download_f32_each(on_device).into_iter();
         (self.sums.into_iter())
             .map(|s| match s {
                 SquareSum::Host(v) => v,
-                SquareSum::Device(_) => read.next().map_or(f64::NAN, f64::from),
+                SquareSum::Device(_) => read
+                    .next()
+                    .and_then(|v| v.first().copied())
+                    .map_or(f64::NAN, f64::from),
             })
             .collect()
     }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor};
-use roll_flow_kernels::host_transfer::download;
+use roll_flow_kernels::host_transfer::download_f32_each;
 
 use super::packed_layout::PackedLayout;
 
@@ -33,7 +33,7 @@ pub struct DeviceStats<B: Backend> {
 enum Entry<B: Backend> {
     /// A value already on the host.
     Known(String, f64),
-    /// Elements of a small f32 tensor, each under its name: (name, index).
+    /// Elements of a small tensor, each under its name: (name, index).
     Elements(Tensor<B, 1>, Vec<(String, usize)>),
     /// Σ_t v_t·m_t / count over a token tensor already multiplied by the mask (f32).
     ResponseMean(String, Tensor<B, 1>, usize),
@@ -67,8 +67,7 @@ impl<B: Backend> DeviceStats<B> {
     /// tensor's end reads 0 (as [`roll_flow_kernels::PpoStats::from_tensor`] does).
     pub fn insert_elements(&mut self, values: Tensor<B, 1>, names: &[(&str, usize)]) {
         let names = names.iter().map(|&(n, i)| (n.to_string(), i)).collect();
-        self.entries
-            .push(Entry::Elements(f32_detached(values), names));
+        self.entries.push(Entry::Elements(values.detach(), names));
     }
 
     /// The mean of the per-token `values` over the response tokens of `layout`,
@@ -106,21 +105,9 @@ impl<B: Backend> DeviceStats<B> {
                 Entry::Known(..) => None,
                 Entry::Elements(t, _) | Entry::ResponseMean(_, t, _) => Some(t.clone()),
             })
-            .filter(|t| t.dims()[0] > 0)
             .collect();
-        let host: Vec<f32> = match tensors.is_empty() {
-            true => Vec::new(),
-            false => {
-                let data = download(Tensor::cat(tensors, 0)).convert::<f32>();
-                data.into_vec::<f32>().expect("f32 statistics")
-            }
-        };
-        let mut at = 0;
-        let mut take = |len: usize| {
-            let values = &host[at..at + len];
-            at += len;
-            values
-        };
+        let mut read = download_f32_each(tensors).into_iter();
+        let mut take = || read.next().expect("one read per tensor");
         (parts.into_iter())
             .map(|part| {
                 let mut stats = AlgoStats::new();
@@ -129,14 +116,14 @@ impl<B: Backend> DeviceStats<B> {
                         Entry::Known(name, v) => {
                             stats.insert(name, v);
                         }
-                        Entry::Elements(t, names) => {
-                            let values = take(t.dims()[0]);
+                        Entry::Elements(_, names) => {
+                            let values = take();
                             for (name, i) in names {
                                 stats.insert(name, values.get(i).copied().unwrap_or(0.0) as f64);
                             }
                         }
-                        Entry::ResponseMean(name, t, count) => {
-                            let values = take(t.dims()[0]);
+                        Entry::ResponseMean(name, _, count) => {
+                            let values = take();
                             let sum = values.iter().fold(0.0f64, |s, &v| s + v as f64);
                             stats.insert(name, sum / count as f64);
                         }
