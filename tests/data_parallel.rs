@@ -173,7 +173,27 @@ fn a_resumed_two_process_run_ends_as_an_uninterrupted_one() {
 
 /// Two processes of a long StarPO run, started by hand (`-p`, a hostfile of free ports) into
 /// `out`, with `more` arguments each; returned once a checkpoint is in place.
+///
+/// The ports are found free here and bound by the processes a moment later, so something
+/// else on the machine can take one in between: process 0 then stops with "Address already
+/// in use" (and process 1 waits for ever on the port's new owner). That start is tried
+/// again on other ports; any other failure to start says what both processes printed.
 fn two_processes(dir: &Path, out: &Path, more: &[&str]) -> (Child, Child) {
+    for _ in 0..3 {
+        match start_two(dir, out, more) {
+            Ok(processes) => return processes,
+            Err(printed) if printed.contains("Address already in use") => {
+                let _ = std::fs::remove_dir_all(out);
+            }
+            Err(printed) => panic!("the two processes did not start: {printed}"),
+        }
+    }
+    panic!("three starts in a row found a port taken");
+}
+
+/// One try of [`two_processes`]: the processes, or what they printed once one of them
+/// ended (or two minutes passed) without a checkpoint.
+fn start_two(dir: &Path, out: &Path, more: &[&str]) -> Result<(Child, Child), String> {
     let ports: Vec<u16> = (0..2)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
         .collect::<Vec<_>>()
@@ -198,17 +218,25 @@ fn two_processes(dir: &Path, out: &Path, more: &[&str]) -> (Child, Child) {
             .spawn()
             .unwrap()
     };
-    let processes = (start("0"), start("1"));
+    let (mut first, mut second) = (start("0"), start("1"));
     // Every step writes a checkpoint.
     let began = Instant::now();
     while !out.join("checkpoints/step_2").exists() {
-        assert!(
-            began.elapsed() < Duration::from_secs(120),
-            "no checkpoint came"
-        );
+        let one_ended = [&mut first, &mut second]
+            .iter_mut()
+            .any(|p| p.try_wait().unwrap().is_some());
+        if one_ended || began.elapsed() > Duration::from_secs(120) {
+            let printed = [("0", first), ("1", second)].map(|(index, mut process)| {
+                let _ = process.kill();
+                let output = process.wait_with_output().unwrap();
+                let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+                format!("process {index} ({}): {stderr}", output.status)
+            });
+            return Err(printed.join("\n"));
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
-    processes
+    Ok((first, second))
 }
 
 /// Waits for `first` to end; its stderr and how long that took.
