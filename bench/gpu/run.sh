@@ -81,8 +81,12 @@ if [ "$device" = cuda ]; then
         fi
         "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" --version | tail -2
     } >> "$summary" 2>&1
-    # Kernels compiled by NVRTC once, cached for the later processes.
-    cache_config="$(printf '[compilation]\ncache = { file = "%s" }\n' "$bin/ptx-cache")"
+    # Kernels compiled by NVRTC once, cached for the later processes, and for the next call
+    # while the machine stays warm (the device tool keeps git-ignored paths such as .bin/
+    # between calls): in run 6 a second call compiled every kernel again, which left the
+    # step and profile parts past their limits.
+    mkdir -p .bin
+    cache_config="$(printf '[compilation]\ncache = { file = "%s" }\n' "$PWD/.bin/ptx-cache")"
     echo "$cache_config" > cubecl.toml
     gpu_device="Cuda(0)"
     bench_size=""
@@ -126,7 +130,7 @@ part hf_parity 40 "$bin/model_hf_parity" --test-threads 1 --nocapture
 part pipelines 90 "$bin/gpu_pipelines" --test-threads 1 --nocapture
 part bench 260 "$bin/gpu" --device "$device" $bench_size --out "$out"
 run_dir="$(mktemp -d)"
-part step 100 "$bin/roll-flow" run bench/gpu/frozen_lake_0.5b_shape.ron --steps 1 --out "$run_dir/step" \
+part step 150 "$bin/roll-flow" run bench/gpu/frozen_lake_0.5b_shape.ron --steps 1 --out "$run_dir/step" \
     --set "device=$gpu_device" --set "models.policy.arch=$shape" --set "models.reference.arch=$shape" \
     "${step_sets[@]}"
 [ -f "$run_dir/step/metrics.jsonl" ] && { echo "--- metrics.jsonl"; cat "$run_dir/step/metrics.jsonl"; } >> "$out/step.txt"
@@ -139,7 +143,7 @@ profile_log="$bin/profile.log"
     [ "$device" = cuda ] && echo "$cache_config"
     printf '[profiling]\nlogger = { level = "basic", file = "%s" }\n' "$profile_log"
 } > cubecl.toml
-part profile 90 "$bin/gpu" --device "$device" $bench_size --only profile
+part profile 180 "$bin/gpu" --device "$device" $bench_size --only profile
 if [ -f "$profile_log" ]; then
     awk -F'|' 'BEGIN { row = -1 }
          /^\|⎺/ { table++; row = 0; print "--- sync " table; next }
