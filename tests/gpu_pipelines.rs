@@ -10,7 +10,9 @@
 //! fell within float rounding of a boundary) and its update sees the same batch: the
 //! step's success rates must be equal and its gradient norms and losses agree to float
 //! rounding (relative 1e-3). Later steps are not compared: AdamW's first update is
-//! ±lr per weight wherever a gradient is near zero, so rounding can flip it.
+//! ±lr per weight wherever a gradient is near zero, so rounding can flip it. The same
+//! holds for an asynchronous run (`staleness: 1`) and a data-parallel one (`-w 2`, two
+//! workers on the one GPU).
 //!
 //! The GPU pipeline (`qwen2.5-0.5b_frozen_lake.ron`: a Hugging Face directory, free-text
 //! replies, a reference model and a KL term) runs one step the same way, with the tiny
@@ -58,45 +60,78 @@ fn assert_close(file: &str, key: &str, cpu: f64, gpu: f64) {
 #[test]
 fn frozen_lake_pipelines_train_on_the_gpu_as_on_the_cpu() {
     for file in PIPELINES {
-        let dir = tempfile::tempdir().unwrap();
-        let (cpu_dir, gpu_dir) = (dir.path().join("cpu"), dir.path().join("gpu"));
-        assert_ok(&run(file, &cpu_dir, &[]));
-        assert_ok(&run(file, &gpu_dir, &["--set", &format!("device={GPU}")]));
-        let (cpu, gpu) = (metrics(&cpu_dir), metrics(&gpu_dir));
-        assert_eq!(gpu.len(), 2, "{file}: one record per step on {GPU}");
-        for key in [
-            "rollout/success",
-            "rollout/response_length",
-            "eval/val/success",
-        ] {
-            assert_eq!(
-                cpu[0][key], gpu[0][key],
-                "{file}: `{key}` differs at step 0"
-            );
-        }
-        let mut compared = 0;
-        for key in [
-            "actor_step/grad_norm",
-            "actor_step/pg_loss",
-            "actor_step/entropy",
-            "critic_step/grad_norm",
-            "critic_step/value_loss",
-            "values/values/mean",
-        ] {
-            if cpu[0].contains_key(key) {
-                assert_close(file, key, value(&cpu[0], key), value(&gpu[0], key));
-                compared += 1;
-            }
-        }
-        assert!(compared >= 3, "{file}: the actor's metrics are compared");
-        assert!(
-            value(&gpu[1], "actor_step/grad_norm").is_finite(),
-            "{file}: the second step trains on {GPU}"
+        first_step_as_on_the_cpu(file, &[]);
+    }
+}
+
+/// An asynchronous run (`staleness: 1`: the rollout of step t plays with the weights step
+/// t − 1 started from, in its own inference loops) and a data-parallel one (two workers
+/// sharing the one GPU, each with its own micro-batches) take their first step on the GPU
+/// as on the CPU too.
+#[test]
+fn asynchronous_and_data_parallel_runs_train_on_the_gpu_as_on_the_cpu() {
+    first_step_as_on_the_cpu("pipelines/frozen_lake_starpo_async.ron", &[]);
+    let two_workers = [
+        "-w",
+        "2",
+        "--set",
+        "envs.train.groups=4",
+        "--set",
+        "nodes.actor_step.micro_batch=2",
+    ];
+    first_step_as_on_the_cpu("pipelines/frozen_lake_starpo.ron", &two_workers);
+}
+
+/// Runs `file` (shrunk, two steps, with `extra` arguments) on the CPU and on the GPU: the
+/// first step's success rates are equal and its losses and norms agree; the second step
+/// trains and its checkpoint is written.
+fn first_step_as_on_the_cpu(path: &str, extra: &[&str]) {
+    let file = &[path]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let dir = tempfile::tempdir().unwrap();
+    let (cpu_dir, gpu_dir) = (dir.path().join("cpu"), dir.path().join("gpu"));
+    let on_gpu = format!("device={GPU}");
+    let gpu_extra: Vec<&str> = extra.iter().copied().chain(["--set", &on_gpu]).collect();
+    assert_ok(&run(path, &cpu_dir, extra));
+    assert_ok(&run(path, &gpu_dir, &gpu_extra));
+    let (cpu, gpu) = (metrics(&cpu_dir), metrics(&gpu_dir));
+    assert_eq!(gpu.len(), 2, "{file}: one record per step on {GPU}");
+    for key in [
+        "rollout/success",
+        "rollout/response_length",
+        "eval/val/success",
+    ] {
+        assert_eq!(
+            cpu[0][key], gpu[0][key],
+            "{file}: `{key}` differs at step 0"
         );
-        let checkpoint = gpu_dir.join("checkpoints/step_2/models/policy");
-        for f in ["model.bin", "optimizer.bin", "hf/model.safetensors"] {
-            assert!(checkpoint.join(f).is_file(), "{file}: checkpoint lacks {f}");
+    }
+    let mut compared = 0;
+    for key in [
+        "actor_step/grad_norm",
+        "actor_step/pg_loss",
+        "actor_step/entropy",
+        "critic_step/grad_norm",
+        "critic_step/value_loss",
+        "values/values/mean",
+    ] {
+        if cpu[0].contains_key(key) {
+            assert_close(file, key, value(&cpu[0], key), value(&gpu[0], key));
+            compared += 1;
         }
+    }
+    assert!(compared >= 3, "{file}: the actor's metrics are compared");
+    assert!(
+        value(&gpu[1], "actor_step/grad_norm").is_finite(),
+        "{file}: the second step trains on {GPU}"
+    );
+    let checkpoint = gpu_dir.join("checkpoints/step_2/models/policy");
+    for f in ["model.bin", "optimizer.bin", "hf/model.safetensors"] {
+        assert!(checkpoint.join(f).is_file(), "{file}: checkpoint lacks {f}");
     }
 }
 

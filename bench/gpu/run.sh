@@ -127,7 +127,7 @@ part probe 60 "$bin/gpu" --device "$device" --only probe --out "$out/probe"
 part kernels 90 sh -c '"$0" --test-threads 1; k=$?; "$1" --test-threads 1; exit $((k | $?))' \
     "$bin/kernels" "$bin/model_transfers"
 part hf_parity 40 "$bin/model_hf_parity" --test-threads 1 --nocapture
-part pipelines 90 "$bin/gpu_pipelines" --test-threads 1 --nocapture
+part pipelines 150 "$bin/gpu_pipelines" --test-threads 1 --nocapture
 part bench 260 "$bin/gpu" --device "$device" $bench_size --out "$out"
 run_dir="$(mktemp -d)"
 part step 150 "$bin/roll-flow" run bench/gpu/frozen_lake_0.5b_shape.ron --steps 1 --out "$run_dir/step" \
