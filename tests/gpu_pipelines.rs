@@ -82,7 +82,7 @@ fn asynchronous_and_data_parallel_runs_train_on_the_gpu_as_on_the_cpu() {
     first_step_as_on_the_cpu("pipelines/frozen_lake_starpo.ron", &two_workers);
 }
 
-/// Runs `file` (shrunk, two steps, with `extra` arguments) on the CPU and on the GPU: the
+/// Runs `path` (shrunk, two steps, with `extra` arguments) on the CPU and on the GPU: the
 /// first step's success rates are equal and its losses and norms agree; the second step
 /// trains and its checkpoint is written.
 fn first_step_as_on_the_cpu(path: &str, extra: &[&str]) {
