@@ -1,7 +1,10 @@
 //! The model rows of `bench/gpu.rs`: the Qwen2.5-0.5B shape (24 layers, dim 896, 14 heads,
 //! 2 KV heads, FFN 4,864, vocab 151,936, tied embeddings) with random weights built on the
 //! device; forward + backward tokens/s of −mean log π over packed sequences and KV-cache
-//! generation tokens/s, each with its FLOP/s and the fraction of the peak.
+//! generation tokens/s, each with its FLOP/s and the fraction of the peak; and where the
+//! seconds go: a training step's host queuing, sync wait and CubeCL device-thread CPU
+//! time, and the generation's device-thread CPU time (run 6 found 1.8 s of kernel time in
+//! a 6.5 s step).
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -84,13 +87,32 @@ pub fn model_rows<B: KernelBackend>(
     let mask: Vec<bool> = (0..packed.tokens.len())
         .map(|t| packed.locate(t).1 > 0)
         .collect();
+    // Where a step's seconds go, which CubeCL's profiler (kernel times) cannot say: this
+    // thread queuing the forward, then the backward (an op is handed to CubeCL's device
+    // thread and returns before its kernel runs, so these are host time, plus waits where
+    // that thread's queue is full), then waiting at the sync; and the CPU seconds of
+    // CubeCL's device threads (`DS…`, which launch every op) over the step.
+    let phases = std::cell::RefCell::new(Vec::<[f64; 4]>::new());
     let step = || {
+        let (started, device_cpu) = (Instant::now(), device_threads_cpu_s());
         let out = response_logprobs(&model, &packed, &mask, 1.0).expect("log-probs");
+        let forward = started.elapsed().as_secs_f64();
         let grads = out.logprobs.mean().neg().backward();
+        let backward = started.elapsed().as_secs_f64() - forward;
         black_box(grads);
         sync::<B>(device);
+        let wait = started.elapsed().as_secs_f64() - forward - backward;
+        let device_cpu = device_threads_cpu_s() - device_cpu;
+        phases
+            .borrow_mut()
+            .push([forward, backward, wait, device_cpu]);
     };
     let train_s = median_s(s.reps.min(3), step);
+    let phases = median_phases(&phases.borrow()[1..]);
+    println!(
+        "| train fwd+bwd {label}: queuing the forward {:.3} s, the backward {:.3} s, waiting at the sync {:.3} s; CubeCL's device threads on the CPU {:.3} s (medians) |",
+        phases[0], phases[1], phases[2], phases[3]
+    );
     let train_tokens = (batch * len) as f64;
     let train_flops = 3.0 * train_tokens * forward_flops_per_token(&config, len / 2);
     drop(model);
@@ -120,10 +142,14 @@ pub fn model_rows<B: KernelBackend>(
     // 128 new tokens a second run would cost as much as the rest of the bench).
     generate(4);
     sync::<B>(device);
-    let started = Instant::now();
+    let (started, device_cpu) = (Instant::now(), device_threads_cpu_s());
     let generated = generate(new);
     sync::<B>(device);
     let generate_s = started.elapsed().as_secs_f64();
+    let generate_device_cpu = device_threads_cpu_s() - device_cpu;
+    println!(
+        "| generate {label}: CubeCL's device threads on the CPU {generate_device_cpu:.3} s of the {generate_s:.3} s |"
+    );
     let gen_flops = generated as f64 * forward_flops_per_token(&config, prompt + new / 2);
     let rows = [
         (
@@ -149,5 +175,44 @@ pub fn model_rows<B: KernelBackend>(
             json!({"what": what, "dtype": label, "shape": shape, "tokens_per_s": tokens_per_s,
                    "tflops": flops / 1e12, "fraction_of_peak": flops / peak_flops})
         })
+        .chain([
+            json!({"what": "train fwd+bwd phases", "dtype": label,
+                       "forward_queue_s": phases[0], "backward_queue_s": phases[1],
+                       "sync_wait_s": phases[2], "device_threads_cpu_s": phases[3]}),
+            json!({"what": "generate phases", "dtype": label, "seconds": generate_s,
+                       "device_threads_cpu_s": generate_device_cpu}),
+        ])
         .collect()
+}
+
+/// CPU seconds so far of this process's CubeCL device threads (cubecl-common names each
+/// `DS{U|D}-{type}-{index}`), from Linux's `/proc/self/task/*/schedstat` (its first field:
+/// nanoseconds on a CPU); NaN where that cannot be read.
+fn device_threads_cpu_s() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return f64::NAN;
+    };
+    let read = |task: &std::path::Path, file: &str| std::fs::read_to_string(task.join(file));
+    tasks
+        .flatten()
+        .map(|task| task.path())
+        .filter(|task| read(task, "comm").is_ok_and(|name| name.starts_with("DS")))
+        .map(|task| {
+            let stat = read(&task, "schedstat").unwrap_or_default();
+            let ns = stat
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<f64>().ok());
+            ns.map_or(f64::NAN, |ns| ns / 1e9)
+        })
+        .sum()
+}
+
+/// Each part's median over the timed steps (the first, which compiles, left out).
+fn median_phases(steps: &[[f64; 4]]) -> [f64; 4] {
+    std::array::from_fn(|k| {
+        let mut part: Vec<f64> = steps.iter().map(|p| p[k]).collect();
+        part.sort_by(f64::total_cmp);
+        part.get(part.len() / 2).copied().unwrap_or(f64::NAN)
+    })
 }

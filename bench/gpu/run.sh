@@ -21,7 +21,9 @@
 #   pipelines.txt      the FrozenLake pipelines' first step on the GPU against the CPU
 #   gpu_bench.json     kernel bandwidth (the RL kernels, the model's fused ops, decode
 #                      attention), unfused speed-ups, 0.5B-shape tokens/s and FLOP/s (bf16
-#                      at issue 59's targets first, then f32); rewritten after each part
+#                      at issue 59's targets first, then f32) and where their seconds go
+#                      (host queuing, sync wait, CubeCL's device threads' CPU time);
+#                      rewritten after each part
 #   bench.txt          the same as tables
 #   step.txt           one FrozenLake step at the 0.5B shape: each node's seconds, then the
 #                      step's metrics.jsonl record
