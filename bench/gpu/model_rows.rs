@@ -91,27 +91,31 @@ pub fn model_rows<B: KernelBackend>(
     // thread queuing the forward, then the backward (an op is handed to CubeCL's device
     // thread and returns before its kernel runs, so these are host time, plus waits where
     // that thread's queue is full), then waiting at the sync; and the CPU seconds of
-    // CubeCL's device threads (`DS…`, which launch every op) over the step.
-    let phases = std::cell::RefCell::new(Vec::<[f64; 4]>::new());
+    // CubeCL's device threads (`DS…`, which launch every op) while this thread queued and
+    // while it waited (CUDA may spin a thread that waits for the device, so the second is
+    // not all work).
+    let phases = std::cell::RefCell::new(Vec::<[f64; 5]>::new());
     let step = || {
         let (started, device_cpu) = (Instant::now(), device_threads_cpu_s());
         let out = response_logprobs(&model, &packed, &mask, 1.0).expect("log-probs");
         let forward = started.elapsed().as_secs_f64();
         let grads = out.logprobs.mean().neg().backward();
         let backward = started.elapsed().as_secs_f64() - forward;
+        let queued_cpu = device_threads_cpu_s();
         black_box(grads);
         sync::<B>(device);
         let wait = started.elapsed().as_secs_f64() - forward - backward;
-        let device_cpu = device_threads_cpu_s() - device_cpu;
+        let waiting_cpu = device_threads_cpu_s() - queued_cpu;
+        let queuing_cpu = queued_cpu - device_cpu;
         phases
             .borrow_mut()
-            .push([forward, backward, wait, device_cpu]);
+            .push([forward, backward, wait, queuing_cpu, waiting_cpu]);
     };
     let train_s = median_s(s.reps.min(3), step);
     let phases = median_phases(&phases.borrow()[1..]);
     println!(
-        "| train fwd+bwd {label}: queuing the forward {:.3} s, the backward {:.3} s, waiting at the sync {:.3} s; CubeCL's device threads on the CPU {:.3} s (medians) |",
-        phases[0], phases[1], phases[2], phases[3]
+        "| train fwd+bwd {label}: queuing the forward {:.3} s, the backward {:.3} s, waiting at the sync {:.3} s; CubeCL's device threads on the CPU {:.3} s while queuing, {:.3} s while waiting (medians) |",
+        phases[0], phases[1], phases[2], phases[3], phases[4]
     );
     let train_tokens = (batch * len) as f64;
     let train_flops = 3.0 * train_tokens * forward_flops_per_token(&config, len / 2);
@@ -178,7 +182,8 @@ pub fn model_rows<B: KernelBackend>(
         .chain([
             json!({"what": "train fwd+bwd phases", "dtype": label,
                        "forward_queue_s": phases[0], "backward_queue_s": phases[1],
-                       "sync_wait_s": phases[2], "device_threads_cpu_s": phases[3]}),
+                       "sync_wait_s": phases[2], "device_threads_cpu_queuing_s": phases[3],
+                       "device_threads_cpu_waiting_s": phases[4]}),
             json!({"what": "generate phases", "dtype": label, "seconds": generate_s,
                        "device_threads_cpu_s": generate_device_cpu}),
         ])
@@ -209,7 +214,7 @@ fn device_threads_cpu_s() -> f64 {
 }
 
 /// Each part's median over the timed steps (the first, which compiles, left out).
-fn median_phases(steps: &[[f64; 4]]) -> [f64; 4] {
+fn median_phases(steps: &[[f64; 5]]) -> [f64; 5] {
     std::array::from_fn(|k| {
         let mut part: Vec<f64> = steps.iter().map(|p| p[k]).collect();
         part.sort_by(f64::total_cmp);
