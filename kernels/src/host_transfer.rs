@@ -16,6 +16,8 @@ use std::cell::Cell;
 use burn::tensor::backend::Backend;
 use burn::tensor::{BasicOps, DType, Tensor, TensorData};
 
+use crate::dtype_cast::like;
+
 /// Copies made on this thread since it started, and their bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Transfers {
@@ -104,10 +106,7 @@ pub fn download_f32_each<B: Backend>(tensors: Vec<Tensor<B, 1>>) -> Vec<Vec<f32>
     let lengths: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
     let present: Vec<Tensor<B, 1>> = (tensors.into_iter())
         .filter(|t| t.dims()[0] > 0)
-        .map(|t| match t.dtype() == DType::F32 {
-            true => t,
-            false => t.cast(DType::F32),
-        })
+        .map(|t| like(t, DType::F32))
         .collect();
     let flat = match present.is_empty() {
         true => Vec::new(),

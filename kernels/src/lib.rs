@@ -53,6 +53,7 @@ pub mod backend;
 pub mod cpu;
 #[cfg(feature = "cube")]
 mod cube;
+pub mod dtype_cast;
 mod flex;
 pub mod host_transfer;
 #[cfg(feature = "ndarray")]
@@ -69,6 +70,7 @@ use burn::tensor::{Int, Tensor, TensorPrimitive};
 
 pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
 pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens, SquareSum};
+pub use dtype_cast::like;
 pub use packed_weights::{with_packed_weights, PackedWeights};
 pub use ppo_clip::{ClipSettings, PpoStats};
 pub use square_sums::SquareSums;

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor};
 use roll_flow_kernels::host_transfer::download_f32_each;
+use roll_flow_kernels::like;
 
 use super::packed_layout::PackedLayout;
 
@@ -137,11 +138,7 @@ impl<B: Backend> DeviceStats<B> {
 
 /// `t` detached, in f32 (bf16 and f16 values convert exactly).
 fn f32_detached<B: Backend>(t: Tensor<B, 1>) -> Tensor<B, 1> {
-    let t = t.detach();
-    match t.dtype() == DType::F32 {
-        true => t,
-        false => t.cast(DType::F32),
-    }
+    like(t.detach(), DType::F32)
 }
 
 #[cfg(test)]

@@ -23,12 +23,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor};
 
 /// `t` in `dtype`: itself when it already is, else burn's (differentiable) cast.
-pub fn like<B: Backend, const D: usize>(t: Tensor<B, D>, dtype: DType) -> Tensor<B, D> {
-    match t.dtype() == dtype {
-        true => t,
-        false => t.cast(dtype),
-    }
-}
+pub use roll_flow_kernels::like;
 
 /// A hidden key's additive mask value in f16: its lowest finite value. The mask's −1e30
 /// is below f16's range (its cast would be −∞, and a row whose keys are all hidden would
