@@ -55,6 +55,7 @@ pub mod cpu;
 mod cube;
 pub mod dtype_cast;
 mod flex;
+pub mod half_matmul;
 pub mod host_transfer;
 #[cfg(feature = "ndarray")]
 mod ndarray;
@@ -71,6 +72,7 @@ use burn::tensor::{Int, Tensor, TensorPrimitive};
 pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
 pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens, SquareSum};
 pub use dtype_cast::like;
+pub use half_matmul::{half_matmul, half_matmul_refusals, set_half_matmul, HalfMatmul};
 pub use packed_weights::{with_packed_weights, PackedWeights};
 pub use ppo_clip::{ClipSettings, PpoStats};
 pub use square_sums::SquareSums;

@@ -32,6 +32,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn logprob_entropy_reads_rows_that_lie_apart() {
+                super::suite::logprob_row_stride::logprob_reads_rows_apart::<A>(&device());
+            }
+
+            #[test]
             fn logprob_entropy_with_minus_infinity_logits() {
                 super::suite::logprob_masked_logits::<A>(&device());
             }
@@ -182,6 +187,31 @@ fn cuda_bf16_model_ops_match_f64() {
 fn cuda_bf16_logprob_entropy_and_gradient_match_f64() {
     type H = burn::backend::Cuda<burn::tensor::bf16>;
     suite::half_logprob::half_logprob_matches_f64::<burn::backend::Autodiff<H>>(
+        &burn::backend::cuda::CudaDevice::default(),
+        (7, -126),
+    );
+}
+
+/// Half-precision products with each cubek routine against f64 (`suite/half_matmul.rs`):
+/// f16 on wgpu, where lavapipe refuses the tensor-core routines and burn's runs them.
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_f16_products_with_each_routine_match_f64() {
+    type H = burn::backend::wgpu::CubeBackend<
+        burn::backend::wgpu::WgpuRuntime,
+        burn::tensor::f16,
+        i32,
+        u32,
+    >;
+    suite::half_matmul::half_products_match_f64::<H>(&Default::default(), (10, -14));
+}
+
+/// The same on bf16 on CUDA device 0, where the routines run.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_bf16_products_with_each_routine_match_f64() {
+    type H = burn::backend::Cuda<burn::tensor::bf16>;
+    suite::half_matmul::half_products_match_f64::<H>(
         &burn::backend::cuda::CudaDevice::default(),
         (7, -126),
     );

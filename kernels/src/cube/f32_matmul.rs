@@ -4,8 +4,8 @@
 //! fixture's logits 0.02-0.04 from transformers' on an H100 and a PPO critic's values by
 //! 1.5e-3 relative from the CPU's. [`f32_matmul`] launches cubek's unit matmul instead
 //! (each unit a register tile of f32 products on the CUDA cores): PyTorch's default
-//! precision. bf16, devices without TF32 and runs that allow TF32 (`crate::tf32`) keep
-//! burn's matmul.
+//! precision. Devices without TF32 and runs that allow TF32 (`crate::tf32`) keep burn's
+//! matmul; bf16 and f16 take the routine `crate::half_matmul` names.
 
 use burn::tensor::DType;
 use burn_cubecl::kernel::matmul::init_matmul_output;

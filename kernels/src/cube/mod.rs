@@ -5,13 +5,15 @@
 //! operands a kernel reads through their strides); outputs are fresh device tensors of the
 //! input float dtype. Packed-sequence offsets are uploaded as a small u32 tensor per call.
 //! On devices with TF32 tensor cores the f32 matrix product is [`f32_matmul`]'s, unless the
-//! run allows TF32 ([`crate::allow_tf32`]).
+//! run allows TF32 ([`crate::allow_tf32`]); half-precision products take the cubek routine
+//! [`crate::half_matmul`] names ([`half_matmul`]).
 
 mod cube_index;
 mod cube_sum;
 mod decode_attention;
 mod f32_matmul;
 mod gae;
+mod half_matmul;
 mod launch;
 mod logprob;
 mod masked_softmax;
@@ -48,8 +50,14 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
 
     fn matmul_forward(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         let f32 = lhs.dtype == DType::F32 && rhs.dtype == DType::F32;
+        let half = matches!(lhs.dtype, DType::BF16 | DType::F16) && lhs.dtype == rhs.dtype;
         if f32 && !crate::tf32_allowed() && f32_matmul::has_tf32(&lhs.client) {
             f32_matmul::f32_matmul(lhs, rhs)
+        } else if let Some(out) = half
+            .then(|| half_matmul::half_matmul(crate::half_matmul(), &lhs, &rhs))
+            .flatten()
+        {
+            out
         } else {
             Self::float_matmul(lhs, rhs)
         }
@@ -143,6 +151,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
             lse.clone().into_tensor_arg(),
             rows as u32,
             vocab as u32,
+            x.row_vectors,
             1.0 / temperature,
             BLOCK,
             x.dtypes,
@@ -169,6 +178,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
             dlogits.clone().into_tensor_arg(),
             rows as u32,
             vocab as u32,
+            x.row_vectors,
             1.0 / saved.temperature,
             x.dtypes,
         );
@@ -273,13 +283,16 @@ fn as_accumulator<R: CubeRuntime>(t: CubeTensor<R>) -> CubeTensor<R> {
     }
 }
 
-/// Logits and targets ready for a one-cube-per-row launch: contiguous, with their sizes,
-/// dtypes and client.
+/// Logits and targets ready for a one-cube-per-row launch: rows of unit stride (padded rows
+/// as CUDA lays them out are read in place, `logprob.rs`), targets contiguous, with their
+/// sizes, dtypes and client.
 struct RowsLaunch<R: CubeRuntime> {
     logits: CubeTensor<R>,
     targets: CubeTensor<R>,
     rows: usize,
     vocab: usize,
+    /// Vectors of `vector_size` from one row's start to the next's.
+    row_vectors: u32,
     /// (logits, the accumulator, targets).
     dtypes: [StorageType; 3],
     /// Logits a load: the widest the device favours for their type that divides `vocab`.
@@ -289,13 +302,30 @@ struct RowsLaunch<R: CubeRuntime> {
 
 impl<R: CubeRuntime> RowsLaunch<R> {
     fn new(logits: CubeTensor<R>, targets: CubeTensor<R>) -> Self {
-        let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
+        let logits = if reads_rows_in_place(&logits) {
+            logits
+        } else {
+            into_contiguous(logits)
+        };
+        let targets = into_contiguous(targets);
         let [rows, vocab] = logits.shape().dims::<2>();
+        let row_stride = if rows > 1 {
+            logits.meta.strides()[0]
+        } else {
+            vocab
+        };
+        // Elements before the view's first one: a load of n must start at a multiple of n.
+        let skipped = logits.handle.offset_start.unwrap_or(0) as usize / logits.dtype.size();
         let vector_size = (logits.client)
             .io_optimized_vector_sizes(logits.dtype.size())
-            .find(|n| vocab % n == 0)
+            .find(|&n| {
+                [vocab, row_stride, skipped]
+                    .iter()
+                    .all(|x| x.is_multiple_of(n))
+            })
             .unwrap_or(1);
         RowsLaunch {
+            row_vectors: (row_stride / vector_size) as u32,
             vector_size,
             dtypes: [
                 logits.dtype.into(),
@@ -309,4 +339,13 @@ impl<R: CubeRuntime> RowsLaunch<R> {
             vocab,
         }
     }
+}
+
+/// Whether `[rows, vocab]` logits can be read where they lie: each row's elements side by
+/// side, rows apart by at least a row (CUDA's padded rows, a view of a wider tensor's
+/// leading columns).
+fn reads_rows_in_place<R: CubeRuntime>(logits: &CubeTensor<R>) -> bool {
+    let [rows, vocab] = logits.shape().dims::<2>();
+    let strides = logits.meta.strides();
+    (vocab <= 1 || strides[1] == 1) && (rows <= 1 || strides[0] >= vocab)
 }

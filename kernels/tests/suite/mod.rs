@@ -3,7 +3,8 @@
 //! gradients (autodiff of the reference). `tests/kernels.rs` instantiates it per backend.
 //!
 //! Tolerances (f32 everywhere; the references accumulate in a different order):
-//! - log-prob, entropy: |fused − ref| ≤ 2e-4·(1 + |ref|);
+//! - log-prob, entropy: |fused − ref| ≤ 2e-4·(1 + |ref|) (also on rows that lie apart,
+//!   `logprob_row_stride.rs`);
 //! - dlogits: max |Δ| ≤ 1e-6 + 2e-3·max |ref|;
 //! - GAE: ≤ 1e-4·(1 + |ref|) against both the burn-ops loop and the f64 host oracle;
 //! - PPO loss, stats and dlogp: ≤ 1e-5 + 1e-4·|ref| (dlogp against max |ref|);
@@ -33,8 +34,11 @@ pub mod decode_attention;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub mod half_logprob;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub mod half_matmul;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub mod half_model_ops;
 pub mod linear;
+pub mod logprob_row_stride;
 pub mod masked_softmax;
 pub mod matmul;
 pub mod rms_norm;
