@@ -10,7 +10,7 @@ use roll_flow_kernels::KernelBackend;
 
 use super::attention::last_column;
 use super::attention_mask::{AttentionLayout, LayerMask};
-use super::compute_dtype::{like, mask_like};
+use super::compute_dtype::like;
 use super::decoder_layer::DecoderLayer;
 use super::queries::{Queries, QueryRows};
 use super::rms_norm::RmsNorm;
@@ -139,11 +139,14 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             Queries::At(pairs) => {
                 let top = self.layers.len().saturating_sub(1);
                 let window = self.windows.get(top).copied().flatten();
-                let mut at =
-                    SelectedQueries::new(pairs, (batch, len), self.heads().0, window, &device);
-                if let Some(dtype) = self.compute {
-                    at.mask = mask_like(at.mask, dtype);
-                }
+                let at = SelectedQueries::new(
+                    pairs,
+                    (batch, len),
+                    self.heads().0,
+                    window,
+                    self.compute,
+                    &device,
+                );
                 let rope_at = self.rope(&at.positions, &device);
                 Some((at, rope_at))
             }

@@ -13,10 +13,21 @@
 //!
 //! With two layers this removes close to half of a training pass's work, and the backward
 //! pass comes from autodiff as before (`select` scatters its gradient back).
+//!
+//! On a backend with device memory the mask is computed there from the slots' columns
+//! (`batch · per_row` integers uploaded) and one head is expanded over the others, as the
+//! dense mask is (`attention_mask.rs`): when every response token is scored, as in a
+//! reply-length policy-gradient step, the slots are nearly every position, and the host
+//! mask at Qwen2.5-0.5B's training shape (8 × 2,048 tokens, 14 heads) was 1.9 GB written,
+//! copied and uploaded every forward call, most of the 3.9 s an H200 step spent queuing
+//! its forward (bench/history/gpu.md, run 7).
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{DType, Int, Tensor, TensorData};
+use roll_flow_kernels::KernelBackend;
 
+use super::attention_mask::additive_mask;
+use super::compute_dtype::mask_like;
 use super::mask_rule::mask_value;
 use roll_flow_kernels::host_transfer::upload;
 
@@ -30,15 +41,17 @@ pub struct SelectedQueries<B: Backend> {
     index: Tensor<B, 1, Int>,
     /// The rotary position of every slot, `[batch][per_row]`.
     pub positions: Vec<Vec<usize>>,
-    /// Additive mask `[batch, heads, per_row, len]` of the keys each slot may read.
+    /// Additive mask `[batch, heads, per_row, len]` of the keys each slot may read, in the
+    /// compute dtype.
     pub mask: Tensor<B, 4>,
     /// For each requested position, in request order, its slot in `0..batch·per_row`.
     order: Tensor<B, 1, Int>,
 }
 
-impl<B: Backend> SelectedQueries<B> {
+impl<B: KernelBackend> SelectedQueries<B> {
     /// Slots for the `(row, column)` pairs `at` of a `[batch, len]` block, read by `heads`
-    /// query heads through a layer with `window` (`None`: full causal attention).
+    /// query heads through a layer with `window` (`None`: full causal attention), the
+    /// mask in `dtype` where given (else the backend's float type).
     ///
     /// # Panics
     /// When a pair lies outside the block (a caller's bug, not user input).
@@ -47,6 +60,7 @@ impl<B: Backend> SelectedQueries<B> {
         (batch, len): (usize, usize),
         heads: usize,
         window: Option<usize>,
+        dtype: Option<DType>,
         device: &B::Device,
     ) -> Self {
         let mut columns: Vec<Vec<usize>> = vec![Vec::new(); batch];
@@ -72,15 +86,27 @@ impl<B: Backend> SelectedQueries<B> {
             .iter()
             .enumerate()
             .flat_map(|(r, c)| c.iter().map(move |&col| (r * len + col) as i64));
+        let mask = match B::DEVICE_MEMORY {
+            true => query_mask_on_device(&padded, len, heads, window, dtype, device),
+            false => {
+                let mask = query_mask(&padded, len, heads, window, device);
+                match dtype {
+                    Some(dtype) => mask_like(mask, dtype),
+                    None => mask,
+                }
+            }
+        };
         SelectedQueries {
             per_row,
             index: int_tensor(index.collect(), device),
-            mask: query_mask(&padded, len, heads, window, device),
+            mask,
             positions: padded,
             order: int_tensor(order.collect(), device),
         }
     }
+}
 
+impl<B: Backend> SelectedQueries<B> {
     /// The slots' rows of `x: [batch, len, hidden]` as `[batch, per_row, hidden]`.
     pub fn gather(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         let [batch, len, hidden] = x.dims();
@@ -104,7 +130,8 @@ fn int_tensor<B: Backend>(values: Vec<i64>, device: &B::Device) -> Tensor<B, 1, 
 }
 
 /// `[batch, heads, per_row, len]`: slot `(r, s)` at column `columns[r][s]` sees key `j`
-/// by [`mask_value`] (rows start at column 0), repeated per head as the dense masks are.
+/// by [`mask_value`] (rows start at column 0), repeated per head as the dense host masks
+/// are.
 fn query_mask<B: Backend>(
     columns: &[Vec<usize>],
     len: usize,
@@ -128,4 +155,74 @@ fn query_mask<B: Backend>(
         TensorData::new(values, [columns.len(), heads, per_row, len]),
         device,
     )
+}
+
+/// [`query_mask`] computed on the device, in `dtype` where given: slot `(r, s)` at column
+/// c sees key j when 0 ≤ c − j < window, one head expanded over the others.
+fn query_mask_on_device<B: Backend>(
+    columns: &[Vec<usize>],
+    len: usize,
+    heads: usize,
+    window: Option<usize>,
+    dtype: Option<DType>,
+    device: &B::Device,
+) -> Tensor<B, 4> {
+    let (batch, per_row) = (columns.len(), columns.first().map_or(0, Vec::len));
+    let own: Vec<i64> = columns.iter().flatten().map(|&c| c as i64).collect();
+    let shape = [batch, per_row, len];
+    let own: Tensor<B, 1, Int> = upload(TensorData::new(own, [batch * per_row]), device);
+    let key = Tensor::<B, 1, Int>::arange(0..len as i64, device)
+        .reshape([1, 1, len])
+        .expand(shape);
+    let back = own.reshape([batch, per_row, 1]).expand(shape) - key;
+    let mut allowed = back.clone().greater_equal_elem(0);
+    if let Some(w) = window {
+        allowed = allowed.bool_and(back.lower_elem(w as i64));
+    }
+    additive_mask(allowed, dtype)
+        .reshape([batch, 1, per_row, len])
+        .expand([batch, heads, per_row, len])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+
+    type B = Flex;
+
+    /// The device construction gives the host mask's values, every window, head count and
+    /// dtype (both run on the CPU backend here).
+    #[test]
+    fn the_query_mask_built_on_the_device_is_the_host_mask() {
+        let device = Default::default();
+        let columns = vec![vec![0, 3, 4, 6], vec![2, 5, 0, 0], vec![7, 1, 1, 0]];
+        let len = 8;
+        let values = |m: Tensor<B, 4>| {
+            let dims = m.dims();
+            let dtype = m.dtype();
+            let v = m.cast(DType::F32).into_data().to_vec::<f32>().unwrap();
+            (dims, dtype, v)
+        };
+        for window in [None, Some(1), Some(3), Some(40)] {
+            for (heads, dtype) in [
+                (1, None),
+                (3, None),
+                (2, Some(DType::BF16)),
+                (2, Some(DType::F16)),
+            ] {
+                let host = query_mask::<B>(&columns, len, heads, window, &device);
+                let host = values(match dtype {
+                    Some(dtype) => mask_like(host, dtype),
+                    None => host,
+                });
+                let dev = query_mask_on_device::<B>(&columns, len, heads, window, dtype, &device);
+                assert_eq!(
+                    values(dev),
+                    host,
+                    "window {window:?}, {heads} heads, {dtype:?}"
+                );
+            }
+        }
+    }
 }
