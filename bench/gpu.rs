@@ -25,6 +25,10 @@
 //!   with CubeCL's profiler on (`bench/gpu/run.sh`'s `profile` part writes the
 //!   `cubecl.toml` that turns it on), which sums each kernel's device time by name between
 //!   syncs: where a training step's and a generation's time goes.
+//! - `--only once` (CUDA, asked for by name alone): each RL kernel launched once at full
+//!   size and nothing else, for Nsight Compute (`run.sh`'s `ncu` part).
+//! - `--only matmul` (CUDA, asked for by name alone): bf16 products at the model's sizes
+//!   with each of cubek's tensor-core routines (`gpu/matmul_rows.rs`).
 //!
 //! Every timing is the median of several runs after a warm-up, each ended by a device
 //! sync (generation at the target shape: one run after a short one). Results go to stdout
@@ -45,6 +49,10 @@ use serde_json::{json, Value};
 mod decode_attention;
 #[path = "gpu/kernel_rows.rs"]
 mod kernel_rows;
+// CUDA's alone, as are `kernel_rows::kernels_once` and `probe::kernel_source_probe`.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+#[path = "gpu/matmul_rows.rs"]
+mod matmul_rows;
 #[path = "gpu/model_ops.rs"]
 mod model_ops;
 #[path = "gpu/model_rows.rs"]
@@ -323,9 +331,9 @@ fn args() -> Args {
 fn main() {
     let args = args();
     let s = if args.small { SMALL } else { FULL };
-    // Every part but `profile`, which runs only when asked for by name.
+    // Every part but `profile`, `once` and `matmul`, which run only when asked for by name.
     let wants = |part: &str| match args.only.as_deref() {
-        None => part != "profile",
+        None => !matches!(part, "profile" | "once" | "matmul"),
         Some(only) => only == part,
     };
     let mut report = Report {
@@ -351,6 +359,16 @@ fn main() {
             let device = burn::backend::cuda::CudaDevice { index: 0 };
             if wants("probe") {
                 report.insert("probe", probe::logprob_probe::<B>(&device));
+                report.insert("kernel_sources", probe::kernel_source_probe::<B>(&device));
+            }
+            if wants("once") {
+                kernel_rows::kernels_once::<B>(&device, s);
+            }
+            if wants("matmul") {
+                let rows = or_failure("bf16 products", || {
+                    matmul_rows::matmul_rows::<B>(&device, PEAK_BF16)
+                });
+                report.insert("matmul", json!(rows));
             }
             if wants("kernels") {
                 report.insert("kernels", kernel_figures::<B>(&device, s, true));

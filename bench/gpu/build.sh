@@ -40,7 +40,10 @@ for target in kernels model_hf_parity model_transfers gpu_pipelines gpu; do
 done
 rm "$bin/targets.json"
 cp "$CARGO_TARGET_DIR/release/roll-flow" "$bin/roll-flow"
-strip "$bin"/*
+# The bench keeps its symbols (not its debug info), so that run.sh's `stacks` part names
+# the functions in its backtraces.
+strip --strip-debug "$bin/gpu"
+strip "$bin"/kernels "$bin"/model_* "$bin"/gpu_pipelines "$bin"/roll-flow
 # The test binaries find roll-flow and the fixtures at the paths they were built with.
 {
     echo "CARGO_BIN_EXE=$CARGO_TARGET_DIR/release/roll-flow"

@@ -238,3 +238,55 @@ pub fn ppo_rows<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) ->
         ),
     ]
 }
+
+/// Each RL kernel launched once at the bench's full sizes, nothing else (`gpu --only
+/// once`): what `run.sh`'s `ncu` part hands to Nsight Compute, whose counters say where a
+/// kernel below the copy ceiling waits (the bf16 log-prob forward and backward, then the
+/// f32 forward beside them, then the PPO kernels).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub fn kernels_once<B: KernelBackend>(device: &B::Device, s: Sizes) {
+    let (n, v) = (s.rows, s.vocab);
+    let logits = Tensor::<B, 2>::random([n, v], Distribution::Normal(0.0, 3.0), device);
+    let targets: Vec<i64> = (0..n).map(|i| ((i * 7919) % v) as i64).collect();
+    let targets = Tensor::<B, 1, Int>::from_data(TensorData::new(targets, [n]), device);
+    for dtype in [DType::BF16, DType::F32] {
+        let x = logits.clone().cast(dtype).into_primitive().tensor();
+        let (out, lse) =
+            B::logprob_entropy_forward(x.clone(), targets.clone().into_primitive(), 1.0);
+        let grad = Tensor::<B, 2>::ones([n, 2], device)
+            .into_primitive()
+            .tensor();
+        let saved = LogProbSaved {
+            logits: x,
+            targets: targets.clone().into_primitive(),
+            lse,
+            out,
+            temperature: 1.0,
+        };
+        black_box(B::logprob_entropy_backward(saved, grad));
+        sync::<B>(device);
+    }
+    let (tokens, len) = (s.ppo_tokens, 512);
+    let offsets: Vec<usize> = (0..=tokens / len).map(|i| i * len).collect();
+    let column = |m: f32| {
+        Tensor::<B, 1>::random([tokens], Distribution::Uniform(-m as f64, 0.0), device)
+            .into_primitive()
+            .tensor()
+    };
+    let ppo_tokens = PpoTokens::<B> {
+        logp: column(5.0),
+        old_logp: column(5.0),
+        advantages: column(1.0),
+        mask: Tensor::<B, 1>::ones([tokens], device)
+            .into_primitive()
+            .tensor(),
+        weight: None,
+    };
+    let config = ClipSettings::default();
+    let forward = B::ppo_clip_forward(ppo_tokens.clone(), &offsets, &config);
+    let grad = Tensor::<B, 1>::ones([1], device).into_primitive().tensor();
+    black_box(B::ppo_clip_backward(
+        ppo_tokens, &offsets, forward, grad, &config,
+    ));
+    sync::<B>(device);
+}

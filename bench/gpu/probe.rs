@@ -4,7 +4,7 @@
 //! wrong, the numbers show which row, target or sum it used.
 
 use burn::tensor::{DType, Int, Tensor, TensorData};
-use roll_flow_kernels::KernelBackend;
+use roll_flow_kernels::{ClipSettings, KernelBackend, LogProbSaved, PpoTokens};
 use serde_json::{json, Value};
 
 /// (logp, entropy, lse) of one row at temperature 1, in f64.
@@ -78,4 +78,77 @@ pub fn logprob_probe<B: KernelBackend>(device: &B::Device) -> Value {
         probe_shape::<B>(device, 3, 7),
         probe_shape::<B>(device, 4, 300)
     ])
+}
+
+/// The bf16 log-prob kernels at a vocabulary of 304 (8 lanes a load), forward then
+/// backward, and the PPO kernels on two sequences, once each on host-made inputs. With
+/// CubeCL's full logger on (`run.sh`'s `probe` part) their CUDA sources land in
+/// `kernel_sources.log`: run 6 left the bf16 log-prob kernel at 10–15% of the copy ceiling
+/// whatever its load width (the f32 one at 97%) and the PPO kernels at 19%, and the source
+/// is where the two types' code differs. Reported: the bf16 log-probs against f64 over the
+/// bf16-rounded logits, and the PPO loss and gradient.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub fn kernel_source_probe<B: KernelBackend>(device: &B::Device) -> Value {
+    let (rows, vocab) = (4, 304);
+    let mut seed = 29u64;
+    let logits: Vec<f32> = (0..rows * vocab)
+        .map(|_| 6.0 * super::lcg(&mut seed) - 3.0)
+        .collect();
+    let targets: Vec<i64> = (0..rows).map(|r| ((r * 37 + 5) % vocab) as i64).collect();
+    let x =
+        Tensor::<B, 2>::from_data(TensorData::new(logits, [rows, vocab]), device).cast(DType::BF16);
+    let rounded = host::<B>(x.clone().into_primitive().tensor());
+    let want: Vec<f64> = (0..rows)
+        .map(|r| reference_row(&rounded[r * vocab..(r + 1) * vocab], targets[r] as usize).0)
+        .collect();
+    let t = Tensor::<B, 1, Int>::from_data(TensorData::new(targets, [rows]), device);
+    let (out, lse) = B::logprob_entropy_forward(
+        x.clone().into_primitive().tensor(),
+        t.clone().into_primitive(),
+        1.0,
+    );
+    let grad = Tensor::<B, 2>::ones([rows, 2], device)
+        .into_primitive()
+        .tensor();
+    let saved = LogProbSaved {
+        logits: x.into_primitive().tensor(),
+        targets: t.into_primitive(),
+        lse,
+        out: out.clone(),
+        temperature: 1.0,
+    };
+    let dlogits = host::<B>(B::logprob_entropy_backward(saved, grad));
+    let out = host::<B>(out);
+    let got: Vec<f32> = out.iter().step_by(2).copied().collect();
+
+    let (tokens, offsets) = (16usize, [0usize, 7, 16]);
+    let column = |f: &dyn Fn(usize) -> f32| {
+        let v: Vec<f32> = (0..tokens).map(f).collect();
+        Tensor::<B, 1>::from_data(TensorData::new(v, [tokens]), device)
+            .into_primitive()
+            .tensor()
+    };
+    let ppo_tokens = || PpoTokens::<B> {
+        logp: column(&|i| -1.0 - 0.05 * i as f32),
+        old_logp: column(&|i| -1.0 - 0.04 * i as f32),
+        advantages: column(&|i| if i % 3 == 0 { -0.5 } else { 0.7 }),
+        mask: column(&|i| f32::from(i % 5 != 4)),
+        weight: None,
+    };
+    let config = ClipSettings::default();
+    let forward = B::ppo_clip_forward(ppo_tokens(), &offsets, &config);
+    let loss = host::<B>(forward.loss.clone());
+    let grad = Tensor::<B, 1>::ones([1], device).into_primitive().tensor();
+    let dlogp = host::<B>(B::ppo_clip_backward(
+        ppo_tokens(),
+        &offsets,
+        forward,
+        grad,
+        &config,
+    ));
+    json!({
+        "bf16_logprob": {"rows": rows, "vocab": vocab, "want_logp": want, "kernel_logp": got,
+                         "dlogits_sum": dlogits.iter().map(|&d| d as f64).sum::<f64>()},
+        "ppo": {"offsets": offsets, "loss": loss, "dlogp": dlogp},
+    })
 }

@@ -5,14 +5,24 @@
 # Defaults: cuda, .bin/gpu.tar.xz, $OUT (the device tool's result folder). Nothing is
 # installed or downloaded; models are built on the device with random weights. Each part
 # has its own time limit, the whole stays within BUDGET seconds (default 480; PARTS names
-# the parts to run, default all: kernels hf_parity pipelines bench step profile; `probe` is
-# asked for by name), and every result is a small text or JSON file in OUT_DIR (the device
-# tool brings back 8 files at most; the default parts write 8):
+# the parts to run, default all: kernels hf_parity pipelines bench step profile; `probe`,
+# `ncu`, `matmul` and `stacks` are asked for by name; BENCH_ONLY=kernels or model limits
+# the bench to those rows), and every result is a small text or JSON file in OUT_DIR (the
+# device tool brings back 8 files at most; the default parts write 8):
 #   summary.txt        the GPU, driver and CUDA paths found; each part's exit status and
 #                      seconds
 #   probe.txt, probe/gpu_bench.json, kernel_sources.log
 #                      the log-prob kernel's raw outputs on small host-made logits against
-#                      f64, and the CUDA source CubeCL generated for each kernel it ran
+#                      f64, the bf16 log-prob and the PPO kernels once, and the CUDA
+#                      source CubeCL generated for each kernel it ran
+#   matmul.txt (`matmul`, asked for by name on CUDA)
+#                      bf16 products at the model's sizes with each cubek routine
+#   stacks.txt, stack_samples.txt (`stacks`, asked for by name on CUDA)
+#                      every thread's backtrace every few seconds while the model rows run
+#                      (bench/gpu/stacks.sh)
+#   ncu.txt, ncu_report.txt (`ncu`, asked for by name on CUDA)
+#                      Nsight Compute's sections for each RL kernel launched once at full
+#                      size (`gpu --only once`)
 #   kernels.txt        the kernel suite: every kernel against the burn-ops reference; then
 #                      what one decode step copies between host and device, with its
 #                      tokens against the CPU's (model_transfers; one file, as the device
@@ -126,11 +136,30 @@ if [[ "$parts" == *" probe "* ]] && [ "$device" = cuda ]; then
 fi
 part probe 60 "$bin/gpu" --device "$device" --only probe --out "$out/probe"
 [ "$device" = cuda ] && echo "$cache_config" > cubecl.toml
+# Nsight Compute's counters for each RL kernel launched once at full size (`ncu`, asked for
+# by name): speed of light, memory, occupancy, launch and warp-stall sections, into
+# ncu_report.txt.
+if [[ "$parts" == *" ncu "* ]] && [ "$device" = cuda ]; then
+    ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu "${CUDA_PATH:-/usr/local/cuda}"/bin/ncu 2>/dev/null | head -1)"
+    part ncu 150 "${ncu_bin:-ncu}" --clock-control none --log-file "$out/ncu_report.txt" \
+        -k 'regex:logprob|ppo' --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section Occupancy --section LaunchStats --section WarpStateStats \
+        "$bin/gpu" --device cuda --only once
+fi
 part kernels 90 sh -c '"$0" --test-threads 1; k=$?; "$1" --test-threads 1; exit $((k | $?))' \
     "$bin/kernels" "$bin/model_transfers"
 part hf_parity 40 "$bin/model_hf_parity" --test-threads 1 --nocapture
 part pipelines 150 "$bin/gpu_pipelines" --test-threads 1 --nocapture
-part bench 260 "$bin/gpu" --device "$device" $bench_size --out "$out"
+part bench 260 "$bin/gpu" --device "$device" $bench_size ${BENCH_ONLY:+--only "$BENCH_ONLY"} --out "$out"
+# bf16 products with each cubek routine (`matmul`, asked for by name on CUDA).
+if [[ "$parts" == *" matmul "* ]] && [ "$device" = cuda ]; then
+    part matmul 150 "$bin/gpu" --device cuda --only matmul
+fi
+# Host backtraces while the model rows run (`stacks`, asked for by name on CUDA), into
+# stack_samples.txt.
+if [[ "$parts" == *" stacks "* ]] && [ "$device" = cuda ]; then
+    part stacks 110 bench/gpu/stacks.sh "$bin/gpu" "$out/stack_samples.txt" 100
+fi
 run_dir="$(mktemp -d)"
 part step 150 "$bin/roll-flow" run bench/gpu/frozen_lake_0.5b_shape.ron --steps 1 --out "$run_dir/step" \
     --set "device=$gpu_device" --set "models.policy.arch=$shape" --set "models.reference.arch=$shape" \
