@@ -10,6 +10,7 @@
 use std::hint::black_box;
 
 use burn::backend::Autodiff;
+use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Distribution, Int, Tensor, TensorData};
 use roll_flow_kernels::{reference, ClipSettings, KernelBackend, LogProbSaved, PpoTokens};
 use serde_json::Value;
@@ -57,22 +58,7 @@ pub fn logprob_rows<B: KernelBackend>(
     )];
     // The kernels alone (the backend's primitives, no autodiff bookkeeping around them).
     let raw = median_s(s.reps, || {
-        let (out, lse) = B::logprob_entropy_forward(
-            logits.clone().into_primitive().tensor(),
-            targets.clone().into_primitive(),
-            1.0,
-        );
-        let grad = Tensor::<B, 2>::ones([n, 2], device)
-            .into_primitive()
-            .tensor();
-        let saved = LogProbSaved {
-            logits: logits.clone().into_primitive().tensor(),
-            targets: targets.clone().into_primitive(),
-            lse,
-            out,
-            temperature: 1.0,
-        };
-        black_box(B::logprob_entropy_backward(saved, grad));
+        black_box(logprob_kernels(logits.clone(), targets.clone()));
         sync::<B>(device);
     });
     rows.push(kernel_row(
@@ -107,6 +93,27 @@ pub fn logprob_rows<B: KernelBackend>(
         ceiling,
     ));
     rows
+}
+
+/// The log-prob kernels alone (the backend's primitives, no autodiff around them) at
+/// temperature 1: the forward's (out, lse), then dlogits for an incoming gradient of ones.
+pub fn logprob_kernels<B: KernelBackend>(
+    logits: Tensor<B, 2>,
+    targets: Tensor<B, 1, Int>,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let grad = Tensor::<B, 2>::ones([logits.dims()[0], 2], &logits.device())
+        .into_primitive()
+        .tensor();
+    let (logits, targets) = (logits.into_primitive().tensor(), targets.into_primitive());
+    let (out, lse) = B::logprob_entropy_forward(logits.clone(), targets.clone(), 1.0);
+    let saved = LogProbSaved {
+        logits,
+        targets,
+        lse,
+        out: out.clone(),
+        temperature: 1.0,
+    };
+    (out, B::logprob_entropy_backward(saved, grad))
 }
 
 pub fn gae_row<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) -> Value {
@@ -250,20 +257,7 @@ pub fn kernels_once<B: KernelBackend>(device: &B::Device, s: Sizes) {
     let targets: Vec<i64> = (0..n).map(|i| ((i * 7919) % v) as i64).collect();
     let targets = Tensor::<B, 1, Int>::from_data(TensorData::new(targets, [n]), device);
     for dtype in [DType::BF16, DType::F32] {
-        let x = logits.clone().cast(dtype).into_primitive().tensor();
-        let (out, lse) =
-            B::logprob_entropy_forward(x.clone(), targets.clone().into_primitive(), 1.0);
-        let grad = Tensor::<B, 2>::ones([n, 2], device)
-            .into_primitive()
-            .tensor();
-        let saved = LogProbSaved {
-            logits: x,
-            targets: targets.clone().into_primitive(),
-            lse,
-            out,
-            temperature: 1.0,
-        };
-        black_box(B::logprob_entropy_backward(saved, grad));
+        black_box(logprob_kernels(logits.clone().cast(dtype), targets.clone()));
         sync::<B>(device);
     }
     let (tokens, len) = (s.ppo_tokens, 512);

@@ -4,7 +4,7 @@
 //! wrong, the numbers show which row, target or sum it used.
 
 use burn::tensor::{DType, Int, Tensor, TensorData};
-use roll_flow_kernels::{ClipSettings, KernelBackend, LogProbSaved, PpoTokens};
+use roll_flow_kernels::{ClipSettings, KernelBackend, PpoTokens};
 use serde_json::{json, Value};
 
 /// (logp, entropy, lse) of one row at temperature 1, in f64.
@@ -102,23 +102,8 @@ pub fn kernel_source_probe<B: KernelBackend>(device: &B::Device) -> Value {
         .map(|r| reference_row(&rounded[r * vocab..(r + 1) * vocab], targets[r] as usize).0)
         .collect();
     let t = Tensor::<B, 1, Int>::from_data(TensorData::new(targets, [rows]), device);
-    let (out, lse) = B::logprob_entropy_forward(
-        x.clone().into_primitive().tensor(),
-        t.clone().into_primitive(),
-        1.0,
-    );
-    let grad = Tensor::<B, 2>::ones([rows, 2], device)
-        .into_primitive()
-        .tensor();
-    let saved = LogProbSaved {
-        logits: x.into_primitive().tensor(),
-        targets: t.into_primitive(),
-        lse,
-        out: out.clone(),
-        temperature: 1.0,
-    };
-    let dlogits = host::<B>(B::logprob_entropy_backward(saved, grad));
-    let out = host::<B>(out);
+    let (out, dlogits) = super::kernel_rows::logprob_kernels(x, t);
+    let (out, dlogits) = (host::<B>(out), host::<B>(dlogits));
     let got: Vec<f32> = out.iter().step_by(2).copied().collect();
 
     let (tokens, offsets) = (16usize, [0usize, 7, 16]);
