@@ -295,7 +295,8 @@ struct RowsLaunch<R: CubeRuntime> {
     row_vectors: u32,
     /// (logits, the accumulator, targets).
     dtypes: [StorageType; 3],
-    /// Logits a load: the widest the device favours for their type that divides `vocab`.
+    /// Logits a load: the widest the device favours for their type that divides `vocab`,
+    /// the row stride and the view's offset (so that every load is aligned).
     vector_size: usize,
     client: ComputeClient<R>,
 }
