@@ -216,16 +216,26 @@ impl AttentionLayout {
         let row_start = part(0, batch, [batch, 1, 1]);
         let key = part(batch, width, [1, 1, width]);
         let own = part(batch + width, queries, [1, queries, 1]);
-        let back = own - key.clone();
-        let mut allowed = key
+        let allowed = key
+            .clone()
             .greater_equal(row_start)
-            .bool_and(back.clone().greater_equal_elem(0));
-        if let Some(w) = window {
-            allowed = allowed.bool_and(back.lower_elem(w as i64));
-        }
+            .bool_and(within_window(own - key, window));
         additive_mask(allowed, dtype)
             .reshape([batch, 1, queries, width])
             .expand([batch, heads, queries, width])
+    }
+}
+
+/// Whether a query sees a key `back` columns behind it (0 ≤ back, and back < `window` with
+/// one): [`mask_value`]'s rule for a key at or after the row's start, on the device.
+pub(super) fn within_window<B: Backend>(
+    back: Tensor<B, 3, Int>,
+    window: Option<usize>,
+) -> Tensor<B, 3, Bool> {
+    let seen = back.clone().greater_equal_elem(0);
+    match window {
+        Some(w) => seen.bool_and(back.lower_elem(w as i64)),
+        None => seen,
     }
 }
 
@@ -251,7 +261,10 @@ pub(super) fn additive_mask<B: Backend>(
 }
 
 /// `mask` in `dtype` where given ([`mask_like`]).
-fn in_dtype<B: Backend, const D: usize>(mask: Tensor<B, D>, dtype: Option<DType>) -> Tensor<B, D> {
+pub(super) fn in_dtype<B: Backend, const D: usize>(
+    mask: Tensor<B, D>,
+    dtype: Option<DType>,
+) -> Tensor<B, D> {
     match dtype {
         Some(dtype) => mask_like(mask, dtype),
         None => mask,

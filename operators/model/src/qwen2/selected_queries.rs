@@ -26,8 +26,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Int, Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
 
-use super::attention_mask::additive_mask;
-use super::compute_dtype::mask_like;
+use super::attention_mask::{additive_mask, in_dtype, within_window};
 use super::mask_rule::mask_value;
 use roll_flow_kernels::host_transfer::upload;
 
@@ -88,13 +87,7 @@ impl<B: KernelBackend> SelectedQueries<B> {
             .flat_map(|(r, c)| c.iter().map(move |&col| (r * len + col) as i64));
         let mask = match B::DEVICE_MEMORY {
             true => query_mask_on_device(&padded, len, heads, window, dtype, device),
-            false => {
-                let mask = query_mask(&padded, len, heads, window, device);
-                match dtype {
-                    Some(dtype) => mask_like(mask, dtype),
-                    None => mask,
-                }
-            }
+            false => in_dtype(query_mask(&padded, len, heads, window, device), dtype),
         };
         SelectedQueries {
             per_row,
@@ -175,11 +168,7 @@ fn query_mask_on_device<B: Backend>(
         .reshape([1, 1, len])
         .expand(shape);
     let back = own.reshape([batch, per_row, 1]).expand(shape) - key;
-    let mut allowed = back.clone().greater_equal_elem(0);
-    if let Some(w) = window {
-        allowed = allowed.bool_and(back.lower_elem(w as i64));
-    }
-    additive_mask(allowed, dtype)
+    additive_mask(within_window(back, window), dtype)
         .reshape([batch, 1, per_row, len])
         .expand([batch, heads, per_row, len])
 }
@@ -212,10 +201,7 @@ mod tests {
                 (2, Some(DType::F16)),
             ] {
                 let host = query_mask::<B>(&columns, len, heads, window, &device);
-                let host = values(match dtype {
-                    Some(dtype) => mask_like(host, dtype),
-                    None => host,
-                });
+                let host = values(in_dtype(host, dtype));
                 let dev = query_mask_on_device::<B>(&columns, len, heads, window, dtype, &device);
                 assert_eq!(
                     values(dev),
