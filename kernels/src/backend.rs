@@ -91,14 +91,28 @@ pub struct PpoForward<B: Backend> {
     pub loss: FloatTensor<B>,
     /// `[4]`: clipfrac, clipfrac_lower, approx_kl, response tokens (see [`crate::PpoStats`]).
     pub stats: FloatTensor<B>,
-    /// Per-sequence weight w_s with loss = Σ_s w_s Σ_{t∈s} m_t u_t l_t (u the token
-    /// weight), `[sequences]`.
-    pub seq_weight: FloatTensor<B>,
-    /// m_t·u_t·∂l_t/∂logp_t per token, `[tokens]`, where the backend computes it in the
-    /// forward pass (the CubeCL kernels), so that the backward only scales it by g·w_s
-    /// instead of reading the four token columns again; `None` where the backward
-    /// recomputes it (the CPU backends).
-    pub token_grad: Option<FloatTensor<B>>,
+    /// What the backward needs to weigh each token's gradient.
+    pub saved: PpoSaved<B>,
+}
+
+/// What the fused PPO forward keeps for its backward, with loss = Σ_s w_s Σ_{t∈s} m_t u_t
+/// l_t (u the token weight, w_s the aggregation's sequence weight).
+#[derive(Debug, Clone)]
+pub enum PpoSaved<B: Backend> {
+    /// The per-sequence weights w_s, `[sequences]`: the backward computes each token's
+    /// m·u·∂l/∂logp again from the four token columns (the CPU backends).
+    SequenceWeights(FloatTensor<B>),
+    /// Each token's m·u·∂l/∂logp as the forward computed it, divided by its sequence's n_s
+    /// = Σm where the aggregation weighs sequences by 1/n_s (seq-mean-token-mean),
+    /// `[tokens]`, and the weight w that is then left, the same for every sequence, `[1]`:
+    /// the backward is one scaling, dlogp = g·w·token_grad, that reads one column and writes
+    /// one, without the offsets (the CubeCL kernels).
+    TokenGradients {
+        /// m·u·∂l/∂logp, over n_s in seq-mean-token-mean, `[tokens]`.
+        token_grad: FloatTensor<B>,
+        /// w, `[1]`.
+        weight: FloatTensor<B>,
+    },
 }
 
 impl<B: Backend> PpoForward<B> {
@@ -107,8 +121,13 @@ impl<B: Backend> PpoForward<B> {
         PpoForward {
             loss: f(self.loss),
             stats: f(self.stats),
-            seq_weight: f(self.seq_weight),
-            token_grad: self.token_grad.map(&f),
+            saved: match self.saved {
+                PpoSaved::SequenceWeights(w) => PpoSaved::SequenceWeights(f(w)),
+                PpoSaved::TokenGradients { token_grad, weight } => PpoSaved::TokenGradients {
+                    token_grad: f(token_grad),
+                    weight: f(weight),
+                },
+            },
         }
     }
 }
@@ -155,7 +174,7 @@ pub trait KernelBackend: Backend {
         lambda: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
-    /// Clipped PPO loss forward: loss, stats and per-sequence weights.
+    /// Clipped PPO loss forward: loss, stats and what its backward needs ([`PpoSaved`]).
     fn ppo_clip_forward(
         tokens: PpoTokens<Self>,
         offsets: &[usize],

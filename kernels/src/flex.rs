@@ -8,7 +8,8 @@ use burn::tensor::{DType, TensorData};
 use burn_flex::FlexTensor;
 
 use crate::backend::{
-    slice_assign_block, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens, SquareSum,
+    slice_assign_block, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoSaved, PpoTokens,
+    SquareSum,
 };
 use crate::cpu;
 use crate::cpu::linear::WeightLayout;
@@ -196,8 +197,7 @@ impl KernelBackend for Flex {
         PpoForward {
             loss: tensor(vec![loss], &[1]),
             stats: tensor(stats.to_vec(), &[4]),
-            seq_weight: tensor(weights, &[s]),
-            token_grad: None,
+            saved: PpoSaved::SequenceWeights(tensor(weights, &[s])),
         }
     }
 
@@ -208,11 +208,21 @@ impl KernelBackend for Flex {
         grad: FlexTensor,
         config: &ClipSettings,
     ) -> FlexTensor {
+        let seq_weight = match forward.saved {
+            PpoSaved::SequenceWeights(w) => host_f32(&w).into_owned(),
+            // A forward that kept its token gradients (the CubeCL kernels' kind) instead:
+            // the weights are this backend's own forward's.
+            PpoSaved::TokenGradients { .. } => {
+                let (_, _, weights) =
+                    with_slices(&tokens, |x| cpu::ppo::ppo_clip_forward(x, offsets, config));
+                weights
+            }
+        };
         let d = with_slices(&tokens, |x| {
             cpu::ppo::ppo_clip_backward(
                 x,
                 offsets,
-                &host_f32(&forward.seq_weight),
+                &seq_weight,
                 host_f32(&grad)[0],
                 config,
             )

@@ -70,7 +70,9 @@ mod unfused;
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 
 pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
-pub use backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens, SquareSum};
+pub use backend::{
+    GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoSaved, PpoTokens, SquareSum,
+};
 pub use dtype_cast::like;
 pub use half_matmul::{half_matmul, half_matmul_refusals, set_half_matmul, HalfMatmul};
 pub use packed_weights::{with_packed_weights, PackedWeights};

@@ -33,7 +33,7 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
-use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens};
+use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoSaved, PpoTokens};
 use crate::ppo_clip::ClipSettings;
 use launch::{check_offsets, empty, empty_of, grid, upload_offsets, ACCUMULATOR};
 
@@ -245,12 +245,11 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         config: &ClipSettings,
     ) -> PpoForward<Self> {
         let x = ppo::PpoLaunch::new::<F, I, BT>(tokens, offsets);
-        let [loss, stats, seq_weight, token_grad] = ppo::forward(x, config);
+        let [loss, stats, weight, token_grad] = ppo::forward(x, config);
         PpoForward {
             loss,
             stats,
-            seq_weight,
-            token_grad: Some(token_grad),
+            saved: PpoSaved::TokenGradients { token_grad, weight },
         }
     }
 
@@ -261,16 +260,17 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         grad: FloatTensor<Self>,
         config: &ClipSettings,
     ) -> FloatTensor<Self> {
-        // A forward from elsewhere may come without the saved gradient: run the partials
-        // again for it.
-        let token_grad = match forward.token_grad {
-            Some(saved) => saved,
-            None => Self::ppo_clip_forward(tokens.clone(), offsets, config)
-                .token_grad
-                .expect("the CubeCL forward saves the token gradient"),
+        // A forward that came with per-sequence weights (built by hand, or the CPU
+        // backends' kind) instead of the token gradients: run the partials for them.
+        let (token_grad, weight) = match forward.saved {
+            PpoSaved::TokenGradients { token_grad, weight } => (token_grad, weight),
+            PpoSaved::SequenceWeights(_) => {
+                let x = ppo::PpoLaunch::new::<F, I, BT>(tokens, offsets);
+                let [_, _, weight, token_grad] = ppo::forward(x, config);
+                (token_grad, weight)
+            }
         };
-        let x = ppo::PpoLaunch::new::<F, I, BT>(tokens, offsets);
-        ppo::backward(x, token_grad, forward.seq_weight, grad)
+        ppo::backward(token_grad, weight, grad)
     }
 }
 

@@ -1,5 +1,4 @@
-//! CubeCL clipped PPO loss: per-sequence partial sums, one combine cube, and the
-//! backward pass.
+//! CubeCL clipped PPO loss: per-sequence partial sums, the combine, and the backward pass.
 //!
 //! Formula as in [`crate::cpu::ppo`]: r = e^{logp−old}, l = max(−A·r, −A·clip(r, 1−ε_low,
 //! 1+ε_high)) ("clipped" when the clipped term wins), dual clip l = −c·A for A < 0 when
@@ -8,12 +7,21 @@
 //! `dual` the dual-clip constant (0 = off); `weighted` = 1 scales each token's loss and
 //! gradient by `weight` (decoupled PPO), 0 ignores it.
 //! - `ppo_partials_kernel`: one cube per sequence → Σm·u·l, Σm, Σm·clipped, Σm·capped,
-//!   Σm·(old − logp), and each token's m·u·∂l/∂logp saved for the backward;
+//!   Σm·(old − logp), and each token's m·u·∂l/∂logp saved for the backward (divided by the
+//!   sequence's n_s = Σm in seq-mean-token-mean, `per_token_mean` = 1: those tokens are
+//!   still in the unit's cache lines when the cube's sum is known);
 //! - the combine (`ppo_combine.rs`): the partials summed over all sequences in parallel,
-//!   the loss, the stats and each sequence's weight w_s of the aggregation mode;
-//! - `ppo_backward_kernel`: one cube per sequence → dlogp = g·w_s·(m·u·∂l/∂logp), the
-//!   saved token gradient scaled: the backward reads one column and writes one where it
-//!   read the four token columns again (9 passes of the tokens in all before, 7 now).
+//!   the loss, the stats and the one weight w left for every sequence;
+//! - `ppo_backward_kernel`: one unit per token → dlogp = (g·w)·token_grad.
+//!
+//! Every aggregation's sequence weight w_s is w, or w/n_s in seq-mean-token-mean, or 0 for a
+//! sequence without response tokens, whose token gradients are 0 anyway. So the backward
+//! needs neither the offsets nor a per-sequence weight: one launch that reads one column
+//! and writes one (the forward reads the four token columns and writes one: 7 passes of
+//! the tokens in all). Before 2026-12-05 the combine wrote each w_s in a third kernel and
+//! the backward ran one cube per sequence over offsets uploaded a second time: 7 launches
+//! and 2 uploads a forward and backward, where the H200's Nsight Compute run found the
+//! kernels at 185 µs of 0.49 ms (bench/history/gpu.md, run 7); now 4 launches and 1 upload.
 //!
 //! Source: Schulman et al. 2017 eq. 7; Ye et al. 2020 (dual clip); verl/ROLL
 //! `compute_policy_loss` and `agg_loss`.
@@ -25,9 +33,10 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
-use super::cube_index::cube_index;
+use super::cube_index::{cube_index, element_index};
 use super::launch::{check_offsets, empty, grid, upload_offsets};
 use super::ppo_combine::{combine, PARTIALS};
+use crate::aggregation::LossAgg;
 use crate::backend::PpoTokens;
 use crate::ppo_clip::ClipSettings;
 
@@ -81,8 +90,8 @@ impl<R: CubeRuntime> PpoLaunch<R> {
     }
 }
 
-/// The forward's (loss `[1]`, stats `[4]`, seq_weight `[sequences]`, token gradient
-/// `[tokens]`).
+/// The forward's (loss `[1]`, stats `[4]`, weight w `[1]`, token gradient `[tokens]`;
+/// [`crate::PpoSaved::TokenGradients`]).
 pub(super) fn forward<R: CubeRuntime>(
     x: PpoLaunch<R>,
     config: &ClipSettings,
@@ -110,37 +119,40 @@ pub(super) fn forward<R: CubeRuntime>(
         1.0 - config.low,
         1.0 + config.high,
         dual(config),
+        u32::from(config.agg == LossAgg::SeqMeanTokenMean),
         units,
         dtypes,
     );
-    let (loss, stats, seq_weight) = combine(partials, sequences, config);
-    [loss, stats, seq_weight, token_grad]
+    let (loss, stats, weight) = combine(partials, sequences, config);
+    [loss, stats, weight, token_grad]
 }
 
-/// dlogp `[tokens]` from the forward's token gradient and sequence weights.
+/// dlogp `[tokens]` = (g·w)·token_grad from the forward's token gradient and weight.
 pub(super) fn backward<R: CubeRuntime>(
-    x: PpoLaunch<R>,
     token_grad: CubeTensor<R>,
-    seq_weight: CubeTensor<R>,
+    weight: CubeTensor<R>,
     grad: CubeTensor<R>,
 ) -> CubeTensor<R> {
-    let dlogp = empty(&x.logp, &[x.tokens]);
-    let dtypes = [x.logp.dtype.into(), x.offsets.dtype.into()];
-    let client = x.logp.client.clone();
+    let token_grad = into_contiguous(token_grad);
+    let tokens = token_grad.shape().num_elements();
+    let dlogp = empty(&token_grad, &[tokens]);
+    let (client, dtype) = (token_grad.client.clone(), token_grad.dtype.into());
     ppo_backward_kernel::launch::<R>(
         &client,
-        grid(x.sequences),
-        CubeDim::new_1d(x.units),
-        into_contiguous(token_grad).into_tensor_arg(),
-        x.offsets.into_tensor_arg(),
-        into_contiguous(seq_weight).into_tensor_arg(),
+        grid(tokens.div_ceil(BACKWARD_UNITS as usize)),
+        CubeDim::new_1d(BACKWARD_UNITS),
+        token_grad.into_tensor_arg(),
+        into_contiguous(weight).into_tensor_arg(),
         into_contiguous(grad).into_tensor_arg(),
         dlogp.clone().into_tensor_arg(),
-        x.sequences as u32,
-        dtypes,
+        tokens,
+        dtype,
     );
     dlogp
 }
+
+/// Units per cube of the backward (one token each).
+const BACKWARD_UNITS: u32 = 256;
 
 /// One token's clipped surrogate: loss l, ∂l/∂logp, and whether the clipped term won or
 /// the dual clip capped it (0/1).
@@ -205,6 +217,7 @@ pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
     lower: f32,
     upper: f32,
     dual: f32,
+    per_token_mean: u32,
     #[comptime] block: u32,
     #[define(F, I)] _dtypes: [StorageType; 2],
 ) {
@@ -259,26 +272,28 @@ pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
     if u < PARTIALS {
         partials[seq * PARTIALS + u] = acc[u];
     }
+    // Seq-mean-token-mean weighs the sequence by 1/n_s: each unit rescales the gradients it
+    // wrote (its own writes, so no other unit's are read).
+    let n = acc[1];
+    if per_token_mean != 0 && n > zero {
+        let mut t = start + u;
+        while t < end {
+            token_grad[t] = token_grad[t] / n;
+            t += CUBE_DIM_X as usize;
+        }
+    }
 }
 
-/// dlogp_t = g·w_s·(m·u·∂l/∂logp)_t from the forward's saved token gradient.
+/// dlogp_t = (g·w)·token_grad_t.
 #[cube(launch)]
-pub(crate) fn ppo_backward_kernel<F: Float, I: Numeric>(
+pub(crate) fn ppo_backward_kernel<F: Float>(
     token_grad: &Tensor<F>,
-    offsets: &Tensor<I>,
-    seq_weight: &Tensor<F>,
+    weight: &Tensor<F>,
     grad: &Tensor<F>,
     dlogp: &mut Tensor<F>,
-    sequences: u32,
-    #[define(F, I)] _dtypes: [StorageType; 2],
+    tokens: usize,
+    #[define(F)] _dtype: StorageType,
 ) {
-    let seq = cube_index(sequences);
-    let start = u32::cast_from(offsets[seq]) as usize;
-    let end = u32::cast_from(offsets[seq + 1]) as usize;
-    let scale = grad[0] * seq_weight[seq];
-    let mut t = start + UNIT_POS_X as usize;
-    while t < end {
-        dlogp[t] = scale * token_grad[t];
-        t += CUBE_DIM_X as usize;
-    }
+    let t = element_index(tokens);
+    dlogp[t] = grad[0] * weight[0] * token_grad[t];
 }

@@ -1,20 +1,20 @@
 //! The combine of the CubeCL PPO loss: the per-sequence partials of `ppo.rs` (Σm·u·l,
 //! Σm, Σm·clipped, Σm·capped, Σm·(old − logp) per sequence s) → the loss, the stats and
-//! each sequence's weight w_s, in parallel over the sequences.
+//! the weight w the backward scales every saved token gradient by, in parallel over the
+//! sequences.
 //!
 //! Every aggregation mode's loss is one sum over sequences over one denominator
 //! (verl/ROLL `agg_loss`), with L_s = (Σm·u·l)_s and n_s = (Σm)_s:
 //! token-mean Σ_s L_s / Σ_s n_s; seq-mean-token-sum Σ_s L_s / #{n_s > 0};
 //! seq-mean-token-mean Σ_{n_s > 0} (L_s / n_s) / #{n_s > 0}; seq-mean-token-sum-norm
 //! Σ_s L_s / N (N the configured length, else the longest n_s); each denominator at least 1.
-//! So three launches take it, none walking all sequences alone:
+//! The denominator's inverse is w (in seq-mean-token-mean the partials kernel has already
+//! divided each token's gradient by its n_s). Two launches take it, neither walking all
+//! sequences alone:
 //! - `ppo_block_kernel`: one cube per block of `units` sequences, one a unit → the block's
 //!   Σ L_s, Σ L_s/n_s, Σ n_s, #{n_s > 0}, max n_s, Σ clipped, Σ capped, Σ kl (a tree in
 //!   shared memory, fixed order);
-//! - `ppo_final_kernel`: one cube over the blocks → loss, stats `[4]` and the three
-//!   denominators (Σ n, #valid, N);
-//! - `ppo_weights_kernel`: one unit per sequence → w_s (1/Σn; 1/#valid or 0;
-//!   1/(n_s·#valid) or 0; 1/N), what the backward scales each sequence's gradient by.
+//! - `ppo_final_kernel`: one cube over the blocks → loss, stats `[4]` and w `[1]`.
 //!
 //! Before, one cube of 256 units walked every sequence twice (at 32,768 sequences, 128
 //! dependent loads a unit each time): a serial tail inside a kernel meant to run at the
@@ -24,7 +24,7 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 
-use super::cube_index::{cube_index, element_index};
+use super::cube_index::cube_index;
 use super::launch::{empty, grid};
 use crate::aggregation::LossAgg;
 use crate::ppo_clip::ClipSettings;
@@ -47,8 +47,7 @@ fn agg_code(agg: LossAgg) -> u32 {
     }
 }
 
-/// (loss `[1]`, stats `[4]`, seq_weight `[sequences]`) from `partials`
-/// `[sequences · PARTIALS]`.
+/// (loss `[1]`, stats `[4]`, w `[1]`) from `partials` `[sequences · PARTIALS]`.
 pub(super) fn combine<R: CubeRuntime>(
     partials: CubeTensor<R>,
     sequences: usize,
@@ -56,19 +55,18 @@ pub(super) fn combine<R: CubeRuntime>(
 ) -> (CubeTensor<R>, CubeTensor<R>, CubeTensor<R>) {
     let blocks = sequences.div_ceil(UNITS as usize).max(1);
     let block_sums = empty(&partials, &[blocks * BLOCK_VALUES]);
-    let (loss, stats, totals) = (
+    let (loss, stats, weight) = (
         empty(&partials, &[1]),
         empty(&partials, &[4]),
-        empty(&partials, &[3]),
+        empty(&partials, &[1]),
     );
-    let seq_weight = empty(&partials, &[sequences]);
     let (client, dtype) = (partials.client.clone(), partials.dtype.into());
     let agg = agg_code(config.agg);
     ppo_block_kernel::launch::<R>(
         &client,
         grid(blocks),
         CubeDim::new_1d(UNITS),
-        partials.clone().into_tensor_arg(),
+        partials.into_tensor_arg(),
         block_sums.clone().into_tensor_arg(),
         sequences as u32,
         blocks as u32,
@@ -82,25 +80,14 @@ pub(super) fn combine<R: CubeRuntime>(
         block_sums.into_tensor_arg(),
         loss.clone().into_tensor_arg(),
         stats.clone().into_tensor_arg(),
-        totals.clone().into_tensor_arg(),
+        weight.clone().into_tensor_arg(),
         blocks as u32,
         agg,
         config.norm_length.map_or(0.0, |l| l as f32),
         UNITS,
         dtype,
     );
-    ppo_weights_kernel::launch::<R>(
-        &client,
-        grid(sequences.div_ceil(UNITS as usize)),
-        CubeDim::new_1d(UNITS),
-        partials.into_tensor_arg(),
-        totals.into_tensor_arg(),
-        seq_weight.clone().into_tensor_arg(),
-        sequences,
-        agg,
-        dtype,
-    );
-    (loss, stats, seq_weight)
+    (loss, stats, weight)
 }
 
 /// Sums of the [`BLOCK_VALUES`] slots of every unit in `acc` into unit 0's, slot 4 by max.
@@ -162,14 +149,15 @@ pub(crate) fn ppo_block_kernel<F: Float>(
     }
 }
 
-/// `totals` = (Σ n, #valid, N), each at least 1.
+/// `weight` = w: 1/Σn (token-mean), 1/#valid (seq-mean-token-sum and -token-mean) or 1/N
+/// (seq-mean-token-sum-norm), each denominator at least 1.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn ppo_final_kernel<F: Float>(
     block_sums: &Tensor<F>,
     loss: &mut Tensor<F>,
     stats: &mut Tensor<F>,
-    totals: &mut Tensor<F>,
+    weight: &mut Tensor<F>,
     blocks: u32,
     agg: u32,
     norm_length: f32,
@@ -206,47 +194,22 @@ pub(crate) fn ppo_final_kernel<F: Float>(
         }
         norm = F::max(norm, one);
         let mut value = acc[0] / total;
+        let mut denominator = total;
         if agg == 1 {
             value = acc[0] / valid;
+            denominator = valid;
         } else if agg == 2 {
             value = acc[1] / valid;
+            denominator = valid;
         } else if agg == 3 {
             value = acc[0] / norm;
+            denominator = norm;
         }
         loss[0] = value;
+        weight[0] = one / denominator;
         stats[0] = acc[5] / total;
         stats[1] = acc[6] / total;
         stats[2] = acc[7] / total;
         stats[3] = count;
-        totals[0] = total;
-        totals[1] = valid;
-        totals[2] = norm;
     }
-}
-
-#[cube(launch)]
-pub(crate) fn ppo_weights_kernel<F: Float>(
-    partials: &Tensor<F>,
-    totals: &Tensor<F>,
-    seq_weight: &mut Tensor<F>,
-    sequences: usize,
-    agg: u32,
-    #[define(F)] _dtype: StorageType,
-) {
-    let s = element_index(sequences);
-    let one = F::new(1.0);
-    let n = partials[s * PARTIALS + 1];
-    let mut w = one / totals[0];
-    if agg == 3 {
-        w = one / totals[2];
-    } else if agg != 0 {
-        w = F::new(0.0);
-        if n > F::new(0.0) {
-            w = one / totals[1];
-            if agg == 2 {
-                w = one / (n * totals[1]);
-            }
-        }
-    }
-    seq_weight[s] = w;
 }

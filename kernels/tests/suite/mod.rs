@@ -473,12 +473,13 @@ pub fn refuses_bad_input<B: KernelBackend>(device: &B::Device) {
     assert!(err.to_string().contains("temperature"), "{err}");
 }
 
-/// The PPO backward from a forward whose token gradient was not kept (`token_grad: None`,
-/// as a caller building the forward's results by hand passes) equals the backward from the
-/// forward as it came: the CubeCL backward runs the partials again for it.
+/// The PPO backward from a forward that carries per-sequence weights (`PpoSaved::
+/// SequenceWeights`, as the CPU backends keep and a caller building the forward's results
+/// by hand passes) equals the backward from the backend's own forward: the CubeCL backward,
+/// whose forward keeps token gradients instead, runs the partials again for them.
 pub fn ppo_backward_without_the_saved_gradient<B: KernelBackend>(device: &B::Device) {
     use burn::tensor::TensorPrimitive;
-    use roll_flow_kernels::{PpoForward, PpoTokens};
+    use roll_flow_kernels::{PpoForward, PpoSaved, PpoTokens};
     let mut rng = Rng::new(390);
     let (offsets, mask) = packed(&mut rng, 40, 30);
     let n = mask.len();
@@ -500,13 +501,20 @@ pub fn ppo_backward_without_the_saved_gradient<B: KernelBackend>(device: &B::Dev
         ..Default::default()
     };
     let forward = B::ppo_clip_forward(tokens(), &offsets, &config);
-    let stripped = PpoForward {
-        token_grad: None,
+    let counts: Vec<f64> = offsets
+        .windows(2)
+        .map(|w| mask[w[0]..w[1]].iter().map(|&m| f64::from(m)).sum())
+        .collect();
+    let weights = roll_flow_kernels::sequence_weights(&counts, config.agg, None);
+    let weights: Vec<f32> = weights.iter().map(|&w| w as f32).collect();
+    let by_hand = PpoForward {
+        saved: PpoSaved::SequenceWeights(column(&weights)),
         ..forward.clone()
     };
     let backward = |f: PpoForward<B>| {
         let d = B::ppo_clip_backward(tokens(), &offsets, f, column(&[1.5]), &config);
         host(Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(d)))
     };
-    assert_eq!(backward(forward), backward(stripped));
+    let (own, given) = (backward(forward), backward(by_hand));
+    assert_close_scaled("dlogp from given weights", &given, &own, 1e-7, 1e-6);
 }
