@@ -219,13 +219,7 @@ impl KernelBackend for Flex {
             }
         };
         let d = with_slices(&tokens, |x| {
-            cpu::ppo::ppo_clip_backward(
-                x,
-                offsets,
-                &seq_weight,
-                host_f32(&grad)[0],
-                config,
-            )
+            cpu::ppo::ppo_clip_backward(x, offsets, &seq_weight, host_f32(&grad)[0], config)
         });
         let n = d.len();
         tensor(d, &[n])

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 /// A cubek routine for half-precision products (cubek-matmul 0.2's `Strategy` variants,
 /// with the tiles cubek infers; `Cmma` is CUDA's warp matrix API, `Mma` the PTX `mma`
 /// instructions).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 #[repr(u8)]
 pub enum HalfMatmul {
     /// burn's matmul (`Strategy::Auto`: simple cyclic CMMA).

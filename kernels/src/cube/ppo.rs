@@ -18,10 +18,11 @@
 //! sequence without response tokens, whose token gradients are 0 anyway. So the backward
 //! needs neither the offsets nor a per-sequence weight: one launch that reads one column
 //! and writes one (the forward reads the four token columns and writes one: 7 passes of
-//! the tokens in all). Before 2026-12-05 the combine wrote each w_s in a third kernel and
-//! the backward ran one cube per sequence over offsets uploaded a second time: 7 launches
-//! and 2 uploads a forward and backward, where the H200's Nsight Compute run found the
-//! kernels at 185 µs of 0.49 ms (bench/history/gpu.md, run 7); now 4 launches and 1 upload.
+//! the tokens in all). Until run 7 (2026-12-04) the combine wrote each w_s in a third
+//! kernel and the backward ran one cube per sequence over offsets uploaded a second time:
+//! five launches and two uploads a forward and backward, where the H200's Nsight Compute
+//! run found the kernels at 185 µs of the bench's 0.49 ms (bench/history/gpu.md, run 7);
+//! now four launches and one upload.
 //!
 //! Source: Schulman et al. 2017 eq. 7; Ye et al. 2020 (dual clip); verl/ROLL
 //! `compute_policy_loss` and `agg_loss`.
