@@ -11,6 +11,7 @@ use burn::tensor::ops::{FloatTensor, IntTensor};
 use crate::unfused::{self, DenseGradients};
 
 use crate::ppo_clip::ClipSettings;
+pub use crate::ppo_clip::{PpoForward, PpoSaved, PpoTokens};
 
 /// What the log-prob forward keeps for its backward pass (no `[N, V]` softmax: the
 /// backward recomputes it from the row log-sum-exp).
@@ -53,81 +54,6 @@ impl<B: Backend> GaeTokens<B> {
             rewards: f(self.rewards),
             values: f(self.values),
             mask: f(self.mask),
-        }
-    }
-}
-
-/// The per-token inputs of the fused PPO loss, as primitives, each `[tokens]`.
-#[derive(Debug, Clone)]
-pub struct PpoTokens<B: Backend> {
-    /// Log-probs under the policy being trained (the differentiable input).
-    pub logp: FloatTensor<B>,
-    pub old_logp: FloatTensor<B>,
-    pub advantages: FloatTensor<B>,
-    /// Response mask, 0/1.
-    pub mask: FloatTensor<B>,
-    /// Constant per-token loss weight (decoupled PPO's behaviour weight); `None` = 1.
-    /// It scales each token's loss and gradient, not the counts or the statistics.
-    pub weight: Option<FloatTensor<B>>,
-}
-
-impl<B: Backend> PpoTokens<B> {
-    /// The same tensors through `f` (e.g. unwrapping autodiff primitives).
-    pub fn map<C: Backend>(self, f: impl Fn(FloatTensor<B>) -> FloatTensor<C>) -> PpoTokens<C> {
-        PpoTokens {
-            logp: f(self.logp),
-            old_logp: f(self.old_logp),
-            advantages: f(self.advantages),
-            mask: f(self.mask),
-            weight: self.weight.map(&f),
-        }
-    }
-}
-
-/// Forward results of the fused PPO loss, as primitives.
-#[derive(Debug, Clone)]
-pub struct PpoForward<B: Backend> {
-    /// Aggregated loss, `[1]`.
-    pub loss: FloatTensor<B>,
-    /// `[4]`: clipfrac, clipfrac_lower, approx_kl, response tokens (see [`crate::PpoStats`]).
-    pub stats: FloatTensor<B>,
-    /// What the backward needs to weigh each token's gradient.
-    pub saved: PpoSaved<B>,
-}
-
-/// What the fused PPO forward keeps for its backward, with loss = Σ_s w_s Σ_{t∈s} m_t u_t
-/// l_t (u the token weight, w_s the aggregation's sequence weight).
-#[derive(Debug, Clone)]
-pub enum PpoSaved<B: Backend> {
-    /// The per-sequence weights w_s, `[sequences]`: the backward computes each token's
-    /// m·u·∂l/∂logp again from the four token columns (the CPU backends).
-    SequenceWeights(FloatTensor<B>),
-    /// Each token's m·u·∂l/∂logp as the forward computed it, divided by its sequence's n_s
-    /// = Σm where the aggregation weighs sequences by 1/n_s (seq-mean-token-mean),
-    /// `[tokens]`, and the weight w that is then left, the same for every sequence, `[1]`:
-    /// the backward is one scaling, dlogp = g·w·token_grad, that reads one column and writes
-    /// one, without the offsets (the CubeCL kernels).
-    TokenGradients {
-        /// m·u·∂l/∂logp, over n_s in seq-mean-token-mean, `[tokens]`.
-        token_grad: FloatTensor<B>,
-        /// w, `[1]`.
-        weight: FloatTensor<B>,
-    },
-}
-
-impl<B: Backend> PpoForward<B> {
-    /// The same tensors through `f` (e.g. wrapping them as untracked autodiff primitives).
-    pub fn map<C: Backend>(self, f: impl Fn(FloatTensor<B>) -> FloatTensor<C>) -> PpoForward<C> {
-        PpoForward {
-            loss: f(self.loss),
-            stats: f(self.stats),
-            saved: match self.saved {
-                PpoSaved::SequenceWeights(w) => PpoSaved::SequenceWeights(f(w)),
-                PpoSaved::TokenGradients { token_grad, weight } => PpoSaved::TokenGradients {
-                    token_grad: f(token_grad),
-                    weight: f(weight),
-                },
-            },
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The clipped PPO loss's settings ([`ClipSettings`]) and statistics ([`PpoStats`]), shared
-//! by every backend's kernel and the reference formulas.
+//! by every backend's kernel and the reference formulas, and the primitives its backend op
+//! takes and keeps ([`PpoTokens`], [`PpoForward`], [`PpoSaved`]).
 //!
 //! The settings' fields are declared once, in [`crate::clip_settings_struct!`]: it declares
 //! [`ClipSettings`] here and the RON settings of every clipped policy loss of
@@ -7,6 +8,8 @@
 //! fields, flat in RON (`PpoClip(low: 0.2, high: 0.28, agg: TokenMean)`), plus its own.
 //! Their defaults are [`ClipSettings::default`]'s unless a loss says otherwise.
 
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::FloatTensor;
 use burn::tensor::Tensor;
 
 /// Declares a struct holding the clip settings' fields (`low`, `high`, `dual_clip`,
@@ -141,6 +144,81 @@ impl PpoStats {
             clipfrac_lower: at(1),
             approx_kl: at(2),
             response_tokens: at(3),
+        }
+    }
+}
+
+/// The per-token inputs of the fused PPO loss, as primitives, each `[tokens]`.
+#[derive(Debug, Clone)]
+pub struct PpoTokens<B: Backend> {
+    /// Log-probs under the policy being trained (the differentiable input).
+    pub logp: FloatTensor<B>,
+    pub old_logp: FloatTensor<B>,
+    pub advantages: FloatTensor<B>,
+    /// Response mask, 0/1.
+    pub mask: FloatTensor<B>,
+    /// Constant per-token loss weight (decoupled PPO's behaviour weight); `None` = 1.
+    /// It scales each token's loss and gradient, not the counts or the statistics.
+    pub weight: Option<FloatTensor<B>>,
+}
+
+impl<B: Backend> PpoTokens<B> {
+    /// The same tensors through `f` (e.g. unwrapping autodiff primitives).
+    pub fn map<C: Backend>(self, f: impl Fn(FloatTensor<B>) -> FloatTensor<C>) -> PpoTokens<C> {
+        PpoTokens {
+            logp: f(self.logp),
+            old_logp: f(self.old_logp),
+            advantages: f(self.advantages),
+            mask: f(self.mask),
+            weight: self.weight.map(&f),
+        }
+    }
+}
+
+/// Forward results of the fused PPO loss, as primitives.
+#[derive(Debug, Clone)]
+pub struct PpoForward<B: Backend> {
+    /// Aggregated loss, `[1]`.
+    pub loss: FloatTensor<B>,
+    /// `[4]`: clipfrac, clipfrac_lower, approx_kl, response tokens (see [`crate::PpoStats`]).
+    pub stats: FloatTensor<B>,
+    /// What the backward needs to weigh each token's gradient.
+    pub saved: PpoSaved<B>,
+}
+
+/// What the fused PPO forward keeps for its backward, with loss = Σ_s w_s Σ_{t∈s} m_t u_t
+/// l_t (u the token weight, w_s the aggregation's sequence weight).
+#[derive(Debug, Clone)]
+pub enum PpoSaved<B: Backend> {
+    /// The per-sequence weights w_s, `[sequences]`: the backward computes each token's
+    /// m·u·∂l/∂logp again from the four token columns (the CPU backends).
+    SequenceWeights(FloatTensor<B>),
+    /// Each token's m·u·∂l/∂logp as the forward computed it, divided by its sequence's n_s
+    /// = Σm where the aggregation weighs sequences by 1/n_s (seq-mean-token-mean),
+    /// `[tokens]`, and the weight w that is then left, the same for every sequence, `[1]`:
+    /// the backward is one scaling, dlogp = g·w·token_grad, that reads one column and writes
+    /// one, without the offsets (the CubeCL kernels).
+    TokenGradients {
+        /// m·u·∂l/∂logp, over n_s in seq-mean-token-mean, `[tokens]`.
+        token_grad: FloatTensor<B>,
+        /// w, `[1]`.
+        weight: FloatTensor<B>,
+    },
+}
+
+impl<B: Backend> PpoForward<B> {
+    /// The same tensors through `f` (e.g. wrapping them as untracked autodiff primitives).
+    pub fn map<C: Backend>(self, f: impl Fn(FloatTensor<B>) -> FloatTensor<C>) -> PpoForward<C> {
+        PpoForward {
+            loss: f(self.loss),
+            stats: f(self.stats),
+            saved: match self.saved {
+                PpoSaved::SequenceWeights(w) => PpoSaved::SequenceWeights(f(w)),
+                PpoSaved::TokenGradients { token_grad, weight } => PpoSaved::TokenGradients {
+                    token_grad: f(token_grad),
+                    weight: f(weight),
+                },
+            },
         }
     }
 }

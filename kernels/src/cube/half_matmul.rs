@@ -173,9 +173,13 @@ fn launch<R: CubeRuntime>(
 #[cfg(all(test, feature = "wgpu"))]
 mod tests {
     use burn::backend::wgpu::{CubeBackend, WgpuDevice, WgpuRuntime};
-    use burn::tensor::{Distribution, Tensor};
+    use burn::tensor::{DType, Distribution, Tensor};
+    use burn_cubecl::tensor::CubeTensor;
 
-    use super::*;
+    // The module's own items by their full path (`super::*` reads as the parent module's
+    // to tools/module_cycles.py).
+    use crate::cube::half_matmul::{half_matmul, Setup};
+    use crate::half_matmul::HalfMatmul;
 
     type B = CubeBackend<WgpuRuntime, f32, i32, u32>;
 
