@@ -16,14 +16,22 @@ use serde_json::{json, Value};
 use super::{median_s, sync};
 
 /// (what, m, k, n, lhs transposed): a training step's products over 8 × 2,048 tokens (the
-/// MLP's up and down projections, the output layer, a weight gradient) and a decode
-/// step's at batch 128.
-const SHAPES: [(&str, usize, usize, usize, bool); 6] = [
+/// attention's query and key/value projections, the MLP's up and down projections, the
+/// output layer, a weight gradient) and a decode step's at batch 128 (the same
+/// projections): run 7 timed six of them, and at the two decode sizes it had another
+/// routine was ahead of the default (`DoubleCyclicMma`), so the decode rows now cover
+/// every projection a layer runs, for a rule by rows should the next run confirm it.
+const SHAPES: [(&str, usize, usize, usize, bool); 11] = [
+    ("train q", 16_384, 896, 896, false),
+    ("train k/v", 16_384, 896, 128, false),
     ("train up", 16_384, 896, 4_864, false),
     ("train down", 16_384, 4_864, 896, false),
     ("train lm head", 16_384, 896, 151_936, false),
     ("train dW up", 896, 16_384, 4_864, true),
+    ("decode q", 128, 896, 896, false),
+    ("decode k/v", 128, 896, 128, false),
     ("decode up", 128, 896, 4_864, false),
+    ("decode down", 128, 4_864, 896, false),
     ("decode lm head", 128, 896, 151_936, false),
 ];
 
