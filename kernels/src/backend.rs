@@ -200,6 +200,22 @@ pub trait KernelBackend: Backend {
         Self::rms_norm_forward(x, weight, eps)
     }
 
+    /// `x + delta` and the RMSNorm of that sum over the last axis, `(sum, normed)`, in one
+    /// pass where the backend has a kernel for it (the CubeCL ones: `cube/rms_norm.rs`), so
+    /// that a decoder layer's residual add and the norm after it are one launch on a GPU;
+    /// `weight` (`[H]`) in any float dtype, cast to `x`'s there.
+    /// Default `None`: the caller adds, then calls [`KernelBackend::rms_norm`] (the CPU
+    /// backends, whose ops are not launches, and autodiff, whose sum and norm must be
+    /// differentiable).
+    fn add_rms_norm(
+        _x: FloatTensor<Self>,
+        _delta: FloatTensor<Self>,
+        _weight: FloatTensor<Self>,
+        _eps: f32,
+    ) -> Option<(FloatTensor<Self>, FloatTensor<Self>)> {
+        None
+    }
+
     /// Attention of one query per row (a decode step), fused where the backend has a kernel
     /// for it (the CubeCL ones: `cube/decode_attention.rs`): `q [b, heads, 1, d]` (already
     /// scaled), `k`, `v [b, kv_heads, keys, d]` (`heads` a multiple of `kv_heads`), the

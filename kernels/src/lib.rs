@@ -122,6 +122,29 @@ pub fn rms_norm<B: KernelBackend, const D: usize>(
     Tensor::from_primitive(TensorPrimitive::Float(out))
 }
 
+/// `(x + delta, rms_norm(x + delta))` in one pass where the backend has a kernel for it
+/// ([`KernelBackend::add_rms_norm`]; `weight` is cast to `x`'s dtype there); `None` where it
+/// has not (then add, and call [`rms_norm`]).
+///
+/// # Panics
+/// If `x` and `delta` differ in shape or `weight`'s length is not the last dimension.
+pub fn add_rms_norm<B: KernelBackend, const D: usize>(
+    x: Tensor<B, D>,
+    delta: Tensor<B, D>,
+    weight: Tensor<B, 1>,
+    eps: f32,
+) -> Option<(Tensor<B, D>, Tensor<B, D>)> {
+    assert!(
+        x.dims() == delta.dims() && weight.dims() == [x.dims()[D - 1]],
+        "add_rms_norm: x {:?}, delta {:?} and the scale {:?} do not fit",
+        x.dims(),
+        delta.dims(),
+        weight.dims()
+    );
+    let (sum, y) = B::add_rms_norm(float(x), float(delta), float(weight), eps)?;
+    Some((wrap::<B, D>(sum), wrap::<B, D>(y)))
+}
+
 /// Rotary position embedding in the rotate-half layout over the last axis (head_dim,
 /// even), with `cos`/`sin` tables of `x`'s shape; differentiable w.r.t. `x` (the tables
 /// are constants). See [`cpu::rotary`].

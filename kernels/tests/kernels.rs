@@ -77,6 +77,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn add_rms_norm_is_the_add_then_the_norm() {
+                super::suite::rms_norm::add_rms_norm_is_add_then_rms_norm::<B>(&device());
+            }
+
+            #[test]
             fn linear_and_its_gradients_match_reference() {
                 super::suite::linear::linear_forward_backward::<A>(&device());
             }

@@ -97,6 +97,15 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         rms_norm::forward(x, weight, eps)
     }
 
+    fn add_rms_norm(
+        x: FloatTensor<Self>,
+        delta: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> Option<(FloatTensor<Self>, FloatTensor<Self>)> {
+        Some(rms_norm::add_forward(x, delta, weight, eps))
+    }
+
     fn rms_norm_backward(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,

@@ -11,6 +11,10 @@
 //! sums one feature over a block of [`ROWS_PER_BLOCK`] rows, and
 //! [`dweight_sum_kernel`] adds the blocks' partials feature by feature. Sums in the
 //! accumulator type `A` (f32 at launch) whatever `x`'s type.
+//!
+//! [`add_rms_norm_forward_kernel`] is the forward with a residual add in front, s = x + δ
+//! (rounded to `x`'s type, as burn's add), writing s and y = rms(s): one launch for a
+//! decoder layer's residual add and the norm after it, outside autodiff.
 
 use burn::tensor::TensorMetadata;
 use burn_cubecl::kernel::into_contiguous;
@@ -59,6 +63,44 @@ pub(super) fn forward<R: CubeRuntime>(
         [dtype.into(), ACCUMULATOR.into()],
     );
     y
+}
+
+/// (x + delta, RMSNorm of it) over the last axis, `weight` `[H]` (cast to `x`'s dtype).
+pub(super) fn add_forward<R: CubeRuntime>(
+    x: CubeTensor<R>,
+    delta: CubeTensor<R>,
+    weight: CubeTensor<R>,
+    eps: f32,
+) -> (CubeTensor<R>, CubeTensor<R>) {
+    let weight = match weight.dtype == x.dtype {
+        true => weight,
+        false => burn_cubecl::kernel::cast(weight, x.dtype),
+    };
+    let (x, delta, weight) = (
+        into_contiguous(x),
+        into_contiguous(delta),
+        into_contiguous(weight),
+    );
+    let (rows, h) = rows_of(&x);
+    let shape = x.shape().to_vec();
+    let (sum, y) = (empty(&x, &shape), empty(&x, &shape));
+    let (client, dtype) = (x.client.clone(), x.dtype);
+    add_rms_norm_forward_kernel::launch::<R>(
+        &client,
+        grid(rows),
+        CubeDim::new_1d(UNITS),
+        x.into_tensor_arg(),
+        delta.into_tensor_arg(),
+        weight.into_tensor_arg(),
+        sum.clone().into_tensor_arg(),
+        y.clone().into_tensor_arg(),
+        rows as u32,
+        h as u32,
+        eps,
+        UNITS,
+        [dtype.into(), ACCUMULATOR.into()],
+    );
+    (sum, y)
 }
 
 /// (dx, dweight) for the incoming gradient `grad`.
@@ -150,6 +192,45 @@ pub(crate) fn rms_norm_forward_kernel<F: Float, A: Float>(
     let mut j = UNIT_POS_X as usize;
     while j < n {
         let v = A::cast_from(x[base + j]) * r * A::cast_from(weight[j]);
+        y[base + j] = F::cast_from(v);
+        j += units as usize;
+    }
+}
+
+/// [`rms_norm_forward_kernel`] of s = x + δ, s written too; each unit reads back the s
+/// it wrote itself.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn add_rms_norm_forward_kernel<F: Float, A: Float>(
+    x: &Tensor<F>,
+    delta: &Tensor<F>,
+    weight: &Tensor<F>,
+    sum: &mut Tensor<F>,
+    y: &mut Tensor<F>,
+    rows: u32,
+    h: u32,
+    eps: f32,
+    #[comptime] units: u32,
+    #[define(F, A)] _dtypes: [StorageType; 2],
+) {
+    let row = cube_index(rows);
+    let n = h as usize;
+    let base = row * n;
+    let mut squares = A::new(0.0);
+    let mut j = UNIT_POS_X as usize;
+    while j < n {
+        let s = x[base + j] + delta[base + j];
+        sum[base + j] = s;
+        let v = A::cast_from(s);
+        squares += v * v;
+        j += units as usize;
+    }
+    let mut shared = SharedMemory::<A>::new(units as usize);
+    let squares = cube_sum(&mut shared, squares);
+    let r = A::new(1.0) / (squares / A::cast_from(h) + A::cast_from(eps)).sqrt();
+    let mut j = UNIT_POS_X as usize;
+    while j < n {
+        let v = A::cast_from(sum[base + j]) * r * A::cast_from(weight[j]);
         y[base + j] = F::cast_from(v);
         j += units as usize;
     }

@@ -50,3 +50,40 @@ pub fn rms_norm_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B:
         assert_close_scaled(&format!("dweight {what}"), &dw, &rdw, 1e-5, 1e-4);
     }
 }
+
+/// The residual add fused with the norm after it (`roll_flow_kernels::add_rms_norm`, a
+/// CubeCL kernel; `None` on the CPU backend, whose caller adds and norms): the same bits as
+/// burn's add and then the RMSNorm kernel, the sum and the norm, in f32 and in f16 with an
+/// f32 scale (cast to f16 as the model's `like` does). Same bits because each unit sums
+/// the same squares in the same order and the add rounds alike.
+pub fn add_rms_norm_is_add_then_rms_norm<B: KernelBackend>(device: &B::Device) {
+    use burn::tensor::DType;
+    for (k, &shape) in SHAPES.iter().enumerate() {
+        let mut rng = Rng::new(950 + k as u64);
+        let [_, _, h] = shape;
+        let n = shape.iter().product::<usize>();
+        let mut values = |scale: f32| (0..n).map(|_| scale * rng.normal()).collect::<Vec<_>>();
+        let x = Tensor::<B, 3>::from_data(TensorData::new(values(3.0), shape), device);
+        let delta = Tensor::<B, 3>::from_data(TensorData::new(values(0.5), shape), device);
+        let w: Vec<f32> = (0..h).map(|_| 1.0 + 0.5 * rng.normal()).collect();
+        let weight = Tensor::<B, 1>::from_data(TensorData::new(w, [h]), device);
+        for dtype in [DType::F32, DType::F16] {
+            let (x, delta) = (x.clone().cast(dtype), delta.clone().cast(dtype));
+            let fused =
+                roll_flow_kernels::add_rms_norm(x.clone(), delta.clone(), weight.clone(), EPS);
+            let Some((sum, y)) = fused else {
+                assert!(
+                    !B::DEVICE_MEMORY,
+                    "a device backend fuses the add and the norm"
+                );
+                continue;
+            };
+            let want_sum = x.add(delta);
+            let want_y =
+                roll_flow_kernels::rms_norm(want_sum.clone(), weight.clone().cast(dtype), EPS);
+            let what = format!("{shape:?} {dtype:?}");
+            assert_eq!(host(sum), host(want_sum), "sum {what}");
+            assert_eq!(host(y), host(want_y), "norm {what}");
+        }
+    }
+}

@@ -152,9 +152,8 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             }
             Queries::All | Queries::Last => None,
         };
-        let y = self
-            .norm
-            .forward(self.run_layers(tokens, layout, cache, queries, &selected));
+        let (x, delta) = self.run_layers(tokens, layout, cache, queries, &selected);
+        let y = self.norm.add_then_forward(x, delta).1;
         let hidden = y.dims()[2];
         match (queries, &selected) {
             (Queries::At(_), Some((at, _))) => at.in_request_order(y),
@@ -187,6 +186,8 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
     /// `selected` slots and their rotary tables for pairs), with one mask per distinct
     /// window, built when a layer first needs it and shared by the layers that use it. With
     /// a cache, the tokens are appended after its keys and it advances by their number.
+    /// Returns the residual stream with the last MLP output not yet added (for the final
+    /// norm's fused add; [`DecoderLayer::forward`]).
     fn run_layers(
         &self,
         tokens: Tensor<B, 2, Int>,
@@ -194,7 +195,7 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         mut cache: Option<&mut KvCache<B>>,
         queries: Queries<'_>,
         selected: &Option<(SelectedQueries<B>, RotaryAngles<B>)>,
-    ) -> Tensor<B, 3> {
+    ) -> (Tensor<B, 3>, Option<Tensor<B, 3>>) {
         let device = tokens.device();
         let columns = tokens.dims()[1];
         let keys = cache.as_ref().map_or(0, |c| c.len()) + columns;
@@ -216,25 +217,33 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             masks[index].1.clone()
         };
         let top = self.layers.len().saturating_sub(1);
+        let mut delta = None;
         for (i, layer) in self.layers.iter().enumerate() {
             let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
-            x = match (i == top, queries, selected) {
+            let (h, mlp_out) = match (i == top, queries, selected) {
                 (true, Queries::At(_), Some((at, rope_at))) => {
-                    layer.forward(x, &rope, layer_cache, &QueryRows::At(at, rope_at))
+                    let rows = QueryRows::At(at, rope_at);
+                    layer.forward(x, delta, &rope, layer_cache, &rows)
                 }
                 (true, Queries::Last, _) => {
-                    layer.forward(x, &rope, layer_cache, &QueryRows::Last(&mask_of(i)))
+                    let rows = QueryRows::Last(&mask_of(i));
+                    layer.forward(x, delta, &rope, layer_cache, &rows)
                 }
-                _ => layer.forward(x, &rope, layer_cache, &QueryRows::All(&mask_of(i))),
+                _ => {
+                    let rows = QueryRows::All(&mask_of(i));
+                    layer.forward(x, delta, &rope, layer_cache, &rows)
+                }
             };
+            (x, delta) = (h, Some(mlp_out));
         }
         if let Some(cache) = cache {
             cache.advance(columns);
         }
-        match (self.layers.is_empty(), queries, selected) {
+        let x = match (self.layers.is_empty(), queries, selected) {
             (true, Queries::Last, _) => last_column(x),
             (true, Queries::At(_), Some((at, _))) => at.gather(x),
             _ => x,
-        }
+        };
+        (x, delta)
     }
 }

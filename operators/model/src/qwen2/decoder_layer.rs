@@ -1,6 +1,7 @@
 //! One pre-norm decoder layer (transformers' `Qwen2DecoderLayer`, `LlamaDecoderLayer`,
 //! `Qwen3DecoderLayer`):
-//! `h = x + attn(rms1(x))`, `y = h + mlp(rms2(h))`.
+//! `h = x + attn(rms1(x))`, `y = h + mlp(rms2(h))`, the last add left to the next layer's
+//! norm (or the final one).
 
 use burn::module::Module;
 use burn::tensor::backend::Backend;
@@ -73,30 +74,29 @@ impl<B: Backend> DecoderLayer<B> {
 impl<B: KernelBackend> DecoderLayer<B> {
     /// The layer's output at the queries `rows` asks for ([`QueryRows`]: every column,
     /// the last one, or the selected slots), the keys and values coming from every column
-    /// of `x: [batch, len, hidden]` (and appended to `cache`).
+    /// of the residual stream (and appended to `cache`). The stream comes as `x: [batch,
+    /// len, hidden]` plus the last layer's MLP output `delta` not yet added, and goes out
+    /// the same way, `(h, mlp(rms2(h)))`: each add is then one kernel with the norm after it
+    /// on a GPU ([`RmsNorm::add_then_forward`]), and the same ops in the same order
+    /// elsewhere.
     pub fn forward(
         &self,
         x: Tensor<B, 3>,
+        delta: Option<Tensor<B, 3>>,
         rope: &RotaryAngles<B>,
         cache: Option<&mut LayerKv<B>>,
         rows: &QueryRows<'_, B>,
-    ) -> Tensor<B, 3> {
-        let normed = self.input_layernorm.forward(x.clone());
+    ) -> (Tensor<B, 3>, Tensor<B, 3>) {
+        let (x, normed) = self.input_layernorm.add_then_forward(x, delta);
         let attended = self.self_attn.forward(normed, rope, cache, rows);
         let residual = match rows {
             QueryRows::All(_) => x,
             QueryRows::Last(_) => last_column(x),
             QueryRows::At(at, _) => at.gather(x),
         };
-        self.mlp_block(residual.add(attended))
-    }
-
-    /// The MLP sub-block with its norm and residual: `h + mlp(rms2(h))`, `h` the
-    /// attention's output plus its residual (at whichever positions the layer was run).
-    fn mlp_block(&self, h: Tensor<B, 3>) -> Tensor<B, 3> {
-        let mlp_out = self
-            .mlp
-            .forward(self.post_attention_layernorm.forward(h.clone()));
-        h.add(mlp_out)
+        let (h, normed) = self
+            .post_attention_layernorm
+            .add_then_forward(residual, Some(attended));
+        (h, self.mlp.forward(normed))
     }
 }

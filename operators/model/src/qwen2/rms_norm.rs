@@ -47,4 +47,26 @@ impl<B: KernelBackend> RmsNorm<B> {
         let weight = like(self.weight.val(), x.dtype());
         roll_flow_kernels::rms_norm(x, weight, self.eps as f32)
     }
+
+    /// `(x + delta, forward(x + delta))`, a residual stream's sum and its norm, in one
+    /// kernel where the backend has it (a GPU outside autodiff:
+    /// [`roll_flow_kernels::add_rms_norm`]), else the add and then [`forward`](Self::forward).
+    /// Without a `delta`, `(x, forward(x))`.
+    pub fn add_then_forward<const D: usize>(
+        &self,
+        x: Tensor<B, D>,
+        delta: Option<Tensor<B, D>>,
+    ) -> (Tensor<B, D>, Tensor<B, D>) {
+        let Some(delta) = delta else {
+            return (x.clone(), self.forward(x));
+        };
+        let eps = self.eps as f32;
+        match roll_flow_kernels::add_rms_norm(x.clone(), delta.clone(), self.weight.val(), eps) {
+            Some(fused) => fused,
+            None => {
+                let sum = x.add(delta);
+                (sum.clone(), self.forward(sum))
+            }
+        }
+    }
 }
