@@ -219,24 +219,10 @@ pub fn ppo_rows<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) ->
         mask: primitive(&m),
         weight: None,
     };
-    // The kernels alone: forward, then backward from its results.
-    let raw = median_s(s.reps, || {
-        let forward = B::ppo_clip_forward(tokens(), &offsets, &config);
-        let grad = Tensor::<B, 1>::ones([1], device).into_primitive().tensor();
-        black_box(B::ppo_clip_backward(
-            tokens(),
-            &offsets,
-            forward,
-            grad,
-            &config,
-        ));
-        sync::<B>(device);
-    });
-    // The same, back to back with one sync at the end: the host queues the next call's
-    // launches while the device runs this one's, as in a training step, so this is the
-    // kernels' pace when launch overhead hides behind them (per call).
-    let streamed = median_s(s.reps.min(5), || {
-        for _ in 0..BACK_TO_BACK {
+    // The kernels alone: forward, then backward from its results, `calls` times, then a
+    // sync.
+    let calls = |calls: usize| {
+        for _ in 0..calls {
             let forward = B::ppo_clip_forward(tokens(), &offsets, &config);
             let grad = Tensor::<B, 1>::ones([1], device).into_primitive().tensor();
             black_box(B::ppo_clip_backward(
@@ -248,7 +234,12 @@ pub fn ppo_rows<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) ->
             ));
         }
         sync::<B>(device);
-    }) / BACK_TO_BACK as f64;
+    };
+    let raw = median_s(s.reps, || calls(1));
+    // The same, back to back with one sync at the end: the host queues the next call's
+    // launches while the device runs this one's, as in a training step, so this is the
+    // kernels' pace when launch overhead hides behind them (per call).
+    let streamed = median_s(s.reps.min(5), || calls(BACK_TO_BACK)) / BACK_TO_BACK as f64;
     let million = n as f64 / 1e6;
     vec![
         kernel_row(

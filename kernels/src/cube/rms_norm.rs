@@ -186,9 +186,31 @@ pub(crate) fn rms_norm_forward_kernel<F: Float, A: Float>(
         squares += v * v;
         j += units as usize;
     }
+    let r = inverse_rms::<A>(squares, h, eps, units);
+    write_scaled::<F, A>(x, weight, y, base, n, r, units);
+}
+
+/// r = 1 / sqrt(Σ_j x_j² / h + eps) from each unit's part of the sum of squares (added in
+/// a fixed order, `cube_sum`).
+#[cube]
+fn inverse_rms<A: Float>(squares: A, h: u32, eps: f32, #[comptime] units: u32) -> A {
     let mut shared = SharedMemory::<A>::new(units as usize);
     let squares = cube_sum(&mut shared, squares);
-    let r = A::new(1.0) / (squares / A::cast_from(h) + A::cast_from(eps)).sqrt();
+    A::new(1.0) / (squares / A::cast_from(h) + A::cast_from(eps)).sqrt()
+}
+
+/// y_j = x_j·r·w_j over this unit's features of the row starting at `base`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn write_scaled<F: Float, A: Float>(
+    x: &Tensor<F>,
+    weight: &Tensor<F>,
+    y: &mut Tensor<F>,
+    base: usize,
+    n: usize,
+    r: A,
+    #[comptime] units: u32,
+) {
     let mut j = UNIT_POS_X as usize;
     while j < n {
         let v = A::cast_from(x[base + j]) * r * A::cast_from(weight[j]);
@@ -225,15 +247,8 @@ pub(crate) fn add_rms_norm_forward_kernel<F: Float, A: Float>(
         squares += v * v;
         j += units as usize;
     }
-    let mut shared = SharedMemory::<A>::new(units as usize);
-    let squares = cube_sum(&mut shared, squares);
-    let r = A::new(1.0) / (squares / A::cast_from(h) + A::cast_from(eps)).sqrt();
-    let mut j = UNIT_POS_X as usize;
-    while j < n {
-        let v = A::cast_from(sum[base + j]) * r * A::cast_from(weight[j]);
-        y[base + j] = F::cast_from(v);
-        j += units as usize;
-    }
+    let r = inverse_rms::<A>(squares, h, eps, units);
+    write_scaled::<F, A>(sum, weight, y, base, n, r, units);
 }
 
 #[cube(launch)]
