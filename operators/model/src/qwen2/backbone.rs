@@ -220,20 +220,19 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         let mut delta = None;
         for (i, layer) in self.layers.iter().enumerate() {
             let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
-            let (h, mlp_out) = match (i == top, queries, selected) {
-                (true, Queries::At(_), Some((at, rope_at))) => {
-                    let rows = QueryRows::At(at, rope_at);
-                    layer.forward(x, delta, &rope, layer_cache, &rows)
-                }
+            let mask;
+            let rows = match (i == top, queries, selected) {
+                (true, Queries::At(_), Some((at, rope_at))) => QueryRows::At(at, rope_at),
                 (true, Queries::Last, _) => {
-                    let rows = QueryRows::Last(&mask_of(i));
-                    layer.forward(x, delta, &rope, layer_cache, &rows)
+                    mask = mask_of(i);
+                    QueryRows::Last(&mask)
                 }
                 _ => {
-                    let rows = QueryRows::All(&mask_of(i));
-                    layer.forward(x, delta, &rope, layer_cache, &rows)
+                    mask = mask_of(i);
+                    QueryRows::All(&mask)
                 }
             };
+            let (h, mlp_out) = layer.forward(x, delta, &rope, layer_cache, &rows);
             (x, delta) = (h, Some(mlp_out));
         }
         if let Some(cache) = cache {
