@@ -8,6 +8,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
+use crate::cached_qkv::{CachedQkv, RotatedQkv};
 use crate::unfused::{self, DenseGradients};
 
 use crate::ppo_clip::ClipSettings;
@@ -230,6 +231,15 @@ pub trait KernelBackend: Backend {
         _mask: FloatTensor<Self>,
     ) -> Option<FloatTensor<Self>> {
         None
+    }
+
+    /// A cached attention step's prologue: the q/k/v biases added, queries and keys
+    /// rotated, keys and values written into the cache buffers at `column`
+    /// ([`crate::cached_qkv`] has the formulas). Default: [`CachedQkv::unfused`], seven
+    /// ops; the CubeCL backends override it with one kernel (`cube/rotate_into_cache.rs`),
+    /// so that a decode step's layer launches one where it launched seven.
+    fn rotate_into_cache(step: CachedQkv<Self>) -> RotatedQkv<Self> {
+        step.unfused()
     }
 
     /// The batched matrix product over the last two axes, `lhs [.., n, k] · rhs [.., k, m]`

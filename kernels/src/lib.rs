@@ -18,6 +18,7 @@
 //! decode_attention<B: KernelBackend>(q, k, v, mask: Tensor<B, 4>) -> Option<Tensor<B, 3>>
 //! rms_norm<B: KernelBackend, const D: usize>(x: Tensor<B, D>, weight: Tensor<B, 1>, eps: f32)
 //! rotary<B: KernelBackend, const D: usize>(x, cos, sin: Tensor<B, D>) -> Tensor<B, D>
+//! rotate_into_cache<B: KernelBackend>(step: CachedQkv<B>) -> RotatedQkv<B>
 //! linear<B: KernelBackend, const D: usize>(x: Tensor<B, D>, weight: Tensor<B, 2>,
 //!     bias: Option<Tensor<B, 1>>) -> Tensor<B, D>
 //! ```
@@ -50,6 +51,7 @@ mod autodiff;
 mod autodiff_linear;
 mod autodiff_model_ops;
 pub mod backend;
+pub mod cached_qkv;
 pub mod cpu;
 #[cfg(feature = "cube")]
 mod cube;
@@ -73,6 +75,7 @@ pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
 pub use backend::{
     GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoSaved, PpoTokens, SquareSum,
 };
+pub use cached_qkv::{CachedQkv, RotatedQkv};
 pub use dtype_cast::like;
 pub use half_matmul::{half_matmul, half_matmul_refusals, set_half_matmul, HalfMatmul};
 pub use packed_weights::{with_packed_weights, PackedWeights};
@@ -278,6 +281,18 @@ pub fn decode_attention<B: KernelBackend>(
     mask: Tensor<B, 4>,
 ) -> Option<Tensor<B, 3>> {
     B::decode_attention(float(q), float(k), float(v), float(mask)).map(wrap)
+}
+
+/// A cached attention step between the q/k/v products and the attention: biases added,
+/// queries and keys rotated, keys and values written into the cache at `step.column`;
+/// one kernel on the CubeCL backends, the unfused ops elsewhere (see
+/// [`KernelBackend::rotate_into_cache`] and [`cached_qkv`] for the formulas).
+///
+/// # Panics
+/// If the shapes disagree ([`CachedQkv::check`]).
+pub fn rotate_into_cache<B: KernelBackend>(step: CachedQkv<B>) -> RotatedQkv<B> {
+    step.check();
+    B::rotate_into_cache(step)
 }
 
 fn refuse<T>(op: &'static str, message: String) -> Result<T, KernelError> {

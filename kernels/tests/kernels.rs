@@ -82,6 +82,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn rotate_into_cache_matches_f64_and_the_unfused_ops() {
+                super::suite::rotate_into_cache::rotate_into_cache_matches_f64_and_the_unfused_ops::<B>(&device());
+            }
+
+            #[test]
             fn linear_and_its_gradients_match_reference() {
                 super::suite::linear::linear_forward_backward::<A>(&device());
             }

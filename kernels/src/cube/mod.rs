@@ -1,6 +1,7 @@
 //! [`KernelBackend`] for burn's `CubeBackend` (wgpu, CUDA): launches the CubeCL kernels of
 //! [`logprob`], [`gae`] and [`ppo`] (the RL losses), [`masked_softmax`], [`rms_norm`],
 //! [`swiglu`], [`rotary`] and [`decode_attention`] (the model's ops, forward and backward),
+//! [`rotate_into_cache`] (a cached step's q/k/v prologue),
 //! and [`row_sample`] (a decode step's draw). Inputs are made contiguous first (but for
 //! operands a kernel reads through their strides); outputs are fresh device tensors of the
 //! input float dtype. Packed-sequence offsets are uploaded as a small u32 tensor per call.
@@ -21,6 +22,7 @@ mod ppo;
 mod ppo_combine;
 mod rms_norm;
 mod rotary;
+mod rotate_into_cache;
 mod row_sample;
 mod swiglu;
 
@@ -34,6 +36,7 @@ use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoSaved, PpoTokens};
+use crate::cached_qkv::{CachedQkv, RotatedQkv};
 use crate::ppo_clip::ClipSettings;
 use launch::{check_offsets, empty, empty_of, grid, upload_offsets, ACCUMULATOR};
 
@@ -129,6 +132,10 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
         rotary::rotate(grad, cos, sin, true)
+    }
+
+    fn rotate_into_cache(step: CachedQkv<Self>) -> RotatedQkv<Self> {
+        rotate_into_cache::launch(step)
     }
 
     fn decode_attention(

@@ -73,16 +73,23 @@ pub(crate) fn rotary_kernel<F: Float, A: Float>(
     if !first {
         partner = i - half;
     }
-    let mut s = A::cast_from(sin[i]);
+    let mut s = sin[i];
     // Forward: − in the first half; transposed: the partner's sine, − in the second.
     let mut negate = first;
     if transpose != 0 {
-        s = A::cast_from(sin[partner]);
+        s = sin[partner];
         negate = !first;
     }
-    let mut rotated = A::cast_from(x[partner]) * s;
+    y[i] = rotate_pair::<F, A>(x[i], x[partner], cos[i], s, negate);
+}
+
+/// `x·cos ∓ partner·sin` in the accumulator type `A`, rounded to `F` (− when `negate`):
+/// one feature of the rotation (also `cube/rotate_into_cache.rs`'s).
+#[cube]
+pub(super) fn rotate_pair<F: Float, A: Float>(x: F, partner: F, cos: F, sin: F, negate: bool) -> F {
+    let mut rotated = A::cast_from(partner) * A::cast_from(sin);
     if negate {
         rotated = A::new(0.0) - rotated;
     }
-    y[i] = F::cast_from(A::cast_from(x[i]) * A::cast_from(cos[i]) + rotated);
+    F::cast_from(A::cast_from(x) * A::cast_from(cos) + rotated)
 }

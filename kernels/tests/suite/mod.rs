@@ -12,6 +12,8 @@
 //! - masked softmax and its gradient: ≤ 1e-6 + 1e-4·|ref| (`masked_softmax.rs`);
 //! - RMSNorm: y, dx ≤ 1e-5 + 1e-4·|ref|, dweight against max |ref| (`rms_norm.rs`);
 //! - rotary embedding and its gradient: ≤ 1e-6 + 1e-5·|ref| (`rotary.rs`);
+//! - a cached step's biases, rotations and cache writes: ≤ 1e-6 + 1e-5·|ref| against f64,
+//!   and the same bits as the unfused ops (`rotate_into_cache.rs`);
 //! - dense layer: y ≤ 1e-5 + 1e-4·|ref|, dx, dweight, dbias against max |ref|, the
 //!   reference in f64 on the host (`linear.rs`);
 //! - decode attention (one query a row, fused where the backend has it): ≤ 1e-5 + 1e-4·|ref|
@@ -43,6 +45,7 @@ pub mod masked_softmax;
 pub mod matmul;
 pub mod rms_norm;
 pub mod rotary;
+pub mod rotate_into_cache;
 pub mod row_sampling;
 pub mod square_sums;
 pub mod swiglu;

@@ -40,14 +40,34 @@ impl<B: KernelBackend> LayerKv<B> {
     /// Writes new keys/values `[rows, kv_heads, n, head_dim]` after the live columns and
     /// returns views of all live keys and values.
     pub fn append(&mut self, k: Tensor<B, 4>, v: Tensor<B, 4>) -> (Tensor<B, 4>, Tensor<B, 4>) {
-        let (start, n) = (self.len, k.dims()[2]);
-        let end = start + n;
-        let keys = write(self.keys.take(), k, start);
-        let values = write(self.values.take(), v, start);
+        let new = Columns::of(&k);
+        let (keys, values, ()) = self.append_with(new, |keys, values, start| {
+            let at = [0, 0, start, 0];
+            (block_write(keys, at, k), block_write(values, at, v), ())
+        });
+        (keys, values)
+    }
+
+    /// Makes room for `new` columns after the live ones and hands the key and value
+    /// buffers and the first new column to `write`, which gives them back with the new
+    /// columns written (in place where nothing else holds them:
+    /// [`roll_flow_kernels::rotate_into_cache`] on a GPU writes them from the projections
+    /// in one kernel) and whatever else it made; returns views of all live keys and
+    /// values, and that.
+    pub fn append_with<T>(
+        &mut self,
+        new: Columns<B>,
+        write: impl FnOnce(Tensor<B, 4>, Tensor<B, 4>, usize) -> (Tensor<B, 4>, Tensor<B, 4>, T),
+    ) -> (Tensor<B, 4>, Tensor<B, 4>, T) {
+        let (start, end) = (self.len, self.len + new.shape[2]);
+        let keys = reserve(self.keys.take(), &new, start);
+        let values = reserve(self.values.take(), &new, start);
+        let (keys, values, made) = write(keys, values, start);
         self.len = end;
         let live = (
             keys.clone().narrow(2, 0, end),
             values.clone().narrow(2, 0, end),
+            made,
         );
         self.keys = Some(keys);
         self.values = Some(values);
@@ -64,28 +84,46 @@ impl<B: KernelBackend> LayerKv<B> {
     }
 }
 
-/// `new` written into columns `start..` of `buffer`, which grows (doubling, at least
-/// [`MIN_SPARE`] spare columns) when it has too few. The write is in place when `buffer`
-/// is not shared.
-fn write<B: KernelBackend>(
+/// The shape, dtype and device of new cache columns, `[rows, kv_heads, n, head_dim]`.
+#[derive(Clone, Debug)]
+pub struct Columns<B: Backend> {
+    pub shape: [usize; 4],
+    pub dtype: burn::tensor::DType,
+    pub device: B::Device,
+}
+
+impl<B: Backend> Columns<B> {
+    /// Those of `k`.
+    pub fn of(k: &Tensor<B, 4>) -> Self {
+        Columns {
+            shape: k.dims(),
+            dtype: k.dtype(),
+            device: k.device(),
+        }
+    }
+}
+
+/// `buffer` with room for `new` columns from `start` on: as it is when it has them, else
+/// a fresh one (doubling, at least [`MIN_SPARE`] spare columns) holding its first `start`
+/// columns.
+fn reserve<B: KernelBackend>(
     buffer: Option<Tensor<B, 4>>,
-    new: Tensor<B, 4>,
+    new: &Columns<B>,
     start: usize,
 ) -> Tensor<B, 4> {
-    let [rows, heads, n, dim] = new.dims();
+    let [rows, heads, n, dim] = new.shape;
     let end = start + n;
-    let buffer = match buffer {
+    match buffer {
         Some(b) if b.dims()[2] >= end => b,
         old => {
             let capacity = (2 * end).max(end + MIN_SPARE);
-            let fresh = Tensor::zeros([rows, heads, capacity, dim], (&new.device(), new.dtype()));
+            let fresh = Tensor::zeros([rows, heads, capacity, dim], (&new.device, new.dtype));
             match old {
                 Some(old) if start > 0 => block_write(fresh, [0; 4], old.narrow(2, 0, start)),
                 _ => fresh,
             }
         }
-    };
-    block_write(buffer, [0, 0, start, 0], new)
+    }
 }
 
 /// Keys and values of one layer.

@@ -1,0 +1,208 @@
+//! CubeCL: a cached attention step's q/k/v biases, rotations and cache writes in one
+//! launch, one unit per element of the step's `tokens × (heads + 2·kv_heads) × d` outputs
+//! (formulas in [`crate::cached_qkv`]): a unit of a query head writes its rotated query,
+//! one of a key head its rotated key into the cache's key buffer, one of a value head its
+//! value into the value buffer. Where the unfused step launches three bias adds, two
+//! rotations and two cache writes, this is one launch a layer.
+//!
+//! Same arithmetic as the unfused ops: a bias is added in the operands' dtype (as burn's
+//! add), the rotation in the accumulator type (f32) through [`rotate_pair`], the rotary
+//! kernel's own. The products are read through their row stride, the tables and the
+//! cache buffers through all four strides (the model's key tables repeat one head with
+//! stride 0, which a copy to contiguous memory would cost two launches a layer).
+
+use burn::tensor::Tensor as BurnTensor;
+use burn::tensor::TensorPrimitive;
+use burn_cubecl::element::BoolElement;
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
+use cubecl::prelude::*;
+
+use super::cube_index::element_index;
+use super::launch::{empty, grid, ACCUMULATOR};
+use super::rotary::rotate_pair;
+use crate::cached_qkv::{CachedQkv, RotatedQkv};
+
+/// Units per cube (one element each).
+const UNITS: usize = 256;
+
+/// The step in one kernel; the unfused ops where the operands' dtypes differ.
+pub(super) fn launch<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    step: CachedQkv<CubeBackend<R, F, I, BT>>,
+) -> RotatedQkv<CubeBackend<R, F, I, BT>> {
+    let dtype = step.q.dtype();
+    let mut dtypes = [&step.k, &step.v].map(|t| t.dtype()).into_iter();
+    let one_dtype = dtypes.all(|t| t == dtype)
+        && step
+            .q_tables
+            .iter()
+            .chain(&step.k_tables)
+            .all(|t| t.dtype() == dtype)
+        && [&step.keys, &step.values]
+            .iter()
+            .all(|t| t.dtype() == dtype)
+        && step.bias.iter().flatten().all(|b| b.dtype() == dtype);
+    if !one_dtype {
+        return step.unfused();
+    }
+    let [rows, n, heads, d] = step.query_shape();
+    let kv_heads = step.k_tables[0].dims()[2];
+    let rows_of = |t: BurnTensor<CubeBackend<R, F, I, BT>, 2>| {
+        let t = cube(t);
+        match t.meta.strides()[1] == 1 {
+            true => t,
+            false => into_contiguous(t),
+        }
+    };
+    let (q, k, v) = (rows_of(step.q), rows_of(step.k), rows_of(step.v));
+    let with_bias = step.bias.is_some();
+    let [q_bias, k_bias, v_bias] = match step.bias {
+        Some(bias) => bias.map(|b| into_contiguous(cube(b))),
+        // Not read (`with_bias` false); any tensor fills the argument.
+        None => [q.clone(), q.clone(), q.clone()],
+    };
+    // Read through their strides: the model's key tables repeat one head with stride 0.
+    let [q_cos, q_sin] = step.q_tables.map(cube);
+    let [k_cos, k_sin] = step.k_tables.map(cube);
+    let [keys, values] = [step.keys, step.values].map(|t| {
+        let t = cube(t);
+        match t.can_mut() && t.is_nonoverlapping() {
+            true => t,
+            false => t.copy(),
+        }
+    });
+    let q_out = empty(&q, &[rows, n, heads, d]);
+    let elements = rows * n * (heads + 2 * kv_heads) * d;
+    let client = q.client.clone();
+    rotate_into_cache_kernel::launch::<R>(
+        &client,
+        grid(elements.div_ceil(UNITS)),
+        CubeDim::new_1d(UNITS as u32),
+        q.into_tensor_arg(),
+        k.into_tensor_arg(),
+        v.into_tensor_arg(),
+        q_bias.into_tensor_arg(),
+        k_bias.into_tensor_arg(),
+        v_bias.into_tensor_arg(),
+        q_cos.into_tensor_arg(),
+        q_sin.into_tensor_arg(),
+        k_cos.into_tensor_arg(),
+        k_sin.into_tensor_arg(),
+        q_out.clone().into_tensor_arg(),
+        keys.clone().into_tensor_arg(),
+        values.clone().into_tensor_arg(),
+        elements,
+        heads,
+        kv_heads,
+        d,
+        n,
+        step.column,
+        with_bias,
+        [dtype.into(), ACCUMULATOR.into()],
+    );
+    RotatedQkv {
+        q: tensor(q_out),
+        keys: tensor(keys),
+        values: tensor(values),
+    }
+}
+
+fn cube<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, const D: usize>(
+    t: BurnTensor<CubeBackend<R, F, I, BT>, D>,
+) -> CubeTensor<R> {
+    t.into_primitive().tensor()
+}
+
+fn tensor<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, const D: usize>(
+    t: CubeTensor<R>,
+) -> BurnTensor<CubeBackend<R, F, I, BT>, D> {
+    BurnTensor::from_primitive(TensorPrimitive::Float(t))
+}
+
+/// Element `i` of the step's `tokens × (heads + 2·kv_heads) × d` outputs: token
+/// `i / width`, head `(i mod width) / d` (queries, then keys, then values), feature
+/// `i mod d`, its rotation partner `f ± d/2` in the same head.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rotate_into_cache_kernel<F: Float, A: Float>(
+    q: &Tensor<F>,
+    k: &Tensor<F>,
+    v: &Tensor<F>,
+    q_bias: &Tensor<F>,
+    k_bias: &Tensor<F>,
+    v_bias: &Tensor<F>,
+    q_cos: &Tensor<F>,
+    q_sin: &Tensor<F>,
+    k_cos: &Tensor<F>,
+    k_sin: &Tensor<F>,
+    q_out: &mut Tensor<F>,
+    keys: &mut Tensor<F>,
+    values: &mut Tensor<F>,
+    n: usize,
+    heads: usize,
+    kv_heads: usize,
+    d: usize,
+    columns: usize,
+    column: usize,
+    #[comptime] with_bias: bool,
+    #[define(F, A)] _dtypes: [StorageType; 2],
+) {
+    let i = element_index(n);
+    let width = (heads + 2 * kv_heads) * d;
+    let token = i / width;
+    let head = (i % width) / d;
+    let f = i % d;
+    let half = d / 2;
+    let first = f < half;
+    // f ± h, written so that neither branch wraps below zero.
+    let mut partner = f + half;
+    if !first {
+        partner = f - half;
+    }
+    // Row `token / columns` of the batch, its column `token mod columns` of the step's.
+    let (r, t) = (token / columns, token % columns);
+    if head < heads {
+        let (at, row) = (head * d, token * q.stride(0));
+        let mut x = q[row + at + f];
+        let mut other = q[row + at + partner];
+        if with_bias {
+            x += q_bias[at + f];
+            other += q_bias[at + partner];
+        }
+        let (cos, sin) = (
+            q_cos[offset(q_cos, r, t, head, f)],
+            q_sin[offset(q_sin, r, t, head, f)],
+        );
+        q_out[(token * heads + head) * d + f] = rotate_pair::<F, A>(x, other, cos, sin, first);
+    } else {
+        let (c, g) = (column + t, (head - heads) % kv_heads);
+        let at = g * d;
+        if head < heads + kv_heads {
+            let row = token * k.stride(0);
+            let mut x = k[row + at + f];
+            let mut other = k[row + at + partner];
+            if with_bias {
+                x += k_bias[at + f];
+                other += k_bias[at + partner];
+            }
+            let (cos, sin) = (
+                k_cos[offset(k_cos, r, t, g, f)],
+                k_sin[offset(k_sin, r, t, g, f)],
+            );
+            keys[offset(keys, r, g, c, f)] = rotate_pair::<F, A>(x, other, cos, sin, first);
+        } else {
+            let mut x = v[token * v.stride(0) + at + f];
+            if with_bias {
+                x += v_bias[at + f];
+            }
+            values[offset(values, r, g, c, f)] = x;
+        }
+    }
+}
+
+/// Where `[a, b, c, f]` of a rank-4 tensor lies (its four strides).
+#[cube]
+fn offset<F: Float>(t: &Tensor<F>, a: usize, b: usize, c: usize, f: usize) -> usize {
+    a * t.stride(0) + b * t.stride(1) + c * t.stride(2) + f * t.stride(3)
+}
