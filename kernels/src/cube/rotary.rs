@@ -4,7 +4,8 @@
 //! constants) dx₁ = dy₁·cos₁ + dy₂·sin₂ and dx₂ = dy₂·cos₂ − dy₁·sin₁. One pass each way,
 //! where burn's ops (`crate::unfused`) slice, negate, concatenate, multiply twice and add.
 //! The tables have `x`'s shape (the model expands positions, heads and the query scale
-//! into them). Arithmetic in the accumulator type `A` (f32 at launch).
+//! into them), in any strides (a head repeated with stride 0 is read in place). Arithmetic
+//! in the accumulator type `A` (f32 at launch).
 
 use burn::tensor::TensorMetadata;
 use burn_cubecl::kernel::into_contiguous;
@@ -12,7 +13,7 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 
-use super::cube_index::element_index;
+use super::cube_index::{element_index, row_offset};
 use super::launch::{empty, grid, ACCUMULATOR};
 
 /// Units per cube (one element each).
@@ -26,11 +27,9 @@ pub(super) fn rotate<R: CubeRuntime>(
     sin: CubeTensor<R>,
     transpose: bool,
 ) -> CubeTensor<R> {
-    let (x, cos, sin) = (
-        into_contiguous(x),
-        into_contiguous(cos),
-        into_contiguous(sin),
-    );
+    // The tables are read where they lie: the model's key tables repeat one head with
+    // stride 0, and a copy of them was two launches a layer each way.
+    let x = into_contiguous(x);
     let shape = x.shape();
     let (n, d) = (shape.num_elements(), shape[shape.num_dims() - 1]);
     let y = empty(&x, &shape.to_vec());
@@ -51,7 +50,8 @@ pub(super) fn rotate<R: CubeRuntime>(
     y
 }
 
-/// Element i of row-major rows of 2h: forward y_i = x_i·cos_i ∓ x_partner·sin_i, the
+/// Element i of row-major rows of 2h (x and y contiguous, the tables' rows found through
+/// their strides): forward y_i = x_i·cos_i ∓ x_partner·sin_i, the
 /// partner in the other half (− in the first half); transposed, the partner's sine:
 /// dx_i = dy_i·cos_i ± dy_partner·sin_partner (+ in the first half).
 #[cube(launch)]
@@ -67,20 +67,26 @@ pub(crate) fn rotary_kernel<F: Float, A: Float>(
     #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     let i = element_index(n);
-    let first = i % (2 * half) < half;
-    // i ± h, written so that neither branch wraps below zero.
-    let mut partner = i + half;
+    let d = 2 * half;
+    let (row, f) = (i / d, i % d);
+    let first = f < half;
+    // f ± h, written so that neither branch wraps below zero.
+    let mut other = f + half;
     if !first {
-        partner = i - half;
+        other = f - half;
     }
-    let mut s = sin[i];
+    // The tables' row `row`, read through their strides.
+    let (c, s_row) = (row_offset(cos, row), row_offset(sin, row));
+    let (c_step, s_step) = (cos.stride(cos.rank() - 1), sin.stride(sin.rank() - 1));
+    let mut s = sin[s_row + f * s_step];
     // Forward: − in the first half; transposed: the partner's sine, − in the second.
     let mut negate = first;
     if transpose != 0 {
-        s = sin[partner];
+        s = sin[s_row + other * s_step];
         negate = !first;
     }
-    y[i] = rotate_pair::<F, A>(x[i], x[partner], cos[i], s, negate);
+    let partner = x[row * d + other];
+    y[i] = rotate_pair::<F, A>(x[i], partner, cos[c + f * c_step], s, negate);
 }
 
 /// `x·cos ∓ partner·sin` in the accumulator type `A`, rounded to `F` (− when `negate`):

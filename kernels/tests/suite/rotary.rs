@@ -4,7 +4,8 @@
 //! tables, as the model's query tables carry 1/sqrt(head_dim). As in the model, x is a
 //! `swap_dims` view in one case and a permuted view with a strided last axis in another,
 //! and the output is read through `swap_dims`, so the gradient reaching the op is a
-//! strided view.
+//! strided view; in the third the tables repeat one head with stride 0 (`expand`), as the
+//! model's key tables do.
 //! Tolerance: ≤ 1e-6 + 1e-5·|ref| (a handful of products per value).
 
 use burn::tensor::backend::AutodiffBackend;
@@ -20,11 +21,29 @@ pub fn rotary_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B::D
         let mut rng = Rng::new(1100 + k as u64);
         let n = shape.iter().product::<usize>();
         let tensor = |v: Vec<f32>| Tensor::<B, 4>::from_data(TensorData::new(v, shape), device);
-        let angles: Vec<f32> = (0..n).map(|_| 6.0 * rng.normal()).collect();
-        let scale = 0.25;
-        let cos = tensor(angles.iter().map(|a| scale * a.cos()).collect());
-        let sin = tensor(angles.iter().map(|a| scale * a.sin()).collect());
         let [b, t, h, d] = shape;
+        let scale = 0.25;
+        // Case 2's tables repeat one head with stride 0, as the model's key tables do.
+        let (cos, sin) = match k {
+            2 => {
+                let angles: Vec<f32> = (0..n / h).map(|_| 6.0 * rng.normal()).collect();
+                let one_head = |v: Vec<f32>| {
+                    Tensor::<B, 4>::from_data(TensorData::new(v, [b, t, 1, d]), device)
+                        .expand(shape)
+                };
+                (
+                    one_head(angles.iter().map(|a| scale * a.cos()).collect()),
+                    one_head(angles.iter().map(|a| scale * a.sin()).collect()),
+                )
+            }
+            _ => {
+                let angles: Vec<f32> = (0..n).map(|_| 6.0 * rng.normal()).collect();
+                (
+                    tensor(angles.iter().map(|a| scale * a.cos()).collect()),
+                    tensor(angles.iter().map(|a| scale * a.sin()).collect()),
+                )
+            }
+        };
         let swapped = |v: Vec<f32>| {
             Tensor::<B, 4>::from_data(TensorData::new(v, [b, h, t, d]), device).swap_dims(1, 2)
         };
