@@ -9,7 +9,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::cached_qkv::{CachedQkv, RotatedQkv};
-use crate::unfused::{self, DenseGradients};
+use crate::unfused::{self, DenseGradients, MatrixProduct, RowSum};
 
 use crate::ppo_clip::ClipSettings;
 pub use crate::ppo_clip::{PpoForward, PpoSaved, PpoTokens};
@@ -276,7 +276,18 @@ pub trait KernelBackend: Backend {
         grad: FloatTensor<Self>,
         with_bias: bool,
     ) -> DenseGradients<Self> {
-        unfused::linear_backward::<Self>(x, weight, grad, with_bias, Self::matmul_forward)
+        let ops = (
+            Self::matmul_forward as MatrixProduct<Self>,
+            Self::column_sums as RowSum<Self>,
+        );
+        unfused::linear_backward::<Self>(x, weight, grad, with_bias, ops)
+    }
+
+    /// Σ over the rows of `x [n, m]` (n ≥ 1), `[m]`: a dense layer's bias gradient.
+    /// Default: burn's `sum_dim(0)`; the CubeCL backends override it
+    /// (`cube/column_sums.rs`: burn's reduction runs one unit per column there).
+    fn column_sums(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        unfused::column_sums::<Self>(x)
     }
 
     /// The differentiable op (w.r.t. `x`, `weight` and `bias`).

@@ -14,6 +14,8 @@ use burn::tensor::{Shape, Tensor, TensorMetadata, TensorPrimitive};
 
 /// The matrix product the dense layer uses (`KernelBackend::matmul_forward`).
 pub(crate) type MatrixProduct<B> = fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>;
+/// Σ over the rows of a matrix (`KernelBackend::column_sums`).
+pub(crate) type RowSum<B> = fn(FloatTensor<B>) -> FloatTensor<B>;
 
 /// The gradients of a dense layer: (dx, dweight, dbias when it has a bias).
 pub type DenseGradients<B> = (FloatTensor<B>, FloatTensor<B>, Option<FloatTensor<B>>);
@@ -186,13 +188,20 @@ pub(crate) fn linear_forward<B: Backend>(
     y.into_primitive().tensor()
 }
 
+/// Σ over the rows of `x [n, m]`, `[m]`: burn's `sum_dim(0)`.
+pub(crate) fn column_sums<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    let x = matrix::<B>(x);
+    let m = x.dims()[1];
+    x.sum_dim(0).reshape([m]).into_primitive().tensor()
+}
+
 /// (dx, dW, db) = (dy·Wᵀ, xᵀ·dy, Σ_rows dy).
 pub(crate) fn linear_backward<B: Backend>(
     x: FloatTensor<B>,
     weight: FloatTensor<B>,
     grad: FloatTensor<B>,
     with_bias: bool,
-    matmul: MatrixProduct<B>,
+    (matmul, column_sums): (MatrixProduct<B>, RowSum<B>),
 ) -> DenseGradients<B> {
     let dx = matrix::<B>(matmul(
         grad.clone(),
@@ -206,7 +215,7 @@ pub(crate) fn linear_backward<B: Backend>(
     let [n, m] = dy.dims();
     let db = with_bias.then(|| match n {
         0 => B::float_zeros([m].into(), &dy.device(), dy.dtype().into()),
-        _ => dy.sum_dim(0).reshape([m]).into_primitive().tensor(),
+        _ => column_sums(dy.into_primitive().tensor()),
     });
     (
         dx.into_primitive().tensor(),

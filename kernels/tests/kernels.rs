@@ -87,6 +87,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn column_sums_match_f64() {
+                super::suite::column_sums::column_sums_match_f64::<B>(&device());
+            }
+
+            #[test]
             fn linear_and_its_gradients_match_reference() {
                 super::suite::linear::linear_forward_backward::<A>(&device());
             }

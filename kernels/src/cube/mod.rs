@@ -1,7 +1,7 @@
 //! [`KernelBackend`] for burn's `CubeBackend` (wgpu, CUDA): launches the CubeCL kernels of
 //! [`logprob`], [`gae`] and [`ppo`] (the RL losses), [`masked_softmax`], [`rms_norm`],
 //! [`swiglu`], [`rotary`] and [`decode_attention`] (the model's ops, forward and backward),
-//! [`rotate_into_cache`] (a cached step's q/k/v prologue),
+//! [`rotate_into_cache`] (a cached step's q/k/v prologue), [`column_sums`] (a bias gradient),
 //! and [`row_sample`] (a decode step's draw). Inputs are made contiguous first (but for
 //! operands a kernel reads through their strides); outputs are fresh device tensors of the
 //! input float dtype. Packed-sequence offsets are uploaded as a small u32 tensor per call.
@@ -9,6 +9,7 @@
 //! run allows TF32 ([`crate::allow_tf32`]); half-precision products take the cubek routine
 //! [`crate::half_matmul`] names ([`half_matmul`]).
 
+mod column_sums;
 mod cube_index;
 mod cube_sum;
 mod decode_attention;
@@ -64,6 +65,10 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
         } else {
             Self::float_matmul(lhs, rhs)
         }
+    }
+
+    fn column_sums(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        column_sums::column_sums(x)
     }
 
     fn swiglu_forward(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -20,6 +20,7 @@
 //!   against f64 on the host (`decode_attention.rs`);
 //! - batched matrix product and its gradients: ≤ 2e-5·max |ref|, against f64 on the host
 //!   (`matmul.rs`; TF32 products would be off by about 1e-3);
+//! - Σ over a matrix's rows (a bias gradient): ≤ 1e-5·Σ|x| against f64 (`column_sums.rs`);
 //! - Σ x² of several tensors: ≤ 1e-6·(1 + ref) against f64 on the host (`square_sums.rs`).
 //!
 //! On half-precision backends (f16 on wgpu, bf16 on CUDA; `half_logprob.rs`,
@@ -31,6 +32,7 @@ use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use roll_flow_kernels::{reference, ClipSettings, KernelBackend, LossAgg, PpoStats};
 
 pub mod block_write;
+pub mod column_sums;
 pub mod contiguous;
 pub mod decode_attention;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
