@@ -7,6 +7,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn::tensor::{Tensor, TensorPrimitive};
 
 use crate::cached_qkv::{CachedQkv, RotatedQkv};
 use crate::unfused::{self, DenseGradients, MatrixProduct, RowSum};
@@ -390,4 +391,44 @@ pub(crate) fn slice_assign_block<B: Backend>(
         .map(|(&s, &n)| burn::tensor::Slice::from(s..s + n))
         .collect();
     B::float_slice_assign(tensor, &ranges, value)
+}
+
+impl<B: KernelBackend> CachedQkv<B> {
+    /// The step in burn's ops and the backend's rotary op: bias adds, two rotations
+    /// ([`KernelBackend::rotary`]) and two block writes ([`KernelBackend::block_write`]);
+    /// [`KernelBackend::rotate_into_cache`]'s default.
+    pub fn unfused(self) -> RotatedQkv<B> {
+        let [rows, n, heads, d] = self.query_shape();
+        let kv_heads = self.k_tables[0].dims()[2];
+        let [bq, bk, bv] = self.bias.map_or([None, None, None], |b| b.map(Some));
+        let biased = |x: Tensor<B, 2>, b: Option<Tensor<B, 1>>, h: usize| {
+            let x = match b {
+                Some(b) => x.add(b.unsqueeze()),
+                None => x,
+            };
+            x.reshape([rows, n, h, d])
+        };
+        let rotate = |x: Tensor<B, 4>, [cos, sin]: [Tensor<B, 4>; 2]| {
+            float_tensor(B::rotary(primitive(x), primitive(cos), primitive(sin)))
+        };
+        let at = [0, 0, self.column, 0];
+        let write = |buffer: Tensor<B, 4>, new: Tensor<B, 4>| {
+            let new = primitive(new.swap_dims(1, 2));
+            float_tensor(B::block_write(primitive(buffer), &at, new))
+        };
+        let k = rotate(biased(self.k, bk, kv_heads), self.k_tables);
+        RotatedQkv {
+            q: rotate(biased(self.q, bq, heads), self.q_tables),
+            keys: write(self.keys, k),
+            values: write(self.values, biased(self.v, bv, kv_heads)),
+        }
+    }
+}
+
+fn primitive<B: Backend, const D: usize>(t: Tensor<B, D>) -> FloatTensor<B> {
+    t.into_primitive().tensor()
+}
+
+fn float_tensor<B: Backend, const D: usize>(t: FloatTensor<B>) -> Tensor<B, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(t))
 }

@@ -1,9 +1,9 @@
 //! What a cached attention step does between the q/k/v products and the attention: add
 //! the projections' biases, rotate queries and keys, and write the keys and values into
-//! the KV cache ([`KernelBackend::rotate_into_cache`]).
+//! the KV cache (`KernelBackend::rotate_into_cache`).
 //!
 //! For `n` new columns of each of `rows` rows (`tokens = rows · n`, row-major), head
-//! width `d` and h = d/2 (rotate-half layout, as [`crate::rotary`]):
+//! width `d` and h = d/2 (rotate-half layout, as the crate's `rotary`):
 //!
 //! - `q' = rot(q + b_q)` with the query tables (the query scale 1/√d folded in), returned
 //!   as `[rows, n, heads, d]`;
@@ -15,16 +15,15 @@
 //! `apply_rotary_pos_emb`). The sums with the biases are rounded to the operands' dtype
 //! before the rotation, as burn's add followed by the rotary kernel rounds them.
 //!
-//! Unfused ([`CachedQkv::unfused`], every backend's default): three bias adds, two
-//! rotations and two cache writes, seven launches on a GPU; the CubeCL backends do it in
-//! one (`cube/rotate_into_cache.rs`).
+//! Unfused ([`CachedQkv::unfused`], in `backend.rs` beside the trait whose default it is:
+//! every backend's but the CubeCL ones): three bias adds, two rotations and two cache
+//! writes, seven launches on a GPU; the CubeCL backends do it in one
+//! (`cube/rotate_into_cache.rs`).
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
-use crate::KernelBackend;
-
-/// The inputs of [`KernelBackend::rotate_into_cache`].
+/// The inputs of `KernelBackend::rotate_into_cache`.
 #[derive(Clone, Debug)]
 pub struct CachedQkv<B: Backend> {
     /// The q/k/v products without their biases: `[tokens, heads·d]`, `[tokens,
@@ -50,7 +49,7 @@ pub struct CachedQkv<B: Backend> {
     pub column: usize,
 }
 
-/// What [`KernelBackend::rotate_into_cache`] gives back.
+/// What `KernelBackend::rotate_into_cache` gives back.
 #[derive(Clone, Debug)]
 pub struct RotatedQkv<B: Backend> {
     /// The rotated, scaled queries, `[rows, n, heads, d]`.
@@ -61,7 +60,7 @@ pub struct RotatedQkv<B: Backend> {
     pub values: Tensor<B, 4>,
 }
 
-impl<B: KernelBackend> CachedQkv<B> {
+impl<B: Backend> CachedQkv<B> {
     /// `[rows, n, heads, d]` of the queries: the tables' shape.
     pub fn query_shape(&self) -> [usize; 4] {
         self.q_tables[0].dims()
@@ -104,34 +103,5 @@ impl<B: KernelBackend> CachedQkv<B> {
             self.values.dims(),
             self.column
         );
-    }
-
-    /// The step in burn's ops and the crate's rotary kernel: bias adds, two rotations
-    /// ([`crate::rotary`]) and two block writes ([`crate::block_write`]).
-    pub fn unfused(self) -> RotatedQkv<B> {
-        let [rows, n, heads, d] = self.query_shape();
-        let kv_heads = self.k_tables[0].dims()[2];
-        let [bq, bk, bv] = match self.bias {
-            Some([bq, bk, bv]) => [Some(bq), Some(bk), Some(bv)],
-            None => [None, None, None],
-        };
-        let biased = |x: Tensor<B, 2>, b: Option<Tensor<B, 1>>, h: usize| {
-            let x = match b {
-                Some(b) => x.add(b.unsqueeze()),
-                None => x,
-            };
-            x.reshape([rows, n, h, d])
-        };
-        let [q_cos, q_sin] = self.q_tables;
-        let [k_cos, k_sin] = self.k_tables;
-        let q = crate::rotary(biased(self.q, bq, heads), q_cos, q_sin);
-        let k = crate::rotary(biased(self.k, bk, kv_heads), k_cos, k_sin);
-        let v = biased(self.v, bv, kv_heads);
-        let at = [0, 0, self.column, 0];
-        RotatedQkv {
-            q,
-            keys: crate::block_write(self.keys, at, k.swap_dims(1, 2)),
-            values: crate::block_write(self.values, at, v.swap_dims(1, 2)),
-        }
     }
 }
