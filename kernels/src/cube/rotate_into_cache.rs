@@ -154,43 +154,30 @@ pub(crate) fn rotate_into_cache_kernel<F: Float, A: Float>(
     let head = (i % width) / d;
     let f = i % d;
     let half = d / 2;
-    let first = f < half;
     // f ± h, written so that neither branch wraps below zero.
     let mut partner = f + half;
-    if !first {
+    if f >= half {
         partner = f - half;
     }
     // Row `token / columns` of the batch, its column `token mod columns` of the step's.
     let (r, t) = (token / columns, token % columns);
+    let place = Place {
+        token,
+        r,
+        t,
+        f,
+        partner,
+        d,
+    };
     if head < heads {
-        let (at, row) = (head * d, token * q.stride(0));
-        let mut x = q[row + at + f];
-        let mut other = q[row + at + partner];
-        if with_bias {
-            x += q_bias[at + f];
-            other += q_bias[at + partner];
-        }
-        let (cos, sin) = (
-            q_cos[offset(q_cos, r, t, head, f)],
-            q_sin[offset(q_sin, r, t, head, f)],
-        );
-        q_out[(token * heads + head) * d + f] = rotate_pair::<F, A>(x, other, cos, sin, first);
+        let y = rotated::<F, A>(q, q_bias, q_cos, q_sin, head, place, with_bias);
+        q_out[(token * heads + head) * d + f] = y;
     } else {
         let (c, g) = (column + t, (head - heads) % kv_heads);
         let at = g * d;
         if head < heads + kv_heads {
-            let row = token * k.stride(0);
-            let mut x = k[row + at + f];
-            let mut other = k[row + at + partner];
-            if with_bias {
-                x += k_bias[at + f];
-                other += k_bias[at + partner];
-            }
-            let (cos, sin) = (
-                k_cos[offset(k_cos, r, t, g, f)],
-                k_sin[offset(k_sin, r, t, g, f)],
-            );
-            keys[offset(keys, r, g, c, f)] = rotate_pair::<F, A>(x, other, cos, sin, first);
+            let y = rotated::<F, A>(k, k_bias, k_cos, k_sin, g, place, with_bias);
+            keys[offset(keys, r, g, c, f)] = y;
         } else {
             let mut x = v[token * v.stride(0) + at + f];
             if with_bias {
@@ -199,6 +186,43 @@ pub(crate) fn rotate_into_cache_kernel<F: Float, A: Float>(
             values[offset(values, r, g, c, f)] = x;
         }
     }
+}
+
+/// Where a unit works: token `token` (row `r` of the batch, column `t` of the step's),
+/// feature `f` of a head of `d` and its rotation partner.
+#[derive(CubeType)]
+struct Place {
+    token: usize,
+    r: usize,
+    t: usize,
+    f: usize,
+    partner: usize,
+    d: usize,
+}
+
+/// Feature `place.f` of head `head` of `x` (a product, rows at its row stride) with its
+/// bias added, rotated with the tables' entry for (row, column, head, feature).
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn rotated<F: Float, A: Float>(
+    x: &Tensor<F>,
+    bias: &Tensor<F>,
+    cos: &Tensor<F>,
+    sin: &Tensor<F>,
+    head: usize,
+    place: Place,
+    #[comptime] with_bias: bool,
+) -> F {
+    let (at, row) = (head * place.d, place.token * x.stride(0));
+    let mut value = x[row + at + place.f];
+    let mut other = x[row + at + place.partner];
+    if with_bias {
+        value += bias[at + place.f];
+        other += bias[at + place.partner];
+    }
+    let c = cos[offset(cos, place.r, place.t, head, place.f)];
+    let s = sin[offset(sin, place.r, place.t, head, place.f)];
+    rotate_pair::<F, A>(value, other, c, s, place.f < place.d / 2)
 }
 
 /// Where `[a, b, c, f]` of a rank-4 tensor lies (its four strides).

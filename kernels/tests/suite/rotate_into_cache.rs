@@ -16,57 +16,19 @@ use roll_flow_kernels::{CachedQkv, KernelBackend};
 
 use super::{assert_close, host, Rng};
 
-/// One case: `rows` rows of `n` new columns each, `heads` query and `kv` key/value heads
-/// of width `d`, cache buffers of `capacity` columns written from `column`; with the
-/// projections' biases or not, and the projections and key tables as strided views or not.
-#[derive(Clone, Copy)]
-struct Case {
-    rows: usize,
-    n: usize,
-    heads: usize,
-    kv: usize,
-    d: usize,
-    capacity: usize,
-    column: usize,
-    with_bias: bool,
-    strided: bool,
-}
-
-const fn case(shape: [usize; 7], with_bias: bool, strided: bool) -> Case {
-    let [rows, n, heads, kv, d, capacity, column] = shape;
-    Case {
-        rows,
-        n,
-        heads,
-        kv,
-        d,
-        capacity,
-        column,
-        with_bias,
-        strided,
-    }
-}
-
-const CASES: [Case; 4] = [
-    case([1, 1, 1, 1, 2, 1, 0], false, false),
-    case([3, 1, 6, 2, 8, 5, 2], true, false),
-    case([2, 3, 4, 4, 16, 7, 4], true, true),
-    case([4, 2, 9, 3, 64, 4, 1], false, true),
+/// One case: ([rows, new columns n, heads, kv_heads, head width d, cache capacity, first
+/// column written], with the projections' biases, the projections and key tables as
+/// strided views).
+const CASES: [([usize; 7], bool, bool); 4] = [
+    ([1, 1, 1, 1, 2, 1, 0], false, false),
+    ([3, 1, 6, 2, 8, 5, 2], true, false),
+    ([2, 3, 4, 4, 16, 7, 4], true, true),
+    ([4, 2, 9, 3, 64, 4, 1], false, true),
 ];
 
 pub fn rotate_into_cache_matches_f64_and_the_unfused_ops<B: KernelBackend>(device: &B::Device) {
-    for (c, case) in CASES.iter().enumerate() {
-        let Case {
-            rows,
-            n,
-            heads,
-            kv,
-            d,
-            capacity,
-            column,
-            with_bias,
-            strided,
-        } = *case;
+    for (c, &(shape, with_bias, strided)) in CASES.iter().enumerate() {
+        let [rows, n, heads, kv, d, capacity, column] = shape;
         let mut rng = Rng::new(1300 + c as u64);
         let tokens = rows * n;
         let mut values = |len: usize, scale: f32| -> Vec<f32> {
