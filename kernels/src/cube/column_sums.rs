@@ -11,16 +11,18 @@
 //! Here a cube of 32 × 8 units takes 32 adjacent columns of a block of [`ROWS`] rows: unit
 //! (c, l) sums rows l, l + 8, … of the block in column c (the 32 units of a row read
 //! adjacent values), the 8 lanes' sums meet in shared memory, and lane 0 adds them in
-//! lane order into the block's partial sum; the second launch sums the blocks' partials
-//! the same way. Sums in f32 (`A`), whatever `x`'s dtype, rounded once to it at the end;
-//! the order is fixed by the shape, so the result is the same on every run.
+//! lane order into the block's partial sum; the second launch, [`sum_blocks`] (also the
+//! RMSNorm weight gradient's), adds the blocks' partials column by column in block
+//! order. Sums in f32 (`A`), whatever `x`'s dtype, rounded once to it at the end; the
+//! order is fixed by the shape, so the result is the same on every run.
 
-use burn::tensor::TensorMetadata;
+use burn::tensor::{DType, TensorMetadata};
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 
-use super::launch::{empty, empty_of, ACCUMULATOR};
+use super::cube_index::element_index;
+use super::launch::{empty_of, grid, ACCUMULATOR};
 
 /// Columns a cube takes (one unit each, adjacent in memory).
 const COLUMNS: u32 = 32;
@@ -29,6 +31,8 @@ const LANES: u32 = 8;
 /// Rows of a block, the first launch's unit of work (32 a unit).
 const ROWS: usize = 256;
 const MAX_GRID_Y: usize = 65_535;
+/// Units per cube of [`sum_blocks_kernel`] (one column each).
+const SUM_UNITS: u32 = 128;
 
 /// Σ_rows `x` for `x [n, m]` (n ≥ 1), as `[m]` in `x`'s dtype; `x` is read through its
 /// strides.
@@ -37,46 +41,52 @@ pub(super) fn column_sums<R: CubeRuntime>(x: CubeTensor<R>) -> CubeTensor<R> {
     let rows = ROWS.max(n.div_ceil(MAX_GRID_Y));
     let blocks = n.div_ceil(rows);
     let partials = empty_of(&x, &[blocks, m], ACCUMULATOR);
-    launch(&x, &partials, n, rows, blocks);
-    let out = empty(&x, &[m]);
-    launch(&partials, &out, blocks, blocks, 1);
-    out
-}
-
-/// Sums each block of `rows` rows of `x [n, m]` into row `block` of `out` (`[blocks, m]`,
-/// or `[m]` for one block).
-fn launch<R: CubeRuntime>(
-    x: &CubeTensor<R>,
-    out: &CubeTensor<R>,
-    n: usize,
-    rows: usize,
-    blocks: usize,
-) {
-    let m = x.shape()[1];
-    let count = CubeCount::Static(m.div_ceil(COLUMNS as usize) as u32, blocks as u32, 1);
-    column_sums_kernel::launch::<R>(
+    column_partials_kernel::launch::<R>(
         &x.client,
-        count,
+        CubeCount::Static(m.div_ceil(COLUMNS as usize) as u32, blocks as u32, 1),
         CubeDim::new_2d(COLUMNS, LANES),
         x.clone().into_tensor_arg(),
-        out.clone().into_tensor_arg(),
+        partials.clone().into_tensor_arg(),
         n,
         m,
         rows,
-        [x.dtype.into(), out.dtype.into(), ACCUMULATOR.into()],
+        [x.dtype.into(), ACCUMULATOR.into()],
     );
+    sum_blocks(&partials, x.dtype, blocks, m)
+}
+
+/// out_j = Σ_b partials[b, j] in block order, `[m]` in `dtype`, from f32 `partials [blocks,
+/// m]`: the second step of a column sum (here, and the RMSNorm weight gradient's).
+pub(super) fn sum_blocks<R: CubeRuntime>(
+    partials: &CubeTensor<R>,
+    dtype: DType,
+    blocks: usize,
+    m: usize,
+) -> CubeTensor<R> {
+    let out = empty_of(partials, &[m], dtype);
+    sum_blocks_kernel::launch::<R>(
+        &partials.client,
+        grid(m.div_ceil(SUM_UNITS as usize)),
+        CubeDim::new_1d(SUM_UNITS),
+        partials.clone().into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        blocks as u32,
+        m as u32,
+        [dtype.into(), ACCUMULATOR.into()],
+    );
+    out
 }
 
 /// Cube (tile, block), unit (c, lane): column `tile·32 + c`, rows `block·rows + lane`,
-/// `+ 8`, … below the block's end.
+/// `+ 8`, … below the block's end, summed into `partials[block, column]`.
 #[cube(launch)]
-pub(crate) fn column_sums_kernel<F: Float, O: Float, A: Float>(
+pub(crate) fn column_partials_kernel<F: Float, A: Float>(
     x: &Tensor<F>,
-    out: &mut Tensor<O>,
+    partials: &mut Tensor<A>,
     n: usize,
     m: usize,
     rows: usize,
-    #[define(F, O, A)] _dtypes: [StorageType; 3],
+    #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     let unit = UNIT_POS_X as usize;
     let lane = UNIT_POS_Y as usize;
@@ -103,6 +113,24 @@ pub(crate) fn column_sums_kernel<F: Float, O: Float, A: Float>(
         for l in 0..LANES as usize {
             total += lanes[l * COLUMNS as usize + unit];
         }
-        out[block * m + column] = O::cast_from(total);
+        partials[block * m + column] = total;
     }
+}
+
+/// out_j = Σ_b partials[b, j], in block order, one unit per column.
+#[cube(launch)]
+pub(crate) fn sum_blocks_kernel<F: Float, A: Float>(
+    partials: &Tensor<A>,
+    out: &mut Tensor<F>,
+    blocks: u32,
+    m: u32,
+    #[define(F, A)] _dtypes: [StorageType; 2],
+) {
+    let n = m as usize;
+    let j = element_index(n);
+    let mut sum = A::new(0.0);
+    for b in 0..blocks as usize {
+        sum += partials[b * n + j];
+    }
+    out[j] = F::cast_from(sum);
 }

@@ -8,8 +8,8 @@
 //! sqrt, recip and two broadcast products, each a pass with its own allocation. dw is a
 //! sum over rows, done in two fixed-order steps so that it is the same on every run (no
 //! atomics): the dx kernel also saves r_i, then each unit of [`dweight_partials_kernel`]
-//! sums one feature over a block of [`ROWS_PER_BLOCK`] rows, and
-//! [`dweight_sum_kernel`] adds the blocks' partials feature by feature. Sums in the
+//! sums one feature over a block of [`ROWS_PER_BLOCK`] rows, and [`sum_blocks`] (a bias
+//! gradient's second step too) adds the blocks' partials feature by feature. Sums in the
 //! accumulator type `A` (f32 at launch) whatever `x`'s type.
 //!
 //! [`add_rms_norm_forward_kernel`] is the forward with a residual add in front, s = x + δ
@@ -22,7 +22,8 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 
-use super::cube_index::{cube_index, element_index};
+use super::column_sums::sum_blocks;
+use super::cube_index::cube_index;
 use super::cube_sum::cube_sum;
 use super::launch::{empty, empty_of, grid, ACCUMULATOR};
 
@@ -120,8 +121,8 @@ pub(super) fn backward<R: CubeRuntime>(
     let r = empty_of(&x, &[rows], ACCUMULATOR);
     let blocks = rows.div_ceil(ROWS_PER_BLOCK).max(1);
     let partials = empty_of(&x, &[blocks, h], ACCUMULATOR);
-    let dw = empty(&x, &[h]);
-    let (client, dtypes) = (x.client.clone(), [x.dtype.into(), ACCUMULATOR.into()]);
+    let (client, x_dtype) = (x.client.clone(), x.dtype);
+    let dtypes = [x_dtype.into(), ACCUMULATOR.into()];
     rms_norm_backward_kernel::launch::<R>(
         &client,
         grid(rows),
@@ -151,16 +152,7 @@ pub(super) fn backward<R: CubeRuntime>(
         ROWS_PER_BLOCK as u32,
         dtypes,
     );
-    dweight_sum_kernel::launch::<R>(
-        &client,
-        grid(feature_cubes),
-        CubeDim::new_1d(UNITS),
-        partials.into_tensor_arg(),
-        dw.clone().into_tensor_arg(),
-        blocks as u32,
-        h as u32,
-        dtypes,
-    );
+    let dw = sum_blocks(&partials, x_dtype, blocks, h);
     (dx, dw)
 }
 
@@ -322,22 +314,4 @@ pub(crate) fn dweight_partials_kernel<F: Float, A: Float>(
         sum += A::cast_from(grad[i * n + j]) * A::cast_from(x[i * n + j]) * r[i];
     }
     partials[block * n + j] = sum;
-}
-
-/// dw_j = Σ_b partials[b, j], in block order.
-#[cube(launch)]
-pub(crate) fn dweight_sum_kernel<F: Float, A: Float>(
-    partials: &Tensor<A>,
-    dw: &mut Tensor<F>,
-    blocks: u32,
-    h: u32,
-    #[define(F, A)] _dtypes: [StorageType; 2],
-) {
-    let n = h as usize;
-    let j = element_index(n);
-    let mut sum = A::new(0.0);
-    for b in 0..blocks as usize {
-        sum += partials[b * n + j];
-    }
-    dw[j] = F::cast_from(sum);
 }
