@@ -7,9 +7,10 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::Tensor;
 
 use crate::cached_qkv::{CachedQkv, RotatedQkv};
+use crate::float_primitive::{float, wrap};
 use crate::unfused::{self, DenseGradients, MatrixProduct, RowSum};
 
 use crate::ppo_clip::ClipSettings;
@@ -343,9 +344,8 @@ pub trait KernelBackend: Backend {
     /// log π(token), count of non-finite logits); see [`crate::row_sampling`]. Default: on
     /// the host ([`crate::cpu::row_sample`]), which reads the logits back.
     fn sample_rows(logits: FloatTensor<Self>, params: FloatTensor<Self>) -> FloatTensor<Self> {
-        use burn::tensor::{Tensor, TensorData, TensorPrimitive};
-        let logits = Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(logits));
-        let params = Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(params));
+        use burn::tensor::TensorData;
+        let (logits, params): (Tensor<Self, 2>, Tensor<Self, 2>) = (wrap(logits), wrap(params));
         let ([rows, vocab], device) = (logits.dims(), logits.device());
         let host = |t: Tensor<Self, 2>| t.into_data().convert::<f32>().to_vec::<f32>();
         let (Ok(logits), Ok(params)) = (host(logits), host(params)) else {
@@ -353,7 +353,7 @@ pub trait KernelBackend: Backend {
         };
         let out = crate::cpu::row_sample::sample_rows(&logits, &params, vocab);
         let out = Tensor::<Self, 2>::from_data(TensorData::new(out, [rows, 3]), &device);
-        out.into_primitive().tensor()
+        float(out)
     }
 
     /// Σ x² over every value of `x` (not differentiable), for `SquareSums`. Default:
@@ -361,9 +361,8 @@ pub trait KernelBackend: Backend {
     /// fixed by the element count, the same on every CPU and at every thread count
     /// ([`crate::cpu::sum_of_squares`]).
     fn square_sum(x: FloatTensor<Self>) -> SquareSum<Self> {
-        use burn::tensor::{Tensor, TensorPrimitive};
-        let x = Tensor::<Self, 1>::from_primitive(TensorPrimitive::Float(x));
-        SquareSum::Device(x.square().sum().into_primitive().tensor())
+        let x: Tensor<Self, 1> = wrap(x);
+        SquareSum::Device(float(x.square().sum()))
     }
 
     /// `tensor` with `value` written at offsets `starts` (one per axis). Default: burn's
@@ -409,12 +408,12 @@ impl<B: KernelBackend> CachedQkv<B> {
             x.reshape([rows, n, h, d])
         };
         let rotate = |x: Tensor<B, 4>, [cos, sin]: [Tensor<B, 4>; 2]| {
-            float_tensor(B::rotary(primitive(x), primitive(cos), primitive(sin)))
+            wrap(B::rotary(float(x), float(cos), float(sin)))
         };
         let at = [0, 0, self.column, 0];
         let write = |buffer: Tensor<B, 4>, new: Tensor<B, 4>| {
-            let new = primitive(new.swap_dims(1, 2));
-            float_tensor(B::block_write(primitive(buffer), &at, new))
+            let new = float(new.swap_dims(1, 2));
+            wrap(B::block_write(float(buffer), &at, new))
         };
         let k = rotate(biased(self.k, bk, kv_heads), self.k_tables);
         RotatedQkv {
@@ -423,12 +422,4 @@ impl<B: KernelBackend> CachedQkv<B> {
             values: write(self.values, biased(self.v, bv, kv_heads)),
         }
     }
-}
-
-fn primitive<B: Backend, const D: usize>(t: Tensor<B, D>) -> FloatTensor<B> {
-    t.into_primitive().tensor()
-}
-
-fn float_tensor<B: Backend, const D: usize>(t: FloatTensor<B>) -> Tensor<B, D> {
-    Tensor::from_primitive(TensorPrimitive::Float(t))
 }

@@ -57,6 +57,7 @@ pub mod cpu;
 mod cube;
 pub mod dtype_cast;
 mod flex;
+mod float_primitive;
 pub mod half_matmul;
 pub mod host_transfer;
 #[cfg(feature = "ndarray")]
@@ -69,7 +70,7 @@ pub mod square_sums;
 mod tf32;
 mod unfused;
 
-use burn::tensor::{Int, Tensor, TensorPrimitive};
+use burn::tensor::{Int, Tensor};
 
 pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
 pub use backend::{
@@ -77,6 +78,7 @@ pub use backend::{
 };
 pub use cached_qkv::{CachedQkv, RotatedQkv};
 pub use dtype_cast::like;
+use float_primitive::{float, wrap};
 pub use half_matmul::{half_matmul, half_matmul_refusals, set_half_matmul, HalfMatmul};
 pub use packed_weights::{with_packed_weights, PackedWeights};
 pub use ppo_clip::{ClipSettings, PpoStats};
@@ -103,7 +105,7 @@ pub fn swiglu<B: KernelBackend, const D: usize>(
 ) -> Tensor<B, D> {
     assert_eq!(gate.dims(), up.dims(), "swiglu: gate and up shapes differ");
     let out = B::swiglu(float(gate), float(up));
-    Tensor::from_primitive(TensorPrimitive::Float(out))
+    wrap(out)
 }
 
 /// RMSNorm over the last axis with the scale `weight` (`[H]`), differentiable w.r.t. both;
@@ -122,7 +124,7 @@ pub fn rms_norm<B: KernelBackend, const D: usize>(
         "rms_norm: the scale does not match the feature axis"
     );
     let out = B::rms_norm(float(x), float(weight), eps);
-    Tensor::from_primitive(TensorPrimitive::Float(out))
+    wrap(out)
 }
 
 /// `(x + delta, rms_norm(x + delta))` in one pass where the backend has a kernel for it
@@ -167,14 +169,14 @@ pub fn rotary<B: KernelBackend, const D: usize>(
         sin.dims()
     );
     let out = B::rotary(float(x), float(cos), float(sin));
-    Tensor::from_primitive(TensorPrimitive::Float(out))
+    wrap(out)
 }
 
 /// `x` laid out row-major, the same values and shape: a strided view (e.g. heads moved
 /// back with `swap_dims`) is copied so that a reshape after it is a view; the gradient
 /// flows through unchanged, laid out row-major too. See [`KernelBackend::contiguous`].
 pub fn contiguous<B: KernelBackend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
-    Tensor::from_primitive(TensorPrimitive::Float(B::contiguous(float(x))))
+    wrap(B::contiguous(float(x)))
 }
 
 /// `tensor` with `value` written at offsets `starts`, like `slice_assign` with the ranges
@@ -195,7 +197,7 @@ pub fn block_write<B: KernelBackend, const D: usize>(
         "block_write: a {block:?} block at {starts:?} does not fit {dims:?}"
     );
     let out = B::block_write(float(tensor), &starts, float(value));
-    Tensor::from_primitive(TensorPrimitive::Float(out))
+    wrap(out)
 }
 
 /// The batched matrix product `lhs · rhs` over the last two axes (`[.., n, k] · [.., k,
@@ -266,7 +268,7 @@ pub fn masked_softmax<B: KernelBackend, const D: usize>(
         "masked_softmax: scores and mask shapes differ"
     );
     let out = B::masked_softmax(float(scores), float(mask));
-    Tensor::from_primitive(TensorPrimitive::Float(out))
+    wrap(out)
 }
 
 /// One query per row against its keys and values (a decode step): `softmax(q kᵀ + mask) v`
@@ -311,14 +313,6 @@ pub struct LogProbEntropy<B: burn::tensor::backend::Backend> {
 pub struct PpoClipOutput<B: burn::tensor::backend::Backend> {
     pub loss: Tensor<B, 1>,
     pub stats: Tensor<B, 1>,
-}
-
-fn float<B: KernelBackend, const D: usize>(t: Tensor<B, D>) -> burn::tensor::ops::FloatTensor<B> {
-    t.into_primitive().tensor()
-}
-
-fn wrap<B: KernelBackend, const D: usize>(t: burn::tensor::ops::FloatTensor<B>) -> Tensor<B, D> {
-    Tensor::from_primitive(TensorPrimitive::Float(t))
 }
 
 /// log softmax(logits / T)\[target\] and the entropy of softmax(logits / T), per row, in one

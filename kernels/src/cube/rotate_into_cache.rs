@@ -12,10 +12,8 @@
 //! stride 0, which a copy to contiguous memory would cost two launches a layer).
 
 use burn::tensor::Tensor as BurnTensor;
-use burn::tensor::TensorPrimitive;
 use burn_cubecl::element::BoolElement;
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
@@ -23,6 +21,7 @@ use super::cube_index::element_index;
 use super::launch::{empty, grid, ACCUMULATOR};
 use super::rotary::rotate_pair;
 use crate::cached_qkv::{CachedQkv, RotatedQkv};
+use crate::float_primitive::{float, wrap};
 
 /// Units per cube (one element each).
 const UNITS: usize = 256;
@@ -49,7 +48,7 @@ pub(super) fn launch<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolEle
     let [rows, n, heads, d] = step.query_shape();
     let kv_heads = step.k_tables[0].dims()[2];
     let rows_of = |t: BurnTensor<CubeBackend<R, F, I, BT>, 2>| {
-        let t = cube(t);
+        let t = float(t);
         match t.meta.strides()[1] == 1 {
             true => t,
             false => into_contiguous(t),
@@ -58,15 +57,15 @@ pub(super) fn launch<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolEle
     let (q, k, v) = (rows_of(step.q), rows_of(step.k), rows_of(step.v));
     let with_bias = step.bias.is_some();
     let [q_bias, k_bias, v_bias] = match step.bias {
-        Some(bias) => bias.map(|b| into_contiguous(cube(b))),
+        Some(bias) => bias.map(|b| into_contiguous(float(b))),
         // Not read (`with_bias` false); any tensor fills the argument.
         None => [q.clone(), q.clone(), q.clone()],
     };
     // Read through their strides: the model's key tables repeat one head with stride 0.
-    let [q_cos, q_sin] = step.q_tables.map(cube);
-    let [k_cos, k_sin] = step.k_tables.map(cube);
+    let [q_cos, q_sin] = step.q_tables.map(float);
+    let [k_cos, k_sin] = step.k_tables.map(float);
     let [keys, values] = [step.keys, step.values].map(|t| {
-        let t = cube(t);
+        let t = float(t);
         match t.can_mut() && t.is_nonoverlapping() {
             true => t,
             false => t.copy(),
@@ -102,22 +101,10 @@ pub(super) fn launch<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolEle
         [dtype.into(), ACCUMULATOR.into()],
     );
     RotatedQkv {
-        q: tensor(q_out),
-        keys: tensor(keys),
-        values: tensor(values),
+        q: wrap(q_out),
+        keys: wrap(keys),
+        values: wrap(values),
     }
-}
-
-fn cube<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, const D: usize>(
-    t: BurnTensor<CubeBackend<R, F, I, BT>, D>,
-) -> CubeTensor<R> {
-    t.into_primitive().tensor()
-}
-
-fn tensor<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement, const D: usize>(
-    t: CubeTensor<R>,
-) -> BurnTensor<CubeBackend<R, F, I, BT>, D> {
-    BurnTensor::from_primitive(TensorPrimitive::Float(t))
 }
 
 /// Element `i` of the step's `tokens × (heads + 2·kv_heads) × d` outputs: token
