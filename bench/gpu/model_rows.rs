@@ -124,7 +124,7 @@ pub fn model_rows<B: KernelBackend>(
     // stored in the compute dtype.
     let model = Qwen2CausalLm::<B>::random(&config, 0, device)
         .with_compute_dtype(shapes.compute)
-        .with_params_in_compute_dtype();
+        .for_generation();
     let (gen_batch, prompt, new) = shapes.generate;
     let generate = |new: usize| {
         let mut batcher = ContinuousBatcher::<B>::new(gen_batch, device);

@@ -62,6 +62,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn swiglu_reads_the_halves_of_one_product() {
+                super::suite::swiglu::swiglu_reads_the_halves_of_one_product::<B>(&device());
+            }
+
+            #[test]
             fn masked_softmax_and_its_gradient_match_reference() {
                 super::suite::masked_softmax::masked_softmax_forward_backward::<A>(&device());
             }

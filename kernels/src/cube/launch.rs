@@ -5,6 +5,7 @@
 use burn::tensor::ops::IntTensorOps;
 use burn::tensor::{DType, Shape, TensorData};
 use burn_cubecl::element::BoolElement;
+use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
@@ -42,6 +43,16 @@ pub(super) fn empty_of<R: CubeRuntime>(
         Shape::from(shape.to_vec()),
         dtype,
     )
+}
+
+/// `t` where it lies when its last axis has unit stride (row-major, or a column view of a
+/// wider tensor: the kernel finds each row through [`super::cube_index::row_offset`]),
+/// else a contiguous copy.
+pub(super) fn unit_stride_rows<R: CubeRuntime>(t: CubeTensor<R>) -> CubeTensor<R> {
+    match t.meta.strides().last() {
+        Some(1) => t,
+        _ => into_contiguous(t),
+    }
 }
 
 /// The offsets on the device, as u32.

@@ -18,7 +18,7 @@ use burn_cubecl::{CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
 use super::cube_index::element_index;
-use super::launch::{empty, grid, ACCUMULATOR};
+use super::launch::{empty, grid, unit_stride_rows, ACCUMULATOR};
 use super::rotary::rotate_pair;
 use crate::cached_qkv::{CachedQkv, RotatedQkv};
 use crate::float_primitive::{float, wrap};
@@ -47,13 +47,7 @@ pub(super) fn launch<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolEle
     }
     let [rows, n, heads, d] = step.query_shape();
     let kv_heads = step.k_tables[0].dims()[2];
-    let rows_of = |t: BurnTensor<CubeBackend<R, F, I, BT>, 2>| {
-        let t = float(t);
-        match t.meta.strides()[1] == 1 {
-            true => t,
-            false => into_contiguous(t),
-        }
-    };
+    let rows_of = |t: BurnTensor<CubeBackend<R, F, I, BT>, 2>| unit_stride_rows(float(t));
     let (q, k, v) = (rows_of(step.q), rows_of(step.k), rows_of(step.v));
     let with_bias = step.bias.is_some();
     let [q_bias, k_bias, v_bias] = match step.bias {

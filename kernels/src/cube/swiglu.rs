@@ -11,17 +11,20 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 
-use super::cube_index::element_index;
-use super::launch::{empty, grid, ACCUMULATOR};
+use super::cube_index::{element_index, row_offset};
+use super::launch::{empty, grid, unit_stride_rows, ACCUMULATOR};
 
 /// Units per cube (one element each).
 const UNITS: usize = 256;
 
-/// silu(gate) ⊙ up, equal shapes.
+/// silu(gate) ⊙ up, equal shapes. Read where they lie when their rows are unit-stride: a
+/// generating copy's gate and up are the two halves of one product's columns.
 pub(super) fn forward<R: CubeRuntime>(gate: CubeTensor<R>, up: CubeTensor<R>) -> CubeTensor<R> {
-    let (gate, up) = (into_contiguous(gate), into_contiguous(up));
-    let n = gate.shape().num_elements();
-    let y = empty(&gate, &gate.shape().to_vec());
+    let (gate, up) = (unit_stride_rows(gate), unit_stride_rows(up));
+    let shape = gate.shape().to_vec();
+    let n = shape.iter().product::<usize>();
+    let width = shape.last().copied().unwrap_or(1);
+    let y = empty(&gate, &shape);
     let (client, dtype) = (gate.client.clone(), gate.dtype);
     swiglu_forward_kernel::launch::<R>(
         &client,
@@ -31,6 +34,7 @@ pub(super) fn forward<R: CubeRuntime>(gate: CubeTensor<R>, up: CubeTensor<R>) ->
         up.into_tensor_arg(),
         y.clone().into_tensor_arg(),
         n,
+        width,
         [dtype.into(), ACCUMULATOR.into()],
     );
     y
@@ -77,11 +81,14 @@ pub(crate) fn swiglu_forward_kernel<F: Float, A: Float>(
     up: &Tensor<F>,
     y: &mut Tensor<F>,
     n: usize,
+    width: usize,
     #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     let i = element_index(n);
-    let g = A::cast_from(gate[i]);
-    y[i] = F::cast_from(g * sigmoid::<A>(g) * A::cast_from(up[i]));
+    let (row, column) = (i / width, i % width);
+    let g = A::cast_from(gate[row_offset(gate, row) + column]);
+    let u = A::cast_from(up[row_offset(up, row) + column]);
+    y[i] = F::cast_from(g * sigmoid::<A>(g) * u);
 }
 
 #[cube(launch)]

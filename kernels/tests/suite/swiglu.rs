@@ -48,3 +48,46 @@ pub fn swiglu_forward_backward<B: KernelBackend + AutodiffBackend>(device: &B::D
         assert_close(&format!("dup {what}"), &du, &rdu, 1e-5, 1e-4);
     }
 }
+
+/// A generating copy's gate and up are the two column halves of one `[.., 2·width]`
+/// product: the forward on those views gives the same values as on contiguous copies of
+/// them, bit for bit (the CubeCL kernel reads the views in place, through each row's
+/// start), and matches the reference.
+pub fn swiglu_reads_the_halves_of_one_product<B: KernelBackend>(device: &B::Device) {
+    for (k, &(rows, width)) in SHAPES.iter().enumerate() {
+        let mut rng = Rng::new(700 + k as u64);
+        let values: Vec<f32> = (0..rows * 2 * width).map(|_| 3.0 * rng.normal()).collect();
+        let both = Tensor::<B, 2>::from_data(TensorData::new(values, [rows, 2 * width]), device);
+        // Also as `[2, rows, 2·width]` (a batch of two sequences, the second negated).
+        let batched = Tensor::stack::<3>(vec![both.clone(), both.clone().neg()], 0);
+        let what = format!("{rows}x{width}");
+        let halves = |t: Tensor<B, 2>| {
+            let (gate, up) = (t.clone().narrow(1, 0, width), t.narrow(1, width, width));
+            let y = host(roll_flow_kernels::swiglu(gate.clone(), up.clone()));
+            let copied = host(roll_flow_kernels::swiglu(
+                roll_flow_kernels::contiguous(gate.clone()),
+                roll_flow_kernels::contiguous(up.clone()),
+            ));
+            (y, copied, host(reference::swiglu(gate, up)))
+        };
+        let (y, copied, reference) = halves(both);
+        assert_eq!(y, copied, "swiglu of views {what}");
+        assert_close(
+            &format!("swiglu of views {what}"),
+            &y,
+            &reference,
+            1e-5,
+            1e-4,
+        );
+        let (gate, up) = (
+            batched.clone().narrow(2, 0, width),
+            batched.narrow(2, width, width),
+        );
+        let y = host(roll_flow_kernels::swiglu(gate.clone(), up.clone()));
+        let copied = host(roll_flow_kernels::swiglu(
+            roll_flow_kernels::contiguous(gate),
+            roll_flow_kernels::contiguous(up),
+        ));
+        assert_eq!(y, copied, "swiglu of batched views {what}");
+    }
+}

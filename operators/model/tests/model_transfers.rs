@@ -21,11 +21,22 @@ const PROMPTS: [&[u32]; 4] = [
 ];
 const NEW_TOKENS: usize = 6;
 
-/// Four requests (two greedy, two sampled) on `device`: the copies of the second step (a
-/// decode step with every row running and none finishing), the logits' width, and the
-/// outputs once all finish.
-fn decode_step<B: KernelBackend>(device: &B::Device) -> (Transfers, usize, Vec<GenerationOutput>) {
+/// Four requests (two greedy, two sampled) on `device`, on the copy a pipeline generates
+/// with (`for_generation`: on a device the projections that share an input side by side)
+/// or, without `fused`, the loaded model itself: the copies of the second step (a decode
+/// step with every row running and none finishing), the logits' width, and the outputs
+/// once all finish.
+fn decode_step<B: KernelBackend>(
+    device: &B::Device,
+    fused: bool,
+) -> (Transfers, usize, Vec<GenerationOutput>) {
     let model = load_causal_lm::<B>(&fixture("tiny_qwen2"), device).unwrap();
+    let model = match fused {
+        true => model.for_generation(),
+        false => model,
+    };
+    let attention = &model.model.layers[0].self_attn;
+    assert_eq!(attention.qkv_weight.is_some(), fused && B::DEVICE_MEMORY);
     let mut batcher = ContinuousBatcher::<B>::new(PROMPTS.len(), device);
     for (i, prompt) in PROMPTS.iter().enumerate() {
         let sampling = match i % 2 {
@@ -75,7 +86,7 @@ const KEYS: u64 = 8;
 
 #[test]
 fn the_host_path_reads_the_logits_back_once_per_decode_step() {
-    let (step, vocab, outputs) = decode_step::<burn::backend::Flex>(&Default::default());
+    let (step, vocab, outputs) = decode_step::<burn::backend::Flex>(&Default::default(), true);
     let rows = PROMPTS.len() as u64;
     let (uploads, upload_bytes) = host_forward_uploads(rows, KEYS);
     let want = Transfers {
@@ -92,7 +103,7 @@ fn the_host_path_reads_the_logits_back_once_per_decode_step() {
 /// of a few hundred bytes, not six of the full tables) and draws there: one more upload
 /// (each row's 1/T, u and greedy flag) and one download of (token, log-prob, non-finite count) per row, not the logits;
 /// every request gets the tokens the CPU's host sampler gives it, with log-probs within
-/// 1e-4.
+/// 1e-4, and the generating copy's side-by-side products the separate products' tokens.
 #[cfg(feature = "wgpu")]
 #[test]
 fn on_wgpu_a_decode_step_reads_back_three_numbers_a_row() {
@@ -110,7 +121,7 @@ fn on_cuda_a_decode_step_reads_back_three_numbers_a_row() {
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn a_device_decode_step_reads_back_three_numbers_a_row<D: KernelBackend>(device: &D::Device) {
-    let (step, _, outputs) = decode_step::<D>(device);
+    let (step, _, outputs) = decode_step::<D>(device, true);
     let rows = PROMPTS.len() as u64;
     let (uploads, upload_bytes) = device_forward_uploads(rows, KEYS);
     let want = Transfers {
@@ -120,11 +131,21 @@ fn a_device_decode_step_reads_back_three_numbers_a_row<D: KernelBackend>(device:
         download_bytes: rows * 3 * 4,
     };
     assert_eq!(step, want);
-    let (_, _, on_cpu) = decode_step::<burn::backend::Flex>(&Default::default());
+    let (_, _, on_cpu) = decode_step::<burn::backend::Flex>(&Default::default(), true);
     for (gpu, cpu) in outputs.iter().zip(&on_cpu) {
         assert_eq!(gpu.tokens, cpu.tokens, "request {:?}", gpu.id);
         for (a, b) in gpu.logprobs.iter().zip(&cpu.logprobs) {
             assert!((a - b).abs() < 1e-4, "request {:?}: {a} vs {b}", gpu.id);
+        }
+    }
+    // The side-by-side products give what the separate ones give: the same tokens,
+    // log-probs within 1e-5 (each output column is the same dot product; the products'
+    // tiles may split it differently).
+    let (_, _, separate) = decode_step::<D>(device, false);
+    for (fused, separate) in outputs.iter().zip(&separate) {
+        assert_eq!(fused.tokens, separate.tokens, "request {:?}", fused.id);
+        for (a, b) in fused.logprobs.iter().zip(&separate.logprobs) {
+            assert!((a - b).abs() < 1e-5, "request {:?}: {a} vs {b}", fused.id);
         }
     }
 }

@@ -43,13 +43,14 @@ pub struct PolicyModel<B: RunBackend = CpuBackend> {
     lora_base: Option<String>,
 }
 
-/// The copy rollout and eval generate with: LoRA adapters folded into the weights, and the
+/// The copy rollout and eval generate with: LoRA adapters folded into the weights, the
 /// weights stored in the model's compute dtype where it has one (cast once a publication,
-/// not once a forward call; `Qwen2CausalLm::with_params_in_compute_dtype`).
+/// not once a forward call) and, on a GPU, the projections that share an input side by
+/// side (`Qwen2CausalLm::for_generation`).
 fn inference_copy<B: RunBackend>(
     model: &Qwen2CausalLm<TrainBackend<B>>,
 ) -> Qwen2CausalLm<InferBackend<B>> {
-    merge_lora(&model.valid()).with_params_in_compute_dtype()
+    merge_lora(&model.valid()).for_generation()
 }
 
 fn model_error(name: &str, e: impl std::fmt::Display) -> String {

@@ -149,9 +149,7 @@ impl<B: RunBackend> WeightVersions<B> {
                      with the same `staleness`"
                 )
             })?;
-            let model = model
-                .with_compute_dtype(compute)
-                .with_params_in_compute_dtype();
+            let model = model.with_compute_dtype(compute).for_generation();
             let version = read_text(&dir, VERSION_FILE)?
                 .trim()
                 .parse()

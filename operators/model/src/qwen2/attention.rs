@@ -16,12 +16,10 @@ use burn::module::Module;
 use burn::nn::Linear;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use roll_flow_kernels::{CachedQkv, KernelBackend};
+use roll_flow_kernels::KernelBackend;
 
 use super::attention_mask::LayerMask;
 use super::banded_attention::banded_attention;
-use super::compute_dtype::like;
-use super::dense::project_with;
 use super::lora_adapter::{project_adapted, LoraAdapter};
 use super::queries::QueryRows;
 use super::rms_norm::RmsNorm;
@@ -30,7 +28,7 @@ use super::rotary::RotaryAngles;
 use super::selected_queries::SelectedQueries;
 use crate::config::Qwen2Config;
 use crate::error::ModelError;
-use crate::kv_cache::{Columns, LayerKv};
+use crate::kv_cache::LayerKv;
 use crate::weights::{linear, TensorSink, WeightSource};
 
 /// Multi-head attention with grouped key/value heads.
@@ -63,6 +61,12 @@ pub struct Attention<B: Backend> {
     pub kv_heads: usize,
     /// Width of one head.
     pub head_dim: usize,
+    /// The q, k and v weights side by side, `[hidden, (heads + 2·kv_heads)·head_dim]`, in a
+    /// copy that generates on a device ([`Attention::fuse_projections`]): its cached steps
+    /// run one product where they ran three. Not a parameter (neither trained, saved nor
+    /// recorded); `None` everywhere else.
+    #[module(skip)]
+    pub qkv_weight: Option<Tensor<B, 2>>,
 }
 
 impl<B: Backend> Attention<B> {
@@ -128,6 +132,7 @@ impl<B: Backend> Attention<B> {
             heads,
             kv_heads,
             head_dim: d,
+            qkv_weight: None,
         })
     }
 
@@ -234,65 +239,6 @@ impl<B: KernelBackend> Attention<B> {
             LayerMask::Banded(band) => banded_attention(q, k, v, band),
         };
         project_adapted(&self.o_proj, &self.o_lora, out)
-    }
-
-    /// Whether the projections are plain products (no LoRA adapter, which the generating
-    /// copy has folded in; no per-head norm, Qwen3's) with all three q/k/v biases or none,
-    /// which [`Self::rotate_into_cache`] takes.
-    fn plain(&self) -> bool {
-        let adapters = [&self.q_lora, &self.k_lora, &self.v_lora];
-        let biases = [&self.q_proj, &self.k_proj, &self.v_proj].map(|p| p.bias.is_some());
-        adapters.iter().all(|a| a.is_none())
-            && self.q_norm.is_none()
-            && self.k_norm.is_none()
-            && (biases.iter().all(|&b| b) || biases.iter().all(|&b| !b))
-    }
-
-    /// A cached step on a device (a decode step, or a prefill that scores every column):
-    /// the three products without their biases, then one call that adds the biases,
-    /// rotates queries and keys and writes keys and values into `cache`
-    /// ([`roll_flow_kernels::rotate_into_cache`], one kernel on a GPU where the unfused
-    /// path launches seven). Returns the queries `[batch, heads, len, d]` and the live
-    /// keys and values, as the unfused path.
-    fn rotate_into_cache(
-        &self,
-        x: Tensor<B, 3>,
-        rope: &RotaryAngles<B>,
-        cache: &mut LayerKv<B>,
-    ) -> (Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4>) {
-        let [batch, len, hidden] = x.dims();
-        let x = x.reshape([batch * len, hidden]);
-        let dtype = x.dtype();
-        let product = |p: &Linear<B>| project_with(x.clone(), p.weight.val(), None);
-        let (q, k, v) = (
-            product(&self.q_proj),
-            product(&self.k_proj),
-            product(&self.v_proj),
-        );
-        let bias = match [&self.q_proj, &self.k_proj, &self.v_proj].map(|p| p.bias.as_ref()) {
-            [Some(bq), Some(bk), Some(bv)] => Some([bq, bk, bv].map(|b| like(b.val(), dtype))),
-            _ => None,
-        };
-        let columns = Columns {
-            shape: [batch, self.kv_heads, len, self.head_dim],
-            dtype: k.dtype(),
-            device: k.device(),
-        };
-        let (keys, values, q) = cache.append_with(columns, |keys, values, column| {
-            let out = roll_flow_kernels::rotate_into_cache(CachedQkv {
-                q,
-                k,
-                v,
-                bias,
-                q_tables: [rope.cos_scaled.clone(), rope.sin_scaled.clone()],
-                k_tables: [rope.cos.clone(), rope.sin.clone()],
-                keys,
-                values,
-                column,
-            });
-            (out.keys, out.values, out.q)
-        });
-        (q.swap_dims(1, 2), keys, values)
     }
 
     /// Rotated, scaled queries of `x: [batch, len, hidden]`, `[batch, heads, len, d]`.

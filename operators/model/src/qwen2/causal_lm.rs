@@ -100,6 +100,21 @@ impl<B: Backend> Qwen2CausalLm<B> {
 }
 
 impl<B: KernelBackend> Qwen2CausalLm<B> {
+    /// The copy rollout and evaluation generate with, from a model whose weights are final
+    /// (LoRA adapters merged): its parameters stored in the compute dtype
+    /// ([`Self::with_params_in_compute_dtype`]) and, on a device backend, each layer's q/k/v
+    /// and gate/up weights also side by side ([`super::attention::Attention::fuse_projections`],
+    /// [`super::mlp::Mlp::fuse_projections`]): a decode step's seven products a layer
+    /// become four. On the CPU the same model as `with_params_in_compute_dtype`.
+    pub fn for_generation(self) -> Self {
+        let mut model = self.with_params_in_compute_dtype();
+        for layer in &mut model.model.layers {
+            layer.self_attn.fuse_projections();
+            layer.mlp.fuse_projections();
+        }
+        model
+    }
+
     /// Final hidden states at the positions `queries` asks for, one row each (`[rows,
     /// hidden]`; `Qwen2Backbone::hidden_rows`, the one entry point).
     pub fn hidden_rows(

@@ -6,6 +6,7 @@ pub mod attention;
 pub mod attention_mask;
 pub mod backbone;
 pub mod banded_attention;
+pub mod cached_step;
 pub mod causal_lm;
 pub mod compute_dtype;
 pub mod decoder_layer;
