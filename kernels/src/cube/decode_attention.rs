@@ -2,15 +2,32 @@
 //! `out = softmax(q kᵀ + mask) v` for every (row, query head) in one cube, query head `h`
 //! reading key/value head `h / rep` (grouped-query attention), the queries already scaled.
 //!
-//! Each of the cube's units walks the keys `j ≡ unit (mod units)` once, keeping an online
-//! softmax (Milakov & Gimelshein 2018): the running max m, the sum l = Σ e^{s_j − m} and
-//! the weighted values acc = Σ e^{s_j − m} v_j, all three rescaled by e^{m_old − m_new}
-//! when the max rises. The units' triples meet in shared memory, and unit `u` writes the
-//! features `f ≡ u`: `out_f = Σ_u e^{m_u − M} acc_u,f / Σ_u e^{m_u − M} l_u`, M the largest
-//! m_u. Masked keys carry the mask's −1e30, so e^{s − M} = 0 once a visible key is seen; a
-//! row whose keys are all masked gets the uniform average of its values, as the unfused
-//! softmax of equal scores gives. Flash-decoding (Dao et al. 2023) in its simplest form:
-//! keys and values are read once per query head, scores never leave the cube.
+//! The cube walks the keys in tiles of `T` (32 keys at a head of 64 or less, 16 at 128, 8 at
+//! 256: the two tiles take about 16 KB of shared memory):
+//! 1. its units copy the tile's keys and values into shared memory together, consecutive
+//!    units reading consecutive features of one key (so a warp's loads are one contiguous
+//!    run of the cache, not 32 rows a head apart);
+//! 2. unit `t` scores key `t` against the query (from shared memory, rows padded by one
+//!    so the units' reads fall in different banks);
+//! 3. every unit reads the tile's scores and keeps the online softmax (Milakov &
+//!    Gimelshein 2018): the running max m, the sum l = Σ e^{s_j − m}, and the factor
+//!    e^{m_old − m_new} that rescales what was summed before when the max rises; unit `t`
+//!    writes key `t`'s e^{s − m} for all;
+//! 4. unit `u` owns the output features `f ≡ u (mod units)`, acc_f = Σ e^{s_j − m} v_j,f,
+//!    kept in shared memory, and adds the tile's values to them.
+//!
+//! At the end out_f = acc_f / l. Masked keys carry the mask's −1e30, so e^{s − m} = 0 once
+//! a visible key is seen; a row whose keys are all masked gets the uniform average of its
+//! values, as the unfused softmax of equal scores gives. The last tile's slots past the
+//! keys count for nothing. Flash-decoding (Dao et al. 2023) without the split over keys:
+//! keys and values are read once per query head (the heads of a group read the same
+//! cache rows back to back, from L2), scores never leave the cube, and the order of every
+//! sum is fixed by the shapes.
+//!
+//! Until 2026-12-05 each unit walked every 32nd key alone, reading a whole key row per
+//! score (32 rows a head apart per warp load) and rescaling a head-wide accumulator array
+//! per key: the H200 ran 128 rows × 14 heads × 1,024 keys in 1.3 ms, 3% of its bandwidth
+//! and 0.6× burn's unfused ops (bench/history/gpu.md, run 6).
 //!
 //! Every operand is read through its strides, so the cache's live columns (a narrowed view
 //! of a buffer with spare columns) and the queries' head-swapped view go in uncopied. The
@@ -27,11 +44,19 @@ use super::launch::{empty, grid, ACCUMULATOR};
 
 /// A "minus infinity" WGSL accepts as a literal (as the log-prob kernel's).
 const NEG_BIG: f32 = -1.0e30;
-/// Units per cube (one cube per row and query head); the shared memory holds
-/// (2 + head_dim) f32 a unit: 16.5 KB at a head of 128.
-const UNITS: u32 = 32;
-/// The widest head taken (the shared memory at 256: 33 KB).
+/// Units per cube (one cube per row and query head): two warps, so that a multiprocessor
+/// holds about 13 cubes (832 units) beside their ~17 KB of tiles each; not yet tuned on a
+/// GPU.
+const UNITS: u32 = 64;
+/// The most keys a tile holds (one a unit while scoring).
+const MAX_TILE: usize = 32;
+/// The widest head taken.
 const MAX_HEAD: usize = 256;
+
+/// Keys per tile for a head of `d`: two tiles of `T × (d + 1)` f32 stay near 16 KB.
+fn tile_keys(d: usize) -> u32 {
+    (2048 / d.max(1)).clamp(8, MAX_TILE) as u32
+}
 
 /// `softmax(q kᵀ + mask) v` of `q [rows, heads, 1, d]`, `k`, `v [rows, kv_heads, keys, d]`
 /// and `mask [rows, heads, 1, keys]`, as `[rows, heads, d]`; `None` for shapes it does not
@@ -65,6 +90,7 @@ pub(super) fn launch<R: CubeRuntime>(
         (heads / kv_heads) as u32,
         keys as u32,
         d as u32,
+        tile_keys(d),
         UNITS,
         [dtype.into(), ACCUMULATOR.into()],
     );
@@ -84,6 +110,7 @@ pub(crate) fn decode_attention_kernel<F: Float, A: Float>(
     rep: u32,
     keys: u32,
     #[comptime] d: u32,
+    #[comptime] tile: u32,
     #[comptime] units: u32,
     #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
@@ -91,67 +118,91 @@ pub(crate) fn decode_attention_kernel<F: Float, A: Float>(
     let (row, head) = (item / heads as usize, item % heads as usize);
     let group = head / rep as usize;
     let dim = d as usize;
+    // Tile rows padded by one, so unit t's reads of row t fall in different banks.
+    let pitch = dim + 1;
+    let t_keys = tile as usize;
+    let n = units as usize;
+    let u = UNIT_POS_X as usize;
     let qb = row * q.stride(0) + head * q.stride(1);
     let kb = row * k.stride(0) + group * k.stride(1);
     let vb = row * v.stride(0) + group * v.stride(1);
     let mb = row * mask.stride(0) + head * mask.stride(1);
-    let mut query = Array::<A>::new(dim);
-    let mut acc = Array::<A>::new(dim);
-    for f in 0..dim {
+    let mut query = SharedMemory::<A>::new(d as usize);
+    let mut acc = SharedMemory::<A>::new(d as usize);
+    let mut key_tile = SharedMemory::<A>::new((tile * (d + 1)) as usize);
+    let mut value_tile = SharedMemory::<A>::new((tile * (d + 1)) as usize);
+    let mut weights = SharedMemory::<A>::new(tile as usize);
+    let mut probs = SharedMemory::<A>::new(tile as usize);
+    let mut f = u;
+    while f < dim {
         query[f] = A::cast_from(q[qb + f * q.stride(3)]);
         acc[f] = A::new(0.0);
+        f += n;
     }
     let mut m = A::new(NEG_BIG);
     let mut l = A::new(0.0);
-    let mut j = UNIT_POS_X as usize;
-    while j < keys as usize {
-        let kj = kb + j * k.stride(2);
-        let mut s = A::cast_from(mask[mb + j * mask.stride(3)]);
-        for f in 0..dim {
-            s += query[f] * A::cast_from(k[kj + f * k.stride(3)]);
+    let mut start = 0usize;
+    while start < keys as usize {
+        let mut live = keys as usize - start;
+        if live > t_keys {
+            live = t_keys;
         }
-        if s > m {
-            let scale = (m - s).exp();
-            l *= scale;
+        // 1. The tile's keys and values, feature-major across the units.
+        let mut e = u;
+        while e < live * dim {
+            let (t, f) = (e / dim, e % dim);
+            let j = start + t;
+            key_tile[t * pitch + f] = A::cast_from(k[kb + j * k.stride(2) + f * k.stride(3)]);
+            value_tile[t * pitch + f] = A::cast_from(v[vb + j * v.stride(2) + f * v.stride(3)]);
+            e += n;
+        }
+        sync_cube();
+        // 2. Unit t's score of key start + t.
+        let mut t = u;
+        while t < live {
+            let mut s = A::cast_from(mask[mb + (start + t) * mask.stride(3)]);
             for f in 0..dim {
-                acc[f] *= scale;
+                s += query[f] * key_tile[t * pitch + f];
             }
-            m = s;
+            weights[t] = s;
+            t += n;
         }
-        let p = (s - m).exp();
-        l += p;
-        let vj = vb + j * v.stride(2);
-        for f in 0..dim {
-            acc[f] += p * A::cast_from(v[vj + f * v.stride(3)]);
+        sync_cube();
+        // 3. The online softmax over the tile: the new max (the same in every unit), then
+        // unit t's e^{s_t − m}.
+        let mut top = m;
+        for t in 0..live {
+            top = A::max(top, weights[t]);
         }
-        j += units as usize;
-    }
-    // (m | l | acc) of every unit side by side.
-    let n = units as usize;
-    let mut shared = SharedMemory::<A>::new(((2 + d) * units) as usize);
-    let u = UNIT_POS_X as usize;
-    shared[u] = m;
-    shared[n + u] = l;
-    for f in 0..dim {
-        shared[2 * n + u * dim + f] = acc[f];
-    }
-    sync_cube();
-    let mut top = A::new(NEG_BIG);
-    for w in 0..n {
-        top = A::max(top, shared[w]);
-    }
-    let mut total = A::new(0.0);
-    for w in 0..n {
-        total += (shared[w] - top).exp() * shared[n + w];
+        let rescale = (m - top).exp();
+        m = top;
+        let mut t = u;
+        while t < live {
+            probs[t] = (weights[t] - m).exp();
+            t += n;
+        }
+        sync_cube();
+        l *= rescale;
+        for t in 0..live {
+            l += probs[t];
+        }
+        // 4. Unit u's features: the rescaled sum plus the tile's weighted values.
+        let mut f = u;
+        while f < dim {
+            let mut a = acc[f] * rescale;
+            for t in 0..live {
+                a += probs[t] * value_tile[t * pitch + f];
+            }
+            acc[f] = a;
+            f += n;
+        }
+        sync_cube();
+        start += t_keys;
     }
     let ob = item * dim;
     let mut f = u;
     while f < dim {
-        let mut sum = A::new(0.0);
-        for w in 0..n {
-            sum += (shared[w] - top).exp() * shared[2 * n + w * dim + f];
-        }
-        out[ob + f] = F::cast_from(sum / total);
+        out[ob + f] = F::cast_from(acc[f] / l);
         f += n;
     }
 }
