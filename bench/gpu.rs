@@ -202,9 +202,10 @@ fn kernel_figures<B: KernelBackend>(device: &B::Device, s: Sizes, bf16: bool) ->
         model_ops::model_op_rows::<B>(device, s, ceiling)
     }));
     rows.extend(or_failure("decode attention", || {
-        vec![decode_attention::decode_attention_row::<B>(
-            device, s, ceiling,
-        )]
+        // The cache's length at the bench's size, then 4× it (a long agentic context).
+        [1, 4]
+            .map(|times| decode_attention::decode_attention_row::<B>(device, s, times, ceiling))
+            .to_vec()
     }));
     json!({"copy_bytes_per_s": ceiling, "kernels": rows})
 }

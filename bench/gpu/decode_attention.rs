@@ -1,6 +1,6 @@
 //! The decode-attention row of `bench/gpu.rs`: one query a row against a KV cache at
 //! Qwen2.5-0.5B's attention shape (14 query and 2 key/value heads of 64; 128 rows over
-//! 1,024 keys at full size), the fused kernel (`roll_flow_kernels::decode_attention`)
+//! 1,024 and 4,096 keys at full size), the fused kernel (`roll_flow_kernels::decode_attention`)
 //! against the composition the model used before it (two matmuls and the masked softmax,
 //! the query heads of a key/value head stacked as in `Attention::attend`). The bytes it
 //! must move: the keys, the values and the mask, read once.
@@ -16,8 +16,14 @@ use super::{kernel_row, median_s, sync, Sizes};
 /// (query heads, key/value heads, head width).
 const HEADS: (usize, usize, usize) = (14, 2, 64);
 
-pub fn decode_attention_row<B: KernelBackend>(device: &B::Device, s: Sizes, ceiling: f64) -> Value {
-    let (rows, keys) = s.decode;
+/// The row over `times` × the sizes' cached keys.
+pub fn decode_attention_row<B: KernelBackend>(
+    device: &B::Device,
+    s: Sizes,
+    times: usize,
+    ceiling: f64,
+) -> Value {
+    let (rows, keys) = (s.decode.0, times * s.decode.1);
     let (heads, kv, d) = HEADS;
     let rep = heads / kv;
     let normal =
