@@ -238,16 +238,20 @@ pub(crate) fn ppo_partials_kernel<F: Float, I: Numeric>(
     let mut sk = zero;
     let mut t = start + u;
     while t < end {
+        // Every column read before the mask is tested, so the four loads are in flight
+        // together rather than three of them waiting behind the mask's.
         let m = mask[t];
+        let (lp, o, a) = (logp[t], old[t], adv[t]);
+        let weight_t = token_weight(weight, t, weighted);
         let mut d = zero;
         if m != zero {
-            let tl = token_loss::<F>(logp[t], old[t], adv[t], lo, hi, c);
-            let mu = m * token_weight(weight, t, weighted);
+            let tl = token_loss::<F>(lp, o, a, lo, hi, c);
+            let mu = m * weight_t;
             sc += m * tl.clipped;
             sd += m * tl.capped;
             sl += mu * tl.loss;
             sm += m;
-            sk += m * (old[t] - logp[t]);
+            sk += m * (o - lp);
             d = mu * tl.grad;
         }
         token_grad[t] = d;
