@@ -23,7 +23,7 @@ use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 
 use super::cube_index::{cube_index, row_offset};
-use super::cube_sum::cube_sum;
+use super::cube_reduce::{cube_max, cube_sum};
 use super::launch::{empty, grid, ACCUMULATOR};
 
 /// Below every finite f32 score plus mask (−1e30), and finite, which WGSL literals must be.
@@ -117,13 +117,7 @@ pub(crate) fn masked_softmax_forward_kernel<F: Float, A: Float>(
         j += units as usize;
     }
     let mut shared = SharedMemory::<A>::new(units as usize);
-    shared[u] = m;
-    sync_cube();
-    let mut top = A::cast_from(LOWEST);
-    for w in 0..units as usize {
-        top = A::max(top, shared[w]);
-    }
-    sync_cube();
+    let top = cube_max(&mut shared, m);
     let total = cube_sum(&mut shared, l * (m - top).exp());
     let inv = A::new(1.0) / total;
     let mut j = u;

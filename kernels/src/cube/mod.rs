@@ -11,7 +11,7 @@
 
 mod column_sums;
 mod cube_index;
-mod cube_sum;
+mod cube_reduce;
 mod decode_attention;
 mod f32_matmul;
 mod gae;

@@ -24,7 +24,7 @@ use cubecl::prelude::*;
 
 use super::column_sums::sum_blocks;
 use super::cube_index::cube_index;
-use super::cube_sum::cube_sum;
+use super::cube_reduce::cube_sum;
 use super::launch::{empty, empty_of, grid, ACCUMULATOR};
 
 /// Units per cube of the row kernels and of the dw kernels' feature blocks.
