@@ -17,10 +17,11 @@ use crate::kv_cache::{Columns, LayerKv};
 
 impl<B: KernelBackend> Attention<B> {
     /// Stores the q, k and v weights side by side ([`Attention::qkv_weight`]) when the
-    /// projections are plain ([`Self::plain`]): for a copy that only generates, on a
-    /// device backend (on the CPU a step's products cost the same split or whole, and its
-    /// results stay those of the separate products). Call after the weights are final
-    /// (merged adapters, compute dtype): the side-by-side copy is not updated with them.
+    /// projections are plain (no LoRA adapter, no per-head norm, all three biases or
+    /// none): for a copy that only generates, on a device backend (on the CPU a step's
+    /// products cost the same split or whole, and its results stay those of the separate
+    /// products). Call after the weights are final (merged adapters, compute dtype): the
+    /// side-by-side copy is not updated with them.
     pub fn fuse_projections(&mut self) {
         if B::DEVICE_MEMORY && self.plain() {
             let weights = [&self.q_proj, &self.k_proj, &self.v_proj].map(|p| p.weight.val());
