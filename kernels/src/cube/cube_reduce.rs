@@ -1,5 +1,5 @@
 //! The sum and the max of one value per unit over a cube, the reductions the row kernels
-//! share: trees in shared memory, `log2(units)` steps each.
+//! share: one tree in shared memory, `log2(units)` steps.
 
 use cubecl::prelude::*;
 
@@ -9,21 +9,7 @@ use cubecl::prelude::*;
 /// so a row's sum is the same on every run. `shared` may be reused after the call.
 #[cube]
 pub(crate) fn cube_sum<A: Float>(shared: &mut SharedMemory<A>, value: A) -> A {
-    let u = UNIT_POS_X as usize;
-    shared[u] = value;
-    sync_cube();
-    let mut stride = CUBE_DIM_X as usize / 2;
-    while stride > 0 {
-        if u < stride {
-            let other = shared[u + stride];
-            shared[u] += other;
-        }
-        sync_cube();
-        stride /= 2;
-    }
-    let total = shared[0];
-    sync_cube();
-    total
+    cube_tree(shared, value, false)
 }
 
 /// The max of `value` over the cube's units, returned to every unit: the same tree as
@@ -31,6 +17,12 @@ pub(crate) fn cube_sum<A: Float>(shared: &mut SharedMemory<A>, value: A) -> A {
 /// every unit read every slot (256 reads a unit at 256 units).
 #[cube]
 pub(crate) fn cube_max<A: Float>(shared: &mut SharedMemory<A>, value: A) -> A {
+    cube_tree(shared, value, true)
+}
+
+/// The tree of [`cube_sum`], taking the max instead with `max`.
+#[cube]
+fn cube_tree<A: Float>(shared: &mut SharedMemory<A>, value: A, #[comptime] max: bool) -> A {
     let u = UNIT_POS_X as usize;
     shared[u] = value;
     sync_cube();
@@ -38,12 +30,16 @@ pub(crate) fn cube_max<A: Float>(shared: &mut SharedMemory<A>, value: A) -> A {
     while stride > 0 {
         if u < stride {
             let other = shared[u + stride];
-            shared[u] = A::max(shared[u], other);
+            if max {
+                shared[u] = A::max(shared[u], other);
+            } else {
+                shared[u] += other;
+            }
         }
         sync_cube();
         stride /= 2;
     }
-    let top = shared[0];
+    let total = shared[0];
     sync_cube();
-    top
+    total
 }
