@@ -5,8 +5,9 @@
 //! The cube walks the keys in tiles of `T` (32 keys at a head of 64 or less, 16 at 128, 8 at
 //! 256: the two tiles take about 16 KB of shared memory):
 //! 1. its units copy the tile's keys and values into shared memory together, consecutive
-//!    units reading consecutive features of one key (so a warp's loads are one contiguous
-//!    run of the cache, not 32 rows a head apart);
+//!    units reading consecutive vectors of features of one key (so a warp's loads are one
+//!    contiguous run of the cache, not 32 rows a head apart; 16-byte vectors where the
+//!    cache's layout allows, as the log-prob kernel reads its rows);
 //! 2. unit `t` scores key `t` against the query (from shared memory, rows padded by one
 //!    so the units' reads fall in different banks);
 //! 3. every unit reads the tile's scores and keeps the online softmax (Milakov &
@@ -76,10 +77,12 @@ pub(super) fn launch<R: CubeRuntime>(
     }
     let out = empty(&q, &[rows, heads, d]);
     let (client, dtype, items) = (q.client.clone(), q.dtype, rows * heads);
+    let vector_size = cache_vector_size(&k, &v, d);
     decode_attention_kernel::launch::<R>(
         &client,
         grid(items),
         CubeDim::new_1d(UNITS),
+        vector_size,
         q.into_tensor_arg(),
         k.into_tensor_arg(),
         v.into_tensor_arg(),
@@ -97,12 +100,30 @@ pub(super) fn launch<R: CubeRuntime>(
     Some(out)
 }
 
+/// The widest vector the device favours in which the keys and values can be read: every
+/// key row contiguous (`stride(3)` 1), and the head width, the other strides and each
+/// view's first element multiples of it (8 bf16 or 4 f32 in one 16-byte load on CUDA); 1
+/// otherwise, reading through all four strides.
+fn cache_vector_size<R: CubeRuntime>(k: &CubeTensor<R>, v: &CubeTensor<R>, d: usize) -> usize {
+    let fits = |t: &CubeTensor<R>, n: usize| {
+        let strides = t.meta.strides();
+        let first = t.handle.offset_start.unwrap_or(0) as usize / t.dtype.size();
+        strides[3] == 1
+            && strides[..3].iter().all(|s| s.is_multiple_of(n))
+            && first.is_multiple_of(n)
+    };
+    (k.client)
+        .io_optimized_vector_sizes(k.dtype.size())
+        .find(|&n| d.is_multiple_of(n) && fits(k, n) && fits(v, n))
+        .unwrap_or(1)
+}
+
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn decode_attention_kernel<F: Float, A: Float>(
+pub(crate) fn decode_attention_kernel<F: Float, A: Float, N: Size>(
     q: &Tensor<F>,
-    k: &Tensor<F>,
-    v: &Tensor<F>,
+    k: &Tensor<Vector<F, N>>,
+    v: &Tensor<Vector<F, N>>,
     mask: &Tensor<F>,
     out: &mut Tensor<F>,
     items: u32,
@@ -123,6 +144,8 @@ pub(crate) fn decode_attention_kernel<F: Float, A: Float>(
     let t_keys = tile as usize;
     let n = units as usize;
     let u = UNIT_POS_X as usize;
+    let width = k.vector_size();
+    let row_vectors = dim / width;
     let qb = row * q.stride(0) + head * q.stride(1);
     let kb = row * k.stride(0) + group * k.stride(1);
     let vb = row * v.stride(0) + group * v.stride(1);
@@ -147,13 +170,19 @@ pub(crate) fn decode_attention_kernel<F: Float, A: Float>(
         if live > t_keys {
             live = t_keys;
         }
-        // 1. The tile's keys and values, feature-major across the units.
+        // 1. The tile's keys and values, feature-major across the units, a vector of
+        // `width` features a load (element offsets over `width`: vectors are indexed whole).
         let mut e = u;
-        while e < live * dim {
-            let (t, f) = (e / dim, e % dim);
+        while e < live * row_vectors {
+            let (t, c) = (e / row_vectors, e % row_vectors);
             let j = start + t;
-            key_tile[t * pitch + f] = A::cast_from(k[kb + j * k.stride(2) + f * k.stride(3)]);
-            value_tile[t * pitch + f] = A::cast_from(v[vb + j * v.stride(2) + f * v.stride(3)]);
+            let key = k[(kb + j * k.stride(2) + c * width * k.stride(3)) / width];
+            let value = v[(vb + j * v.stride(2) + c * width * v.stride(3)) / width];
+            #[unroll]
+            for lane in 0..width {
+                key_tile[t * pitch + c * width + lane] = A::cast_from(key[lane]);
+                value_tile[t * pitch + c * width + lane] = A::cast_from(value[lane]);
+            }
             e += n;
         }
         sync_cube();

@@ -1,10 +1,11 @@
 //! The fused decode attention (`roll_flow_kernels::decode_attention`, one query per row)
-//! against f64 on the host: GQA (1, 2, 4 and 7 query heads a key/value head), heads of 4 to
-//! 256, 1 to 300 keys, keys and values read through a narrowed view of a larger buffer (as
-//! the KV cache hands them over) and queries through a head swap; the mask hides a prefix
-//! of each row (left padding), random keys, and every key of one row (whose answer is the
-//! plain average of its values). Tolerance ≤ 1e-5 + 1e-4·|ref|. Backends without the
-//! kernel (the CPU ones) return `None`, and the model composes the same from matmuls.
+//! against f64 on the host: GQA (1, 2, 3, 4 and 7 query heads a key/value head), heads of 4
+//! to 256 (and of 5 and 6), 1 to 300 keys, keys and values read through a narrowed view of
+//! a larger buffer (as the KV cache hands them over) and queries through a head swap; the
+//! mask hides a prefix of each row (left padding), random keys, and every key of one row
+//! (whose answer is the plain average of its values). Tolerance ≤ 1e-5 + 1e-4·|ref|.
+//! Backends without the kernel (the CPU ones) return `None`, and the model composes the
+//! same from matmuls.
 
 use burn::tensor::{Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
@@ -13,15 +14,18 @@ use super::{assert_close, host, Rng};
 
 /// (rows, heads, kv_heads, head_dim, keys).
 /// The CubeCL kernel walks the keys in tiles of 32 (a head of 64 or less), 16 (128) or 8
-/// (256): the cases cover a short last tile, whole tiles only (64 keys of a 64-wide head)
-/// and the widest head.
-const CASES: [(usize, usize, usize, usize, usize); 6] = [
+/// (256), reading vectors of the widest width that divides the head (4 f32 on wgpu): the
+/// cases cover a short last tile, whole tiles only (64 keys of a 64-wide head), the
+/// widest head, and heads of 6 and 5 (vectors of 2 and single elements).
+const CASES: [(usize, usize, usize, usize, usize); 8] = [
     (1, 1, 1, 4, 1),
     (3, 4, 2, 16, 37),
     (2, 14, 2, 64, 300),
     (3, 6, 6, 128, 70),
     (2, 6, 3, 64, 64),
     (2, 4, 1, 256, 33),
+    (2, 4, 2, 6, 45),
+    (2, 3, 1, 5, 9),
 ];
 /// Spare key columns of the buffers the keys and values are narrowed from.
 const SPARE: usize = 5;
