@@ -2,7 +2,10 @@
 //! `out = softmax(q kᵀ + mask) v` for every (row, query head) in one cube, query head `h`
 //! reading key/value head `h / rep` (grouped-query attention), the queries already scaled.
 //!
-//! The cube walks the keys in tiles of `T` (32 keys at a head of 64 or less, 16 at 128, 8 at
+//! The cube first finds the row's first visible key (the mask above −10⁴) and starts there:
+//! the keys before it would add exactly 0, and in a continuous batch a row that joined late
+//! or a short left-padded prompt has its columns at the end of a wider cache. From there it
+//! walks the keys in tiles of `T` (32 keys at a head of 64 or less, 16 at 128, 8 at
 //! 256: the two tiles take about 16 KB of shared memory):
 //! 1. its units copy the tile's keys and values into shared memory together, consecutive
 //!    units reading consecutive vectors of features of one key (so a warp's loads are one
@@ -41,10 +44,14 @@ use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 
 use super::cube_index::cube_index;
+use super::cube_reduce::cube_max;
 use super::launch::{empty, grid, ACCUMULATOR};
 
 /// A "minus infinity" WGSL accepts as a literal (as the log-prob kernel's).
 const NEG_BIG: f32 = -1.0e30;
+/// A mask value at or below this hides its key: the model's masks are 0 or −1e30 (−65,504
+/// in f16), and a key behind by 10⁴ or more weighs e^{−10⁴} = 0 in f32.
+const HIDDEN: f32 = -1.0e4;
 /// Units per cube (one cube per row and query head): two warps, so that a multiprocessor
 /// holds about 13 cubes (832 units) beside their ~17 KB of tiles each; not yet tuned on a
 /// GPU.
@@ -164,7 +171,7 @@ pub(crate) fn decode_attention_kernel<F: Float, A: Float, N: Size>(
     }
     let mut m = A::new(NEG_BIG);
     let mut l = A::new(0.0);
-    let mut start = 0usize;
+    let mut start = first_visible_key::<F, A>(mask, mb, keys as usize, units);
     while start < keys as usize {
         let mut live = keys as usize - start;
         if live > t_keys {
@@ -234,4 +241,36 @@ pub(crate) fn decode_attention_kernel<F: Float, A: Float, N: Size>(
         out[ob + f] = F::cast_from(acc[f] / l);
         f += n;
     }
+}
+
+/// The first key of the row the mask leaves visible (above [`HIDDEN`]), or 0 when it hides
+/// them all: the keys before it would add exactly nothing (e^{s − m} is 0 in f32 once a
+/// visible key sets m), so the walk starts there and never reads their keys and values. A
+/// row that joined a running batch late, or a short prompt left-padded to the batch's
+/// longest, has its cache columns at the end of a wider buffer. Each unit stops at its
+/// first visible key; the cube takes the smallest (a max of −j, exact for keys below 2²⁴).
+#[cube]
+fn first_visible_key<F: Float, A: Float>(
+    mask: &Tensor<F>,
+    mb: usize,
+    keys: usize,
+    #[comptime] units: u32,
+) -> usize {
+    let mut first = keys;
+    let mut j = UNIT_POS_X as usize;
+    while j < keys {
+        if A::cast_from(mask[mb + j * mask.stride(3)]) > A::new(HIDDEN) {
+            first = j;
+            j = keys;
+        } else {
+            j += units as usize;
+        }
+    }
+    let mut shared = SharedMemory::<A>::new(units as usize);
+    let smallest = A::new(0.0) - cube_max(&mut shared, A::new(0.0) - A::cast_from(first as u32));
+    let mut start = u32::cast_from(smallest) as usize;
+    if start >= keys {
+        start = 0;
+    }
+    start
 }
