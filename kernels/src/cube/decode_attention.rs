@@ -45,7 +45,7 @@ use cubecl::prelude::*;
 
 use super::cube_index::cube_index;
 use super::cube_reduce::cube_max;
-use super::launch::{empty, grid, ACCUMULATOR};
+use super::launch::{empty, grid, widest_vector, ACCUMULATOR};
 
 /// A "minus infinity" WGSL accepts as a literal (as the log-prob kernel's).
 const NEG_BIG: f32 = -1.0e30;
@@ -112,17 +112,11 @@ pub(super) fn launch<R: CubeRuntime>(
 /// view's first element multiples of it (8 bf16 or 4 f32 in one 16-byte load on CUDA); 1
 /// otherwise, reading through all four strides.
 fn cache_vector_size<R: CubeRuntime>(k: &CubeTensor<R>, v: &CubeTensor<R>, d: usize) -> usize {
-    let fits = |t: &CubeTensor<R>, n: usize| {
-        let strides = t.meta.strides();
-        let first = t.handle.offset_start.unwrap_or(0) as usize / t.dtype.size();
-        strides[3] == 1
-            && strides[..3].iter().all(|s| s.is_multiple_of(n))
-            && first.is_multiple_of(n)
+    let widest = |t: &CubeTensor<R>| match t.meta.strides()[..] {
+        [a, b, c, 1] => widest_vector(t, &[d, a, b, c]),
+        _ => 1,
     };
-    (k.client)
-        .io_optimized_vector_sizes(k.dtype.size())
-        .find(|&n| d.is_multiple_of(n) && fits(k, n) && fits(v, n))
-        .unwrap_or(1)
+    widest(k).min(widest(v))
 }
 
 #[cube(launch)]

@@ -55,6 +55,22 @@ pub(super) fn unit_stride_rows<R: CubeRuntime>(t: CubeTensor<R>) -> CubeTensor<R
     }
 }
 
+/// The widest vector the device favours for `t`'s element type that divides every one of
+/// `lengths` (sizes and strides in elements) and the number of elements before the view's
+/// first one (so that every load of a vector is aligned); 1 when none does.
+pub(super) fn widest_vector<R: CubeRuntime>(t: &CubeTensor<R>, lengths: &[usize]) -> usize {
+    let skipped = t.handle.offset_start.unwrap_or(0) as usize / t.dtype.size();
+    (t.client)
+        .io_optimized_vector_sizes(t.dtype.size())
+        .find(|&n| {
+            lengths
+                .iter()
+                .chain([&skipped])
+                .all(|x| x.is_multiple_of(n))
+        })
+        .unwrap_or(1)
+}
+
 /// The offsets on the device, as u32.
 pub(super) fn upload_offsets<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
     offsets: &[usize],

@@ -39,7 +39,7 @@ use cubecl::prelude::*;
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoSaved, PpoTokens};
 use crate::cached_qkv::{CachedQkv, RotatedQkv};
 use crate::ppo_clip::ClipSettings;
-use launch::{check_offsets, empty, empty_of, grid, upload_offsets, ACCUMULATOR};
+use launch::{check_offsets, empty, empty_of, grid, upload_offsets, widest_vector, ACCUMULATOR};
 
 /// Units per cube for the log-prob rows and the draw (a power of two).
 const BLOCK: u32 = 256;
@@ -336,16 +336,7 @@ impl<R: CubeRuntime> RowsLaunch<R> {
         } else {
             vocab
         };
-        // Elements before the view's first one: a load of n must start at a multiple of n.
-        let skipped = logits.handle.offset_start.unwrap_or(0) as usize / logits.dtype.size();
-        let vector_size = (logits.client)
-            .io_optimized_vector_sizes(logits.dtype.size())
-            .find(|&n| {
-                [vocab, row_stride, skipped]
-                    .iter()
-                    .all(|x| x.is_multiple_of(n))
-            })
-            .unwrap_or(1);
+        let vector_size = widest_vector(&logits, &[vocab, row_stride]);
         RowsLaunch {
             row_vectors: (row_stride / vector_size) as u32,
             vector_size,
