@@ -43,11 +43,10 @@ impl<B: KernelBackend> Attention<B> {
 
     /// A cached step on a device (a decode step, or a prefill that scores every column):
     /// the three products without their biases (one, over [`Attention::qkv_weight`], in a
-    /// fused copy), then one call that adds the biases,
-    /// rotates queries and keys and writes keys and values into `cache`
-    /// ([`roll_flow_kernels::rotate_into_cache`], one kernel on a GPU where the unfused
-    /// path launches seven). Returns the queries `[batch, heads, len, d]` and the live
-    /// keys and values, as the unfused path.
+    /// fused copy), then one call that adds the biases, rotates queries and keys and writes
+    /// keys and values into `cache` ([`roll_flow_kernels::rotate_into_cache`], one kernel
+    /// on a GPU where the unfused path launches seven). Returns the queries `[batch, heads,
+    /// len, d]` and the live keys and values, as the unfused path.
     pub(super) fn rotate_into_cache(
         &self,
         x: Tensor<B, 3>,
