@@ -170,13 +170,13 @@ impl Raw {
         }
     }
 
-    /// The value at (r, c).
+    /// The address of (r, c).
     ///
     /// # Safety
     /// (r, c) must lie inside the operand.
     #[inline(always)]
-    unsafe fn at(self, r: usize, c: usize) -> f32 {
-        unsafe { *(self.at as *const f32).add(r * self.row_stride + c * self.col_stride) }
+    unsafe fn ptr(self, r: usize, c: usize) -> *const f32 {
+        unsafe { (self.at as *const f32).add(r * self.row_stride + c * self.col_stride) }
     }
 }
 
@@ -240,12 +240,33 @@ impl Job {
     ///
     /// # Safety
     /// As [`Job::run`]; no other thread writes this block.
-    unsafe fn block<K: Kernel>(self, (r0, r1): (usize, usize), (c0, c1): (usize, usize)) {
+    unsafe fn block<K: Kernel>(self, rows: (usize, usize), (c0, c1): (usize, usize)) {
+        let mut c = c0;
+        while c < c1 {
+            let end = (c + K::NC).min(c1);
+            // SAFETY: as the caller guarantees, for a part of the block.
+            unsafe { self.column_chunk::<K>(rows, (c, end)) };
+            c = end;
+        }
+    }
+
+    /// dst rows `r0..r1` × columns `c0..c1` (at most [`Kernel::NC`] of them), on this thread:
+    /// for each inner block, b's block packed (or read in place), then for each `MC` rows
+    /// a's block packed (or read in place) and every tile of the two.
+    ///
+    /// # Safety
+    /// As [`Job::block`].
+    unsafe fn column_chunk<K: Kernel>(self, (r0, r1): (usize, usize), (c0, c1): (usize, usize)) {
         let (_, inner, cols) = self.dims;
         let col_panels = (c1 - c0).div_ceil(K::NR);
         PACKED.with_borrow_mut(|(packed_a, packed_b)| {
             let b_len = col_panels * K::NR * K::KC;
-            let a_len = K::MR * K::KC;
+            // a's rows are packed whole where reading them in place would be slow: a
+            // transposed a (each inner index a row `row_stride` apart) or rows that share
+            // L1 sets; and only when enough column panels reuse the packed block.
+            let pack_a = col_panels >= PACK_A_PANELS
+                && (self.a.col_stride != 1 || aliases_in_l1(self.a.row_stride));
+            let a_len = K::MC * K::KC;
             if packed_b.len() < b_len {
                 packed_b.resize(b_len, 0.0);
             }
@@ -256,9 +277,10 @@ impl Job {
             while k0 < inner {
                 let kc = (inner - k0).min(K::KC);
                 let load = self.accumulate || k0 > 0;
-                // Row-major b: whole column panels are read in place, the last, partial one
-                // packed (zero columns past c1); a transposed b is packed whole.
-                let b_in_place = self.b.col_stride == 1;
+                // Row-major b: whole column panels are read in place unless its rows share
+                // L1 sets, the last, partial one packed (zero columns past c1); a
+                // transposed b is packed whole.
+                let b_in_place = self.b.col_stride == 1 && !aliases_in_l1(self.b.row_stride);
                 let whole = if b_in_place { (c1 - c0) / K::NR } else { 0 };
                 if whole < col_panels {
                     // SAFETY: the ranges lie inside b; the buffer holds col_panels panels.
@@ -267,9 +289,12 @@ impl Job {
                 let mut m0 = r0;
                 while m0 < r1 {
                     let m1 = (m0 + K::MC).min(r1);
-                    // Whole row panels are read in place; the last, partial one is packed
-                    // with zero rows past m1.
-                    let edge = m0 + (m1 - m0) / K::MR * K::MR;
+                    // Whole row panels are read in place (unless `pack_a`); the last, partial
+                    // one is packed with zero rows past m1.
+                    let edge = match pack_a {
+                        true => m0,
+                        false => m0 + (m1 - m0) / K::MR * K::MR,
+                    };
                     if edge < m1 {
                         // SAFETY: as above, for a.
                         unsafe { self.pack_a::<K>(packed_a, (edge, m1), (k0, kc)) };
@@ -300,7 +325,7 @@ impl Job {
                                 }
                             } else {
                                 Rows {
-                                    at: packed_a.as_ptr(),
+                                    at: packed_a[(r - edge) * kc..].as_ptr(),
                                     row: 1,
                                     step: K::MR,
                                 }
@@ -347,15 +372,12 @@ impl Job {
                     let from =
                         unsafe { (self.b.at as *const f32).add((k0 + p) * self.b.row_stride + c) };
                     // SAFETY: as above.
-                    unsafe { copy_padded(row, from, live) };
+                    unsafe { K::copy_padded(row, from, live) };
                 }
             } else {
                 for (p, row) in panel.chunks_exact_mut(nr).enumerate() {
-                    for (j, value) in row[..live].iter_mut().enumerate() {
-                        // SAFETY: as above.
-                        *value = unsafe { self.b.at(k0 + p, c + j) };
-                    }
-                    row[live..].fill(0.0);
+                    // SAFETY: row k0 + p, columns c..c + live lie inside b.
+                    unsafe { K::gather(row, self.b.ptr(k0 + p, c), self.b.col_stride, live) };
                 }
             }
         }
@@ -387,44 +409,45 @@ impl Job {
                     let from =
                         unsafe { (self.a.at as *const f32).add((k0 + p) * self.a.col_stride + r) };
                     // SAFETY: as above.
-                    unsafe { copy_padded(row, from, live) };
+                    unsafe { K::copy_padded(row, from, live) };
                 }
             } else {
                 // Row-major a (x in y = x·W): a panel row gathers one column of `live` rows,
                 // each row read in order, the panel written in order.
                 for (p, row) in panel.chunks_exact_mut(mr).enumerate() {
-                    for (i, value) in row[..live].iter_mut().enumerate() {
-                        // SAFETY: as above.
-                        *value = unsafe { self.a.at(r + i, k0 + p) };
-                    }
-                    row[live..].fill(0.0);
+                    // SAFETY: column k0 + p, rows r..r + live lie inside a.
+                    unsafe { K::gather(row, self.a.ptr(r, k0 + p), self.a.row_stride, live) };
                 }
             }
         }
     }
 }
 
-/// `row` := `live` values from `from`, then zeros. A whole row copies in a loop of the
-/// kernel's constant length (inlined, vectorised), not through a `memcpy` call per panel row.
-///
-/// # Safety
-/// `from` must be valid for `live` reads, `live <= row.len()`.
-#[inline(always)]
-unsafe fn copy_padded(row: &mut [f32], from: *const f32, live: usize) {
-    if live == row.len() {
-        for (i, value) in row.iter_mut().enumerate() {
-            // SAFETY: i < live.
-            *value = unsafe { *from.add(i) };
-        }
+/// Column panels of a chunk from which a's block is worth packing (measured on the
+/// SmolLM2 shape's products, bench/history/model_throughput.md: below it the copy costs more
+/// than the reads it saves).
+const PACK_A_PANELS: usize = 4;
+
+/// Whether rows `stride` floats apart fall on fewer than 16 of the 64 line positions of a
+/// 4 KiB page, so that a tile's `KC` rows of a panel crowd into a few of L1's sets and evict
+/// each other (a 1,024-wide matrix puts every row on one; SmolLM2's 1,536-wide weights on
+/// two, its 576-wide ones on sixteen). Such an operand is packed rather than read in place.
+fn aliases_in_l1(stride: usize) -> bool {
+    let bytes = stride * 4;
+    if !bytes.is_multiple_of(64) {
+        return false;
+    }
+    let lines = (bytes / 64) % 64;
+    let shared = if lines == 0 { 64 } else { gcd(lines, 64) };
+    64 / shared < 16
+}
+
+/// Greatest common divisor.
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
     } else {
-        for (i, value) in row.iter_mut().enumerate() {
-            // SAFETY: read only below live.
-            *value = if i < live {
-                unsafe { *from.add(i) }
-            } else {
-                0.0
-            };
-        }
+        gcd(b, a % b)
     }
 }
 
@@ -530,6 +553,11 @@ mod tests {
             (16, 70, 64),
             (10, 40, 80),
             (130, 520, 33),
+            // Packed a and b: rows 1,024 floats apart (a's and b's share L1 sets), a
+            // transposed a over many column panels, more columns than a chunk's.
+            (20, 1024, 200),
+            (17, 130, 1024),
+            (9, 40, 1000),
         ];
         for threads in [1, 3] {
             let pool = rayon::ThreadPoolBuilder::new()

@@ -32,6 +32,10 @@ pub(super) trait Kernel {
     /// Rows of `a` a block covers at once (a multiple of `MR`; their `MC × KC` values stay
     /// in L2 while every column panel reads them).
     const MC: usize;
+    /// Columns of `b` a chunk covers at once (a multiple of `NR`): its `KC × NC` packed
+    /// block stays in L2 while every row block reads it, and the chunk's outputs stay
+    /// cached across the inner blocks (a 49,152-wide head's would not).
+    const NC: usize = 960;
 
     /// The tile at `dst` (row stride `stride`, all `MR × NR` values writable) :=
     /// chain over `kc` inner indices of `a` (`MR` rows) and `b` (`NR` columns), starting from
@@ -41,6 +45,41 @@ pub(super) trait Kernel {
     /// The instruction set the kernel is compiled for must be available; the pointers hold
     /// what is described.
     unsafe fn tile(kc: usize, a: Rows, b: Columns, dst: *mut f32, stride: usize, load: bool);
+
+    /// A packed panel row from a contiguous run: `row[..live]` := `live` values from
+    /// `from`, the rest of `row` zero.
+    ///
+    /// # Safety
+    /// `from` must be valid for `live` reads, `live <= row.len()`.
+    #[inline(always)]
+    unsafe fn copy_padded(row: &mut [f32], from: *const f32, live: usize) {
+        for (i, value) in row.iter_mut().enumerate() {
+            // SAFETY: read only below live.
+            *value = if i < live {
+                unsafe { *from.add(i) }
+            } else {
+                0.0
+            };
+        }
+    }
+
+    /// A packed panel row across a strided line (one column of `a`'s rows, one row of a
+    /// transposed `b`'s columns): `row[i]` := `from[i · stride]` for `i < live`, the rest
+    /// of `row` zero.
+    ///
+    /// # Safety
+    /// `from` must be valid for reads at `i · stride`, `i < live <= row.len()`.
+    #[inline(always)]
+    unsafe fn gather(row: &mut [f32], from: *const f32, stride: usize, live: usize) {
+        for (i, value) in row.iter_mut().enumerate() {
+            // SAFETY: read only below live.
+            *value = if i < live {
+                unsafe { *from.add(i * stride) }
+            } else {
+                0.0
+            };
+        }
+    }
 
     /// Column granularity of [`Kernel::tile_width`]: the vector width.
     const LANES: usize = Self::NR;
