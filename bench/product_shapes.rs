@@ -6,7 +6,7 @@
 //!
 //! `RAYON_NUM_THREADS=2 cargo bench -p roll-flow-kernels --bench product_shapes`
 //!
-//! Prints, per shape, the best and the median GFLOP/s of nine timed runs of about 0.3 s.
+//! Prints, per shape, the best and the median GFLOP/s of nine timed runs of about 0.2 s.
 
 use std::time::Instant;
 
@@ -14,7 +14,7 @@ use burn::backend::Flex;
 use burn::tensor::{Distribution, Tensor};
 
 /// (name, rows, inner, cols, a transposed, b transposed): a step's products in both passes.
-pub const SHAPES: [(&str, usize, usize, usize, bool, bool); 12] = [
+const SHAPES: [(&str, usize, usize, usize, bool, bool); 12] = [
     ("attention scores q·kᵀ", 128, 64, 128, false, true),
     ("attention p·v", 128, 128, 64, false, false),
     ("attention dv = pᵀ·do", 128, 128, 64, true, false),

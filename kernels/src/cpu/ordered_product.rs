@@ -262,10 +262,14 @@ impl Job {
         PACKED.with_borrow_mut(|(packed_a, packed_b)| {
             let b_len = col_panels * K::NR * K::KC;
             // a's rows are packed whole where reading them in place would be slow: a
-            // transposed a (each inner index a row `row_stride` apart) or rows that share
-            // L1 sets; and only when enough column panels reuse the packed block.
+            // transposed a (inner indices `col_stride` apart) or rows that share L1 sets;
+            // and only when enough column panels reuse the packed block.
             let pack_a = col_panels >= PACK_A_PANELS
                 && (self.a.col_stride != 1 || aliases_in_l1(self.a.row_stride));
+            // Row-major b: whole column panels are read in place unless its rows share L1
+            // sets, the last, partial one packed (zero columns past c1); a transposed b is
+            // packed whole.
+            let b_in_place = self.b.col_stride == 1 && !aliases_in_l1(self.b.row_stride);
             let a_len = K::MC * K::KC;
             if packed_b.len() < b_len {
                 packed_b.resize(b_len, 0.0);
@@ -277,10 +281,6 @@ impl Job {
             while k0 < inner {
                 let kc = (inner - k0).min(K::KC);
                 let load = self.accumulate || k0 > 0;
-                // Row-major b: whole column panels are read in place unless its rows share
-                // L1 sets, the last, partial one packed (zero columns past c1); a
-                // transposed b is packed whole.
-                let b_in_place = self.b.col_stride == 1 && !aliases_in_l1(self.b.row_stride);
                 let whole = if b_in_place { (c1 - c0) / K::NR } else { 0 };
                 if whole < col_panels {
                     // SAFETY: the ranges lie inside b; the buffer holds col_panels panels.
@@ -437,9 +437,7 @@ fn aliases_in_l1(stride: usize) -> bool {
     if !bytes.is_multiple_of(64) {
         return false;
     }
-    let lines = (bytes / 64) % 64;
-    let shared = if lines == 0 { 64 } else { gcd(lines, 64) };
-    64 / shared < 16
+    64 / gcd((bytes / 64) % 64, 64) < 16
 }
 
 /// Greatest common divisor.

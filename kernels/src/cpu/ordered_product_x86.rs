@@ -6,7 +6,7 @@
 
 use std::arch::x86_64::*;
 
-use super::tile_kernel::{Columns, Kernel, Rows};
+use super::tile_kernel::{gather_elements, Columns, Kernel, Rows};
 
 /// The AVX-512 tile: 8 × 48.
 pub(super) struct Avx512;
@@ -35,15 +35,8 @@ impl Kernel for Avx512 {
     unsafe fn gather(row: &mut [f32], from: *const f32, stride: usize, live: usize) {
         if stride > (i32::MAX as usize) / row.len().max(1) {
             // Offsets past a 32-bit index: element by element.
-            for (i, value) in row.iter_mut().enumerate() {
-                // SAFETY: read only below live.
-                *value = if i < live {
-                    unsafe { *from.add(i * stride) }
-                } else {
-                    0.0
-                };
-            }
-            return;
+            // SAFETY: as the trait requires.
+            return unsafe { gather_elements(row, from, stride, live) };
         }
         // SAFETY: as the trait requires; every offset fits an i32 (checked above).
         unsafe { gather_avx512(row, from, stride, live) }

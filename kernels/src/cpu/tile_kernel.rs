@@ -53,14 +53,8 @@ pub(super) trait Kernel {
     /// `from` must be valid for `live` reads, `live <= row.len()`.
     #[inline(always)]
     unsafe fn copy_padded(row: &mut [f32], from: *const f32, live: usize) {
-        for (i, value) in row.iter_mut().enumerate() {
-            // SAFETY: read only below live.
-            *value = if i < live {
-                unsafe { *from.add(i) }
-            } else {
-                0.0
-            };
-        }
+        // SAFETY: as the caller guarantees.
+        unsafe { copy_padded_elements(row, from, live) }
     }
 
     /// A packed panel row across a strided line (one column of `a`'s rows, one row of a
@@ -71,14 +65,8 @@ pub(super) trait Kernel {
     /// `from` must be valid for reads at `i · stride`, `i < live <= row.len()`.
     #[inline(always)]
     unsafe fn gather(row: &mut [f32], from: *const f32, stride: usize, live: usize) {
-        for (i, value) in row.iter_mut().enumerate() {
-            // SAFETY: read only below live.
-            *value = if i < live {
-                unsafe { *from.add(i * stride) }
-            } else {
-                0.0
-            };
-        }
+        // SAFETY: as the caller guarantees.
+        unsafe { gather_elements(row, from, stride, live) }
     }
 
     /// Column granularity of [`Kernel::tile_width`]: the vector width.
@@ -105,4 +93,43 @@ pub(super) trait Kernel {
         // SAFETY: as the caller guarantees.
         unsafe { Self::tile(kc, a, b, dst, stride, load) }
     }
+}
+
+/// [`Kernel::copy_padded`] value by value. A whole row copies in a loop of the kernel's
+/// constant length (inlined, vectorised), not through a `memcpy` call per panel row.
+///
+/// # Safety
+/// As [`Kernel::copy_padded`].
+#[inline(always)]
+pub(super) unsafe fn copy_padded_elements(row: &mut [f32], from: *const f32, live: usize) {
+    if live == row.len() {
+        for (i, value) in row.iter_mut().enumerate() {
+            // SAFETY: i < live.
+            *value = unsafe { *from.add(i) };
+        }
+    } else {
+        for (i, value) in row[..live].iter_mut().enumerate() {
+            // SAFETY: i < live.
+            *value = unsafe { *from.add(i) };
+        }
+        row[live..].fill(0.0);
+    }
+}
+
+/// [`Kernel::gather`] value by value.
+///
+/// # Safety
+/// As [`Kernel::gather`].
+#[inline(always)]
+pub(super) unsafe fn gather_elements(
+    row: &mut [f32],
+    from: *const f32,
+    stride: usize,
+    live: usize,
+) {
+    for (i, value) in row[..live].iter_mut().enumerate() {
+        // SAFETY: i < live.
+        *value = unsafe { *from.add(i * stride) };
+    }
+    row[live..].fill(0.0);
 }
