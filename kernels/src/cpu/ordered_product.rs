@@ -375,10 +375,10 @@ impl Job {
                     unsafe { K::copy_padded(row, from, live) };
                 }
             } else {
-                for (p, row) in panel.chunks_exact_mut(nr).enumerate() {
-                    // SAFETY: row k0 + p, columns c..c + live lie inside b.
-                    unsafe { K::gather(row, self.b.ptr(k0 + p, c), self.b.col_stride, live) };
-                }
+                // A transposed b (Wᵀ in dx = dy·Wᵀ): a panel column is contiguous.
+                let strides = (self.b.col_stride, self.b.row_stride);
+                // SAFETY: rows k0..k0 + kc, columns c..c + live lie inside b.
+                unsafe { K::pack_lines(panel, nr, self.b.ptr(k0, c), strides, (live, kc)) };
             }
         }
     }
@@ -412,12 +412,10 @@ impl Job {
                     unsafe { K::copy_padded(row, from, live) };
                 }
             } else {
-                // Row-major a (x in y = x·W): a panel row gathers one column of `live` rows,
-                // each row read in order, the panel written in order.
-                for (p, row) in panel.chunks_exact_mut(mr).enumerate() {
-                    // SAFETY: column k0 + p, rows r..r + live lie inside a.
-                    unsafe { K::gather(row, self.a.ptr(r, k0 + p), self.a.row_stride, live) };
-                }
+                // Row-major a (x in y = x·W): a panel column is one of a's rows.
+                let strides = (self.a.row_stride, self.a.col_stride);
+                // SAFETY: rows r..r + live, columns k0..k0 + kc lie inside a.
+                unsafe { K::pack_lines(panel, mr, self.a.ptr(r, k0), strides, (live, kc)) };
             }
         }
     }

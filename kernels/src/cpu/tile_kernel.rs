@@ -57,16 +57,22 @@ pub(super) trait Kernel {
         unsafe { copy_padded_elements(row, from, live) }
     }
 
-    /// A packed panel row across a strided line (one column of `a`'s rows, one row of a
-    /// transposed `b`'s columns): `row[i]` := `from[i · stride]` for `i < live`, the rest
-    /// of `row` zero.
+    /// A packed panel across strided lines (a row-major `a`'s rows, a transposed `b`'s
+    /// columns): `panel[p · width + i]` := `from[i · line + p · step]` for `i < live` and
+    /// `p < kc`, the rest of each panel row zero.
     ///
     /// # Safety
-    /// `from` must be valid for reads at `i · stride`, `i < live <= row.len()`.
+    /// `from` must be valid for those reads, `live <= width`, `panel.len() >= kc · width`.
     #[inline(always)]
-    unsafe fn gather(row: &mut [f32], from: *const f32, stride: usize, live: usize) {
+    unsafe fn pack_lines(
+        panel: &mut [f32],
+        width: usize,
+        from: *const f32,
+        (line, step): (usize, usize),
+        (live, kc): (usize, usize),
+    ) {
         // SAFETY: as the caller guarantees.
-        unsafe { gather_elements(row, from, stride, live) }
+        unsafe { pack_lines_elements(panel, width, from, (line, step), (live, kc)) }
     }
 
     /// Column granularity of [`Kernel::tile_width`]: the vector width.
@@ -116,20 +122,23 @@ pub(super) unsafe fn copy_padded_elements(row: &mut [f32], from: *const f32, liv
     }
 }
 
-/// [`Kernel::gather`] value by value.
+/// [`Kernel::pack_lines`] value by value.
 ///
 /// # Safety
-/// As [`Kernel::gather`].
+/// As [`Kernel::pack_lines`].
 #[inline(always)]
-pub(super) unsafe fn gather_elements(
-    row: &mut [f32],
+pub(super) unsafe fn pack_lines_elements(
+    panel: &mut [f32],
+    width: usize,
     from: *const f32,
-    stride: usize,
-    live: usize,
+    (line, step): (usize, usize),
+    (live, kc): (usize, usize),
 ) {
-    for (i, value) in row[..live].iter_mut().enumerate() {
-        // SAFETY: i < live.
-        *value = unsafe { *from.add(i * stride) };
+    for (p, row) in panel.chunks_exact_mut(width).take(kc).enumerate() {
+        for (i, value) in row[..live].iter_mut().enumerate() {
+            // SAFETY: i < live, p < kc.
+            *value = unsafe { *from.add(i * line + p * step) };
+        }
+        row[live..].fill(0.0);
     }
-    row[live..].fill(0.0);
 }
