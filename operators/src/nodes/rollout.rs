@@ -9,13 +9,8 @@
 //!
 //! RON: `Rollout(envs: "train", policy: "policy", samples: Step(history: 2), guide: Actions)`.
 
-use std::sync::Arc;
-
 use roll_flow_engine::batch::column::*;
-use roll_flow_engine::collective::Collective;
-use roll_flow_engine::{
-    Batch, BatchError, Column, Contract, Operator, OperatorError, Reference, Role, StepContext,
-};
+use roll_flow_engine::{Column, Contract, Operator, Reference, Role};
 use roll_flow_model::generate::SamplingParams;
 use serde::Deserialize;
 
@@ -23,15 +18,10 @@ use super::env_names::EnvNames;
 use super::kind::{at_least_one, default_max_new_tokens, default_policy, NodeKind};
 use crate::play_settings::{Guide, PlaySettings, PolicyPlay, SampleMode};
 use crate::prompt::PromptTemplates;
-use crate::rollout::ahead::{AheadRollout, AheadSetup};
-use crate::rollout::dynamic_sampling::{check_groups_to_compare, play_dynamic, DynamicSampling};
-use crate::rollout::env_player::{env_manager, EnvPlayer, Played};
-use crate::rollout::episode::check_room_to_reply;
-use crate::rollout::stats::EpisodeSummary;
-use crate::rollout::{gathered, samples, stats};
+use crate::rollout::dynamic_sampling::{check_groups_to_compare, DynamicSampling};
+use crate::rollout::env_player::EnvPlayer;
 use crate::runtime::backend::RunBackend;
 use crate::runtime::resources::Runtime;
-use crate::runtime::weight_versions::WeightVersions;
 
 /// The `Rollout` node's settings.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -304,13 +294,13 @@ impl NodeKind for RolloutSpec {
         )?;
         let ahead = match self.staleness {
             0 => None,
-            n => Some(start_ahead(name, n, self, runtime)?),
+            n => Some(operator::start_ahead(name, n, self, runtime)?),
         };
         let collective = runtime.worker.collective.clone();
         if self.dynamic_sampling.is_some() {
             check_groups_to_compare(&player)?;
         }
-        Ok(Box::new(RolloutNode {
+        Ok(Box::new(operator::RolloutNode {
             player,
             ahead,
             collective,
@@ -319,200 +309,8 @@ impl NodeKind for RolloutSpec {
     }
 }
 
-/// The thread pool an asynchronous rollout decodes on: a worker for each inference loop
-/// (which waits there for requests) and as many as the global pool has for the
-/// arithmetic, which the OS then shares fairly with training's threads.
-fn own_compute_pool(loops: usize) -> Result<Arc<rayon::ThreadPool>, String> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(loops + rayon::current_num_threads())
-        .thread_name(|i| format!("rollout-ahead-{i}"))
-        .build()
-        .map_err(|e| format!("cannot start the rollout's thread pool: {e}"))?;
-    Ok(Arc::new(pool))
-}
-
-/// Starts the thread of an asynchronous rollout (`staleness: n`), its weights of earlier
-/// steps read back from the checkpoint when the run resumes.
-fn start_ahead<B: RunBackend>(
-    name: &str,
-    n: u64,
-    spec: &RolloutSpec,
-    runtime: &mut Runtime<B>,
-) -> Result<AheadRollout<B>, String> {
-    let policy = runtime.policy(&spec.policy)?;
-    let mut policy = policy.borrow_mut();
-    if policy.behind.is_some() {
-        return Err(format!(
-            "two asynchronous rollouts play policy `{}`; give one of them `staleness: 0`",
-            spec.policy
-        ));
-    }
-    let weights = Arc::new(WeightVersions::default());
-    let first = runtime.run.first_step;
-    if let Some(dir) = runtime.run.resume_dir() {
-        let dir = policy.checkpoint_dir(&dir);
-        let compute = policy.inference().model.compute;
-        weights.restore(
-            &dir,
-            first.saturating_sub(n),
-            first,
-            compute,
-            &runtime.device,
-        )?;
-    }
-    policy.behind = Some(weights.clone());
-    let setup = AheadSetup {
-        node: name.to_string(),
-        pipeline_seed: runtime.run.seed,
-        worker: runtime.worker.index,
-        workers: runtime.worker.peers,
-        tags: spec.envs.0.clone(),
-        manager: env_manager(runtime, &spec.envs.0)?,
-        settings: PlaySettings {
-            compute: Some(own_compute_pool(spec.inference_loops)?),
-            ..spec.play_settings()
-        },
-        tokenizer: policy.tokenizer.clone(),
-        guides: runtime.guides.borrow().clone(),
-        first,
-        steps: runtime.run.steps,
-        staleness: n,
-    };
-    AheadRollout::start(setup, weights)
-}
-
-/// The `Rollout` operator.
-struct RolloutNode<B: RunBackend> {
-    player: EnvPlayer<B>,
-    /// The thread of an asynchronous rollout (`staleness` > 0).
-    ahead: Option<AheadRollout<B>>,
-    /// Several workers each play a shard of the groups and gather the step's whole batch.
-    collective: Collective,
-    /// DAPO's dynamic sampling, when on.
-    dynamic_sampling: Option<DynamicSampling>,
-}
-
-impl<B: RunBackend> RolloutNode<B> {
-    /// Step `ctx.step`'s rollout played ahead: publishes the weights this step starts from,
-    /// takes the step's episodes and batch, and reports the lag and who waited for whom.
-    fn take_ahead(&mut self, ctx: &mut StepContext) -> Result<(Played, Batch, f64), String> {
-        let Some(ahead) = &mut self.ahead else {
-            unreachable!("only called with a rollout thread")
-        };
-        let starting = self.player.starting_weights();
-        let (step, waited) = ahead.take(ctx.step, starting)?;
-        let (played, batch) = step.result?;
-        ctx.policy_version = step.version;
-        let metrics = [
-            ("staleness", (ctx.step - step.played_with) as f64),
-            ("trainer_idle_seconds", waited),
-            ("rollout_idle_seconds", step.idle_seconds),
-        ];
-        for (key, value) in metrics {
-            ctx.metrics.insert(key.into(), value);
-        }
-        Ok((played, batch, step.play_seconds))
-    }
-}
-
-impl<B: RunBackend> Operator for RolloutNode<B> {
-    fn process(&mut self, ctx: &mut StepContext, _input: Batch) -> Result<Batch, OperatorError> {
-        if self.ahead.is_some() {
-            let (played, batch, seconds) = self.take_ahead(ctx).map_err(OperatorError)?;
-            return self.finish(ctx, (played, None), Ok(batch), seconds);
-        }
-        let started = std::time::Instant::now();
-        let (played, round_zero) = match &self.dynamic_sampling {
-            None => (self.player.play(ctx).map_err(OperatorError)?, None),
-            Some(settings) => {
-                let draw = play_dynamic(&self.player, ctx, &self.collective, settings)
-                    .map_err(OperatorError)?;
-                draw.counts.report(&mut ctx.metrics);
-                (draw.played, Some(draw.round_zero))
-            }
-        };
-        let seconds = started.elapsed().as_secs_f64();
-        let manager = self.player.manager();
-        let group_size = |tag: &str| manager.group_size(tag).unwrap_or(1);
-        let mode = &self.player.settings().samples;
-        let mut batch = samples::batch(mode, &played.episodes, group_size, played.version);
-        if let (Ok(batch), true) = (&mut batch, self.player.settings().carry_cut) {
-            samples::set_policy_lag(batch, 0, played.version).map_err(OperatorError::from)?;
-        }
-        self.finish(ctx, (played, round_zero), batch, seconds)
-    }
-}
-
-impl<B: RunBackend> RolloutNode<B> {
-    /// What every rollout reports, from its episodes and batch; the episode metrics from
-    /// `reported` when given (dynamic sampling's round 0), else from the episodes.
-    fn finish(
-        &self,
-        ctx: &mut StepContext,
-        (played, reported): (Played, Option<Vec<EpisodeSummary>>),
-        batch: Result<Batch, BatchError>,
-        seconds: f64,
-    ) -> Result<Batch, OperatorError> {
-        let partial = [
-            played.cut_episodes,
-            played.carried_episodes,
-            played.resumed_groups,
-        ];
-        let (episodes, stats, faults) = (played.episodes, played.inference, played.faults);
-        let batch = batch?;
-        if batch.num_samples() == 0 {
-            check_room_to_reply(&episodes, self.player.settings(), self.player.context())
-                .map_err(OperatorError)?;
-        }
-        let summaries = reported.unwrap_or_else(|| self.player.summaries(&episodes));
-        let mut counts = vec![
-            stats.generated_tokens as f64,
-            stats.requests as f64,
-            stats.prompt_tokens as f64,
-            stats.reused_prompt_tokens as f64,
-        ];
-        counts.extend(partial.map(|n| n as f64));
-        counts.extend(faults.counts());
-        let step = gathered::gather(&self.collective, batch, summaries, counts, seconds)
-            .map_err(OperatorError)?;
-        let faults = faults.with_totals(&step.counts[7..]);
-        faults.report(ctx.step, &mut ctx.metrics);
-        if step.episodes.is_empty() && faults.env_errors > 0 {
-            let first = (faults.first.as_deref()).unwrap_or("in another worker's shard");
-            return Err(OperatorError(format!(
-                "every group of the step was lost to env faults, so there is nothing to \
-                 train on; the first: {first}"
-            )));
-        }
-        stats::summary_metrics(&step.episodes, &mut ctx.metrics, "");
-        let [generated, requests, prompt, reused, cut, carried, resumed, ..] = step.counts[..]
-        else {
-            unreachable!("nine counts were gathered")
-        };
-        if self.player.settings().extra_groups > 0 {
-            let partial = [
-                ("cut_episodes", cut),
-                ("carried_episodes", carried),
-                ("resumed_groups", resumed),
-            ];
-            for (key, value) in partial {
-                ctx.metrics.insert(key.into(), value);
-            }
-        }
-        let metrics = [
-            ("gen_tokens_per_s", generated / step.seconds.max(1e-9)),
-            // The playing alone (an asynchronous rollout's `seconds` is the step's wait).
-            ("play_seconds", step.seconds),
-            ("requests", requests),
-            ("prompt_tokens", prompt),
-            ("reused_prompt_tokens", reused),
-        ];
-        for (key, value) in metrics {
-            ctx.metrics.insert(key.into(), value);
-        }
-        Ok(step.batch)
-    }
-}
+#[path = "rollout_operator.rs"]
+mod operator;
 
 #[cfg(test)]
 #[path = "rollout_tests.rs"]
