@@ -5,8 +5,9 @@
 
 mod common;
 
-use common::{device, expected, fixture, ids, logits_of, matrix, max_abs_diff, B};
-use roll_flow_model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
+use common::{
+    device, expected, fixture, greedy_generation_matches, ids, logits_of, matrix, max_abs_diff, B,
+};
 use roll_flow_model::hf::{load_causal_lm, save_causal_lm};
 use roll_flow_model::qwen2::Qwen2CausalLm;
 use roll_flow_model::weights::to_f32_vec;
@@ -24,23 +25,7 @@ fn matches_transformers(name: &str) -> Qwen2CausalLm<B> {
         eprintln!("{name}: max |Δlogit| = {diff}");
         assert!(diff < LOGIT_TOLERANCE, "{name}: max |Δlogit| = {diff}");
     }
-    let new_tokens = expected["greedy_new_tokens"].as_u64().unwrap() as usize;
-    let mut batcher = ContinuousBatcher::<B>::new(4, &device());
-    for prompt in prompts {
-        let request = GenerationRequest {
-            prompt: ids(prompt),
-            max_new_tokens: new_tokens,
-            sampling: SamplingParams::greedy(),
-            stop_tokens: vec![],
-            seed: 0,
-            guide: None,
-        };
-        batcher.submit(&model, request).unwrap();
-    }
-    let outputs = batcher.run_to_completion(&model);
-    for (output, hf) in outputs.iter().zip(expected["greedy"].as_array().unwrap()) {
-        assert_eq!(output.tokens, ids(hf), "{name}");
-    }
+    greedy_generation_matches(&model, &expected);
     model
 }
 

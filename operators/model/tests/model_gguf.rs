@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::{device, fixture, ids, logits_of, matrix, max_abs_diff, B};
+use common::{device, fixture, greedy_generation_matches, ids, logits_of, matrix, max_abs_diff, B};
 use roll_flow_model::chat_template::ChatMessage;
-use roll_flow_model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
 use roll_flow_model::gguf::dequant::dequantize;
 use roll_flow_model::gguf::{load_gguf, GgufModel};
 
@@ -102,23 +101,7 @@ fn tiny_llama_matches_transformers() {
         eprintln!("max |Δlogit| = {diff}");
         assert!(diff < LOGIT_TOLERANCE, "max |Δlogit| = {diff}");
     }
-    let new_tokens = expected["greedy_new_tokens"].as_u64().unwrap() as usize;
-    let mut batcher = ContinuousBatcher::<B>::new(4, &device());
-    for prompt in prompt_ids {
-        let request = GenerationRequest {
-            prompt: ids(prompt),
-            max_new_tokens: new_tokens,
-            sampling: SamplingParams::greedy(),
-            stop_tokens: vec![],
-            seed: 0,
-            guide: None,
-        };
-        batcher.submit(&model, request).unwrap();
-    }
-    let outputs = batcher.run_to_completion(&model);
-    for (output, hf) in outputs.iter().zip(expected["greedy"].as_array().unwrap()) {
-        assert_eq!(output.tokens, ids(hf));
-    }
+    greedy_generation_matches(&model, &expected);
     let messages: Vec<ChatMessage> = expected["chat_messages"]
         .as_array()
         .unwrap()

@@ -5,10 +5,10 @@
 mod common;
 
 use common::{
-    device, expected, fixture, ids, logits_of, matrix, max_abs_diff, tiny_qwen2_sliding_window, B,
+    device, expected, fixture, greedy_generation_matches, ids, logits_of, matrix, max_abs_diff,
+    tiny_qwen2_sliding_window, B,
 };
 use roll_flow_model::chat_template::ChatMessage;
-use roll_flow_model::generate::{ContinuousBatcher, GenerationRequest, SamplingParams};
 use roll_flow_model::hf::{load_causal_lm, load_model_dir};
 use roll_flow_model::qwen2::Qwen2CausalLm;
 use roll_flow_model::TextTokenizer;
@@ -70,30 +70,6 @@ fn greedy_generation_reproduces_transformers_tokens() {
 fn greedy_generation_with_a_sliding_window_reproduces_transformers_tokens() {
     let (model, expected) = tiny_qwen2_sliding_window();
     greedy_generation_matches(&model, &expected);
-}
-
-fn greedy_generation_matches(model: &Qwen2CausalLm<B>, expected: &serde_json::Value) {
-    let new_tokens = expected["greedy_new_tokens"].as_u64().unwrap() as usize;
-    let mut batcher = ContinuousBatcher::<B>::new(8, &device());
-    for prompt in expected["prompt_ids"].as_array().unwrap() {
-        let request = GenerationRequest {
-            prompt: ids(prompt),
-            max_new_tokens: new_tokens,
-            sampling: SamplingParams::greedy(),
-            stop_tokens: vec![],
-            seed: 0,
-            guide: None,
-        };
-        batcher.submit(model, request).unwrap();
-    }
-    let outputs = batcher.run_to_completion(model);
-    let greedy = expected["greedy"].as_array().unwrap();
-    assert!(!greedy.is_empty());
-    assert_eq!(outputs.len(), greedy.len(), "one output per prompt");
-    for (output, hf) in outputs.iter().zip(greedy) {
-        assert_eq!(ids(hf).len(), new_tokens);
-        assert_eq!(output.tokens, ids(hf));
-    }
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Shared helpers of the model tests: the CPU backend, fixture paths, running the model on
-//! one sequence, and generating one request on its own.
+//! one sequence, generating one request on its own, and transformers' greedy continuations.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -89,6 +89,25 @@ pub fn alone(model: &Qwen2CausalLm<B>, request: GenerationRequest) -> Generation
     let mut batcher = ContinuousBatcher::<B>::new(1, &device());
     batcher.submit(model, request).unwrap();
     batcher.run_to_completion(model).pop().unwrap()
+}
+
+/// The fixture's prompts (`prompt_ids`), batched, each given `greedy_new_tokens` greedy
+/// tokens: exactly transformers' `greedy` continuations.
+pub fn greedy_generation_matches(model: &Qwen2CausalLm<B>, expected: &serde_json::Value) {
+    let new_tokens = expected["greedy_new_tokens"].as_u64().unwrap() as usize;
+    let mut batcher = ContinuousBatcher::<B>::new(8, &device());
+    for prompt in expected["prompt_ids"].as_array().unwrap() {
+        let request = request(&ids(prompt), new_tokens, SamplingParams::greedy(), 0);
+        batcher.submit(model, request).unwrap();
+    }
+    let outputs = batcher.run_to_completion(model);
+    let greedy = expected["greedy"].as_array().unwrap();
+    assert!(!greedy.is_empty());
+    assert_eq!(outputs.len(), greedy.len(), "one output per prompt");
+    for (output, hf) in outputs.iter().zip(greedy) {
+        assert_eq!(ids(hf).len(), new_tokens);
+        assert_eq!(output.tokens, ids(hf));
+    }
 }
 
 /// `tests/fixtures/<name>` of the workspace.
