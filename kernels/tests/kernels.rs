@@ -18,17 +18,17 @@ macro_rules! backend_suite {
 
             #[test]
             fn logprob_entropy_forward_matches_reference() {
-                super::suite::logprob_forward::<B>(&device());
+                super::suite::logprob::logprob_forward::<B>(&device());
             }
 
             #[test]
             fn logprob_entropy_forward_under_autodiff() {
-                super::suite::logprob_forward::<A>(&device());
+                super::suite::logprob::logprob_forward::<A>(&device());
             }
 
             #[test]
             fn logprob_entropy_gradient_matches_autodiff_reference() {
-                super::suite::logprob_backward::<A>(&device());
+                super::suite::logprob::logprob_backward::<A>(&device());
             }
 
             #[test]
@@ -38,22 +38,22 @@ macro_rules! backend_suite {
 
             #[test]
             fn logprob_entropy_with_minus_infinity_logits() {
-                super::suite::logprob_masked_logits::<A>(&device());
+                super::suite::logprob::logprob_masked_logits::<A>(&device());
             }
 
             #[test]
             fn gae_matches_reference_and_oracle() {
-                super::suite::gae_forward::<B>(&device());
+                super::suite::gae::gae_forward::<B>(&device());
             }
 
             #[test]
             fn ppo_loss_weights_stats_and_gradient_match_reference() {
-                super::suite::ppo_forward_backward::<A>(&device());
+                super::suite::ppo::ppo_forward_backward::<A>(&device());
             }
 
             #[test]
             fn ppo_backward_without_the_saved_gradient_is_the_same() {
-                super::suite::ppo_backward_without_the_saved_gradient::<B>(&device());
+                super::suite::ppo::ppo_backward_without_the_saved_gradient::<B>(&device());
             }
 
             #[test]

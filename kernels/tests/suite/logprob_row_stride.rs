@@ -7,7 +7,8 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
 use roll_flow_kernels::{reference, KernelBackend};
 
-use super::{assert_close, assert_close_scaled, host, logits_and_targets, vector, Rng};
+use super::logprob::logits_and_targets;
+use super::{assert_close, assert_close_scaled, host, vector, Rng};
 
 /// (rows, vocab, columns of the wider tensor, first column of the view).
 const VIEWS: [(usize, usize, usize, usize); 4] = [
