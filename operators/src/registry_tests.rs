@@ -1,14 +1,16 @@
+//! The registry: every shipped pipeline validates, every kind parses with its defaults
+//! and range-checks its settings, and the runtime's plain facts come from the kinds.
+
 use std::path::Path;
 
 use roll_flow_engine::spec::{ron_options, Loaded, Source};
-use roll_flow_engine::{validate, NodeSpec, Role};
-
-use roll_flow_engine::batch::column::*;
-use roll_flow_engine::{Column, Need};
+use roll_flow_engine::{validate, NodeSpec};
 
 use super::*;
 use crate::catalog::RollFlow;
-use crate::nodes::rollout::{STEP_COLUMNS, TRAJECTORY_COLUMNS};
+
+#[path = "registry_contract_tests.rs"]
+mod contracts;
 
 /// The shipped pipelines and the GPU benchmark's.
 fn pipeline_files() -> Vec<std::path::PathBuf> {
@@ -57,51 +59,6 @@ fn node(text: &str) -> Node {
     let wrapped =
         format!("Pipeline(name: \"t\", steps: 1, out_dir: \"o\", nodes: {{ \"n\": {text} }})");
     load(&wrapped).pipeline.nodes.get("n").unwrap().clone()
-}
-
-#[test]
-fn roles_and_contracts_follow_the_config() {
-    let rollout = node("Rollout(envs: \"train\")");
-    assert_eq!((rollout.kind(), rollout.role()), ("Rollout", Role::Source));
-    let gives = |n: &Node| {
-        n.contract()
-            .gives
-            .iter()
-            .map(|c| c.name().to_string())
-            .collect::<Vec<_>>()
-    };
-    assert!(!gives(&rollout).contains(&"state_hash".to_string()));
-    let stepwise = node("Rollout(envs: [\"a\", \"b\"], samples: Step(history: 2))");
-    assert!(gives(&stepwise).contains(&"state_hash".to_string()));
-    assert_eq!(
-        stepwise.references().len(),
-        3,
-        "two env sets and the policy"
-    );
-    assert_eq!(node("ActorStep()").role(), Role::PolicyUpdate);
-    let with_kl = node("ActorStep(kl: (coef: 0.1))");
-    assert!(with_kl
-        .contract()
-        .needs
-        .iter()
-        .any(|n| n.column.name() == "ref_logprob"));
-    let needs = |n: &Node| {
-        n.contract()
-            .needs
-            .iter()
-            .map(|c| c.column.name().to_string())
-            .collect::<Vec<_>>()
-    };
-    assert!(needs(&node("ActorStep()")).contains(&"old_logprob".to_string()));
-    let this_step = node("ActorStep(old_logprob: ThisStep)");
-    assert_eq!(needs(&this_step), vec!["response_mask", "advantages"]);
-    let behaviour = node("ActorStep(old_logprob: Behaviour, loss: DecoupledPpo())");
-    assert_eq!(
-        needs(&behaviour),
-        vec!["response_mask", "advantages", "behaviour_logprob"]
-    );
-    assert_eq!(node("StarPO(keep_top_std: 0.5)").kind(), "StarPO");
-    assert!(node("Grpo()").contract().group_normalised);
 }
 
 #[test]
@@ -210,112 +167,6 @@ fn every_registered_kind_parses_with_defaults() {
     }
 }
 
-/// The contracts graph validation checks the step nodes against: exactly the columns each
-/// update reads (the losses read nothing else; `algo::actor_loss` and `algo::value_loss`
-/// keep no list of their own).
-#[test]
-fn step_contracts_name_every_column_they_read() {
-    let needs = |text: &str| {
-        node(text)
-            .contract()
-            .needs
-            .iter()
-            .map(|c| c.column.name().to_string())
-            .collect::<Vec<_>>()
-    };
-    let gives = |text: &str| node(text).contract().gives.len();
-    let cases: [(&str, &[&str]); 8] = [
-        (
-            "ActorStep()",
-            &["response_mask", "advantages", "old_logprob"],
-        ),
-        (
-            "ActorStep(old_logprob: ThisStep)",
-            &["response_mask", "advantages"],
-        ),
-        (
-            "ActorStep(old_logprob: Behaviour)",
-            &["response_mask", "advantages", "behaviour_logprob"],
-        ),
-        (
-            "ActorStep(loss: DecoupledPpo())",
-            &[
-                "response_mask",
-                "advantages",
-                "old_logprob",
-                "behaviour_logprob",
-            ],
-        ),
-        (
-            "ActorStep(old_logprob: ThisStep, loss: DecoupledPpo())",
-            &["response_mask", "advantages", "behaviour_logprob"],
-        ),
-        (
-            "ActorStep(loss: PpoClip(ratio: Segment), kl: (coef: 0.1))",
-            &[
-                "response_mask",
-                "advantages",
-                "old_logprob",
-                "ref_logprob",
-                "token_turn",
-            ],
-        ),
-        (
-            "ActorStep(old_logprob: Behaviour, loss: DecoupledPpo(ratio: Segment))",
-            &[
-                "response_mask",
-                "advantages",
-                "behaviour_logprob",
-                "token_turn",
-            ],
-        ),
-        (
-            "CriticStep(model: \"c\")",
-            &["response_mask", "returns", "values"],
-        ),
-    ];
-    for (text, want) in cases {
-        assert_eq!(needs(text), want, "{text}");
-        assert_eq!(gives(text), 0, "{text} gives nothing");
-    }
-    for (text, column) in [
-        ("LogProb()", "old_logprob"),
-        ("RefLogProb(model: \"r\")", "ref_logprob"),
-        ("Values(model: \"c\")", "values"),
-    ] {
-        let contract = node(text).contract();
-        assert_eq!(needs(text), ["response_mask"], "{text}");
-        let gives: Vec<&str> = contract.gives.iter().map(|c| c.name()).collect();
-        assert_eq!(gives, [column], "{text}");
-    }
-}
-
-fn parse(text: &str) -> Node {
-    node(text)
-}
-
-/// Columns a trajectory-wise rollout plus an old-logprob node give.
-fn trajectory_columns() -> Vec<Column> {
-    let mut c = TRAJECTORY_COLUMNS.to_vec();
-    c.push(OLD_LOGPROB);
-    c
-}
-
-/// Columns a step-wise rollout plus an old-logprob node give.
-fn step_columns() -> Vec<Column> {
-    let mut c = trajectory_columns();
-    c.extend(STEP_COLUMNS.iter().cloned());
-    c
-}
-
-fn unmet(spec: &Node, given: &[Column]) -> Vec<Need> {
-    spec.contract()
-        .needs
-        .into_iter()
-        .filter(|n| !given.contains(&n.column))
-        .collect()
-}
-
 #[test]
 fn every_variant_parses_with_its_ron_name() {
     let texts = [
@@ -329,9 +180,9 @@ fn every_variant_parses_with_its_ron_name() {
         "AgenticReinforce(gamma: 0.9)",
     ];
     for text in texts {
-        assert_eq!(parse(text).kind(), text.split('(').next().unwrap());
+        assert_eq!(node(text).kind(), text.split('(').next().unwrap());
     }
-    let kl = parse("Gae(kl_penalty: (coef: 0.05, target: 0.1), shaping: (whiten: true))");
+    let kl = node("Gae(kl_penalty: (coef: 0.05, target: 0.1), shaping: (whiten: true))");
     let Node::Gae(g) = kl else { panic!() };
     assert_eq!(g.kl_penalty.unwrap().target, Some(0.1));
 }
@@ -342,52 +193,6 @@ fn unknown_fields_are_refused() {
         .from_str::<Node>("GiGPO(step_gama: 0.9)")
         .unwrap_err();
     assert!(err.to_string().contains("step_gama"), "{err}");
-}
-
-#[test]
-fn gigpo_refuses_trajectory_samples_at_validation() {
-    let spec = parse("GiGPO()");
-    let missing = unmet(&spec, &trajectory_columns());
-    let names: Vec<&str> = missing.iter().map(|n| n.column.name()).collect();
-    assert_eq!(names, ["step_index", "state_hash"]);
-    assert!(missing
-        .iter()
-        .all(|n| n.hint.as_deref() == Some(roll_flow_algo::gigpo::STEP_HINT)));
-    assert!(unmet(&spec, &step_columns()).is_empty());
-}
-
-#[test]
-fn needs_and_gives_per_variant() {
-    assert!(unmet(&parse("StarPO()"), &trajectory_columns()).is_empty());
-    assert!(unmet(&parse("Grpo()"), &trajectory_columns()).is_empty());
-    assert!(unmet(&parse("AgenticReinforce()"), &trajectory_columns()).is_empty());
-    assert_eq!(
-        unmet(&parse("BiLevelGae()"), &trajectory_columns()).len(),
-        1
-    );
-    assert!(unmet(&parse("StepReinforce()"), &step_columns()).is_empty());
-    let gae = unmet(&parse("Gae()"), &trajectory_columns());
-    assert_eq!(
-        gae,
-        vec![Need::with_hint(VALUES, "add a Values node upstream")]
-    );
-    let kl = unmet(&parse("Grpo(kl_penalty: ())"), &trajectory_columns());
-    assert_eq!(
-        kl.iter().map(|n| n.column.name()).collect::<Vec<_>>(),
-        ["ref_logprob"]
-    );
-    assert_eq!(parse("Gae()").contract().gives, vec![ADVANTAGES, RETURNS]);
-    assert_eq!(parse("GiGPO()").contract().gives, vec![ADVANTAGES]);
-}
-
-#[test]
-fn group_normalised_flags_the_group_of_one_pitfall() {
-    assert!(parse("Grpo(norm: Mean)").contract().group_normalised);
-    assert!(parse("StarPO()").contract().group_normalised);
-    assert!(parse("GiGPO()").contract().group_normalised);
-    assert!(!parse("Grpo(norm: Identity)").contract().group_normalised);
-    assert!(!parse("Gae()").contract().group_normalised);
-    assert!(!parse("AgenticReinforce()").contract().group_normalised);
 }
 
 #[test]
@@ -419,38 +224,9 @@ fn out_of_range_settings_are_refused_before_running() {
         ),
     ];
     for (text, message) in cases {
-        let err = parse(text).check().unwrap_err();
+        let err = node(text).check().unwrap_err();
         assert!(err.starts_with(message), "{text}: {err}");
     }
-}
-
-#[test]
-fn the_advice_for_a_missing_column_names_the_kinds_that_give_it() {
-    assert_eq!(
-        Node::giver_of(&OLD_LOGPROB).as_deref(),
-        Some("a `LogProb` node")
-    );
-    assert_eq!(
-        Node::giver_of(&REF_LOGPROB).as_deref(),
-        Some("a `RefLogProb` node")
-    );
-    assert_eq!(Node::giver_of(&VALUES).as_deref(), Some("a `Values` node"));
-    assert_eq!(
-        Node::giver_of(&STATE_HASH).as_deref(),
-        Some("a `Rollout` node")
-    );
-    let advantages = Node::giver_of(&ADVANTAGES).unwrap();
-    assert_eq!(
-        advantages,
-        "one of the nodes `Gae`, `BiLevelGae`, `Grpo`, `Reinforce`, `Rloo`, `DrGrpo`, \
-         `ReinforcePlusPlus`, `StarPO`, `GiGPO`, `StepReinforce`, `AgenticReinforce`"
-    );
-    let returns = Node::kinds_giving(&RETURNS);
-    assert!(
-        returns.contains(&"Gae") && !returns.contains(&"StarPO"),
-        "{returns:?}"
-    );
-    assert_eq!(Node::giver_of(&Column::token("made_up")), None);
 }
 
 #[test]
@@ -529,68 +305,6 @@ fn every_registry_name_is_the_name_its_kind_gives_itself() {
             ron, own,
             "the registry line `{ron}` names a kind that calls itself `{own}`"
         );
-    }
-}
-
-#[test]
-fn the_new_losses_read_what_they_need_and_refuse_what_cannot_work() {
-    let needs = |text: &str| {
-        node(text)
-            .contract()
-            .needs
-            .iter()
-            .map(|c| c.column.name().to_string())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(
-        needs("ActorStep(loss: Gspo())"),
-        ["response_mask", "advantages", "old_logprob"],
-        "sequence ratios need no turn ids"
-    );
-    assert_eq!(
-        needs("ActorStep(loss: Cispo(correction: (tis: 2.0)))"),
-        [
-            "response_mask",
-            "advantages",
-            "old_logprob",
-            "behaviour_logprob"
-        ]
-    );
-    assert_eq!(
-        needs("ActorStep(old_logprob: ThisStep, loss: PpoClip(correction: (mask: Token())))"),
-        ["response_mask", "advantages", "behaviour_logprob"]
-    );
-    let err = node("ActorStep(old_logprob: Behaviour, loss: Gspo(correction: (tis: 2.0)))")
-        .check()
-        .unwrap_err();
-    assert!(
-        err.starts_with("`correction` weighs each token by π_old/π_behave"),
-        "{err}"
-    );
-    let err = node("ActorStep(loss: Gspo(low: 2.0))").check().unwrap_err();
-    assert!(err.starts_with("Gspo: clip needs"), "{err}");
-    let err = node("ActorStep(loss: PpoClip(correction: (tis: -1.0)))")
-        .check()
-        .unwrap_err();
-    assert_eq!(err, "PpoClip: `correction.tis` must be > 0, got -1");
-    // Only the decoupled loss takes the older samples of an asynchronous rollout.
-    let refuses = |text: &str| {
-        node(text)
-            .contract()
-            .refuses
-            .into_iter()
-            .map(|r| r.reason)
-            .collect::<Vec<_>>()
-    };
-    let gspo = refuses("ActorStep(loss: Gspo())");
-    assert!(
-        gspo[0].contains("and `Gspo` does not correct for that"),
-        "{gspo:?}"
-    );
-    assert!(refuses("ActorStep(loss: DecoupledPpo())").is_empty());
-    for estimator in ["K2", "LowVarKl"] {
-        let text = format!("ActorStep(kl: (estimator: {estimator}))");
-        assert!(node(&text).check().is_ok(), "{estimator}");
     }
 }
 
