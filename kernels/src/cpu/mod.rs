@@ -14,6 +14,7 @@ pub mod linear;
 pub mod logprob;
 mod logprob_row;
 mod ordered_product;
+mod ordered_product_plain;
 #[cfg(target_arch = "x86_64")]
 mod ordered_product_x86;
 pub mod ppo;

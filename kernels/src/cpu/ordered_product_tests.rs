@@ -1,6 +1,7 @@
 //! Tests of the ordered product: every kernel against the written-out FMA chain, bit for bit.
 
 use super::*;
+use crate::cpu::ordered_product_plain::plain_tile;
 
 /// Deterministic values in [-1, 1).
 fn values(n: usize, salt: usize) -> Vec<f32> {
