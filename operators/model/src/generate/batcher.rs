@@ -33,7 +33,7 @@ use std::collections::VecDeque;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rayon::prelude::*;
 use roll_flow_kernels::row_sampling::RowDraw;
 use roll_flow_kernels::{with_packed_weights, KernelBackend, PackedWeights};
@@ -41,31 +41,14 @@ use roll_flow_kernels::{with_packed_weights, KernelBackend, PackedWeights};
 use super::device_sampling::{on_device, sample_on_device};
 use super::prefix_reuse::{plan_prefill, stored_columns, Prefix, PrefixStore};
 use super::request::{FinishReason, GenerationOutput, GenerationRequest, RequestId};
-use super::sampler::{sample, Sampled};
+use super::running::{
+    advance, finished_output, jump_forward, only_allowed, output, row_draw, Running,
+};
+use super::sampler::sample;
 use crate::error::ModelError;
 use crate::kv_cache::KvCache;
 use crate::qwen2::{AttentionLayout, Qwen2CausalLm};
 use roll_flow_kernels::host_transfer::{download_f32, on_rayon_thread, upload};
-
-/// A request that is being decoded.
-struct Running {
-    id: RequestId,
-    request: GenerationRequest,
-    /// The conversation this request continues, if any.
-    session: Option<u64>,
-    rng: StdRng,
-    tokens: Vec<u32>,
-    logprobs: Vec<f32>,
-    finish: Option<FinishReason>,
-}
-
-impl Running {
-    /// Rotary position of the last reply token (the next decode input): right after the
-    /// prompt and the reply before it.
-    fn last_position(&self) -> usize {
-        self.request.prompt.len() + self.tokens.len() - 1
-    }
-}
 
 /// Logits in a step above which its rows are sampled on rayon's threads: a log-softmax in
 /// f64 per row (8,192 to 151,936 `exp`s) was 4-5% of a `medium` decode step on the calling
@@ -374,70 +357,6 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
     }
 }
 
-/// Takes `sampled` into `row` (`None`: its logits were not all finite) and decides whether
-/// it is finished.
-fn advance(mut row: Running, sampled: Option<Sampled>) -> Running {
-    let Some(Sampled { token, logprob }) = sampled else {
-        row.finish = Some(FinishReason::NonFinite);
-        return row;
-    };
-    row.tokens.push(token);
-    row.logprobs.push(logprob);
-    let stop = match &row.request.guide {
-        Some(guide) => guide.is_complete(&row.tokens),
-        None => row.request.stop_tokens.contains(&token),
-    };
-    if stop {
-        row.finish = Some(FinishReason::Stop);
-    } else if row.tokens.len() >= row.request.max_new_tokens {
-        row.finish = Some(FinishReason::Length);
-    } else {
-        jump_forward(&mut row);
-    }
-    row
-}
-
-/// `row`'s temperature and, when it samples, the next uniform draw of its own generator
-/// (the one the host sampler would take).
-fn row_draw(row: &mut Running) -> RowDraw {
-    let temperature = row.request.sampling.temperature;
-    let draw = match temperature > 0.0 {
-        true => row.rng.random::<f64>() as f32,
-        false => 0.0,
-    };
-    RowDraw { temperature, draw }
-}
-
-/// Appends the tokens `row`'s guide forces next (log-prob 0) when they open the reply or
-/// run to the end of the choice; sets `finish` when the reply is then complete or full.
-/// A forced run that stops short of a choice's end is left to the decode steps, whose
-/// input is one token per row.
-fn jump_forward(row: &mut Running) {
-    let Some(guide) = &row.request.guide else {
-        return;
-    };
-    let max = row.request.max_new_tokens;
-    let (opening, before) = (row.tokens.is_empty(), row.tokens.len());
-    while row.tokens.len() < max {
-        match guide.allowed(&row.tokens) {
-            Some(&[only]) => row.tokens.push(only),
-            _ => break,
-        }
-    }
-    let complete = guide.is_complete(&row.tokens);
-    let full = row.tokens.len() >= max;
-    if !(opening || complete || full) {
-        row.tokens.truncate(before);
-        return;
-    }
-    row.logprobs.resize(row.tokens.len(), 0.0);
-    if complete {
-        row.finish = Some(FinishReason::Stop);
-    } else if full {
-        row.finish = Some(FinishReason::Length);
-    }
-}
-
 /// Row `i`'s keys and values and the tokens they cover: its prompt and the reply tokens
 /// that went through the model (a reply's last tokens, sampled or forced, never do).
 /// With `keep`, only the last `keep` columns are stored.
@@ -451,31 +370,4 @@ fn cached_prefix<B: KernelBackend>(
     let mut tokens = [row.request.prompt.as_slice(), &row.tokens].concat();
     tokens.truncate(kv.len());
     Prefix { tokens, kv }
-}
-
-fn finished_output(r: Running) -> GenerationOutput {
-    output(r.id, r.tokens, r.logprobs, r.finish.expect("finished"))
-}
-
-/// `logits` with every token outside `allowed` set to −∞.
-fn only_allowed(logits: &[f32], allowed: &[u32]) -> Vec<f32> {
-    let mut masked = vec![f32::NEG_INFINITY; logits.len()];
-    for &t in allowed {
-        masked[t as usize] = logits[t as usize];
-    }
-    masked
-}
-
-fn output(
-    id: RequestId,
-    tokens: Vec<u32>,
-    logprobs: Vec<f32>,
-    finish: FinishReason,
-) -> GenerationOutput {
-    GenerationOutput {
-        id,
-        tokens,
-        logprobs,
-        finish,
-    }
 }

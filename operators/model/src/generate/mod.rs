@@ -6,6 +6,7 @@ mod device_sampling;
 pub mod guide;
 pub mod prefix_reuse;
 pub mod request;
+mod running;
 pub mod sampler;
 
 pub use crate::kv_cache::{KvCache, LayerKv};
