@@ -1,14 +1,21 @@
 //! GGUF files against the `gguf` Python package and transformers, on the fixtures made by
 //! `tests/fixtures/make_tiny_gguf.py`: every tensor type dequantises to the package's own
 //! values bit for bit; the tiny Llama file gives transformers' tokenizer ids, logits, greedy
-//! tokens and chat rendering.
+//! tokens and chat rendering; the SentencePiece vocabulary of
+//! `tests/fixtures/make_tiny_spm_gguf.py` gives transformers' ids, decodings and chat
+//! rendering.
 
 mod common;
 
-use common::{device, fixture, greedy_generation_matches, ids, logits_of, matrix, max_abs_diff, B};
+use common::gguf_writer::Writer;
+use common::{
+    chat_messages, device, fixture, greedy_generation_matches, ids, logits_of, matrix,
+    max_abs_diff, B,
+};
 use roll_flow_model::chat_template::ChatMessage;
 use roll_flow_model::gguf::dequant::dequantize;
 use roll_flow_model::gguf::{load_gguf, GgufModel};
+use roll_flow_model::TextTokenizer;
 
 /// f32 logits must agree with transformers' to this absolute tolerance (both dequantise the
 /// same blocks to the same f32 values).
@@ -102,13 +109,15 @@ fn tiny_llama_matches_transformers() {
         assert!(diff < LOGIT_TOLERANCE, "max |Δlogit| = {diff}");
     }
     greedy_generation_matches(&model, &expected);
-    let messages: Vec<ChatMessage> = expected["chat_messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| ChatMessage::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
-        .collect();
-    let rendered = tokenizer.apply_chat_template(&messages, true).unwrap();
+    chat_matches(&tokenizer, &expected, true);
+}
+
+/// The tokenizer renders the reference's chat as transformers did and stops at its eos.
+fn chat_matches(tokenizer: &TextTokenizer, expected: &serde_json::Value, generation_prompt: bool) {
+    let messages = chat_messages(&expected["chat_messages"]);
+    let rendered = tokenizer
+        .apply_chat_template(&messages, generation_prompt)
+        .unwrap();
     assert_eq!(rendered, expected["chat_rendered"].as_str().unwrap());
     let eos = expected["stop_token"].as_u64().unwrap() as u32;
     assert!(tokenizer.stop_tokens().contains(&eos));
@@ -123,7 +132,7 @@ fn tokenizer_round_trips_through_hf_files() {
     for (name, text) in gguf.hf_tokenizer_files().unwrap() {
         std::fs::write(dir.path().join(name), text).unwrap();
     }
-    let from_files = roll_flow_model::TextTokenizer::from_model_dir(dir.path()).unwrap();
+    let from_files = TextTokenizer::from_model_dir(dir.path()).unwrap();
     let from_gguf = gguf.tokenizer().unwrap();
     let text = "<|im_start|>user\nP_O ünïcode 123<|im_end|><answer>Left</answer>";
     assert_eq!(
@@ -135,5 +144,79 @@ fn tokenizer_round_trips_through_hf_files() {
     assert_eq!(
         from_files.apply_chat_template(&chat, true).unwrap(),
         from_gguf.apply_chat_template(&chat, true).unwrap()
+    );
+}
+
+/// A SentencePiece vocabulary (`tokenizer.ggml.model = "llama"`, scores and no merges, byte
+/// fallback) tokenizes a multilingual sample, spaces, tabs, new lines, unseen characters
+/// and special tokens in the text as transformers does, and decodes as it does.
+#[test]
+fn sentencepiece_vocabulary_matches_transformers() {
+    let gguf = GgufModel::open(&fixture("tiny_gguf/tiny_spm.gguf")).unwrap();
+    let tokenizer = gguf.tokenizer().unwrap();
+    let expected = json("tiny_spm.json");
+    let samples = expected["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 7);
+    for ((text, hf_ids), hf_text) in samples
+        .iter()
+        .zip(expected["ids"].as_array().unwrap())
+        .zip(expected["decoded"].as_array().unwrap())
+    {
+        let text = text.as_str().unwrap();
+        let ours = tokenizer.encode(text).unwrap();
+        assert_eq!(ours, ids(hf_ids), "ids of {text:?}");
+        assert_eq!(
+            tokenizer.decode(&ours, false).unwrap(),
+            hf_text.as_str().unwrap()
+        );
+    }
+    chat_matches(&tokenizer, &expected, false);
+}
+
+/// The merges come from the scores, worked by hand: `▁a` (−1) is the first merge; `bc`
+/// and `▁ab` tie at −2 and `▁a·b` goes first for its longer left piece, though `bc` is
+/// listed first. So "abc" is `▁ab`, `c` (file order would give `▁a`, `bc`); alone, "bc"
+/// is `▁`, `bc`; `d`, in no piece, falls back to its byte; no `▁` opens the text after a
+/// special token. transformers' `LlamaTokenizer` with its `generate_merges` gives the
+/// same ids.
+#[test]
+fn sentencepiece_merges_come_from_the_scores() {
+    let tokens = [
+        "<unk>",
+        "<s>",
+        "</s>",
+        "\u{2581}",
+        "a",
+        "b",
+        "c",
+        "\u{2581}a",
+        "bc",
+        "\u{2581}ab",
+        "<0x64>",
+    ];
+    let scores = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, -2.0, -2.0, 0.0];
+    let mut w = Writer::default();
+    w.str("general.architecture", "llama");
+    w.str("tokenizer.ggml.model", "llama");
+    w.strings("tokenizer.ggml.tokens", &tokens);
+    w.f32s("tokenizer.ggml.scores", &scores);
+    w.u32("tokenizer.ggml.eos_token_id", 2);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spm.gguf");
+    std::fs::write(&path, w.finish()).unwrap();
+    let tokenizer = GgufModel::open(&path).unwrap().tokenizer().unwrap();
+    assert_eq!(tokenizer.encode("abc").unwrap(), [9, 6]);
+    assert_eq!(tokenizer.encode("bc").unwrap(), [3, 8]);
+    assert_eq!(tokenizer.encode("abc d").unwrap(), [9, 6, 3, 10]);
+    assert_eq!(tokenizer.encode("a</s>b").unwrap(), [7, 2, 5]);
+    assert_eq!(tokenizer.decode(&[9, 6, 3, 10], false).unwrap(), "abc d");
+    let files = GgufModel::open(&path)
+        .unwrap()
+        .hf_tokenizer_files()
+        .unwrap();
+    let config: serde_json::Value = serde_json::from_str(&files[1].1).unwrap();
+    assert_eq!(
+        config["add_bos_token"], true,
+        "llama.cpp's default for SentencePiece"
     );
 }

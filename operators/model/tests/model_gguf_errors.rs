@@ -4,82 +4,9 @@
 
 mod common;
 
+use common::gguf_writer::Writer;
 use common::{device, fixture, B};
 use roll_flow_model::gguf::{load_gguf, GgufModel};
-
-/// A GGUF v3 file under construction (llama.cpp's `docs/gguf.md` layout, alignment 32).
-#[derive(Default)]
-struct Writer {
-    kv: Vec<u8>,
-    kv_count: u64,
-    infos: Vec<u8>,
-    tensor_count: u64,
-    data: Vec<u8>,
-}
-
-fn string(out: &mut Vec<u8>, s: &str) {
-    out.extend((s.len() as u64).to_le_bytes());
-    out.extend(s.as_bytes());
-}
-
-impl Writer {
-    fn key(&mut self, key: &str, value_type: u32) {
-        string(&mut self.kv, key);
-        self.kv.extend(value_type.to_le_bytes());
-        self.kv_count += 1;
-    }
-    fn u32(&mut self, key: &str, v: u32) {
-        self.key(key, 4);
-        self.kv.extend(v.to_le_bytes());
-    }
-    fn f32(&mut self, key: &str, v: f32) {
-        self.key(key, 6);
-        self.kv.extend(v.to_le_bytes());
-    }
-    fn str(&mut self, key: &str, v: &str) {
-        self.key(key, 8);
-        string(&mut self.kv, v);
-    }
-    fn strings(&mut self, key: &str, items: &[&str]) {
-        self.key(key, 9);
-        self.kv.extend(8u32.to_le_bytes());
-        self.kv.extend((items.len() as u64).to_le_bytes());
-        for item in items {
-            string(&mut self.kv, item);
-        }
-    }
-    /// An F32 tensor of `shape` (row-major) filled with small distinct values.
-    fn tensor(&mut self, name: &str, shape: &[usize]) {
-        let n: usize = shape.iter().product();
-        let bytes: Vec<u8> = (0..n)
-            .flat_map(|i| (0.01 * ((i % 7) as f32 - 3.0)).to_le_bytes())
-            .collect();
-        self.raw_tensor(name, shape, 0, &bytes);
-    }
-    fn raw_tensor(&mut self, name: &str, shape: &[usize], ggml_type: u32, bytes: &[u8]) {
-        string(&mut self.infos, name);
-        self.infos.extend((shape.len() as u32).to_le_bytes());
-        for &d in shape.iter().rev() {
-            self.infos.extend((d as u64).to_le_bytes());
-        }
-        self.infos.extend(ggml_type.to_le_bytes());
-        self.infos.extend((self.data.len() as u64).to_le_bytes());
-        self.data.extend(bytes);
-        self.data.resize(self.data.len().div_ceil(32) * 32, 0);
-        self.tensor_count += 1;
-    }
-    fn finish(&self) -> Vec<u8> {
-        let mut out = b"GGUF".to_vec();
-        out.extend(3u32.to_le_bytes());
-        out.extend(self.tensor_count.to_le_bytes());
-        out.extend(self.kv_count.to_le_bytes());
-        out.extend(&self.kv);
-        out.extend(&self.infos);
-        out.resize(out.len().div_ceil(32) * 32, 0);
-        out.extend(&self.data);
-        out
-    }
-}
 
 const TOKENS: [&str; 6] = ["a", "b", "ab", "Ġ", "<s>", "</s>"];
 
@@ -201,6 +128,53 @@ fn header_and_metadata_errors_name_what_is_wrong() {
     );
     let err = load_error(&llama(&[], |w| w.key("odd", 13)));
     assert!(err.contains("metadata odd: unknown value type 13"), "{err}");
+}
+
+/// The error of building the tokenizer of a vocabulary-only file of `kind` (the fixture
+/// Llama's six tokens) with `extra` keys.
+fn tokenizer_error(kind: &str, extra: impl FnOnce(&mut Writer)) -> String {
+    let mut w = Writer::default();
+    w.str("general.architecture", "llama");
+    w.str("tokenizer.ggml.model", kind);
+    w.strings("tokenizer.ggml.tokens", &TOKENS);
+    extra(&mut w);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vocab.gguf");
+    std::fs::write(&path, w.finish()).unwrap();
+    match GgufModel::open(&path).unwrap().tokenizer() {
+        Ok(_) => panic!("a broken vocabulary loaded"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn tokenizer_metadata_errors_name_the_key() {
+    let err = tokenizer_error("t5", |_| {});
+    assert!(
+        err.contains("tokenizer.ggml.model is \"t5\"; supported: \"gpt2\"")
+            && err.contains("\"llama\" (SentencePiece BPE)"),
+        "{err}"
+    );
+    let err = tokenizer_error("llama", |_| {});
+    assert!(
+        err.contains("metadata key tokenizer.ggml.scores is missing"),
+        "{err}"
+    );
+    let err = tokenizer_error("llama", |w| w.f32s("tokenizer.ggml.scores", &[0.0; 2]));
+    assert!(
+        err.contains("tokenizer.ggml.scores has 2 entries for 6 tokens"),
+        "{err}"
+    );
+    let err = tokenizer_error("llama", |w| w.strings("tokenizer.ggml.scores", &TOKENS));
+    assert!(
+        err.contains("tokenizer.ggml.scores: element 0 should be a number, found a string"),
+        "{err}"
+    );
+    let err = tokenizer_error("llama", |w| {
+        w.f32s("tokenizer.ggml.scores", &[0.0; 6]);
+        w.strings("tokenizer.ggml.merges", &["a"]);
+    });
+    assert!(err.contains("entry 0 (\"a\") has no space"), "{err}");
 }
 
 #[test]

@@ -5,10 +5,9 @@
 mod common;
 
 use common::{
-    device, expected, fixture, greedy_generation_matches, ids, logits_of, matrix, max_abs_diff,
-    tiny_qwen2_sliding_window, B,
+    chat_messages, device, expected, fixture, greedy_generation_matches, ids, logits_of, matrix,
+    max_abs_diff, tiny_qwen2_sliding_window, B,
 };
-use roll_flow_model::chat_template::ChatMessage;
 use roll_flow_model::hf::{load_causal_lm, load_model_dir};
 use roll_flow_model::qwen2::Qwen2CausalLm;
 use roll_flow_model::TextTokenizer;
@@ -102,12 +101,7 @@ fn chat_template_renders_as_transformers() {
     let cases = expected["chat"].as_array().unwrap();
     assert_eq!(cases.len(), 6);
     for case in cases {
-        let messages: Vec<ChatMessage> = case["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| ChatMessage::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
-            .collect();
+        let messages = chat_messages(&case["messages"]);
         let add_generation_prompt = case["add_generation_prompt"].as_bool().unwrap();
         let ours = tokenizer
             .apply_chat_template(&messages, add_generation_prompt)

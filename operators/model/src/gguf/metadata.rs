@@ -105,6 +105,22 @@ impl<'a> Metadata<'a> {
             .map(Some)
     }
 
+    /// A required array of numbers.
+    pub fn floats(&self, key: &str) -> Result<Vec<f64>, String> {
+        self.array(key)?
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_f64().ok_or_else(|| {
+                    format!(
+                        "metadata key {key}: element {i} should be a number, found a {}",
+                        v.kind()
+                    )
+                })
+            })
+            .collect()
+    }
+
     fn array(&self, key: &str) -> Result<&'a [GgufValue], String> {
         match self.required(key)? {
             GgufValue::Array(items) => Ok(items),

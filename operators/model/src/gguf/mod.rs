@@ -10,6 +10,7 @@ pub mod config;
 pub mod dequant;
 pub mod metadata;
 pub mod reader;
+pub mod sentencepiece;
 pub mod tokenizer;
 pub mod weights;
 
@@ -134,7 +135,10 @@ impl GgufModel {
             "eos_token": token("eos_token_id")?,
             "pad_token": token("padding_token_id")?,
             "unk_token": token("unknown_token_id")?,
-            "add_bos_token": flag("add_bos_token")?.unwrap_or(false),
+            // llama.cpp adds a bos to a SentencePiece vocabulary that does not say otherwise.
+            "add_bos_token": flag("add_bos_token")?.unwrap_or(
+                meta.str("tokenizer.ggml.model").map_err(|m| self.error(m))? == "llama",
+            ),
             "add_eos_token": flag("add_eos_token")?.unwrap_or(false),
             "clean_up_tokenization_spaces": false,
         });

@@ -10,10 +10,13 @@
 //! byte alphabet (`ByteLevel` without its own regex). Tokens typed control (3) become
 //! special added tokens and user-defined ones (4) plain added tokens, as transformers'
 //! `add_gguf_special_tokens` does; a control token with a character outside the byte
-//! alphabet is a llama.cpp mislabel and is left out, as there. The chat template is
+//! alphabet is a llama.cpp mislabel and is left out, as there. The tokens at the bos, eos,
+//! unknown and padding ids are special added tokens too (transformers' special tokens).
+//! The chat template is
 //! `tokenizer.chat_template`; the eos and bos strings come from their ids.
 //!
-//! SentencePiece vocabularies (`tokenizer.ggml.model = "llama"`) are refused with an error.
+//! SentencePiece BPE vocabularies (`tokenizer.ggml.model = "llama"`) are rebuilt by
+//! [`super::sentencepiece`]; the added tokens and the chat template are read the same way.
 
 use serde_json::{json, Value};
 
@@ -120,28 +123,17 @@ pub fn tokenizer_from_metadata(meta: &Metadata, origin: &str) -> Result<TextToke
 
 /// The Hugging Face `tokenizer.json` equivalent of the metadata.
 pub fn tokenizer_json(meta: &Metadata) -> Result<Value, String> {
-    let model = meta.str("tokenizer.ggml.model")?;
-    if model != "gpt2" {
-        return Err(format!(
-            "metadata tokenizer.ggml.model is \"{model}\"; only \"gpt2\" (byte-level BPE) \
-             vocabularies are supported"
-        ));
-    }
-    let pre_name = meta.opt_str("tokenizer.ggml.pre")?.unwrap_or("default");
-    let pre = PRE_TOKENIZERS
-        .iter()
-        .find(|p| p.names.contains(&pre_name))
-        .ok_or_else(|| {
-            let known: Vec<&str> = PRE_TOKENIZERS
-                .iter()
-                .flat_map(|p| p.names.to_vec())
-                .collect();
-            format!(
-                "metadata tokenizer.ggml.pre is \"{pre_name}\", a pre-tokenizer this reader does \
-                 not know (known: {})",
-                known.join(", ")
-            )
-        })?;
+    let kind = meta.str("tokenizer.ggml.model")?;
+    let byte_level = match kind {
+        "gpt2" => true,
+        "llama" => false,
+        other => {
+            return Err(format!(
+                "metadata tokenizer.ggml.model is \"{other}\"; supported: \"gpt2\" (byte-level \
+                 BPE) and \"llama\" (SentencePiece BPE)"
+            ))
+        }
+    };
     let tokens = meta.strings("tokenizer.ggml.tokens")?;
     let types = meta.opt_ints("tokenizer.ggml.token_type")?;
     if let Some(types) = &types {
@@ -157,14 +149,104 @@ pub fn tokenizer_json(meta: &Metadata) -> Result<Value, String> {
     let in_alphabet = |t: &str| t.chars().all(|c| alphabet.contains(&c));
     let mut vocab = serde_json::Map::with_capacity(tokens.len());
     for (id, token) in tokens.iter().enumerate() {
-        let spelled = match in_alphabet(token) {
+        let spelled = match !byte_level || in_alphabet(token) {
             true => token.to_string(),
             false => token.bytes().map(|b| alphabet[b as usize]).collect(),
         };
         vocab.insert(spelled, json!(id));
     }
-    let merges = meta
-        .strings("tokenizer.ggml.merges")?
+    // Matched whole before the model sees the text: the special tokens' ids, the tokens
+    // typed control (special) and user-defined (not), as transformers adds them.
+    let mut special_ids = Vec::new();
+    for key in SPECIAL_IDS {
+        if let Some(id) = meta.opt_usize(key)?.filter(|&id| id < tokens.len()) {
+            special_ids.push(id);
+        }
+    }
+    let mut added: Vec<Value> = Vec::new();
+    for (id, token) in tokens.iter().enumerate() {
+        let kind = types.as_ref().map_or(0, |types| types[id]);
+        let control = kind == CONTROL && (!byte_level || in_alphabet(token));
+        let special = control || special_ids.contains(&id);
+        if special || (kind == USER_DEFINED && vocab.contains_key(*token)) {
+            added.push(
+                json!({"id": id, "content": token, "single_word": false, "lstrip": false,
+                              "rstrip": false, "normalized": false, "special": special}),
+            );
+        }
+    }
+    let [pre_tokenizer, decoder, model] = match byte_level {
+        true => byte_level_parts(meta, vocab)?,
+        false => {
+            let listed = match meta.get("tokenizer.ggml.merges") {
+                Some(_) => Some(listed_merges(meta)?),
+                None => None,
+            };
+            super::sentencepiece::parts(meta, &tokens, vocab, listed)?
+        }
+    };
+    Ok(json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": null,
+        "decoder": decoder,
+        "model": model,
+    }))
+}
+
+/// The metadata keys of the special tokens' ids (transformers' `_SPECIAL_TOKENS`).
+const SPECIAL_IDS: [&str; 4] = [
+    "tokenizer.ggml.bos_token_id",
+    "tokenizer.ggml.eos_token_id",
+    "tokenizer.ggml.unknown_token_id",
+    "tokenizer.ggml.padding_token_id",
+];
+
+/// The pre-tokenizer, decoder and BPE model of a byte-level vocabulary (`vocab` already
+/// in the byte alphabet).
+fn byte_level_parts(
+    meta: &Metadata,
+    vocab: serde_json::Map<String, Value>,
+) -> Result<[Value; 3], String> {
+    let pre_name = meta.opt_str("tokenizer.ggml.pre")?.unwrap_or("default");
+    let pre = PRE_TOKENIZERS
+        .iter()
+        .find(|p| p.names.contains(&pre_name))
+        .ok_or_else(|| {
+            let known: Vec<&str> = PRE_TOKENIZERS
+                .iter()
+                .flat_map(|p| p.names.to_vec())
+                .collect();
+            format!(
+                "metadata tokenizer.ggml.pre is \"{pre_name}\", a pre-tokenizer this reader does \
+                 not know (known: {})",
+                known.join(", ")
+            )
+        })?;
+    let mut splits: Vec<Value> = pre
+        .regexes
+        .iter()
+        .map(|r| json!({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": false}))
+        .collect();
+    splits.push(json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}));
+    Ok([
+        json!({"type": "Sequence", "pretokenizers": splits}),
+        json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}),
+        json!({
+            "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+            "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+            "ignore_merges": pre.ignore_merges, "vocab": vocab, "merges": listed_merges(meta)?,
+        }),
+    ])
+}
+
+/// `tokenizer.ggml.merges` (`"left right"` each) as the JSON pairs of `tokenizer.json`.
+fn listed_merges(meta: &Metadata) -> Result<Vec<Value>, String> {
+    meta.strings("tokenizer.ggml.merges")?
         .iter()
         .enumerate()
         .map(|(i, m)| {
@@ -174,38 +256,7 @@ pub fn tokenizer_json(meta: &Metadata) -> Result<Value, String> {
                     format!("metadata tokenizer.ggml.merges: entry {i} ({m:?}) has no space")
                 })
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut added: Vec<Value> = Vec::new();
-    for (id, (token, &kind)) in tokens.iter().zip(types.iter().flatten()).enumerate() {
-        let control = kind == CONTROL && in_alphabet(token);
-        if control || (kind == USER_DEFINED && vocab.contains_key(*token)) {
-            added.push(
-                json!({"id": id, "content": token, "single_word": false, "lstrip": false,
-                              "rstrip": false, "normalized": false, "special": control}),
-            );
-        }
-    }
-    let mut splits: Vec<Value> = pre
-        .regexes
-        .iter()
-        .map(|r| json!({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": false}))
-        .collect();
-    splits.push(json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}));
-    Ok(json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": added,
-        "normalizer": null,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": splits},
-        "post_processor": null,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
-        "model": {
-            "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
-            "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
-            "ignore_merges": pre.ignore_merges, "vocab": vocab, "merges": merges,
-        },
-    }))
+        .collect()
 }
 
 /// GPT-2's `bytes_to_unicode`: byte `b` is written as the character at index `b`. Printable

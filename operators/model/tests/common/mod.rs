@@ -2,6 +2,8 @@
 //! one sequence, generating one request on its own, and transformers' greedy continuations.
 #![allow(dead_code)]
 
+pub mod gguf_writer;
+
 use std::path::PathBuf;
 
 use roll_flow_model::generate::{
@@ -160,4 +162,18 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .zip(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
+}
+
+/// The chat a reference file lists (`[{"role": .., "content": ..}, ..]`) as messages.
+pub fn chat_messages(list: &serde_json::Value) -> Vec<roll_flow_model::chat_template::ChatMessage> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            roll_flow_model::chat_template::ChatMessage::new(
+                m["role"].as_str().unwrap(),
+                m["content"].as_str().unwrap(),
+            )
+        })
+        .collect()
 }
