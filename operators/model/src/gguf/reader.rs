@@ -165,8 +165,10 @@ impl GgufFile {
                 .map_err(|e| format!("tensor {name}: {e}"))?;
             described.push((name, info));
         }
+        // A file without tensors (llama.cpp's `--vocab-only` output) may end right after
+        // its metadata, without the padding up to an empty data section.
         let data_start = align(cursor.at as u64, alignment)
-            .filter(|&s| s <= bytes.len() as u64)
+            .filter(|&s| s <= bytes.len() as u64 || tensor_count == 0)
             .ok_or_else(|| "the file ends before its tensor data section".to_string())?;
         let mut tensors = BTreeMap::new();
         for (name, (dims, ggml_type, offset)) in described {
