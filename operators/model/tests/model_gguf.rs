@@ -124,27 +124,51 @@ fn chat_matches(tokenizer: &TextTokenizer, expected: &serde_json::Value, generat
 }
 
 /// The tokenizer a file describes, written as HF files (what `export --hf` ships), loads
-/// back to the same ids.
+/// back to the same ids, byte-level and SentencePiece alike; the SentencePiece one adds
+/// its bos when asked for special tokens, as transformers' GGUF load does (the byte-level
+/// file adds nothing).
 #[test]
 fn tokenizer_round_trips_through_hf_files() {
-    let gguf = GgufModel::open(&fixture("tiny_gguf/tiny_llama.gguf")).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    for (name, text) in gguf.hf_tokenizer_files().unwrap() {
-        std::fs::write(dir.path().join(name), text).unwrap();
+    let text = "<|im_start|>user\nP_O ünïcode 123<|im_end|><answer>Left</answer> </s> 🙂";
+    for (file, bos) in [("tiny_llama.gguf", None), ("tiny_spm.gguf", Some("<s>"))] {
+        let gguf = GgufModel::open(&fixture("tiny_gguf").join(file)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in gguf.hf_tokenizer_files().unwrap() {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("tokenizer.json")).unwrap(),
+        )
+        .unwrap();
+        let template = &json["post_processor"]["single"];
+        match bos {
+            Some(bos) => assert_eq!(
+                (
+                    template[0]["SpecialToken"]["id"].as_str(),
+                    template[1]["Sequence"]["id"].as_str(),
+                    template.as_array().unwrap().len()
+                ),
+                (Some(bos), Some("A"), 2)
+            ),
+            None => assert!(json["post_processor"].is_null(), "{file}"),
+        }
+        let from_files = TextTokenizer::from_model_dir(dir.path()).unwrap();
+        let from_gguf = gguf.tokenizer().unwrap();
+        let ids = from_gguf.encode(text).unwrap();
+        assert_eq!(from_files.encode(text).unwrap(), ids, "{file}");
+        assert_eq!(
+            from_files.decode(&ids, false).unwrap(),
+            from_gguf.decode(&ids, false).unwrap(),
+            "{file}"
+        );
+        assert_eq!(from_files.stop_tokens(), from_gguf.stop_tokens(), "{file}");
+        let chat = [ChatMessage::new("user", "Hi")];
+        assert_eq!(
+            from_files.apply_chat_template(&chat, true).unwrap(),
+            from_gguf.apply_chat_template(&chat, true).unwrap(),
+            "{file}"
+        );
     }
-    let from_files = TextTokenizer::from_model_dir(dir.path()).unwrap();
-    let from_gguf = gguf.tokenizer().unwrap();
-    let text = "<|im_start|>user\nP_O ünïcode 123<|im_end|><answer>Left</answer>";
-    assert_eq!(
-        from_files.encode(text).unwrap(),
-        from_gguf.encode(text).unwrap()
-    );
-    assert_eq!(from_files.stop_tokens(), from_gguf.stop_tokens());
-    let chat = [ChatMessage::new("user", "Hi")];
-    assert_eq!(
-        from_files.apply_chat_template(&chat, true).unwrap(),
-        from_gguf.apply_chat_template(&chat, true).unwrap()
-    );
 }
 
 /// A SentencePiece vocabulary (`tokenizer.ggml.model = "llama"`, scores and no merges, byte

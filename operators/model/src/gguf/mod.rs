@@ -121,10 +121,7 @@ impl GgufModel {
                 .and_then(|id| tokens.get(id))
                 .map_or(serde_json::Value::Null, |t| (*t).into()))
         };
-        let flag = |key: &str| {
-            meta.opt_bool(&format!("tokenizer.ggml.{key}"))
-                .map_err(|m| self.error(m))
-        };
+        let (add_bos, add_eos) = tokenizer::adds_bos_eos(&meta).map_err(|m| self.error(m))?;
         let template = meta
             .opt_str("tokenizer.chat_template")
             .map_err(|m| self.error(m))?;
@@ -135,11 +132,8 @@ impl GgufModel {
             "eos_token": token("eos_token_id")?,
             "pad_token": token("padding_token_id")?,
             "unk_token": token("unknown_token_id")?,
-            // llama.cpp adds a bos to a SentencePiece vocabulary that does not say otherwise.
-            "add_bos_token": flag("add_bos_token")?.unwrap_or(
-                meta.str("tokenizer.ggml.model").map_err(|m| self.error(m))? == "llama",
-            ),
-            "add_eos_token": flag("add_eos_token")?.unwrap_or(false),
+            "add_bos_token": add_bos,
+            "add_eos_token": add_eos,
             "clean_up_tokenization_spaces": false,
         });
         let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).expect("JSON prints");

@@ -208,10 +208,64 @@ pub fn tokenizer_json(meta: &Metadata) -> Result<Value, String> {
         "added_tokens": added,
         "normalizer": null,
         "pre_tokenizer": pre_tokenizer,
-        "post_processor": null,
+        "post_processor": post_processor(meta, &tokens)?,
         "decoder": decoder,
         "model": model,
     }))
+}
+
+/// Whether encoding with special tokens adds the bos and the eos token
+/// (`tokenizer.ggml.add_bos_token`, `add_eos_token`; llama.cpp adds a bos to a
+/// SentencePiece vocabulary that does not say). roll-flow's own encoding never adds them
+/// (the chat template writes them); this is for the exported Hugging Face files.
+pub fn adds_bos_eos(meta: &Metadata) -> Result<(bool, bool), String> {
+    let sentencepiece = meta.str("tokenizer.ggml.model")? == "llama";
+    Ok((
+        meta.opt_bool("tokenizer.ggml.add_bos_token")?
+            .unwrap_or(sentencepiece),
+        meta.opt_bool("tokenizer.ggml.add_eos_token")?
+            .unwrap_or(false),
+    ))
+}
+
+/// transformers' `TemplateProcessing` for [`adds_bos_eos`]: `<bos> $A <eos>` (and
+/// `<bos> $A <eos> <bos> $B <eos>` for a pair, the second sequence typed 1), each end
+/// only where it is added and its id names a token; `null` where neither is.
+fn post_processor(meta: &Metadata, tokens: &[&str]) -> Result<Value, String> {
+    let (add_bos, add_eos) = adds_bos_eos(meta)?;
+    let token = |add: bool, key: &str| -> Result<Option<(usize, String)>, String> {
+        Ok(match add {
+            true => meta
+                .opt_usize(key)?
+                .and_then(|id| tokens.get(id).map(|t| (id, t.to_string()))),
+            false => None,
+        })
+    };
+    let bos = token(add_bos, "tokenizer.ggml.bos_token_id")?;
+    let eos = token(add_eos, "tokenizer.ggml.eos_token_id")?;
+    if bos.is_none() && eos.is_none() {
+        return Ok(Value::Null);
+    }
+    let sequence = |id: &str, type_id: u32| {
+        let special = |t: &Option<(usize, String)>| {
+            t.as_ref()
+                .map(|(_, t)| json!({"SpecialToken": {"id": t, "type_id": type_id}}))
+        };
+        let middle = json!({"Sequence": {"id": id, "type_id": type_id}});
+        [special(&bos), Some(middle), special(&eos)]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+    };
+    let single = sequence("A", 0);
+    let pair = [single.clone(), sequence("B", 1)].concat();
+    let mut specials = serde_json::Map::new();
+    for (id, t) in bos.iter().chain(eos.iter()) {
+        specials.insert(t.clone(), json!({"id": t, "ids": [id], "tokens": [t]}));
+    }
+    Ok(
+        json!({"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": specials}),
+    )
 }
 
 /// The metadata keys of the special tokens' ids (transformers' `_SPECIAL_TOKENS`).
