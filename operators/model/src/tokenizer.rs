@@ -130,6 +130,15 @@ impl TextTokenizer {
         Ok(encoding.get_ids().to_vec())
     }
 
+    /// Token ids of `text` with the tokens the tokenizer adds around a text (its
+    /// post-processor: a Llama 2 vocabulary's bos, say; nothing for Qwen's), as
+    /// transformers' `tokenizer(text)` gives them. For a raw prompt; a chat template writes
+    /// its special tokens itself, so its rendering goes through [`TextTokenizer::encode`].
+    pub fn encode_adding_special_tokens(&self, text: &str) -> Result<Vec<u32>, ModelError> {
+        let encoding = self.inner.encode(text, true).map_err(|e| self.error(e))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
     /// Text of `ids`; with `skip_special_tokens`, special tokens are left out.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, ModelError> {
         self.inner

@@ -156,6 +156,13 @@ fn tokenizer_round_trips_through_hf_files() {
         let from_gguf = gguf.tokenizer().unwrap();
         let ids = from_gguf.encode(text).unwrap();
         assert_eq!(from_files.encode(text).unwrap(), ids, "{file}");
+        let raw = from_gguf.encode_adding_special_tokens(text).unwrap();
+        assert_eq!(raw.len(), ids.len() + usize::from(bos.is_some()), "{file}");
+        assert_eq!(
+            from_files.encode_adding_special_tokens(text).unwrap(),
+            raw,
+            "{file}"
+        );
         assert_eq!(
             from_files.decode(&ids, false).unwrap(),
             from_gguf.decode(&ids, false).unwrap(),
@@ -193,6 +200,10 @@ fn sentencepiece_vocabulary_matches_transformers() {
             tokenizer.decode(&ours, false).unwrap(),
             hf_text.as_str().unwrap()
         );
+        // A raw prompt gets the bos the file asks for (`add_bos_token`), as transformers'
+        // `tokenizer(text)` gives it.
+        let raw = tokenizer.encode_adding_special_tokens(text).unwrap();
+        assert_eq!(raw, [&[1][..], &ours].concat(), "{text:?} with its bos");
     }
     chat_matches(&tokenizer, &expected, false);
 }
