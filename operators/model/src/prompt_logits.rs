@@ -9,7 +9,7 @@ use roll_flow_kernels::KernelBackend;
 
 use super::build::load_model_path;
 use super::error::ModelError;
-use super::quick_generate::prompt_ids;
+use super::quick_generate::{prompt_ids, prompt_text};
 use super::qwen2::{AttentionLayout, Qwen2CausalLm};
 use super::weights::to_f32_vec;
 
@@ -48,7 +48,7 @@ pub fn prompt_logits_in_model_dir<B: KernelBackend>(
     device: &B::Device,
 ) -> Result<PromptLogits, ModelError> {
     let (model, tokenizer) = load_model_path::<B>(dir, device)?;
-    let prompt_ids = prompt_ids(&tokenizer, prompt, chat)?;
+    let prompt_ids = prompt_ids(&tokenizer, &prompt_text(&tokenizer, prompt, chat)?, chat)?;
     Ok(PromptLogits {
         logits: logits_of(&model, &prompt_ids, device),
         prompt_ids,

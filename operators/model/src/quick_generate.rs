@@ -53,17 +53,17 @@ pub fn prompt_text(
     }
 }
 
-/// The prompt's token ids: the chat template's rendering as it is written, or a raw
-/// prompt with the tokens its tokenizer adds around a text (a Llama 2 vocabulary's bos),
-/// as transformers tokenizes each.
+/// The token ids of `text`, a [`prompt_text`]: the chat template's rendering as it is
+/// written, or a raw prompt with the tokens its tokenizer adds around a text (a Llama 2
+/// vocabulary's bos), as transformers tokenizes each.
 pub fn prompt_ids(
     tokenizer: &TextTokenizer,
-    prompt: &str,
+    text: &str,
     chat: bool,
 ) -> Result<Vec<u32>, ModelError> {
     match chat {
-        true => tokenizer.encode(&prompt_text(tokenizer, prompt, true)?),
-        false => tokenizer.encode_adding_special_tokens(prompt),
+        true => tokenizer.encode(text),
+        false => tokenizer.encode_adding_special_tokens(text),
     }
 }
 
@@ -75,7 +75,7 @@ pub fn complete_in_model_dir<B: roll_flow_kernels::KernelBackend>(
 ) -> Result<Completion, ModelError> {
     let (model, tokenizer) = load_model_path::<B>(dir, device)?;
     let prompt_text = prompt_text(&tokenizer, &request.prompt, request.chat)?;
-    let prompt = prompt_ids(&tokenizer, &request.prompt, request.chat)?;
+    let prompt = prompt_ids(&tokenizer, &prompt_text, request.chat)?;
     let mut stop_tokens = tokenizer.stop_tokens();
     stop_tokens.extend(model.config.eos_token_ids());
     let mut batcher = ContinuousBatcher::<B>::new(1, device);

@@ -282,21 +282,7 @@ fn byte_level_parts(
     meta: &Metadata,
     vocab: serde_json::Map<String, Value>,
 ) -> Result<[Value; 3], String> {
-    let pre_name = meta.opt_str("tokenizer.ggml.pre")?.unwrap_or("default");
-    let pre = PRE_TOKENIZERS
-        .iter()
-        .find(|p| p.names.contains(&pre_name))
-        .ok_or_else(|| {
-            let known: Vec<&str> = PRE_TOKENIZERS
-                .iter()
-                .flat_map(|p| p.names.to_vec())
-                .collect();
-            format!(
-                "metadata tokenizer.ggml.pre is \"{pre_name}\", a pre-tokenizer this reader does \
-                 not know (known: {})",
-                known.join(", ")
-            )
-        })?;
+    let pre = pre_tokenizer(meta.opt_str("tokenizer.ggml.pre")?.unwrap_or("default"))?;
     Ok([
         split_json(pre),
         json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}),
@@ -306,6 +292,24 @@ fn byte_level_parts(
             "ignore_merges": pre.ignore_merges, "vocab": vocab, "merges": listed_merges(meta)?,
         }),
     ])
+}
+
+/// The pre-tokenizer llama.cpp calls `name` (`tokenizer.ggml.pre`).
+fn pre_tokenizer(name: &str) -> Result<&'static PreTokenizer, String> {
+    PRE_TOKENIZERS
+        .iter()
+        .find(|p| p.names.contains(&name))
+        .ok_or_else(|| {
+            let known: Vec<&str> = PRE_TOKENIZERS
+                .iter()
+                .flat_map(|p| p.names.to_vec())
+                .collect();
+            format!(
+                "metadata tokenizer.ggml.pre is \"{name}\", a pre-tokenizer this reader does \
+                 not know (known: {})",
+                known.join(", ")
+            )
+        })
 }
 
 /// The `tokenizer.json` pre-tokenizer of `pre`: its regexes in turn, then the byte alphabet.
@@ -361,12 +365,8 @@ mod tests {
     /// The pieces `pre_name`'s split cuts `text` into, in the byte alphabet.
     fn pieces(pre_name: &str, text: &str) -> Vec<String> {
         use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
-        let pre = PRE_TOKENIZERS
-            .iter()
-            .find(|p| p.names.contains(&pre_name))
-            .unwrap();
         let split: tokenizers::PreTokenizerWrapper =
-            serde_json::from_value(split_json(pre)).unwrap();
+            serde_json::from_value(split_json(pre_tokenizer(pre_name).unwrap())).unwrap();
         let mut string = PreTokenizedString::from(text);
         split.pre_tokenize(&mut string).unwrap();
         string
