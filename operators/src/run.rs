@@ -25,19 +25,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use roll_flow_engine::atomic_file::write_atomic;
 use roll_flow_engine::metrics::{step_record, MetricsLog};
 use roll_flow_engine::spec::{self, Diagnostic, Loaded};
 use roll_flow_engine::{validate, ExecError, ExecutorOptions, PipelineGraph, StepReport};
-use roll_flow_envs::config::EnvConfig;
 use roll_flow_envs::preflight::start_servers;
-use roll_flow_envs::registry::{register_env, registered_names, EnvFactory};
+use roll_flow_envs::registry::{register_env, EnvFactory};
 
 use crate::catalog::RollFlow;
 use crate::checkpoint_commits;
-use crate::memory_estimate::{available_memory, check_fits, estimate_here};
-use crate::run_device::{execute_on_device, missing_backend};
-use crate::run_dir;
+use crate::run_device::execute_on_device;
+
+mod prepare;
 
 /// Why a run did not start or did not finish.
 #[derive(Debug, thiserror::Error)]
@@ -297,105 +295,6 @@ impl Run {
         })
     }
 
-    /// Refusals that need no file: a backend this build lacks, a custom env nobody
-    /// registered, a run that would not fit in memory.
-    fn refuse_what_cannot_run(&self) -> Result<(), RunError> {
-        let pipeline = &self.loaded.pipeline;
-        if let Some(problem) = missing_backend(pipeline.device) {
-            return Err(RunError::Refused(problem));
-        }
-        let known = registered_names();
-        for (tag, set) in pipeline.envs.iter() {
-            if let EnvConfig::Custom(custom) = &set.env {
-                if !known.contains(&custom.name) {
-                    return Err(RunError::Refused(format!(
-                        "env set `{tag}`: no custom env `{}` is registered (registered: {}); \
-                         register it with `Run::env(\"{}\", factory)` in the program that runs \
-                         the pipeline",
-                        custom.name,
-                        if known.is_empty() {
-                            "none".into()
-                        } else {
-                            known.join(", ")
-                        },
-                        custom.name
-                    )));
-                }
-            }
-        }
-        if let (true, Some(available)) = (self.memory_check, available_memory()) {
-            let (estimate, _) = estimate_here(pipeline);
-            check_fits(&estimate, available).map_err(RunError::Refused)?;
-        }
-        Ok(())
-    }
-
-    /// Readies the run directory; returns the first step to run.
-    fn ready_directory(&self) -> Result<u64, RunError> {
-        let pipeline = &self.loaded.pipeline;
-        let out_dir = &pipeline.out_dir;
-        if self.options.process != 0 {
-            // Process 0 readies the directory; another reads where a resumed run starts.
-            if !self.resume {
-                return Ok(0);
-            }
-            let models = used_models(pipeline);
-            let models: Vec<&str> = models.iter().map(String::as_str).collect();
-            return run_dir::resume_step(out_dir, &models).map_err(RunError::Refused);
-        }
-        if self.resume {
-            let models = used_models(pipeline);
-            let models: Vec<&str> = models.iter().map(String::as_str).collect();
-            let resume = run_dir::prepare_resume(out_dir, &models).map_err(RunError::Refused)?;
-            if resume.from_start {
-                (self.notices)(&format!(
-                    "{} has no checkpoint yet (none in {}): starting the run again from step 0 in place",
-                    out_dir.display(),
-                    out_dir.join("checkpoints").display()
-                ));
-            }
-            if let Some(before) = &resume.metrics_before {
-                (self.notices)(&format!(
-                    "resuming at step {}: metrics.jsonl keeps the steps before it; the whole file was copied to {}",
-                    resume.first_step,
-                    before.display()
-                ));
-            }
-            if !resume.unreadable_lines.is_empty() {
-                let lines: Vec<String> = resume
-                    .unreadable_lines
-                    .iter()
-                    .map(usize::to_string)
-                    .collect();
-                (self.notices)(&format!(
-                    "warning: dropped line(s) {} of {}: not a JSON record with a `step` (a line torn when the run stopped)",
-                    lines.join(", "),
-                    out_dir.join("metrics.jsonl").display()
-                ));
-            }
-            return Ok(resume.first_step);
-        }
-        let aside = run_dir::prepare_new_run(out_dir, self.overwrite).map_err(RunError::Refused)?;
-        if let Some(aside) = aside {
-            (self.notices)(&format!(
-                "moved the previous run in {} aside to {}",
-                out_dir.display(),
-                aside.display()
-            ));
-        }
-        write_atomic(
-            &out_dir.join("pipeline.ron"),
-            self.loaded.source.text.as_bytes(),
-        )
-        .map_err(|e| {
-            RunError::Io(format!(
-                "cannot write the pipeline copy into {}: {e}",
-                out_dir.display()
-            ))
-        })?;
-        Ok(0)
-    }
-
     /// The executor's step callback: worker 0's reports go to the metrics log (durably),
     /// then the checkpoints covering the step are put in place
     /// ([`crate::checkpoint_commits`]), then the report goes to the user's observer. A write
@@ -452,20 +351,4 @@ impl Run {
             Err(e) => (self.notices)(&format!("warning: no plots: {e}")),
         }
     }
-}
-
-/// The models the nodes use: a resumed run restores each from the checkpoint, so each must
-/// be in it.
-fn used_models(pipeline: &roll_flow_engine::Pipeline<RollFlow>) -> Vec<String> {
-    use roll_flow_engine::{NodeSpec, Reference};
-    let used: std::collections::BTreeSet<String> = pipeline
-        .nodes
-        .iter()
-        .flat_map(|(_, node)| node.references())
-        .filter_map(|r| match r {
-            Reference::Model { name, .. } => Some(name),
-            Reference::Env { .. } => None,
-        })
-        .collect();
-    used.into_iter().collect()
 }
