@@ -30,7 +30,7 @@ use super::tile_kernel::{Columns, Kernel, Rows};
 
 #[path = "ordered_product_packing.rs"]
 mod packing;
-use packing::{aliases_in_l1, PACK_A_PANELS};
+use packing::{aliases_in_l1, pack_panels, PACK_A_PANELS};
 
 /// dst `[rows, cols]` (row-major, uninitialised unless `accumulate`) := (dst +) a·b in the
 /// order of the module docs, with the best kernel this CPU has (see [`Isa::detect`]).
@@ -223,7 +223,15 @@ impl Job {
                 let whole = if b_in_place { (c1 - c0) / K::NR } else { 0 };
                 if whole < col_panels {
                     // SAFETY: the ranges lie inside b; the buffer holds col_panels panels.
-                    unsafe { self.pack_b::<K>(packed_b, (k0, kc), (c0 + whole * K::NR, c1)) };
+                    unsafe {
+                        pack_panels::<K>(
+                            packed_b,
+                            self.b,
+                            K::NR,
+                            (k0, kc),
+                            (c0 + whole * K::NR, c1),
+                        )
+                    };
                 }
                 let mut m0 = r0;
                 while m0 < r1 {
@@ -236,7 +244,10 @@ impl Job {
                     };
                     if edge < m1 {
                         // SAFETY: as above, for a.
-                        unsafe { self.pack_a::<K>(packed_a, (edge, m1), (k0, kc)) };
+                        unsafe {
+                            let a = self.a.transposed();
+                            pack_panels::<K>(packed_a, a, K::MR, (k0, kc), (edge, m1))
+                        };
                     }
                     for jp in 0..col_panels {
                         let c = c0 + jp * K::NR;

@@ -2,80 +2,54 @@
 //! panels as the register tile reads them, and when an operand is worth packing at all.
 //! Packing moves values only, so it never changes a result's bits.
 
-use super::Job;
+use super::Raw;
 use crate::cpu::tile_kernel::Kernel;
 
-impl Job {
-    /// b's inner indices `k0..k0 + kc` × columns `c0..c1` as `NR`-column panels, each
-    /// `[kc][NR]`, columns past `c1` zero.
-    ///
-    /// # Safety
-    /// The ranges lie inside b.
-    pub(super) unsafe fn pack_b<K: Kernel>(
-        &self,
-        out: &mut [f32],
-        (k0, kc): (usize, usize),
-        (c0, c1): (usize, usize),
-    ) {
-        let nr = K::NR;
-        for (jp, panel) in out
-            .chunks_exact_mut(nr * kc)
-            .take((c1 - c0).div_ceil(nr))
-            .enumerate()
-        {
-            let c = c0 + jp * nr;
-            let live = (c1 - c).min(nr);
-            if self.b.col_stride == 1 {
-                for (p, row) in panel.chunks_exact_mut(nr).enumerate() {
-                    // SAFETY: row k0 + p, columns c..c + live lie inside b.
-                    let from =
-                        unsafe { (self.b.at as *const f32).add((k0 + p) * self.b.row_stride + c) };
-                    // SAFETY: as above.
-                    unsafe { K::copy_padded(row, from, live) };
-                }
-            } else {
-                // A transposed b (Wᵀ in dx = dy·Wᵀ): a panel column is contiguous.
-                let strides = (self.b.col_stride, self.b.row_stride);
-                // SAFETY: rows k0..k0 + kc, columns c..c + live lie inside b.
-                unsafe { K::pack_lines(panel, nr, self.b.ptr(k0, c), strides, (live, kc)) };
-            }
+impl Raw {
+    /// The same values as the transposed matrix (rows and columns swapped): a's row
+    /// panels are the column panels of aᵀ.
+    pub(super) fn transposed(self) -> Raw {
+        Raw {
+            at: self.at,
+            row_stride: self.col_stride,
+            col_stride: self.row_stride,
         }
     }
+}
 
-    /// a's rows `m0..m1` × inner indices `k0..k0 + kc` as `MR`-row panels, each
-    /// `[kc][MR]`, rows past `m1` zero (called for a product's last, partial panel).
-    ///
-    /// # Safety
-    /// The ranges lie inside a.
-    pub(super) unsafe fn pack_a<K: Kernel>(
-        &self,
-        out: &mut [f32],
-        (m0, m1): (usize, usize),
-        (k0, kc): (usize, usize),
-    ) {
-        let mr = K::MR;
-        for (ip, panel) in out
-            .chunks_exact_mut(mr * kc)
-            .take((m1 - m0).div_ceil(mr))
-            .enumerate()
-        {
-            let r = m0 + ip * mr;
-            let live = (m1 - r).min(mr);
-            if self.a.row_stride == 1 {
-                // aᵀ stored row-major (xᵀ in dW = xᵀ·dy): a panel row is contiguous.
-                for (p, row) in panel.chunks_exact_mut(mr).enumerate() {
-                    // SAFETY: column k0 + p, rows r..r + live lie inside a.
-                    let from =
-                        unsafe { (self.a.at as *const f32).add((k0 + p) * self.a.col_stride + r) };
-                    // SAFETY: as above.
-                    unsafe { K::copy_padded(row, from, live) };
-                }
-            } else {
-                // Row-major a (x in y = x·W): a panel column is one of a's rows.
-                let strides = (self.a.row_stride, self.a.col_stride);
-                // SAFETY: rows r..r + live, columns k0..k0 + kc lie inside a.
-                unsafe { K::pack_lines(panel, mr, self.a.ptr(r, k0), strides, (live, kc)) };
+/// `operand`'s rows `k0..k0 + kc` (the inner indices) × columns `c0..c1` as `width`-column
+/// panels, each `[kc][width]`, columns past `c1` zero: b's panels (`width` NR) and, through
+/// [`Raw::transposed`], a's (`width` MR, a's rows as aᵀ's columns).
+///
+/// # Safety
+/// The ranges lie inside `operand`; `out` holds the panels.
+pub(super) unsafe fn pack_panels<K: Kernel>(
+    out: &mut [f32],
+    operand: Raw,
+    width: usize,
+    (k0, kc): (usize, usize),
+    (c0, c1): (usize, usize),
+) {
+    for (jp, panel) in out
+        .chunks_exact_mut(width * kc)
+        .take((c1 - c0).div_ceil(width))
+        .enumerate()
+    {
+        let c = c0 + jp * width;
+        let live = (c1 - c).min(width);
+        if operand.col_stride == 1 {
+            // A panel row is contiguous: a row-major b (W in y = x·W), or an a stored
+            // transposed (xᵀ in dW = xᵀ·dy).
+            for (p, row) in panel.chunks_exact_mut(width).enumerate() {
+                // SAFETY: row k0 + p, columns c..c + live lie inside the operand.
+                unsafe { K::copy_padded(row, operand.ptr(k0 + p, c), live) };
             }
+        } else {
+            // A panel column is contiguous: a transposed b (Wᵀ in dx = dy·Wᵀ), or a
+            // row-major a (x in y = x·W), whose rows are the panel's columns.
+            let strides = (operand.col_stride, operand.row_stride);
+            // SAFETY: rows k0..k0 + kc, columns c..c + live lie inside the operand.
+            unsafe { K::pack_lines(panel, width, operand.ptr(k0, c), strides, (live, kc)) };
         }
     }
 }
