@@ -20,6 +20,7 @@ pub mod lora;
 pub mod lora_spec;
 pub mod optim;
 pub mod packed;
+pub mod prefix_grouped;
 pub mod prompt_logits;
 pub mod quick_generate;
 pub mod qwen2;

@@ -9,6 +9,10 @@
 //! response tokens go through the vocabulary projection, so prompt tokens cost no
 //! `[tokens, vocab]` logits. The results are burn tensors, differentiable under `Autodiff`.
 //!
+//! With [`Scoring::prefix_grouped`] the sequences that share a prompt run as one row, the
+//! prompt computed once ([`crate::prefix_grouped`]); every value is the same up to float
+//! rounding.
+//!
 //! The log-softmax, gather and entropy run fused in one pass per row
 //! ([`roll_flow_kernels::token_logprob_entropy`]: no `[responses, vocab]` log-softmax is
 //! built, and the backward pass recomputes the softmax from the row statistics).
@@ -33,7 +37,8 @@ use roll_flow_kernels::KernelBackend;
 
 use super::error::ModelError;
 use super::packed::PackedSequences;
-use super::qwen2::Qwen2CausalLm;
+use super::prefix_grouped::ScoringBlock;
+use super::qwen2::{Queries, Qwen2CausalLm};
 
 /// Log-probs and entropies of the response tokens, in packed order.
 #[derive(Clone, Debug)]
@@ -59,6 +64,10 @@ pub struct Scoring<'a> {
     pub allowed: Option<&'a [Option<&'a [u32]>]>,
     /// Also compute `KL(U_A ‖ π)` per token.
     pub uniform_kl: bool,
+    /// Run the sequences that share a prompt as one row, the prefix once
+    /// ([`ScoringBlock::prefix_grouped`]); the same values up to float rounding. Ignored by a
+    /// model with a sliding window, whose masks count columns as positions.
+    pub prefix_grouped: bool,
 }
 
 impl<B: Backend> ResponseLogProbs<B> {
@@ -84,6 +93,7 @@ pub fn response_logprobs<B: KernelBackend>(
         temperature,
         allowed: None,
         uniform_kl: false,
+        prefix_grouped: false,
     };
     response_scores(model, packed, response_mask, &scoring)
 }
@@ -103,6 +113,7 @@ pub fn response_logprobs_guided<B: KernelBackend>(
         temperature,
         allowed: Some(allowed),
         uniform_kl: false,
+        prefix_grouped: false,
     };
     response_scores(model, packed, response_mask, &scoring)
 }
@@ -119,6 +130,10 @@ pub fn response_scores<B: KernelBackend>(
     packed.validate()?;
     check_inputs(packed, response_mask, temperature, model.config.vocab_size)?;
     let device = model.model.embed_tokens.weight.device();
+    let block = match scoring.prefix_grouped && model.model.windows.iter().all(Option::is_none) {
+        true => ScoringBlock::prefix_grouped(packed, response_mask),
+        false => ScoringBlock::one_per_row(packed),
+    };
     let mut source_rows = Vec::new();
     let mut targets = Vec::new();
     let mut token_index = Vec::new();
@@ -129,7 +144,7 @@ pub fn response_scores<B: KernelBackend>(
                 message: format!("token {t} starts sequence {seq} and cannot be a response token"),
             });
         }
-        source_rows.push((seq, pos - 1));
+        source_rows.push(block.column(seq, pos - 1));
         targets.push(packed.tokens[t] as i64);
         token_index.push(t);
     }
@@ -176,7 +191,8 @@ pub fn response_scores<B: KernelBackend>(
     }
     // The final hidden state before each decision; the last layer runs at those positions
     // only (`Queries::At`).
-    let selected = model.hidden_at(packed.right_padded::<B>(&device), &source_rows);
+    let queries = Queries::At(&source_rows);
+    let selected = model.hidden_rows(block.ids(&device), &block.layout, None, queries);
     let mut logits = model.logits(selected);
     let ruled_out =
         ruled_out.map(|r| Tensor::<B, 2, Bool>::from_data(TensorData::new(r, [m, vocab]), &device));

@@ -126,11 +126,13 @@ fn hidden_last_matches_the_full_pass_through_a_cache() {
         let first_layout = AttentionLayout {
             positions: vec![vec![0, 1, 2, 3, 4], vec![0, 0, 0, 1, 2]],
             key_start: vec![0, 2],
+            branches: None,
         };
         let second = block(vec![31, 32, 33, 34, 41, 42, 43, 44], 4);
         let second_layout = AttentionLayout {
             positions: vec![vec![5, 6, 7, 8], vec![3, 4, 5, 6]],
             key_start: vec![0, 2],
+            branches: None,
         };
         let mut full_cache = KvCache::<B>::new(layers, vec![0, 2]);
         let mut last_cache = KvCache::<B>::new(layers, vec![0, 2]);

@@ -53,7 +53,7 @@ pub use super::pi_old::OldLogProb;
 use crate::runtime::backend::{RunBackend, TrainBackend};
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
-use crate::runtime::scoring::{score_responses, token_column};
+use crate::runtime::scoring::{score_responses, token_column, ScoreOptions};
 use crate::runtime::trainable::PartStats;
 use crate::training::epochs::{loss_divisor, train_epochs, EpochSchedule, StatMeans};
 use crate::training::loss_dump::LossDump;
@@ -98,6 +98,13 @@ pub struct ActorStepSpec {
     /// `old_logprob/behaviour_gap_max`), with any mini-batches or epochs (AReaL's
     /// `recompute_logprob: false`). Both save the `LogProb` pass.
     pub old_logprob: OldLogProb,
+    /// Score the samples that share a prompt as one row, the prompt computed once (Prefix
+    /// Grouper; verl's `use_prefix_grouper`, [`roll_flow_model::prefix_grouped`]), and keep
+    /// them in one micro-batch (make `micro_batch` a multiple of the group size). The same
+    /// log-probs and gradients up to float rounding, for less work where prompts are long
+    /// and replies short; with long multi-turn replies the dense row mask can cost more
+    /// than it saves (default false).
+    pub prefix_grouper: bool,
 }
 
 impl Default for ActorStepSpec {
@@ -114,6 +121,7 @@ impl Default for ActorStepSpec {
             micro_batch: None,
             critic_warmup: 0,
             old_logprob: OldLogProb::Column,
+            prefix_grouper: false,
         }
     }
 }
@@ -297,8 +305,11 @@ impl ActorObjective<'_> {
             &device,
         )
         .map_err(|e| e.with_hint_from(&self.spec.contract()).to_string())?;
-        let uniform_kl = self.spec.uniform_kl != 0.0;
-        let scored = score_responses(policy, batch, self.temperature, self.guides, uniform_kl)?;
+        let options = ScoreOptions {
+            uniform_kl: self.spec.uniform_kl != 0.0,
+            prefix_grouped: self.spec.prefix_grouper,
+        };
+        let scored = score_responses(policy, batch, self.temperature, self.guides, options)?;
         let n = batch.num_tokens();
         let logprob = token_column(scored.logprobs, &scored.token_index, n);
         let entropy = token_column(scored.entropy, &scored.token_index, n);
@@ -371,6 +382,7 @@ impl<B: RunBackend> Operator for ActorStepNode<B> {
                 epochs: self.spec.ppo_epochs,
                 mini_batch: self.spec.mini_batch,
                 micro_batch: self.spec.micro_batch,
+                by_prompt: self.spec.prefix_grouper,
                 seed: ctx.seed,
                 collective: &self.collective,
             },

@@ -140,6 +140,7 @@ impl<B: RunBackend> Operator for CriticStepNode<B> {
                 epochs: self.spec.ppo_epochs,
                 mini_batch: self.spec.mini_batch,
                 micro_batch: self.spec.micro_batch,
+                by_prompt: false,
                 seed: ctx.seed,
                 collective: &self.collective,
             },

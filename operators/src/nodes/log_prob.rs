@@ -23,7 +23,7 @@ use super::kind::default_policy;
 use crate::runtime::backend::RunBackend;
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
-use crate::runtime::scoring::{score_chunks, score_responses, token_positions};
+use crate::runtime::scoring::{score_chunks, score_responses, token_positions, ScoreOptions};
 use crate::training::epochs::SCORING_CHUNK_TOKENS;
 
 /// `LogProb`'s settings.
@@ -80,7 +80,8 @@ impl<B: RunBackend> Operator for LogProbNode<B> {
         let mut count = 0usize;
         let (temperature, guides) = (self.temperature, &*guides);
         let chunks = score_chunks(&batch, SCORING_CHUNK_TOKENS, B::CONCURRENT_PASSES, |part| {
-            let scored = score_responses(&weights, part, temperature, guides, false)?;
+            let scored =
+                score_responses(&weights, part, temperature, guides, ScoreOptions::default())?;
             let (values, entropy) = (to_f32_vec(&scored.logprobs), to_f32_vec(&scored.entropy));
             Ok((scored.token_index, values, entropy))
         })

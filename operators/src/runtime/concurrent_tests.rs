@@ -15,7 +15,7 @@ use burn::tensor::Tensor;
 use roll_flow_engine::Batch;
 
 use super::{in_order, part_gradients};
-use crate::runtime::scoring::{score_responses, token_column};
+use crate::runtime::scoring::{score_responses, token_column, ScoreOptions};
 use crate::runtime::TrainBackend;
 use crate::training::epochs::{loss_divisor, micro_batches, parts_of};
 use roll_flow_algo::aggregation::aggregate;
@@ -56,8 +56,16 @@ fn loss(
     agg: LossAgg,
     norm: Option<u32>,
 ) -> impl Fn(&Model, &Batch) -> Result<(Tensor<TrainBackend, 1>, ()), String> + Sync {
+    loss_scored(agg, norm, ScoreOptions::default())
+}
+
+fn loss_scored(
+    agg: LossAgg,
+    norm: Option<u32>,
+    options: ScoreOptions,
+) -> impl Fn(&Model, &Batch) -> Result<(Tensor<TrainBackend, 1>, ()), String> + Sync {
     move |m, b| {
-        let scored = score_responses(m, b, 1.0, &BTreeMap::new(), false)?;
+        let scored = score_responses(m, b, 1.0, &BTreeMap::new(), options)?;
         let logp = token_column(scored.logprobs, &scored.token_index, b.num_tokens());
         let layout = PackedLayout::from_batch(b, "test", false, &Default::default())
             .map_err(|e| e.to_string())?;
@@ -112,7 +120,7 @@ fn split_micro_batches_give_the_whole_batch_gradient() {
         let cuts = [1, 3].into_iter().flat_map(|size| {
             [
                 (size, "in batch order", parts_of(&b, Some(size))),
-                (size, "by length", micro_batches(&b, Some(size))),
+                (size, "by length", micro_batches(&b, Some(size), false)),
             ]
         });
         for (size, how, parts) in cuts {
@@ -134,6 +142,66 @@ fn split_micro_batches_give_the_whole_batch_gradient() {
                         "{agg:?} norm {norm:?}, parts of {size} {how}: {g} vs whole batch {w}"
                     );
                 }
+            }
+        }
+    }
+}
+
+/// Two prompts' samples, interleaved: prompt `[5, 6, 7]` with replies `[1, 2, 3]`,
+/// `[1, 3]`, `[4]` (longest 6 tokens); prompt `[8, 9]` with replies `[1]`, `[2, 2, 2]`,
+/// `[3, 1]` (longest 5).
+fn grouped_batch() -> Batch {
+    let samples: [(&[u32], &[u32]); 6] = [
+        (&[5, 6, 7], &[1, 2, 3]),
+        (&[8, 9], &[1]),
+        (&[5, 6, 7], &[1, 3]),
+        (&[8, 9], &[2, 2, 2]),
+        (&[5, 6, 7], &[4]),
+        (&[8, 9], &[3, 1]),
+    ];
+    let seqs = samples.iter().map(|(p, r)| [*p, *r].concat());
+    let mut batch = Batch::from_sequences(seqs.collect::<Vec<_>>());
+    let mask = (samples.iter())
+        .flat_map(|(p, r)| p.iter().map(|_| false).chain(r.iter().map(|_| true)))
+        .collect::<Vec<bool>>();
+    batch
+        .set(&roll_flow_engine::batch::column::RESPONSE_MASK, mask)
+        .unwrap();
+    batch
+}
+
+/// `ActorStep(prefix_grouper: true)`: micro-batches of 3 hold one prompt's samples each
+/// (the group with the shorter longest sample first), and scoring them prefix-grouped gives the gradient of the whole
+/// batch scored one sample a row.
+#[test]
+fn prefix_grouped_micro_batches_give_the_whole_batch_gradient() {
+    let (m, b) = (model(), grouped_batch());
+    let parts = micro_batches(&b, Some(3), true);
+    let firsts: Vec<Vec<u32>> = (parts.iter())
+        .map(|p| (0..3).map(|i| p.tokens()[p.sample_range(i)][0]).collect())
+        .collect();
+    assert_eq!(firsts, [[8, 8, 8], [5, 5, 5]]);
+    let grouped = ScoreOptions {
+        prefix_grouped: true,
+        ..ScoreOptions::default()
+    };
+    for agg in [LossAgg::TokenMean, LossAgg::SeqMeanTokenMean] {
+        let whole = part_gradients(&m, std::slice::from_ref(&b), &[1.0], true, loss(agg, None));
+        let whole = summed(&m, whole.unwrap());
+        let total = loss_divisor(&b, agg, None).unwrap();
+        let scales: Vec<f32> = (parts.iter())
+            .map(|p| (loss_divisor(p, agg, None).unwrap() / total) as f32)
+            .collect();
+        let split = part_gradients(&m, &parts, &scales, true, loss_scored(agg, None, grouped));
+        let split = summed(&m, split.unwrap());
+        for (got, want) in probes(&m, &split).iter().zip(probes(&m, &whole)) {
+            let scale = want.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+            assert!(scale > 1e-6, "{agg:?}: the loss has a gradient");
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= 1e-6 + 1e-4 * scale,
+                    "{agg:?}, prefix-grouped parts: {g} vs whole batch {w}"
+                );
             }
         }
     }
@@ -238,7 +306,7 @@ fn loss_statistics_wait_for_the_backward_passes_and_come_back_in_one_download() 
     let (m, b) = (model(), batch());
     let parts = parts_of(&b, Some(2));
     let objective = |m: &Model, b: &Batch| {
-        let scored = score_responses(m, b, 1.0, &BTreeMap::new(), false)?;
+        let scored = score_responses(m, b, 1.0, &BTreeMap::new(), ScoreOptions::default())?;
         let n = b.num_tokens();
         let logprob = token_column(scored.logprobs, &scored.token_index, n);
         let entropy = token_column(scored.entropy, &scored.token_index, n);

@@ -60,14 +60,24 @@ pub fn allowed_tokens<'g>(
     Ok(allowed)
 }
 
-/// Log-probs and entropies of the batch's response tokens under `model`, and their
-/// uniform-prior KLs when `uniform_kl` asks for them.
+/// What [`score_responses`] computes besides log-probs and entropies, and how.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScoreOptions {
+    /// Also each token's uniform-prior KL ([`Scoring::uniform_kl`]).
+    pub uniform_kl: bool,
+    /// The samples that share a prompt run as one row, the prompt once
+    /// ([`Scoring::prefix_grouped`]).
+    pub prefix_grouped: bool,
+}
+
+/// Log-probs and entropies of the batch's response tokens under `model`, with what
+/// `options` asks for.
 pub fn score_responses<B: roll_flow_kernels::KernelBackend>(
     model: &Qwen2CausalLm<B>,
     batch: &Batch,
     temperature: f32,
     guides: &BTreeMap<String, Arc<AnswerChoices>>,
-    uniform_kl: bool,
+    options: ScoreOptions,
 ) -> Result<ResponseLogProbs<B>, String> {
     let mask = batch.bools(&RESPONSE_MASK).map_err(|e| e.to_string())?;
     let packed = packed(batch);
@@ -78,7 +88,8 @@ pub fn score_responses<B: roll_flow_kernels::KernelBackend>(
     let scoring = Scoring {
         temperature,
         allowed: allowed.as_deref(),
-        uniform_kl,
+        uniform_kl: options.uniform_kl,
+        prefix_grouped: options.prefix_grouped,
     };
     response_scores(model, &packed, mask, &scoring).map_err(|e| e.to_string())
 }

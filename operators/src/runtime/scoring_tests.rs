@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use roll_flow_engine::Batch;
 
-use super::{sample_chunks, score_chunks, score_responses, token_column, token_positions};
+use super::{
+    sample_chunks, score_chunks, score_responses, token_column, token_positions, ScoreOptions,
+};
 use roll_flow_algo::test_batches::with_masks;
 
 /// Five samples of lengths 6, 2, 5, 3 and 6, with responses of different lengths.
@@ -51,14 +53,14 @@ fn chunked_scores_equal_the_whole_batch_scores_on_every_token() {
     let model = crate::runtime::concurrent::tests::model();
     let (b, guides) = (batch(), BTreeMap::new());
     let n = b.num_tokens();
-    let whole = score_responses(&model, &b, 0.7, &guides, false).unwrap();
+    let whole = score_responses(&model, &b, 0.7, &guides, ScoreOptions::default()).unwrap();
     let whole: Vec<f32> = token_column(whole.logprobs, &whole.token_index, n)
         .into_data()
         .into_vec()
         .unwrap();
     for concurrent in [true, false] {
         let chunks = score_chunks(&b, 8, concurrent, |part| {
-            let scored = score_responses(&model, part, 0.7, &guides, false)?;
+            let scored = score_responses(&model, part, 0.7, &guides, ScoreOptions::default())?;
             Ok((
                 scored.token_index,
                 scored.logprobs.into_data().into_vec::<f32>().unwrap(),

@@ -26,11 +26,34 @@ pub fn parts_of(batch: &Batch, size: Option<usize>) -> Vec<Batch> {
 /// FrozenLake StarPO batch of whole chats (39 to 319 tokens) computed 1.6x its real tokens
 /// in micro-batches of 64, and 1.23x sorted. The accumulated gradient is the same whatever
 /// the parts are ([`train_epochs`] scales each by its share of the loss divisor).
-pub fn micro_batches(batch: &Batch, size: Option<usize>) -> Vec<Batch> {
+///
+/// With `by_prompt` (`ActorStep(prefix_grouper: true)`) the samples that share a prompt
+/// stay next to one another instead: prompt groups ordered by their longest sample
+/// (stable), each group's samples in batch order, so a micro-batch of a multiple of the
+/// group size holds whole groups, each scored as one row with its prompt once.
+pub fn micro_batches(batch: &Batch, size: Option<usize>, by_prompt: bool) -> Vec<Batch> {
     if size.is_none_or(|s| s == 0 || s >= batch.num_samples()) {
         return vec![batch.clone()];
     }
-    parts_of(&batch.select(&batch.indices_by_length()), size)
+    let order = match by_prompt {
+        true => prompt_order(batch),
+        false => batch.indices_by_length(),
+    };
+    parts_of(&batch.select(&order), size)
+}
+
+/// The samples grouped by prompt ([`roll_flow_model::prefix_grouped::prompt_groups`]),
+/// groups by their longest sample (stable), samples in batch order within a group.
+fn prompt_order(batch: &Batch) -> Vec<usize> {
+    let mask = batch.bools(&roll_flow_engine::batch::column::RESPONSE_MASK);
+    let Ok(mask) = mask else {
+        return batch.indices_by_length();
+    };
+    let packed = crate::runtime::scoring::packed(batch);
+    let mut groups = roll_flow_model::prefix_grouped::prompt_groups(&packed, mask);
+    let lengths: Vec<usize> = batch.lengths().collect();
+    groups.sort_by_key(|g| g.iter().map(|&i| lengths[i]).max());
+    groups.concat()
 }
 
 /// The mini-batches of one epoch: the samples shuffled with `seed` (kept in order when the
@@ -55,6 +78,8 @@ pub struct EpochSchedule<'a> {
     pub epochs: usize,
     pub mini_batch: Option<usize>,
     pub micro_batch: Option<usize>,
+    /// Keep the samples of a prompt in the same micro-batch ([`micro_batches`]).
+    pub by_prompt: bool,
     pub seed: u64,
     pub collective: &'a Collective,
 }
@@ -88,6 +113,7 @@ pub fn train_epochs(
         epochs,
         mini_batch: mini,
         micro_batch: micro_size,
+        by_prompt,
         seed,
         collective,
     } = schedule;
@@ -96,7 +122,7 @@ pub fn train_epochs(
         let epoch_seed = seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         for mini_batch in mini_batches(batch, mini, epoch_seed) {
             let whole = normalizer(&mini_batch)?;
-            let parts: Vec<Batch> = micro_batches(&mini_batch, micro_size)
+            let parts: Vec<Batch> = micro_batches(&mini_batch, micro_size, by_prompt)
                 .into_iter()
                 .filter(|p| p.num_samples() > 0)
                 .collect();

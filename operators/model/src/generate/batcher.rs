@@ -240,6 +240,7 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
         let layout = AttentionLayout {
             positions: plan.positions,
             key_start: cache.key_start().to_vec(),
+            branches: None,
         };
         let logits = model.logits(model.hidden_last(tokens, &layout, Some(&mut cache)));
         let rows = self.sample_rows(logits, joining.into_iter());
@@ -266,6 +267,7 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
                 .map(|r| vec![r.last_position()])
                 .collect(),
             key_start: cache.key_start().to_vec(),
+            branches: None,
         };
         // Every decode step runs the same projections: their weights are packed once (prefills
         // run other row counts, so their scope would drop the decode steps' entries).

@@ -332,6 +332,7 @@ fn guided_logprobs_of_a_choice_point_are_a_distribution_over_the_allowed_tokens(
             temperature,
             allowed: Some(&allowed),
             uniform_kl: true,
+            prefix_grouped: false,
         };
         let scored = response_scores(&model, &packed, &mask, &scoring).unwrap();
         let want = -(4.0f64).ln() - logprobs.iter().map(|&l| l as f64).sum::<f64>() / 4.0;

@@ -24,6 +24,7 @@ use roll_flow_kernels::KernelBackend;
 use super::banded_attention::BandedWindow;
 use super::compute_dtype::{mask_like, F16_MASKED};
 use super::mask_rule::{mask_value, MASKED};
+use super::prefix_branches::PrefixBranches;
 use roll_flow_kernels::host_transfer::upload;
 
 /// The keys one layer's queries may read, in the form its attention computes with.
@@ -46,6 +47,9 @@ pub struct AttentionLayout {
     pub positions: Vec<Vec<usize>>,
     /// First key column that belongs to each row.
     pub key_start: Vec<usize>,
+    /// Prefix-grouped rows ([`PrefixBranches`], whole rows without a cache): per row, the
+    /// shared prefix and where each branch starts; `None` for one sequence a row.
+    pub branches: Option<Vec<PrefixBranches>>,
 }
 
 impl AttentionLayout {
@@ -54,6 +58,7 @@ impl AttentionLayout {
         AttentionLayout {
             positions: vec![(0..len).collect(); batch],
             key_start: vec![0; batch],
+            branches: None,
         }
     }
 
@@ -70,8 +75,9 @@ impl AttentionLayout {
     /// The mask of a layer with `window` (`None`: full causal attention) over `keys` keys for
     /// `heads` query heads on `kv_heads` key/value heads: banded when the rows are whole
     /// sequences from position 0 (no cache) and the band scores fewer keys per query than
-    /// the dense mask, dense otherwise. In `dtype` where given (a model's compute dtype,
-    /// [`super::compute_dtype`]), else the backend's float type.
+    /// the dense mask, dense otherwise; prefix-grouped rows always dense, written on the host.
+    /// In `dtype` where given (a model's compute dtype, [`super::compute_dtype`]), else the
+    /// backend's float type.
     pub fn layer_mask<B: KernelBackend>(
         &self,
         keys: usize,
@@ -80,6 +86,13 @@ impl AttentionLayout {
         dtype: Option<DType>,
         device: &B::Device,
     ) -> LayerMask<B> {
+        if self.branches.is_some() {
+            let mask = self.mask_on_host(keys, heads, window, device);
+            return LayerMask::Dense {
+                mask: in_dtype(mask, dtype),
+                first_key: 0,
+            };
+        }
         match window {
             Some(w)
                 if self.is_whole_sequences(keys) && BandedWindow::<B>::keys_per_query(w) < keys =>
@@ -164,13 +177,15 @@ impl AttentionLayout {
         let (batch, queries, offset, first, width) = self.extent(keys, window);
         let window = window.unwrap_or(usize::MAX);
         let mut values = Vec::with_capacity(batch * heads * queries * width);
-        for &start in &self.key_start {
+        for (row, &start) in self.key_start.iter().enumerate() {
             let row_start = values.len();
+            let branches = self.branches.as_ref().map(|b| &b[row]);
             for i in 0..queries {
                 let own = (i + offset) as isize;
-                values.extend(
-                    (first..keys).map(|j| mask_value(own, j as isize, start as isize, window)),
-                );
+                values.extend((first..keys).map(|j| match branches {
+                    Some(b) if !b.sees(i + offset, j) => MASKED,
+                    _ => mask_value(own, j as isize, start as isize, window),
+                }));
             }
             for _ in 1..heads {
                 values.extend_from_within(row_start..row_start + queries * width);
@@ -294,6 +309,7 @@ mod tests {
                 AttentionLayout {
                     positions: vec![vec![0, 1, 2], vec![0, 0, 0]],
                     key_start: vec![0, 2],
+                    branches: None,
                 },
                 3,
             ),
@@ -301,6 +317,7 @@ mod tests {
                 AttentionLayout {
                     positions: vec![vec![5], vec![2], vec![7]],
                     key_start: vec![0, 3, 1],
+                    branches: None,
                 },
                 9,
             ),
@@ -341,6 +358,7 @@ mod tests {
         let layout = AttentionLayout {
             positions: vec![vec![0, 1, 2], vec![0, 0, 0]],
             key_start: vec![0, 2],
+            branches: None,
         };
         let allowed = allowed_entries(&layout, 3, None);
         #[rustfmt::skip]
@@ -356,6 +374,7 @@ mod tests {
         let layout = AttentionLayout {
             positions: vec![vec![5], vec![2]],
             key_start: vec![0, 3],
+            branches: None,
         };
         let allowed = allowed_entries(&layout, 6, None);
         assert_eq!(allowed[..6], [true; 6]);
@@ -380,6 +399,7 @@ mod tests {
         let step = AttentionLayout {
             positions: vec![vec![3]],
             key_start: vec![1],
+            branches: None,
         };
         assert_eq!(step.first_visible_key(5, Some(3)), 2);
         let allowed = allowed_entries(&step, 5, Some(3));

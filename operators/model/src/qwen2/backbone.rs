@@ -141,6 +141,7 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
                 let window = self.windows.get(top).copied().flatten();
                 let at = SelectedQueries::new(
                     pairs,
+                    layout,
                     (batch, len),
                     self.heads().0,
                     window,

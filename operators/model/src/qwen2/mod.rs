@@ -14,6 +14,7 @@ pub mod dense;
 pub mod lora_adapter;
 pub mod mask_rule;
 pub mod mlp;
+pub mod prefix_branches;
 pub mod queries;
 pub mod rms_norm;
 pub mod rotary;
@@ -22,5 +23,6 @@ pub mod value_head;
 
 pub use attention_mask::AttentionLayout;
 pub use causal_lm::Qwen2CausalLm;
+pub use prefix_branches::PrefixBranches;
 pub use queries::Queries;
 pub use value_head::Qwen2ValueModel;

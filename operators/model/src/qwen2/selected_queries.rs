@@ -26,12 +26,14 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Int, Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
 
-use super::attention_mask::{additive_mask, in_dtype, within_window};
-use super::mask_rule::mask_value;
+use super::attention_mask::{additive_mask, in_dtype, within_window, AttentionLayout};
+use super::mask_rule::{mask_value, MASKED};
+use super::prefix_branches::PrefixBranches;
 use roll_flow_kernels::host_transfer::upload;
 
-/// Where the last layer's queries are read, for right-padded whole sequences starting at
-/// position 0 (`AttentionLayout::right_padded`).
+/// Where the last layer's queries are read, for whole sequences without a cache: one
+/// sequence a row from position 0 (`AttentionLayout::right_padded`), or prefix-grouped
+/// rows ([`PrefixBranches`]).
 #[derive(Clone, Debug)]
 pub struct SelectedQueries<B: Backend> {
     /// Query slots per row (the most any row has).
@@ -56,6 +58,7 @@ impl<B: KernelBackend> SelectedQueries<B> {
     /// When a pair lies outside the block (a caller's bug, not user input).
     pub fn new(
         at: &[(usize, usize)],
+        layout: &AttentionLayout,
         (batch, len): (usize, usize),
         heads: usize,
         window: Option<usize>,
@@ -85,15 +88,22 @@ impl<B: KernelBackend> SelectedQueries<B> {
             .iter()
             .enumerate()
             .flat_map(|(r, c)| c.iter().map(move |&col| (r * len + col) as i64));
-        let mask = match B::DEVICE_MEMORY {
-            true => query_mask_on_device(&padded, len, heads, window, dtype, device),
-            false => in_dtype(query_mask(&padded, len, heads, window, device), dtype),
+        let rule = QueryRule {
+            window,
+            branches: layout.branches.as_deref(),
         };
+        let mask = match B::DEVICE_MEMORY && rule.branches.is_none() {
+            true => query_mask_on_device(&padded, len, heads, window, dtype, device),
+            false => in_dtype(query_mask(&padded, len, heads, rule, device), dtype),
+        };
+        let positions = (padded.iter().enumerate())
+            .map(|(r, c)| c.iter().map(|&col| layout.positions[r][col]).collect())
+            .collect();
         SelectedQueries {
             per_row,
             index: int_tensor(index.collect(), device),
             mask,
-            positions: padded,
+            positions,
             order: int_tensor(order.collect(), device),
         }
     }
@@ -122,23 +132,35 @@ fn int_tensor<B: Backend>(values: Vec<i64>, device: &B::Device) -> Tensor<B, 1, 
     upload(TensorData::new(values, [n]), device)
 }
 
+/// Which keys a slot may read: [`mask_value`]'s rule with the layer's window, and in
+/// prefix-grouped rows also [`PrefixBranches::sees`].
+#[derive(Clone, Copy)]
+struct QueryRule<'a> {
+    window: Option<usize>,
+    branches: Option<&'a [PrefixBranches]>,
+}
+
 /// `[batch, heads, per_row, len]`: slot `(r, s)` at column `columns[r][s]` sees key `j`
-/// by [`mask_value`] (rows start at column 0), repeated per head as the dense host masks
-/// are.
+/// by [`mask_value`] (rows start at column 0) and, in prefix-grouped rows, its branch,
+/// repeated per head as the dense host masks are.
 fn query_mask<B: Backend>(
     columns: &[Vec<usize>],
     len: usize,
     heads: usize,
-    window: Option<usize>,
+    rule: QueryRule<'_>,
     device: &B::Device,
 ) -> Tensor<B, 4> {
     let per_row = columns.first().map_or(0, Vec::len);
-    let window = window.unwrap_or(usize::MAX);
+    let window = rule.window.unwrap_or(usize::MAX);
     let mut values = Vec::with_capacity(columns.len() * heads * per_row * len);
-    for row in columns {
+    for (r, row) in columns.iter().enumerate() {
         let start = values.len();
+        let branches = rule.branches.map(|b| &b[r]);
         for &own in row {
-            values.extend((0..len).map(|j| mask_value(own as isize, j as isize, 0, window)));
+            values.extend((0..len).map(|j| match branches {
+                Some(b) if !b.sees(own, j) => MASKED,
+                _ => mask_value(own as isize, j as isize, 0, window),
+            }));
         }
         for _ in 1..heads {
             values.extend_from_within(start..start + per_row * len);
@@ -200,7 +222,11 @@ mod tests {
                 (2, Some(DType::BF16)),
                 (2, Some(DType::F16)),
             ] {
-                let host = query_mask::<B>(&columns, len, heads, window, &device);
+                let rule = QueryRule {
+                    window,
+                    branches: None,
+                };
+                let host = query_mask::<B>(&columns, len, heads, rule, &device);
                 let host = values(in_dtype(host, dtype));
                 let dev = query_mask_on_device::<B>(&columns, len, heads, window, dtype, &device);
                 assert_eq!(
