@@ -163,3 +163,35 @@ fn reuse_covers_the_common_prefix_only() {
         "departed turn",
     );
 }
+
+/// Requests that arrive together with one prompt (a GRPO group's samples) prefill it once:
+/// four samples of one prompt, with another prompt between them, each generate what they
+/// generate alone, and three of the four prompts count as reused.
+#[test]
+fn samples_of_one_prompt_prefill_it_once() {
+    let model = tiny_qwen2();
+    let shared = vec![1u32, 337, 262, 201, 50];
+    let other = vec![25u32, 26, 27];
+    let requests = [
+        (shared.clone(), 1),
+        (other.clone(), 2),
+        (shared.clone(), 3),
+        (shared.clone(), 4),
+        (shared.clone(), 5),
+    ];
+    let mut batcher = ContinuousBatcher::<B>::new(8, &device());
+    for (prompt, seed) in &requests {
+        batcher
+            .submit(&model, reply_request(prompt.clone(), *seed))
+            .unwrap();
+    }
+    let outputs = batcher.run_to_completion(&model);
+    assert_eq!(batcher.reused_prompt_tokens(), 3 * shared.len());
+    let mut replies = std::collections::BTreeSet::new();
+    for (out, (prompt, seed)) in outputs.iter().zip(&requests) {
+        let want = alone(&model, reply_request(prompt.clone(), *seed));
+        assert_same(out, &want, &format!("request with seed {seed}"));
+        replies.insert(out.tokens.clone());
+    }
+    assert!(replies.len() > 2, "the copies draw their own tokens");
+}

@@ -23,6 +23,9 @@
 //! of a choice are still decoded one per step (their single-token distribution gives the
 //! same log-prob 0).
 //!
+//! Requests that arrive together with one prompt and no cached prefix (a GRPO group's
+//! samples) prefill it once, and the copies start from its keys, values and logits.
+//!
 //! Requests submitted in a session ([`ContinuousBatcher::submit_in_session`], one per env
 //! conversation) reuse the keys and values their session's previous request left: a
 //! multi-turn prompt prefills only what follows the previous turn (see
@@ -39,7 +42,7 @@ use roll_flow_kernels::row_sampling::RowDraw;
 use roll_flow_kernels::{with_packed_weights, KernelBackend, PackedWeights};
 
 use super::device_sampling::{on_device, sample_on_device};
-use super::prefix_reuse::{plan_prefill, stored_columns, Prefix, PrefixStore};
+use super::prefix_reuse::{plan_prefill, same_inputs, stored_columns, Prefix, PrefixStore};
 use super::request::{FinishReason, GenerationOutput, GenerationRequest, RequestId};
 use super::running::{
     advance, finished_output, jump_forward, only_allowed, output, row_draw, Running,
@@ -217,9 +220,23 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
             .iter()
             .map(|r| [r.request.prompt.as_slice(), &r.tokens].concat())
             .collect();
-        let mut prefixes: Vec<Option<Prefix<B>>> = joining
+        let prefixes: Vec<Option<Prefix<B>>> = joining
             .iter()
             .map(|r| r.session.and_then(|s| self.prefixes.take(s)))
+            .collect();
+        // Rows with one input and no cached prefix (a group's samples of one prompt) prefill
+        // once: vLLM's `n` samples a prompt. The copies take that row's keys, values and
+        // logits, and draw their own tokens.
+        let (first_of, prefilled) = same_inputs(&inputs, &prefixes);
+        let copied: usize = (0..inputs.len())
+            .filter(|&i| prefilled[first_of[i]] != i)
+            .map(|i| inputs[i].len())
+            .sum();
+        self.reused_tokens += copied;
+        let inputs: Vec<Vec<u32>> = prefilled.iter().map(|&i| inputs[i].clone()).collect();
+        let mut prefixes: Vec<Option<Prefix<B>>> = (prefixes.into_iter().enumerate())
+            .filter(|(i, _)| prefilled.binary_search(i).is_ok())
+            .map(|(_, p)| p)
             .collect();
         let reach = model.model.window_reach();
         self.prefix_columns = stored_columns(reach);
@@ -227,7 +244,7 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
         self.reused_tokens += plan.cached.iter().sum::<usize>();
         let width = plan.queries;
         let tokens: Tensor<B, 2, Int> = upload(
-            TensorData::new(plan.ids, [joining.len(), width]),
+            TensorData::new(plan.ids, [inputs.len(), width]),
             &self.device,
         );
         let taken: Vec<Option<(&_, usize)>> = prefixes
@@ -242,7 +259,14 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
             key_start: cache.key_start().to_vec(),
             branches: None,
         };
-        let logits = model.logits(model.hidden_last(tokens, &layout, Some(&mut cache)));
+        let mut logits = model.logits(model.hidden_last(tokens, &layout, Some(&mut cache)));
+        if prefilled.len() < joining.len() {
+            cache.retain(&first_of);
+            let index: Vec<i64> = first_of.iter().map(|&i| i as i64).collect();
+            let index: Tensor<B, 1, Int> =
+                upload(TensorData::new(index, [first_of.len()]), &self.device);
+            logits = logits.select(0, index);
+        }
         let rows = self.sample_rows(logits, joining.into_iter());
         self.running.extend(rows);
         match &mut self.cache {

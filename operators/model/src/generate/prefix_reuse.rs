@@ -21,6 +21,10 @@
 //! keys stop growing with the chat. The margin covers the tokens a row re-feeds when its
 //! new part is shorter than the block; a row that would need a dropped column is prefilled
 //! without its prefix instead ([`plan_prefill`]), which costs time, never correctness.
+//!
+//! Across requests, only the plain case: requests admitted together with one input and no
+//! cached prefix (a GRPO group's samples of one prompt, vLLM's `n`) prefill it once
+//! ([`same_inputs`]), and the copies start from its keys, values and logits.
 
 use std::collections::HashMap;
 
@@ -170,9 +174,53 @@ impl PrefillPlan {
     }
 }
 
+/// The rows to prefill, and for every row the index among them of the row it copies: the
+/// first row with the same input, when neither has a cached prefix; itself otherwise.
+/// Returns `(first_of, prefilled)`: row `i` reads prefilled row `first_of[i]`, which is
+/// row `prefilled[first_of[i]]` of the input.
+pub fn same_inputs<P>(inputs: &[Vec<u32>], prefixes: &[Option<P>]) -> (Vec<usize>, Vec<usize>) {
+    let mut seen: HashMap<&[u32], usize> = HashMap::new();
+    let mut prefilled = Vec::new();
+    let first_of = (inputs.iter().zip(prefixes).enumerate())
+        .map(|(i, (input, prefix))| {
+            let shared = prefix
+                .is_none()
+                .then(|| seen.get(input.as_slice()).copied());
+            match shared.flatten() {
+                Some(first) => first,
+                None => {
+                    if prefix.is_none() {
+                        seen.insert(input, prefilled.len());
+                    }
+                    prefilled.push(i);
+                    prefilled.len() - 1
+                }
+            }
+        })
+        .collect();
+    (first_of, prefilled)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rows 0, 2 and 3 share an input, but row 3 has a cached prefix of its own: rows 0
+    /// and 2 prefill once, rows 1 and 3 on their own.
+    #[test]
+    fn rows_with_one_input_and_no_prefix_prefill_once() {
+        let inputs = vec![
+            vec![5, 6, 7],
+            vec![8],
+            vec![5, 6, 7],
+            vec![5, 6, 7],
+            vec![8, 9],
+        ];
+        let prefixes = [None, None, None, Some(()), None];
+        let (first_of, prefilled) = same_inputs(&inputs, &prefixes);
+        assert_eq!(prefilled, [0, 1, 3, 4]);
+        assert_eq!(first_of, [0, 1, 0, 2, 3]);
+    }
 
     #[test]
     fn without_cached_tokens_the_plan_is_the_left_padded_prefill() {
