@@ -8,7 +8,7 @@ mod common;
 
 use burn::backend::Autodiff;
 use burn::tensor::{Int, Tensor, TensorData};
-use common::{device, fixture, sliding_window_fixture, B};
+use common::{assert_close, device, fixture, sliding_window_fixture, B};
 use roll_flow_kernels::KernelBackend;
 use roll_flow_model::generate::KvCache;
 use roll_flow_model::hf::load_causal_lm;
@@ -43,16 +43,6 @@ fn reference<K: KernelBackend>(model: &Qwen2CausalLm<K>) -> Tensor<K, 2> {
     let rows: Vec<i64> = AT.iter().map(|&(r, c)| (r * len + c) as i64).collect();
     let index = Tensor::from_data(TensorData::new(rows, [AT.len()]), &Default::default());
     hidden.reshape([3 * len, width]).select(0, index)
-}
-
-fn assert_close(got: &[f32], want: &[f32], tolerance: f32, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tolerance * w.abs().max(1.0),
-            "{what}[{i}]: {g} vs {w}"
-        );
-    }
 }
 
 fn same_hidden_states(model: &Qwen2CausalLm<B>) {

@@ -6,7 +6,7 @@ mod common;
 
 use burn::backend::Autodiff;
 use burn::tensor::{Tensor, TensorData};
-use common::{device, fixture, B};
+use common::{assert_close, device, fixture, B};
 use roll_flow_kernels::KernelBackend;
 use roll_flow_model::hf::load_causal_lm;
 use roll_flow_model::logprob::{response_scores, ResponseLogProbs, Scoring};
@@ -55,16 +55,6 @@ fn scores<K: KernelBackend>(model: &Qwen2CausalLm<K>, grouped: bool) -> Response
         prefix_grouped: grouped,
     };
     response_scores(model, &packed, &mask, &scoring).unwrap()
-}
-
-fn assert_close(got: &[f32], want: &[f32], tolerance: f32, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tolerance * w.abs().max(1.0),
-            "{what}[{i}]: {g} vs {w}"
-        );
-    }
 }
 
 const FIXTURES: [&str; 2] = ["tiny_qwen2", "tiny_llama"];

@@ -102,6 +102,26 @@ fn probes(m: &Model, grads: &GradientsParams) -> Vec<Vec<f32>> {
     ]
 }
 
+/// The probed gradients of `split` parts equal the `whole` batch's within the stated
+/// tolerance, and are not all zero.
+fn assert_whole_batch_gradient(
+    m: &Model,
+    split: &GradientsParams,
+    whole: &GradientsParams,
+    what: &str,
+) {
+    for (got, want) in probes(m, split).iter().zip(probes(m, whole)) {
+        let scale = want.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+        assert!(scale > 1e-6, "{what}: the loss has a gradient");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-6 + 1e-4 * scale,
+                "{what}: {g} vs whole batch {w}"
+            );
+        }
+    }
+}
+
 #[test]
 fn split_micro_batches_give_the_whole_batch_gradient() {
     let (m, b) = (model(), batch());
@@ -133,16 +153,8 @@ fn split_micro_batches_give_the_whole_batch_gradient() {
                 &m,
                 part_gradients(&m, &parts, &scales, true, loss(agg, norm)).unwrap(),
             );
-            for (got, want) in probes(&m, &split).iter().zip(probes(&m, &whole)) {
-                let scale = want.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-                assert!(scale > 1e-6, "{agg:?}: the loss has a gradient");
-                for (g, w) in got.iter().zip(&want) {
-                    assert!(
-                        (g - w).abs() <= 1e-6 + 1e-4 * scale,
-                        "{agg:?} norm {norm:?}, parts of {size} {how}: {g} vs whole batch {w}"
-                    );
-                }
-            }
+            let what = format!("{agg:?} norm {norm:?}, parts of {size} {how}");
+            assert_whole_batch_gradient(&m, &split, &whole, &what);
         }
     }
 }
@@ -194,16 +206,8 @@ fn prefix_grouped_micro_batches_give_the_whole_batch_gradient() {
             .collect();
         let split = part_gradients(&m, &parts, &scales, true, loss_scored(agg, None, grouped));
         let split = summed(&m, split.unwrap());
-        for (got, want) in probes(&m, &split).iter().zip(probes(&m, &whole)) {
-            let scale = want.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-            assert!(scale > 1e-6, "{agg:?}: the loss has a gradient");
-            for (g, w) in got.iter().zip(&want) {
-                assert!(
-                    (g - w).abs() <= 1e-6 + 1e-4 * scale,
-                    "{agg:?}, prefix-grouped parts: {g} vs whole batch {w}"
-                );
-            }
-        }
+        let what = format!("{agg:?}, prefix-grouped parts");
+        assert_whole_batch_gradient(&m, &split, &whole, &what);
     }
 }
 

@@ -177,3 +177,14 @@ pub fn chat_messages(list: &serde_json::Value) -> Vec<roll_flow_model::chat_temp
         })
         .collect()
 }
+
+/// Each of `got` within `tolerance` of `want`, relative to |want| where it exceeds 1.
+pub fn assert_close(got: &[f32], want: &[f32], tolerance: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tolerance * w.abs().max(1.0),
+            "{what}[{i}]: {g} vs {w}"
+        );
+    }
+}
