@@ -81,12 +81,19 @@ impl PackedSequences {
     /// The right-padded `[rows, max_len]` id block (padding id 0).
     pub fn right_padded<B: Backend>(&self, device: &B::Device) -> Tensor<B, 2, Int> {
         let width = self.max_len();
-        let mut ids = vec![0i64; self.len() * width];
-        for i in 0..self.len() {
-            for (j, &t) in self.sequence(i).iter().enumerate() {
-                ids[i * width + j] = t as i64;
-            }
-        }
+        let ids = padded_ids((0..self.len()).map(|i| self.sequence(i)), width);
         Tensor::from_data(TensorData::new(ids, [self.len(), width]), device)
     }
+}
+
+/// The ids of `rows`, each right-padded with id 0 to `width` (at least its length), row
+/// after row: a `[rows, width]` block, flat.
+pub fn padded_ids<'a>(rows: impl IntoIterator<Item = &'a [u32]>, width: usize) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for row in rows {
+        let end = ids.len() + width;
+        ids.extend(row.iter().map(|&t| t as i64));
+        ids.resize(end, 0);
+    }
+    ids
 }

@@ -13,7 +13,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use std::collections::HashMap;
 
-use super::packed::PackedSequences;
+use super::packed::{padded_ids, PackedSequences};
 use super::qwen2::{AttentionLayout, PrefixBranches};
 
 /// Token ids `[rows, width]` (0 pads), their attention layout, and where each sequence's
@@ -32,12 +32,9 @@ impl ScoringBlock {
     /// One sequence a row, right-padded, from position 0 ([`AttentionLayout::right_padded`]).
     pub fn one_per_row(packed: &PackedSequences) -> Self {
         let width = packed.max_len();
-        let rows: Vec<Vec<u32>> = (0..packed.len())
-            .map(|i| packed.sequence(i).to_vec())
-            .collect();
         let place = (0..packed.len()).map(|i| (i, width, width)).collect();
         ScoringBlock {
-            ids: padded_ids(&rows, width),
+            ids: padded_ids((0..packed.len()).map(|i| packed.sequence(i)), width),
             width,
             layout: AttentionLayout::right_padded(packed.len(), width),
             place,
@@ -80,7 +77,7 @@ impl ScoringBlock {
             p.extend(next..width);
         }
         ScoringBlock {
-            ids: padded_ids(&rows, width),
+            ids: padded_ids(rows.iter().map(Vec::as_slice), width),
             width,
             layout: AttentionLayout {
                 key_start: vec![0; rows.len()],
@@ -138,16 +135,6 @@ pub fn prompt_groups(packed: &PackedSequences, response_mask: &[bool]) -> Vec<Ve
 /// Length of the common prefix of `a` and `b`.
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
-fn padded_ids(rows: &[Vec<u32>], width: usize) -> Vec<i64> {
-    let mut ids = vec![0i64; rows.len() * width];
-    for (r, row) in rows.iter().enumerate() {
-        for (c, &t) in row.iter().enumerate() {
-            ids[r * width + c] = t as i64;
-        }
-    }
-    ids
 }
 
 #[cfg(test)]

@@ -233,11 +233,11 @@ impl<B: KernelBackend> ContinuousBatcher<B> {
             .map(|i| inputs[i].len())
             .sum();
         self.reused_tokens += copied;
-        let inputs: Vec<Vec<u32>> = prefilled.iter().map(|&i| inputs[i].clone()).collect();
-        let mut prefixes: Vec<Option<Prefix<B>>> = (prefixes.into_iter().enumerate())
-            .filter(|(i, _)| prefilled.binary_search(i).is_ok())
-            .map(|(_, p)| p)
-            .collect();
+        let (inputs, mut prefixes): (Vec<Vec<u32>>, Vec<Option<Prefix<B>>>) =
+            (inputs.into_iter().zip(prefixes).enumerate())
+                .filter(|(i, _)| prefilled.binary_search(i).is_ok())
+                .map(|(_, row)| row)
+                .unzip();
         let reach = model.model.window_reach();
         self.prefix_columns = stored_columns(reach);
         let plan = plan_prefill(&inputs, &mut prefixes, reach);

@@ -23,7 +23,7 @@ use roll_flow_kernels::KernelBackend;
 
 use super::banded_attention::BandedWindow;
 use super::compute_dtype::{mask_like, F16_MASKED};
-use super::mask_rule::{mask_value, MASKED};
+use super::mask_rule::{row_mask_value, MASKED};
 use super::prefix_branches::PrefixBranches;
 use roll_flow_kernels::host_transfer::upload;
 
@@ -181,11 +181,10 @@ impl AttentionLayout {
             let row_start = values.len();
             let branches = self.branches.as_ref().map(|b| &b[row]);
             for i in 0..queries {
-                let own = (i + offset) as isize;
-                values.extend((first..keys).map(|j| match branches {
-                    Some(b) if !b.sees(i + offset, j) => MASKED,
-                    _ => mask_value(own, j as isize, start as isize, window),
-                }));
+                let own = i + offset;
+                values.extend(
+                    (first..keys).map(|j| row_mask_value((own, j), start, window, branches)),
+                );
             }
             for _ in 1..heads {
                 values.extend_from_within(row_start..row_start + queries * width);
@@ -242,7 +241,7 @@ impl AttentionLayout {
 }
 
 /// Whether a query sees a key `back` columns behind it (0 ≤ back, and back < `window` with
-/// one): [`mask_value`]'s rule for a key at or after the row's start, on the device.
+/// one): [`mask_value`](super::mask_rule::mask_value)'s rule for a key at or after the row's start, on the device.
 pub(super) fn within_window<B: Backend>(
     back: Tensor<B, 3, Int>,
     window: Option<usize>,
@@ -256,7 +255,7 @@ pub(super) fn within_window<B: Backend>(
 
 /// The additive mask of the keys `allowed` lets each query see, in `dtype` where given:
 /// masked − masked·allowed, exactly 0 where a key is visible and exactly the masked value
-/// ([`MASKED`], [`F16_MASKED`] in f16) where it is not, as [`mask_value`] writes on the
+/// ([`MASKED`], [`F16_MASKED`] in f16) where it is not, as [`mask_value`](super::mask_rule::mask_value) writes on the
 /// host. Arithmetic rather than `mask_fill`, which CUDA ran at 0.1 s for the
 /// [8, 2,048, 2,048] mask of a training step (bench/history/gpu.md, run 7) where each of
 /// these elementwise ops takes well under a millisecond.

@@ -1,5 +1,7 @@
 //! Which keys a query may read: the one visibility rule of the dense and the banded
-//! attention masks (`mask_value`).
+//! attention masks (`mask_value`), and of prefix-grouped rows (`row_mask_value`).
+
+use super::prefix_branches::PrefixBranches;
 
 /// Added to the scores of forbidden keys (transformers uses `finfo(float32).min`).
 pub(super) const MASKED: f32 = -1.0e30;
@@ -14,5 +16,20 @@ pub(super) fn mask_value(own: isize, key: isize, first: isize, window: usize) ->
         0.0
     } else {
         MASKED
+    }
+}
+
+/// [`mask_value`] for a query at column `own` and key column `key` of a row starting at
+/// column `first`, in a prefix-grouped row (`branches`) also [`MASKED`] where the key lies
+/// in another branch ([`PrefixBranches::sees`]).
+pub(super) fn row_mask_value(
+    (own, key): (usize, usize),
+    first: usize,
+    window: usize,
+    branches: Option<&PrefixBranches>,
+) -> f32 {
+    match branches {
+        Some(b) if !b.sees(own, key) => MASKED,
+        _ => mask_value(own as isize, key as isize, first as isize, window),
     }
 }

@@ -27,7 +27,7 @@ use burn::tensor::{DType, Int, Tensor, TensorData};
 use roll_flow_kernels::KernelBackend;
 
 use super::attention_mask::{additive_mask, in_dtype, within_window, AttentionLayout};
-use super::mask_rule::{mask_value, MASKED};
+use super::mask_rule::row_mask_value;
 use super::prefix_branches::PrefixBranches;
 use roll_flow_kernels::host_transfer::upload;
 
@@ -132,8 +132,8 @@ fn int_tensor<B: Backend>(values: Vec<i64>, device: &B::Device) -> Tensor<B, 1, 
     upload(TensorData::new(values, [n]), device)
 }
 
-/// Which keys a slot may read: [`mask_value`]'s rule with the layer's window, and in
-/// prefix-grouped rows also [`PrefixBranches::sees`].
+/// Which keys a slot may read ([`row_mask_value`]): the layer's window, and in
+/// prefix-grouped rows the branches.
 #[derive(Clone, Copy)]
 struct QueryRule<'a> {
     window: Option<usize>,
@@ -141,8 +141,8 @@ struct QueryRule<'a> {
 }
 
 /// `[batch, heads, per_row, len]`: slot `(r, s)` at column `columns[r][s]` sees key `j`
-/// by [`mask_value`] (rows start at column 0) and, in prefix-grouped rows, its branch,
-/// repeated per head as the dense host masks are.
+/// by [`row_mask_value`] (rows start at column 0), repeated per head as the dense host
+/// masks are.
 fn query_mask<B: Backend>(
     columns: &[Vec<usize>],
     len: usize,
@@ -157,10 +157,7 @@ fn query_mask<B: Backend>(
         let start = values.len();
         let branches = rule.branches.map(|b| &b[r]);
         for &own in row {
-            values.extend((0..len).map(|j| match branches {
-                Some(b) if !b.sees(own, j) => MASKED,
-                _ => mask_value(own as isize, j as isize, 0, window),
-            }));
+            values.extend((0..len).map(|j| row_mask_value((own, j), 0, window, branches)));
         }
         for _ in 1..heads {
             values.extend_from_within(start..start + per_row * len);
