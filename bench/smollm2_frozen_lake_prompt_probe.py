@@ -1,19 +1,24 @@
 """What SmolLM2-135M-Instruct answers on FrozenLake before any training, per instruction.
 
-For each instruction variant (the env's, `operators/envs/src/frozen_lake/render.rs`, and three
-rewrites of its example), on 48 boards of the validation distribution, from the start: the
-probability mass of the four action tokens right after `<answer>`, the argmax action on each
-board and how often it is a shortest path's first move, and one sampled reply per board
-(the pipelines' sampling: temperature 0.99, top-k 100, top-p 0.99): how many are valid
-answers, how many distinct, how many reach the goal. An RL run can only sharpen a
-board-dependent preference this shows; with both variants that give the actions any mass,
-the argmax is one action on every board (bench/history/smollm2.md, 2026-12-05 19:31).
+For each instruction variant (the env's, `operators/envs/src/frozen_lake/render.rs`, three
+rewrites of its example, and ROLL's one-action answer) and each board text (RAGEN's
+coordinates, which the env writes, then the same with the goal's offset in words and the four
+neighbouring tiles added, which it does not), on 48 boards of the validation distribution,
+from the start: the probability mass of the four action tokens right after `<answer>`, the
+argmax action on each board and how often it is a shortest path's first move, the share of
+the action mass on such moves (0.35 for a uniform choice on these boards), and one sampled
+reply per board (the pipelines' sampling: temperature 0.99, top-k 100, top-p 0.99): how many
+are valid answers, how many distinct, how many reach the goal. An RL run can only sharpen a
+board-dependent preference this shows; in every variant that gives the actions any mass the
+argmax is the example's first action on every board, whatever the board text says
+(bench/history/smollm2.md, 2026-12-05 19:31 and 22:21).
 
 Run by hand (not in CI) with the peer venv (torch, transformers, gguf, accelerate):
     python3 bench/smollm2_frozen_lake_prompt_probe.py models/SmolLM2-135M-Instruct.Q4_1.gguf
 """
 import argparse
 import collections
+import itertools
 import os
 import random
 import sys
@@ -34,6 +39,37 @@ VARIANTS = {
         "<answer>Up || Left || Left</answer>",
     ),
     "no example": probe.INSTRUCTION.replace(", " + EXAMPLE, " inside <answer>...</answer>"),
+    # ROLL's FrozenLake answer (`env_instruction`: one action a turn, "<answer>Right</answer>").
+    "ROLL's one action": probe.INSTRUCTION.replace(
+        "Answer with up to 5 actions separated by ||, " + EXAMPLE,
+        "The answer must be one action, for example <answer>Right</answer>",
+    ),
+}
+
+
+def offset_words(board, player):
+    """The goal's offset from the player in words: `The goal is 2 rows down and 1 column right.`"""
+    dr, dc = board.goal[0] - player[0], board.goal[1] - player[1]
+    rows = f"{abs(dr)} row{'s' * (abs(dr) > 1)} {'down' if dr > 0 else 'up'}" if dr else ""
+    cols = f"{abs(dc)} column{'s' * (abs(dc) > 1)} {'right' if dc > 0 else 'left'}" if dc else ""
+    return "The goal is " + " and ".join(p for p in (rows, cols) if p) + "."
+
+
+def neighbours(board, player):
+    """What each action steps onto: `Next to you: Left: wall, Down: frozen, ...`."""
+    def tile(cell):
+        if not (0 <= cell[0] < probe.SIZE and 0 <= cell[1] < probe.SIZE):
+            return "wall"
+        return "goal" if cell == board.goal else "hole" if cell in board.holes else "frozen"
+    near = (f"{a}: {tile((player[0] + dr, player[1] + dc))}" for a, (dr, dc) in probe.MOVES.items())
+    return "Next to you: " + ", ".join(near) + "."
+
+
+BOARD_TEXTS = {
+    "coordinates": lambda b, p: b.observation(p),
+    "coordinates + offset + neighbours": lambda b, p: "\n".join(
+        (b.observation(p), offset_words(b, p), neighbours(b, p))
+    ),
 }
 ACTIONS = ["Left", "Down", "Right", "Up"]
 
@@ -65,23 +101,27 @@ def main():
     rng = random.Random(10000)
     boards = [probe.Board(rng) for _ in range(args.boards)]
     ids = [tok(a, add_special_tokens=False)["input_ids"][0] for a in ACTIONS]
-    for label, instruction in VARIANTS.items():
+    for (label, instruction), (text_label, text) in itertools.product(VARIANTS.items(), BOARD_TEXTS.items()):
         probe.INSTRUCTION = instruction
-        batch = tok([probe.prompt(tok, b, b.start) for b in boards], return_tensors="pt",
-                    padding=True, add_special_tokens=False)
+        chats = [[{"role": "system", "content": instruction}, {"role": "user", "content": text(b, b.start)}]
+                 for b in boards]
+        prompts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) + "<answer>" for c in chats]
+        batch = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         probs = model(**batch).logits[:, -1].softmax(-1)[:, ids]
         argmax = [ACTIONS[int(i)] for i in probs.argmax(-1)]
-        toward = sum(b.dist.get(b.move(b.start, a), 99) < b.dist[b.start] for b, a in zip(boards, argmax))
+        first_moves = [[b.dist.get(b.move(b.start, a), 99) < b.dist[b.start] for a in ACTIONS] for b in boards]
+        toward = sum(moves[ACTIONS.index(a)] for moves, a in zip(first_moves, argmax))
+        toward_mass = float((probs * torch.tensor(first_moves)).sum(-1).div(probs.sum(-1)).mean())
         out = model.generate(**batch, max_new_tokens=16, do_sample=True, temperature=0.99, top_k=100,
                              top_p=0.99, pad_token_id=tok.pad_token_id)
         replies = tok.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
         valid = [probe.parse(r) for r in replies]
         answers = [tuple(v) for v in valid if v]
         wins = sum(reaches_goal(b, v) for b, v in zip(boards, valid) if v)
-        print(f"{label}: action mass {float(probs.sum(-1).mean()):.2f}, argmax {dict(collections.Counter(argmax))}, "
-              f"argmax a shortest path's first move on {toward}/{len(boards)}, sampled valid "
-              f"{len(answers)}/{len(boards)}, distinct {len(set(answers))}, reach the goal {wins}")
-
+        print(f"{label}, {text_label}: action mass {float(probs.sum(-1).mean()):.2f}, argmax "
+              f"{dict(collections.Counter(argmax))}, argmax a shortest path's first move on {toward}/{len(boards)}, "
+              f"of the action mass {toward_mass:.2f} on such moves, sampled valid {len(answers)}/{len(boards)}, "
+              f"distinct {len(set(answers))}, reach the goal {wins}", flush=True)
 
 if __name__ == "__main__":
     main()
