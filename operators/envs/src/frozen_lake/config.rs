@@ -37,6 +37,10 @@ pub enum ObservationFormat {
     Coord,
     /// `Coordinates: ` and the coordinates, then `Grid Map: ` and the grid (`grid_coord`).
     GridCoord,
+    /// The coordinates, then the goal's offset from the player in words and the tile each
+    /// action steps onto (not RAGEN's): what a small pretrained model can read without
+    /// comparing numbers first (bench/history/smollm2.md, 2026-12-05 22:21).
+    CoordRelative,
 }
 
 impl Default for FrozenLakeConfig {

@@ -314,6 +314,44 @@ fn coordinate_observations_follow_ragen() {
     assert!(instruction(ObservationFormat::Grid).contains("Symbols: P you"));
 }
 
+/// `CoordRelative`: the coordinates, then the goal's offset and the neighbouring tiles,
+/// written out by hand for this board as the player moves.
+#[test]
+fn relative_observations_say_where_the_goal_lies_and_what_is_next() {
+    let config = FrozenLakeConfig {
+        observation_format: ObservationFormat::CoordRelative,
+        ..FrozenLakeConfig::default()
+    };
+    let mut env = lake(config.clone(), &["P_O", "__O", "O_G"]);
+    assert_eq!(
+        env.observation(),
+        "Board size: 3 rows x 3 cols (zero-indexed).\nStart: (0, 0)\nGoal: (2, 2)\n\
+         Player: (0, 0)\nHoles: (0, 2), (1, 2), (2, 0)\n\
+         The goal is 2 rows down and 2 columns right.\n\
+         Next to you: Left: wall, Down: frozen, Right: frozen, Up: wall."
+    );
+    let step = env.step("<answer>Down || Right</answer>").unwrap();
+    assert!(step.observation.ends_with(
+        "The goal is 1 row down and 1 column right.\n\
+         Next to you: Left: frozen, Down: frozen, Right: hole, Up: frozen."
+    ));
+    let step = env.step("<answer>Down</answer>").unwrap();
+    assert!(step.observation.ends_with(
+        "The goal is 1 column right.\nNext to you: Left: hole, Down: wall, Right: goal, Up: frozen."
+    ));
+    let env = lake(config.clone(), &["G_", "_P"]);
+    assert!(env
+        .observation()
+        .contains("\nThe goal is 1 row up and 1 column left.\n"));
+    let step = lake(config.clone(), &["PG", "__"]).step("<answer>Right</answer>");
+    assert!(step
+        .unwrap()
+        .observation
+        .contains("\nYou are on the goal.\n"));
+    let instruction = super::render::instruction(&config);
+    assert!(instruction.contains("Down adds 1 to the row"));
+}
+
 #[test]
 fn one_action_turns_ask_for_one_action_and_take_the_first() {
     let config = FrozenLakeConfig {

@@ -40,7 +40,61 @@ pub fn observation_text(map: &Map, player: (usize, usize), format: ObservationFo
             coordinate_text(map, player),
             grid_text(map, player)
         ),
+        ObservationFormat::CoordRelative => format!(
+            "{}\n{}\n{}",
+            coordinate_text(map, player),
+            goal_offset_text(map, player),
+            neighbours_text(map, player)
+        ),
     }
+}
+
+/// Where the goal lies from the player, in words: `The goal is 2 rows down and 1 column
+/// right.` (rows first; one axis when the other is equal), or `You are on the goal.`.
+pub fn goal_offset_text(map: &Map, player: (usize, usize)) -> String {
+    let axis = |from: usize, to: usize, unit: &str, less: &str, more: &str| {
+        let n = from.abs_diff(to);
+        let plural = if n > 1 { "s" } else { "" };
+        let way = if to > from { more } else { less };
+        (n > 0).then(|| format!("{n} {unit}{plural} {way}"))
+    };
+    let parts: Vec<String> = [
+        axis(player.0, map.goal.0, "row", "up", "down"),
+        axis(player.1, map.goal.1, "column", "left", "right"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        "You are on the goal.".to_string()
+    } else {
+        format!("The goal is {}.", parts.join(" and "))
+    }
+}
+
+/// The tile each action steps onto, in the env's action order: `Next to you: Left: wall,
+/// Down: frozen, Right: goal, Up: hole.`
+pub fn neighbours_text(map: &Map, player: (usize, usize)) -> String {
+    let (r, c) = player;
+    let steps = [
+        ("Left", c.checked_sub(1).map(|c| (r, c))),
+        ("Down", (r + 1 < map.size).then_some((r + 1, c))),
+        ("Right", (c + 1 < map.size).then_some((r, c + 1))),
+        ("Up", r.checked_sub(1).map(|r| (r, c))),
+    ];
+    let tiles: Vec<String> = steps
+        .iter()
+        .map(|(action, cell)| {
+            let tile = match cell.map(|(r, c)| map.tile(r, c)) {
+                None => "wall",
+                Some(Tile::Frozen) => "frozen",
+                Some(Tile::Hole) => "hole",
+                Some(Tile::Goal) => "goal",
+            };
+            format!("{action}: {tile}")
+        })
+        .collect();
+    format!("Next to you: {}.", tiles.join(", "))
 }
 
 /// RAGEN's `format_coordinate_render` over `collect_entity_coordinates`
@@ -97,7 +151,7 @@ pub fn instruction(config: &FrozenLakeConfig) -> String {
          adds 1 to the row, Up subtracts 1, Right adds 1 to the column, Left subtracts 1.";
     let board = match config.observation_format {
         ObservationFormat::Grid => SYMBOLS.to_string(),
-        ObservationFormat::Coord => POSITIONS.to_string(),
+        ObservationFormat::Coord | ObservationFormat::CoordRelative => POSITIONS.to_string(),
         ObservationFormat::GridCoord => format!("{SYMBOLS} {POSITIONS}"),
     };
     let answer = answer_instruction(config.max_actions_per_turn, &["Left", "Up"]);
