@@ -2,8 +2,8 @@
 
 For each instruction variant (the env's, `operators/envs/src/frozen_lake/render.rs`, three
 rewrites of its example, and ROLL's one-action answer) and each board text (RAGEN's
-coordinates, which the env writes, then the same with the goal's offset in words and the four
-neighbouring tiles added, which it does not), on 48 boards of the validation distribution,
+coordinates, `observation_format: Coord`, then the same with the goal's offset and the four
+neighbouring tiles in words, `CoordRelative`), on 48 boards of the validation distribution,
 from the start: the probability mass of the four action tokens right after `<answer>`, the
 argmax action on each board and how often it is a shortest path's first move, the share of
 the action mass on such moves (0.35 for a uniform choice on these boards), and one sampled
@@ -47,29 +47,9 @@ VARIANTS = {
 }
 
 
-def offset_words(board, player):
-    """The goal's offset from the player in words: `The goal is 2 rows down and 1 column right.`"""
-    dr, dc = board.goal[0] - player[0], board.goal[1] - player[1]
-    rows = f"{abs(dr)} row{'s' * (abs(dr) > 1)} {'down' if dr > 0 else 'up'}" if dr else ""
-    cols = f"{abs(dc)} column{'s' * (abs(dc) > 1)} {'right' if dc > 0 else 'left'}" if dc else ""
-    return "The goal is " + " and ".join(p for p in (rows, cols) if p) + "."
-
-
-def neighbours(board, player):
-    """What each action steps onto: `Next to you: Left: wall, Down: frozen, ...`."""
-    def tile(cell):
-        if not (0 <= cell[0] < probe.SIZE and 0 <= cell[1] < probe.SIZE):
-            return "wall"
-        return "goal" if cell == board.goal else "hole" if cell in board.holes else "frozen"
-    near = (f"{a}: {tile((player[0] + dr, player[1] + dc))}" for a, (dr, dc) in probe.MOVES.items())
-    return "Next to you: " + ", ".join(near) + "."
-
-
-BOARD_TEXTS = {
-    "coordinates": lambda b, p: b.observation(p),
-    "coordinates + offset + neighbours": lambda b, p: "\n".join(
-        (b.observation(p), offset_words(b, p), neighbours(b, p))
-    ),
+BOARD_TEXTS = {  # the env's `observation_format: Coord`, then `CoordRelative`
+    "coordinates": False,
+    "coordinates + offset + neighbours": True,
 }
 ACTIONS = ["Left", "Down", "Right", "Up"]
 
@@ -101,12 +81,10 @@ def main():
     rng = random.Random(10000)
     boards = [probe.Board(rng) for _ in range(args.boards)]
     ids = [tok(a, add_special_tokens=False)["input_ids"][0] for a in ACTIONS]
-    for (label, instruction), (text_label, text) in itertools.product(VARIANTS.items(), BOARD_TEXTS.items()):
-        probe.INSTRUCTION = instruction
-        chats = [[{"role": "system", "content": instruction}, {"role": "user", "content": text(b, b.start)}]
-                 for b in boards]
-        prompts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) + "<answer>" for c in chats]
-        batch = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    for (label, instruction), (text_label, relative) in itertools.product(VARIANTS.items(), BOARD_TEXTS.items()):
+        probe.INSTRUCTION, probe.RELATIVE = instruction, relative
+        batch = tok([probe.prompt(tok, b, b.start) for b in boards], return_tensors="pt",
+                    padding=True, add_special_tokens=False)
         probs = model(**batch).logits[:, -1].softmax(-1)[:, ids]
         argmax = [ACTIONS[int(i)] for i in probs.argmax(-1)]
         first_moves = [[b.dist.get(b.move(b.start, a), 99) < b.dist[b.start] for a in ACTIONS] for b in boards]

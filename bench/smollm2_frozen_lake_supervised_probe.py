@@ -21,6 +21,9 @@ fresh chat (the current state only, as GiGPO's `Step(history: 0)` prompts; the p
 trajectory-wise chats also show earlier turns), so step 0 is the pretrained baseline of
 this protocol, not of the pipeline's.
 
+`--relative` adds the env's `CoordRelative` lines (the goal's offset and the neighbouring
+tiles in words) to each board text, for both training and validation.
+
 Run by hand (not in CI), alone, with the peer venv (torch, transformers, gguf, accelerate):
     python3 bench/smollm2_frozen_lake_supervised_probe.py models/SmolLM2-135M-Instruct.Q4_1.gguf \
         --minutes 40 --out /tmp/probe.jsonl
@@ -48,6 +51,7 @@ INSTRUCTION = (
 )
 MOVES = {"Left": (0, -1), "Down": (1, 0), "Right": (0, 1), "Up": (-1, 0)}
 SIZE, P, MAX_ACTIONS, MAX_TURNS = 4, 0.8, 5, 5
+RELATIVE = False  # `--relative`: the board text of `observation_format: CoordRelative`
 
 
 class Board:
@@ -94,7 +98,8 @@ class Board:
         return " || ".join(out)
 
     def observation(self, player):
-        """RAGEN's coordinate render as `coordinate_text` writes it."""
+        """RAGEN's coordinate render as `coordinate_text` writes it; with RELATIVE, the
+        env's `CoordRelative` (`render.rs`: `goal_offset_text`, `neighbours_text`)."""
         pair = lambda rc: f"({rc[0]}, {rc[1]})"
         lines = [
             f"Board size: {SIZE} rows x {SIZE} cols (zero-indexed).",
@@ -104,7 +109,25 @@ class Board:
         ]
         if self.holes:
             lines.append("Holes: " + ", ".join(pair(h) for h in sorted(self.holes)))
+        if RELATIVE:
+            lines += [self.goal_offset(player), self.neighbours(player)]
         return "\n".join(lines)
+
+    def goal_offset(self, player):
+        """`The goal is 2 rows down and 1 column right.` (never asked on the goal)."""
+        dr, dc = self.goal[0] - player[0], self.goal[1] - player[1]
+        rows = f"{abs(dr)} row{'s' * (abs(dr) > 1)} {'down' if dr > 0 else 'up'}" if dr else ""
+        cols = f"{abs(dc)} column{'s' * (abs(dc) > 1)} {'right' if dc > 0 else 'left'}" if dc else ""
+        return "The goal is " + " and ".join(p for p in (rows, cols) if p) + "."
+
+    def neighbours(self, player):
+        """`Next to you: Left: wall, Down: frozen, Right: goal, Up: hole.`"""
+        def tile(cell):
+            if not (0 <= cell[0] < SIZE and 0 <= cell[1] < SIZE):
+                return "wall"
+            return "goal" if cell == self.goal else "hole" if cell in self.holes else "frozen"
+        near = (f"{a}: {tile((player[0] + dr, player[1] + dc))}" for a, (dr, dc) in MOVES.items())
+        return "Next to you: " + ", ".join(near) + "."
 
 
 def prompt(tok, board, player):
@@ -184,7 +207,11 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=None, help="JSON lines, one per evaluation")
+    ap.add_argument("--relative", action="store_true",
+                    help="the goal's offset and the neighbouring tiles after the coordinates")
     args = ap.parse_args()
+    global RELATIVE
+    RELATIVE = args.relative
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     directory, name = os.path.dirname(os.path.abspath(args.gguf)), os.path.basename(args.gguf)
