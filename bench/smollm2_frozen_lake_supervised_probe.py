@@ -121,13 +121,13 @@ class Board:
         return "The goal is " + " and ".join(p for p in (rows, cols) if p) + "."
 
     def neighbours(self, player):
-        """`Next to you: Left: wall, Down: frozen, Right: goal, Up: hole.`"""
+        """`Next to you: Left: wall, Down: frozen, Right: goal, Up: hole.` (`wall` where a
+        move leaves the player in place)."""
         def tile(cell):
-            if not (0 <= cell[0] < SIZE and 0 <= cell[1] < SIZE):
+            if cell == player:
                 return "wall"
             return "goal" if cell == self.goal else "hole" if cell in self.holes else "frozen"
-        near = (f"{a}: {tile((player[0] + dr, player[1] + dc))}" for a, (dr, dc) in MOVES.items())
-        return "Next to you: " + ", ".join(near) + "."
+        return "Next to you: " + ", ".join(f"{a}: {tile(self.move(player, a))}" for a in MOVES) + "."
 
 
 def prompt(tok, board, player):

@@ -4,6 +4,7 @@ use super::config::{FrozenLakeConfig, ObservationFormat};
 
 use crate::action::answer_instruction;
 use crate::error::EnvError;
+use crate::frozen_lake::dynamics::{moved, Action, ACTION_NAMES};
 use crate::frozen_lake::map::{Map, Tile};
 use crate::render::frame::{Frame, Shape, Tile as PixelTile};
 
@@ -72,26 +73,20 @@ pub fn goal_offset_text(map: &Map, player: (usize, usize)) -> String {
     }
 }
 
-/// The tile each action steps onto, in the env's action order: `Next to you: Left: wall,
-/// Down: frozen, Right: goal, Up: hole.`
+/// The tile each action steps onto ([`moved`]; `wall` where the move leaves the player in
+/// place), in the env's action order: `Next to you: Left: wall, Down: frozen, Right: goal,
+/// Up: hole.`
 pub fn neighbours_text(map: &Map, player: (usize, usize)) -> String {
-    let (r, c) = player;
-    let steps = [
-        ("Left", c.checked_sub(1).map(|c| (r, c))),
-        ("Down", (r + 1 < map.size).then_some((r + 1, c))),
-        ("Right", (c + 1 < map.size).then_some((r, c + 1))),
-        ("Up", r.checked_sub(1).map(|r| (r, c))),
-    ];
-    let tiles: Vec<String> = steps
-        .iter()
-        .map(|(action, cell)| {
-            let tile = match cell.map(|(r, c)| map.tile(r, c)) {
-                None => "wall",
-                Some(Tile::Frozen) => "frozen",
-                Some(Tile::Hole) => "hole",
-                Some(Tile::Goal) => "goal",
+    let tiles: Vec<String> = (ACTION_NAMES.iter().enumerate())
+        .map(|(i, name)| {
+            let (r, c) = moved(player.0, player.1, Action::from_index(i), map.size);
+            let tile = match map.tile(r, c) {
+                _ if (r, c) == player => "wall",
+                Tile::Frozen => "frozen",
+                Tile::Hole => "hole",
+                Tile::Goal => "goal",
             };
-            format!("{action}: {tile}")
+            format!("{name}: {tile}")
         })
         .collect();
     format!("Next to you: {}.", tiles.join(", "))
