@@ -27,8 +27,9 @@ pub enum Guide {
     #[default]
     Free,
     /// Exactly one of `<answer>NAME</answer>` for the env's action names, then the end of
-    /// the message. The constraint is part of the policy: log-probs are taken over the
-    /// allowed tokens when sampling and when training.
+    /// the message (after `prompt.reply_start`, what is left of it). The constraint is part
+    /// of the policy: log-probs are taken over the allowed tokens when sampling and when
+    /// training.
     Actions,
 }
 
@@ -83,6 +84,9 @@ pub struct PolicyPlay {
     pub envs: Vec<String>,
     pub settings: PlaySettings,
     pub guide: Guide,
+    /// The steps played with `guide` before the replies go free (`Rollout(guide_steps)`);
+    /// `None`: every step.
+    pub guide_steps: Option<u64>,
     /// How many steps ahead of training it plays (`Rollout(staleness)`; 0: synchronous).
     pub staleness: u64,
 }
@@ -97,7 +101,17 @@ impl PolicyPlay {
         }
     }
 
-    /// How eval plays this policy: the same prompts, answer guide and sample mode, at
+    /// The guide eval plays this policy with: the rollout's, unless the rollout guides only
+    /// its first steps (`guide_steps`, a warm-up), when the policy is measured as it ends
+    /// up playing, in free text.
+    pub fn eval_guide(&self) -> Guide {
+        match self.guide_steps {
+            Some(_) => Guide::Free,
+            None => self.guide,
+        }
+    }
+
+    /// How eval plays this policy: the same prompts and sample mode, at
     /// `temperature` (0 is greedy) with `max_new_tokens`; `record` keeps frames for renders.
     pub fn for_eval(&self, temperature: f32, max_new_tokens: usize, record: bool) -> PlaySettings {
         eval_settings(self.settings.clone(), temperature, max_new_tokens, record)

@@ -4,8 +4,8 @@
 //! the run used; the checkpoint gives the weights. The policy is restored exactly as a
 //! resumed run restores it (a [`Runtime`] whose first step is the checkpoint's), and the
 //! episode is played by the same [`EnvPlayer`] rollout and eval use, the way eval plays:
-//! greedily, with the rollout's prompts and answer guide. Nothing here is a second env
-//! loop, so what one watches is what training and eval did.
+//! greedily, with the rollout's prompts and eval's answer guide. Nothing here is a second
+//! env loop, so what one watches is what training and eval did.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -123,7 +123,7 @@ pub fn watch_policy(
         models,
         ..plan.clone()
     };
-    let guide = rollout.guide;
+    let guide = rollout.eval_guide();
     let mut runtime = Runtime::<CpuBackend>::new(Arc::new(on_cpu), worker)?;
     let player = EnvPlayer::build(
         std::slice::from_ref(&tag),

@@ -4,7 +4,8 @@
 //!
 //! Validation sets carry their own `seed`, so every eval plays the same episodes and the
 //! numbers are comparable across steps. Eval plays the way the policy's `Rollout` node
-//! does (prompts, answer guide, sample mode) but greedily by default (`temperature: 0`).
+//! does (prompts, sample mode, the answer guide unless the rollout guides only its first
+//! steps: `guide_steps`) but greedily by default (`temperature: 0`).
 //! The first `render` episodes of each set are saved under `out_dir/renders/step_N/` as a
 //! GIF with PNG frames (grid envs) and a text transcript of each turn's prompt, reply,
 //! parsed action and reward (`rollout::episode_text`).
@@ -110,7 +111,7 @@ impl NodeKind for EvalSpec {
             Some(r) => r.for_eval(self.temperature, self.max_new_tokens, record),
             None => untrained_eval_settings(self.temperature, self.max_new_tokens, record),
         };
-        let guide = rollout.map_or(Guide::Free, |r| r.guide);
+        let guide = rollout.map_or(Guide::Free, |r| r.eval_guide());
         Ok(Box::new(EvalNode {
             player: EnvPlayer::build(&self.envs.0, &self.policy, guide, settings, runtime)?,
             spec: self.clone(),

@@ -7,7 +7,9 @@
 //! of a group sharing one seed (ROLL's env manager). Defaults follow ROLL's agentic
 //! examples unless noted.
 //!
-//! RON: `Rollout(envs: "train", policy: "policy", samples: Step(history: 2), guide: Actions)`.
+//! RON: `Rollout(envs: "train", policy: "policy", samples: Step(history: 2), guide: Actions)`;
+//! `guide: Actions, guide_steps: 20, prompt: (reply_start: "<answer>")` guides the first 20
+//! steps' replies after the `<answer>` every reply opens with, and leaves the rest free.
 
 use roll_flow_engine::batch::column::*;
 use roll_flow_engine::{Column, Contract, Operator, Reference, Role};
@@ -55,6 +57,14 @@ pub struct RolloutSpec {
     /// one of the env's action names (guided decoding, as vLLM's `guided_choice`).
     #[serde(default)]
     pub guide: Guide,
+    /// Guide only the first N steps (default: every step), then let the replies go free:
+    /// a format warm-up. The policy first learns which answer a state asks for among the
+    /// valid ones, then to write it itself; free-text RL from the start learns the format
+    /// first and settles on one answer (bench/history/smollm2.md, FrozenLake). Validation
+    /// plays free text throughout, so it measures the policy the run ends with. Needs a
+    /// synchronous rollout: scoring follows the guide of the step being trained.
+    #[serde(default)]
+    pub guide_steps: Option<u64>,
     /// Put the env's instruction in the system message (default true). A model trained
     /// from scratch cannot read it; turning it off saves most of the prompt.
     #[serde(default = "yes")]
@@ -183,6 +193,22 @@ impl RolloutSpec {
         }
     }
 
+    /// `guide_steps: N` asks for a guide to end, and a rollout that plays the step it trains.
+    fn check_guide_steps(&self, steps: u64) -> Result<(), String> {
+        at_least_one("guide_steps", steps)?;
+        if self.guide != Guide::Actions {
+            return Err("`guide_steps` ends guided decoding, so it needs `guide: Actions`".into());
+        }
+        if self.staleness > 0 || self.partial.is_some() {
+            return Err(
+                "`guide_steps` needs a synchronous rollout (`staleness: 0`, no `partial`): a \
+                 step played ahead could be guided and trained free, or the other way round"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// Whether a partial rollout continues the groups it did not keep.
     fn carries(&self) -> bool {
         self.partial.as_ref().is_some_and(|p| p.carry)
@@ -254,12 +280,8 @@ impl NodeKind for RolloutSpec {
             dynamic.check(self.staleness, self.partial.is_some())?;
         }
         self.prompt.check_instruction(self.instruction)?;
-        if self.guide == Guide::Actions && !self.prompt.reply_start().is_empty() {
-            return Err(
-                "`prompt.reply_start` and `guide: Actions` disagree: the guide already \
-                 opens every reply with `<answer>`; drop one of them"
-                    .into(),
-            );
+        if let Some(steps) = self.guide_steps {
+            self.check_guide_steps(steps)?;
         }
         if self.sequence_length <= self.max_new_tokens {
             return Err(format!(
@@ -276,6 +298,7 @@ impl NodeKind for RolloutSpec {
             envs: self.envs.0.clone(),
             settings: self.play_settings(),
             guide: self.guide,
+            guide_steps: self.guide_steps,
             staleness: self.staleness,
         })
     }
@@ -305,6 +328,7 @@ impl NodeKind for RolloutSpec {
             ahead,
             collective,
             dynamic_sampling: self.dynamic_sampling.clone(),
+            guide_steps: self.guide_steps,
         }))
     }
 }

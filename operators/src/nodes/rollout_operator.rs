@@ -90,6 +90,8 @@ pub(super) struct RolloutNode<B: RunBackend> {
     pub(super) collective: Collective,
     /// DAPO's dynamic sampling, when on.
     pub(super) dynamic_sampling: Option<DynamicSampling>,
+    /// The steps whose replies are guided (`guide_steps`), when not all.
+    pub(super) guide_steps: Option<u64>,
 }
 
 impl<B: RunBackend> RolloutNode<B> {
@@ -120,6 +122,14 @@ impl<B: RunBackend> Operator for RolloutNode<B> {
         if self.ahead.is_some() {
             let (played, batch, seconds) = self.take_ahead(ctx).map_err(OperatorError)?;
             return self.finish(ctx, (played, None), Ok(batch), seconds);
+        }
+        if let Some(steps) = self.guide_steps {
+            // Derived from the step alone, so a resumed run frees the replies where it was.
+            if ctx.step >= steps {
+                self.player.free_replies();
+            }
+            let guided = if self.player.guided() { 1.0 } else { 0.0 };
+            ctx.metrics.insert("guided".into(), guided);
         }
         let started = std::time::Instant::now();
         let (played, round_zero) = match &self.dynamic_sampling {

@@ -1,43 +1,63 @@
 //! A rollout whose prompts leave no room for a reply is an error that names the budget,
-//! not a silent empty batch.
+//! not a silent empty batch; a guide that ends after `guide_steps` guides those steps'
+//! replies after `reply_start` and leaves the later ones free.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use roll_flow_engine::{StepContext, WorkerInfo};
+use roll_flow_engine::batch::column::{BEHAVIOUR_LOGPROB, RESPONSE_MASK};
+use roll_flow_engine::spec::Pipeline;
+use roll_flow_engine::{Batch, NodeSpec, Operator, StepContext, WorkerInfo};
 use roll_flow_model::CpuBackend;
 
 use crate::catalog::RollFlow;
+use crate::play_settings::Guide;
 use crate::registry::run_plan;
 use crate::runtime::resources::Runtime;
 
-/// Plays step 0 of one FrozenLake env with a 64-position Tiny policy.
-fn play(rollout: &str) -> Result<usize, String> {
+/// A pipeline of one FrozenLake env set (`groups` groups of 4) and a `positions`-long
+/// Tiny policy, its rollout node `rollout`.
+fn pipeline(rollout: &str, groups: usize, positions: usize) -> Pipeline<RollFlow> {
     let text = format!(
         r#"Pipeline(name: "t", steps: 1, out_dir: "unused",
-            models: {{ "policy": (arch: Tiny(layers: 1, dim: 16, heads: 2, max_positions: 64)) }},
-            envs: {{ "train": (env: FrozenLake(size: 4), groups: 1, group_size: 1, max_turns: 1) }},
+            models: {{ "policy": (arch: Tiny(layers: 1, dim: 16, heads: 2, max_positions: {positions})) }},
+            envs: {{ "train": (env: FrozenLake(size: 4), groups: {groups}, group_size: 4, max_turns: 1) }},
             nodes: {{ "rollout": {rollout} }})"#
     );
-    let pipeline = roll_flow_engine::spec::parse::<RollFlow>(Path::new("t.ron"), &text)
-        .unwrap_or_else(|d| panic!("{d}"));
+    roll_flow_engine::spec::parse::<RollFlow>(Path::new("t.ron"), &text)
+        .unwrap_or_else(|d| panic!("{d}"))
+}
+
+/// The rollout's operator, built on a fresh runtime (as a run that starts or resumes).
+fn build(
+    pipeline: &Pipeline<RollFlow>,
+) -> Result<(Box<dyn Operator>, Runtime<CpuBackend>), String> {
     let worker = WorkerInfo::single(0);
-    let mut runtime = Runtime::<CpuBackend>::new(Arc::new(run_plan(&pipeline)), worker)?;
+    let mut runtime = Runtime::<CpuBackend>::new(Arc::new(run_plan(pipeline)), worker)?;
     let rollout = pipeline.nodes.get("rollout").expect("a Rollout node");
-    let mut node = rollout.build("rollout", &mut runtime)?;
+    let node = rollout.build("rollout", &mut runtime)?;
+    Ok((node, runtime))
+}
+
+/// Plays step `step` with `node`: its batch and metrics.
+fn play_step(node: &mut dyn Operator, step: u64) -> Result<(Batch, Metrics), String> {
     let mut ctx = StepContext {
-        step: 0,
+        step,
         policy_version: 0,
         seed: 1,
         worker: 0,
         workers: 1,
         metrics: BTreeMap::new(),
     };
-    let batch = node
-        .process(&mut ctx, roll_flow_engine::Batch::default())
-        .map_err(|e| e.0)?;
-    Ok(batch.num_samples())
+    let batch = node.process(&mut ctx, Batch::default()).map_err(|e| e.0)?;
+    Ok((batch, ctx.metrics))
+}
+
+/// Plays step 0 of one group of FrozenLake envs with a 64-position Tiny policy.
+fn play(rollout: &str) -> Result<usize, String> {
+    let (mut node, _runtime) = build(&pipeline(rollout, 1, 64))?;
+    Ok(play_step(node.as_mut(), 0)?.0.num_samples())
 }
 
 #[test]
@@ -64,21 +84,124 @@ fn prompts_longer_than_the_sequence_length_are_an_error_naming_the_budget() {
     let samples = play(
         r#"Rollout(envs: "train", sequence_length: 60, max_new_tokens: 4, instruction: false)"#,
     );
-    assert_eq!(samples, Ok(1));
+    assert_eq!(samples, Ok(4));
+}
+
+type Metrics = BTreeMap<String, f64>;
+
+fn node_of(pipeline: &Pipeline<RollFlow>) -> &crate::registry::Node {
+    pipeline.nodes.get("rollout").expect("a Rollout node")
+}
+
+/// Each reply's text after `reply_start`, and its tokens' behaviour log-probs.
+fn replies(batch: &Batch, runtime: &Runtime<CpuBackend>) -> Vec<(String, Vec<f32>)> {
+    let models = runtime.models.borrow();
+    let policy = models.policies["policy"].borrow();
+    let mask = batch.bools(&RESPONSE_MASK).unwrap();
+    let logprobs = batch.f32s(&BEHAVIOUR_LOGPROB).unwrap();
+    (0..batch.num_samples())
+        .map(|i| {
+            let reply: Vec<usize> = batch.sample_range(i).filter(|&t| mask[t]).collect();
+            let tokens: Vec<u32> = reply.iter().map(|&t| batch.tokens()[t]).collect();
+            let text = policy.tokenizer.decode(&tokens, true).unwrap();
+            (text, reply.iter().map(|&t| logprobs[t]).collect())
+        })
+        .collect()
 }
 
 #[test]
-fn a_reply_start_and_the_actions_guide_are_refused_together() {
-    let text = r#"Pipeline(name: "t", steps: 1, out_dir: "unused",
-        models: { "policy": (arch: Tiny(layers: 1, dim: 16, heads: 2, max_positions: 64)) },
-        envs: { "train": (env: FrozenLake(size: 4), groups: 1, group_size: 1, max_turns: 1) },
-        nodes: { "rollout": Rollout(envs: "train", guide: Actions, prompt: (reply_start: "<answer>")) })"#;
-    let pipeline = roll_flow_engine::spec::parse::<RollFlow>(Path::new("t.ron"), text)
-        .unwrap_or_else(|d| panic!("{d}"));
-    let rollout = pipeline.nodes.get("rollout").expect("a Rollout node");
-    let err = roll_flow_engine::NodeSpec::check(rollout).unwrap_err();
-    assert!(
-        err.contains("`prompt.reply_start` and `guide: Actions` disagree"),
-        "{err}"
+fn a_guide_with_guide_steps_guides_those_steps_after_the_reply_start_then_frees_the_replies() {
+    let rollout = r#"Rollout(envs: "train", guide: Actions, guide_steps: 2, instruction: false,
+        prompt: (reply_start: "<answer>"), sequence_length: 250, max_new_tokens: 16)"#;
+    let pipeline = pipeline(rollout, 2, 256);
+    let (mut node, runtime) = build(&pipeline).unwrap();
+    let answers = [
+        "Left</answer>",
+        "Down</answer>",
+        "Right</answer>",
+        "Up</answer>",
+    ];
+    for step in 0..2 {
+        let (batch, metrics) = play_step(node.as_mut(), step).unwrap();
+        assert_eq!(metrics["guided"], 1.0, "step {step}");
+        for (text, logprobs) in replies(&batch, &runtime) {
+            // The reply is one of the actions after the `<answer>` of the prompt, and its
+            // closing tokens are forced (the only ones allowed): log-prob exactly 0.
+            let answer = text.as_str();
+            assert!(answers.contains(&answer), "step {step}: {text:?}");
+            assert_eq!(logprobs.last(), Some(&0.0), "step {step}: {text:?}");
+        }
+        assert!(runtime.guides.borrow().contains_key("train"));
+    }
+    for step in 2..4 {
+        let (batch, metrics) = play_step(node.as_mut(), step).unwrap();
+        assert_eq!(metrics["guided"], 0.0, "step {step}");
+        assert!(
+            runtime.guides.borrow().is_empty(),
+            "scoring takes the whole vocabulary"
+        );
+        // An untrained Tiny model over the whole vocabulary: no token is certain.
+        let free = replies(&batch, &runtime);
+        assert!(free.iter().all(|(_, lp)| lp.iter().all(|&l| l < 0.0)));
+        assert!(free
+            .iter()
+            .any(|(text, _)| !answers.contains(&text.as_str())));
+    }
+    // A run resumed past the warm-up plays free from its first step.
+    let (mut resumed, runtime) = build(&pipeline).unwrap();
+    assert!(runtime.guides.borrow().contains_key("train"));
+    let (_, metrics) = play_step(resumed.as_mut(), 7).unwrap();
+    assert_eq!(metrics["guided"], 0.0);
+    assert!(runtime.guides.borrow().is_empty());
+    // Validation measures the policy the run ends with: free text.
+    let play = node_of(&pipeline).plays().expect("a rollout plays");
+    assert_eq!(
+        (play.guide, play.eval_guide()),
+        (Guide::Actions, Guide::Free)
     );
+}
+
+#[test]
+fn guide_steps_and_reply_starts_the_guide_cannot_follow_are_refused() {
+    let check = |rollout: &str| {
+        let pipeline = pipeline(rollout, 1, 64);
+        NodeSpec::check(node_of(&pipeline)).err()
+    };
+    let refused = [
+        (
+            r#"Rollout(envs: "train", guide_steps: 3)"#,
+            "needs `guide: Actions`",
+        ),
+        (
+            r#"Rollout(envs: "train", guide: Actions, guide_steps: 0)"#,
+            "`guide_steps`",
+        ),
+        (
+            r#"Rollout(envs: "train", guide: Actions, guide_steps: 3, staleness: 1)"#,
+            "needs a synchronous rollout",
+        ),
+        (
+            r#"Rollout(envs: "train", guide: Actions, guide_steps: 3, partial: (extra_groups: 1))"#,
+            "needs a synchronous rollout",
+        ),
+    ];
+    for (rollout, expected) in refused {
+        let err = check(rollout).unwrap_or_else(|| panic!("{rollout} was accepted"));
+        assert!(err.contains(expected), "{rollout}: {err}");
+    }
+    assert_eq!(
+        check(r#"Rollout(envs: "train", guide: Actions, guide_steps: 3)"#),
+        None
+    );
+    // The guide's replies must open with the reply start the prompt already holds.
+    let err = build(&pipeline(
+        r#"Rollout(envs: "train", guide: Actions, prompt: (reply_start: "Answer: "))"#,
+        1,
+        64,
+    ))
+    .err()
+    .expect("a reply start the guide cannot follow");
+    let expected = "`<answer>Left</answer>` to env `train`, which does not open with \
+                    `prompt.reply_start` (`Answer: `)";
+    assert!(err.contains(expected), "{err}");
 }

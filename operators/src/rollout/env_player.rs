@@ -22,9 +22,12 @@ use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
 use crate::runtime::weight_versions::StepWeights;
 
-/// Builds and registers the answer guide of every env tag in `tags`, if `guide` asks.
+/// Builds and registers the answer guide of every env tag in `tags`, if `guide` asks: the
+/// replies `<answer>NAME</answer>` for the env's action names, less the `reply_start` the
+/// prompt already holds.
 pub fn register_guides(
     guide: Guide,
+    reply_start: &str,
     tags: &[String],
     manager: &EnvManager,
     tokenizer: &TextTokenizer,
@@ -48,10 +51,18 @@ pub fn register_guides(
                 env.name()
             ));
         }
-        let texts: Vec<String> = names
-            .iter()
-            .map(|n| format!("<answer>{n}</answer>"))
-            .collect();
+        let mut texts = Vec::with_capacity(names.len());
+        for name in names {
+            let answer = format!("<answer>{name}</answer>");
+            let Some(rest) = answer.strip_prefix(reply_start) else {
+                return Err(format!(
+                    "`guide: Actions` replies `{answer}` to env `{tag}`, which does not open \
+                     with `prompt.reply_start` (`{reply_start}`); make it a start of \
+                     `<answer>` or drop it"
+                ));
+            };
+            texts.push(rest.to_string());
+        }
         let choices =
             AnswerChoices::from_texts(tokenizer, &texts, stop).map_err(|e| e.to_string())?;
         guides.borrow_mut().insert(tag.clone(), Arc::new(choices));
@@ -85,6 +96,7 @@ impl<B: RunBackend> EnvPlayer<B> {
         let policy = runtime.policy(policy)?;
         register_guides(
             guide,
+            settings.prompt.reply_start(),
             tags,
             &manager,
             &policy.borrow().tokenizer,
@@ -98,6 +110,21 @@ impl<B: RunBackend> EnvPlayer<B> {
             settings,
             carried: RefCell::default(),
         })
+    }
+
+    /// Ends guided decoding for this player's tags: their replies are free text from now
+    /// on, and scoring takes log-probs over the whole vocabulary again.
+    pub fn free_replies(&self) {
+        let mut guides = self.guides.borrow_mut();
+        for tag in &self.tags {
+            guides.remove(tag);
+        }
+    }
+
+    /// Whether any of this player's tags still has an answer guide.
+    pub fn guided(&self) -> bool {
+        let guides = self.guides.borrow();
+        self.tags.iter().any(|tag| guides.contains_key(tag))
     }
 
     pub fn tags(&self) -> &[String] {
