@@ -9,7 +9,7 @@ use common::{assert_ok, metrics, roll_flow, run, untimed};
 use roll_flow_engine::batch::column::{ADVANTAGES, BEHAVIOUR_LOGPROB, OLD_LOGPROB, RESPONSE_MASK};
 use serde_json::Value;
 
-const CPU_PIPELINES: [&str; 13] = [
+const CPU_PIPELINES: [&str; 14] = [
     "pipelines/frozen_lake_starpo.ron",
     "pipelines/frozen_lake_starpo_async.ron",
     "pipelines/frozen_lake_gigpo.ron",
@@ -24,6 +24,7 @@ const CPU_PIPELINES: [&str; 13] = [
     // the SmolLM2 files with a Tiny model in place of the GGUF (LoRA kept on the FrozenLake one)
     "pipelines/smollm2_math_agent.ron",
     "pipelines/smollm2_frozen_lake.ron",
+    "pipelines/smollm2_frozen_lake_warmup.ron",
 ];
 
 #[test]
@@ -69,6 +70,11 @@ fn every_cpu_pipeline_runs_two_steps_and_leaves_metrics_checkpoints_and_dumps() 
             "{file}: eval runs at step 0"
         );
         assert_eq!(records[1]["actor_step/policy_version"], 2.0, "{file}");
+        if text.contains("guide_steps:") {
+            // `tiny` ends the guide after step 0: a guided step, then a free one.
+            let guided: Vec<&Value> = records.iter().map(|r| &r["rollout/guided"]).collect();
+            assert_eq!(guided, [1.0, 0.0], "{file}");
+        }
         let ckpt = out_dir.join("checkpoints/step_2/models/policy");
         for f in [
             "model.bin",

@@ -90,7 +90,8 @@ pub fn play_script(spec: &str, seed: &str, actions: &str) -> Output {
 
 /// Shrinks a shipped pipeline: 1-layer 32-wide models, 2 groups of 2, short replies. A
 /// policy with a sliding window keeps one (8 keys, shorter than a turn), so the banded
-/// attention and the trimmed prefixes run through the binary too.
+/// attention and the trimmed prefixes run through the binary too; a guide that ends
+/// (`guide_steps`) ends after step 0, so both phases run.
 pub fn tiny(file: &str) -> Vec<String> {
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
     let window = if text.contains("sliding_window:") {
@@ -105,6 +106,9 @@ pub fn tiny(file: &str) -> Vec<String> {
         "envs.val.groups=2".into(),
         "nodes.checkpoint.every=1".into(),
     ];
+    if text.contains("guide_steps:") {
+        sets.push("nodes.rollout.guide_steps=1".into());
+    }
     if text.contains("\"critic\":") {
         sets.push("models.critic.arch=Tiny(layers: 1, dim: 32, heads: 2)".into());
     }
