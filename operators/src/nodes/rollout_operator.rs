@@ -125,11 +125,12 @@ impl<B: RunBackend> Operator for RolloutNode<B> {
         }
         if let Some(steps) = self.guide_steps {
             // Derived from the step alone, so a resumed run frees the replies where it was.
-            if ctx.step >= steps {
+            let guided = ctx.step < steps;
+            if !guided {
                 self.player.free_replies();
             }
-            let guided = if self.player.guided() { 1.0 } else { 0.0 };
-            ctx.metrics.insert("guided".into(), guided);
+            ctx.metrics
+                .insert("guided".into(), f64::from(u8::from(guided)));
         }
         let started = std::time::Instant::now();
         let (played, round_zero) = match &self.dynamic_sampling {

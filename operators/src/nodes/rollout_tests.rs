@@ -29,14 +29,18 @@ fn pipeline(rollout: &str, groups: usize, positions: usize) -> Pipeline<RollFlow
         .unwrap_or_else(|d| panic!("{d}"))
 }
 
+/// The pipeline's `rollout` node.
+fn node_of(pipeline: &Pipeline<RollFlow>) -> &crate::registry::Node {
+    pipeline.nodes.get("rollout").expect("a Rollout node")
+}
+
 /// The rollout's operator, built on a fresh runtime (as a run that starts or resumes).
 fn build(
     pipeline: &Pipeline<RollFlow>,
 ) -> Result<(Box<dyn Operator>, Runtime<CpuBackend>), String> {
     let worker = WorkerInfo::single(0);
     let mut runtime = Runtime::<CpuBackend>::new(Arc::new(run_plan(pipeline)), worker)?;
-    let rollout = pipeline.nodes.get("rollout").expect("a Rollout node");
-    let node = rollout.build("rollout", &mut runtime)?;
+    let node = node_of(pipeline).build("rollout", &mut runtime)?;
     Ok((node, runtime))
 }
 
@@ -88,10 +92,6 @@ fn prompts_longer_than_the_sequence_length_are_an_error_naming_the_budget() {
 }
 
 type Metrics = BTreeMap<String, f64>;
-
-fn node_of(pipeline: &Pipeline<RollFlow>) -> &crate::registry::Node {
-    pipeline.nodes.get("rollout").expect("a Rollout node")
-}
 
 /// Each reply's text after `reply_start`, and its tokens' behaviour log-probs.
 fn replies(batch: &Batch, runtime: &Runtime<CpuBackend>) -> Vec<(String, Vec<f32>)> {

@@ -121,12 +121,6 @@ impl<B: RunBackend> EnvPlayer<B> {
         }
     }
 
-    /// Whether any of this player's tags still has an answer guide.
-    pub fn guided(&self) -> bool {
-        let guides = self.guides.borrow();
-        self.tags.iter().any(|tag| guides.contains_key(tag))
-    }
-
     pub fn tags(&self) -> &[String] {
         &self.tags
     }
