@@ -5,7 +5,8 @@
 //! Validation sets carry their own `seed`, so every eval plays the same episodes and the
 //! numbers are comparable across steps. Eval plays the way the policy's `Rollout` node
 //! does (prompts, sample mode, the answer guide unless the rollout guides only its first
-//! steps: `guide_steps`) but greedily by default (`temperature: 0`).
+//! steps: `guide_steps`) but greedily by default (`temperature: 0`). An unguided eval
+//! plays free text even on the rollout's own env set while its warm-up guide is on.
 //! The first `render` episodes of each set are saved under `out_dir/renders/step_N/` as a
 //! GIF with PNG frames (grid envs) and a text transcript of each turn's prompt, reply,
 //! parsed action and reward (`rollout::episode_text`).

@@ -14,6 +14,7 @@ use roll_flow_model::CpuBackend;
 use crate::catalog::RollFlow;
 use crate::play_settings::Guide;
 use crate::registry::run_plan;
+use crate::rollout::env_player::EnvPlayer;
 use crate::runtime::resources::Runtime;
 
 /// A pipeline of one FrozenLake env set (`groups` groups of 4) and a `positions`-long
@@ -204,4 +205,52 @@ fn guide_steps_and_reply_starts_the_guide_cannot_follow_are_refused() {
     let expected = "`<answer>Left</answer>` to env `train`, which does not open with \
                     `prompt.reply_start` (`Answer: `)";
     assert!(err.contains(expected), "{err}");
+}
+
+#[test]
+fn a_free_player_plays_free_text_on_a_tag_another_node_guides() {
+    // An `Eval` on a warm-up rollout's own env set: the rollout's guide for `train` is in
+    // the shared table (scoring reads it), but the eval plays as `eval_guide()` says.
+    let rollout = r#"Rollout(envs: "train", guide: Actions, guide_steps: 2, instruction: false,
+        prompt: (reply_start: "<answer>"), sequence_length: 250, max_new_tokens: 16)"#;
+    let pipeline = pipeline(rollout, 2, 256);
+    let (_rollout, mut runtime) = build(&pipeline).unwrap();
+    let play = node_of(&pipeline).plays().expect("a rollout plays");
+    let tags = ["train".to_string()];
+    let mut replies = |guide| {
+        let settings = play.for_eval(0.0, 16, false);
+        let player = EnvPlayer::build(&tags, "policy", guide, settings, &mut runtime).unwrap();
+        let ctx = StepContext {
+            step: 0,
+            policy_version: 0,
+            seed: 1,
+            worker: 0,
+            workers: 1,
+            metrics: BTreeMap::new(),
+        };
+        let episodes = player.play(&ctx).unwrap().episodes;
+        let turns = episodes.into_iter().flat_map(|e| e.turns);
+        turns
+            .map(|t| (t.reply_text, t.logprobs))
+            .collect::<Vec<_>>()
+    };
+    let guided = replies(Guide::Actions);
+    assert!(!guided.is_empty());
+    for (text, logprobs) in &guided {
+        assert_eq!(
+            logprobs.last(),
+            Some(&0.0),
+            "a forced closing token: {text:?}"
+        );
+    }
+    let free = replies(play.eval_guide());
+    assert!(!free.is_empty());
+    for (text, logprobs) in &free {
+        assert!(logprobs.iter().all(|&l| l < 0.0), "free text: {text:?}");
+        assert!(!text.ends_with("</answer>"), "free text: {text:?}");
+    }
+    assert!(
+        runtime.guides.borrow().contains_key("train"),
+        "the rollout's guide stays for scoring"
+    );
 }

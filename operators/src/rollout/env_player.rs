@@ -76,6 +76,9 @@ pub struct EnvPlayer<B: RunBackend> {
     tags: Vec<String>,
     manager: EnvManager,
     policy: Rc<RefCell<PolicyModel<B>>>,
+    /// Whether this player plays guided; the guides themselves are the shared table's, as
+    /// scoring reads them too.
+    guide: Guide,
     guides: Rc<RefCell<Guides>>,
     settings: PlaySettings,
     /// The groups a partial rollout's last step did not keep, to play on
@@ -106,6 +109,7 @@ impl<B: RunBackend> EnvPlayer<B> {
             tags: tags.to_vec(),
             manager,
             policy,
+            guide,
             guides: runtime.guides.clone(),
             settings,
             carried: RefCell::default(),
@@ -188,7 +192,9 @@ impl<B: RunBackend> EnvPlayer<B> {
     }
 
     /// Plays the given slots of worker `shard` with sampling seed `seed` (and the groups
-    /// a partial rollout carried over from the last step).
+    /// a partial rollout carried over from the last step). A `Guide::Free` player plays
+    /// free text even on a tag another node guides (an `Eval` on a warm-up rollout's own
+    /// env set).
     pub fn play_slots(
         &self,
         slots: Vec<EnvSlot>,
@@ -202,13 +208,17 @@ impl<B: RunBackend> EnvPlayer<B> {
             shard,
         };
         let carried = self.carried.take();
+        let guides = match self.guide {
+            Guide::Free => Guides::new(),
+            Guide::Actions => self.guides.borrow().clone(),
+        };
         let played = play_episodes(
             policy.inference(),
             &policy.tokenizer,
             &self.settings,
             &self.manager,
             (slots, carried),
-            &self.guides.borrow(),
+            &guides,
             keys,
         )?;
         Ok(Played::new(
