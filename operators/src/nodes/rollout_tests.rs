@@ -45,16 +45,21 @@ fn build(
     Ok((node, runtime))
 }
 
-/// Plays step `step` with `node`: its batch and metrics.
-fn play_step(node: &mut dyn Operator, step: u64) -> Result<(Batch, Metrics), String> {
-    let mut ctx = StepContext {
+/// Step `step` of a one-worker run with seed 1.
+fn step_context(step: u64) -> StepContext {
+    StepContext {
         step,
         policy_version: 0,
         seed: 1,
         worker: 0,
         workers: 1,
         metrics: BTreeMap::new(),
-    };
+    }
+}
+
+/// Plays step `step` with `node`: its batch and metrics.
+fn play_step(node: &mut dyn Operator, step: u64) -> Result<(Batch, Metrics), String> {
+    let mut ctx = step_context(step);
     let batch = node.process(&mut ctx, Batch::default()).map_err(|e| e.0)?;
     Ok((batch, ctx.metrics))
 }
@@ -220,15 +225,7 @@ fn a_free_player_plays_free_text_on_a_tag_another_node_guides() {
     let mut replies = |guide| {
         let settings = play.for_eval(0.0, 16, false);
         let player = EnvPlayer::build(&tags, "policy", guide, settings, &mut runtime).unwrap();
-        let ctx = StepContext {
-            step: 0,
-            policy_version: 0,
-            seed: 1,
-            worker: 0,
-            workers: 1,
-            metrics: BTreeMap::new(),
-        };
-        let episodes = player.play(&ctx).unwrap().episodes;
+        let episodes = player.play(&step_context(0)).unwrap().episodes;
         let turns = episodes.into_iter().flat_map(|e| e.turns);
         turns
             .map(|t| (t.reply_text, t.logprobs))
