@@ -222,7 +222,7 @@ fn a_free_player_plays_free_text_on_a_tag_another_node_guides() {
     let (_rollout, mut runtime) = build(&pipeline).unwrap();
     let play = node_of(&pipeline).plays().expect("a rollout plays");
     let tags = ["train".to_string()];
-    let mut replies = |guide| {
+    let mut eval_replies = |guide| {
         let settings = play.for_eval(0.0, 16, false);
         let player = EnvPlayer::build(&tags, "policy", guide, settings, &mut runtime).unwrap();
         let episodes = player.play(&step_context(0)).unwrap().episodes;
@@ -231,7 +231,7 @@ fn a_free_player_plays_free_text_on_a_tag_another_node_guides() {
             .map(|t| (t.reply_text, t.logprobs))
             .collect::<Vec<_>>()
     };
-    let guided = replies(Guide::Actions);
+    let guided = eval_replies(Guide::Actions);
     assert!(!guided.is_empty());
     for (text, logprobs) in &guided {
         assert_eq!(
@@ -240,7 +240,7 @@ fn a_free_player_plays_free_text_on_a_tag_another_node_guides() {
             "a forced closing token: {text:?}"
         );
     }
-    let free = replies(play.eval_guide());
+    let free = eval_replies(play.eval_guide());
     assert!(!free.is_empty());
     for (text, logprobs) in &free {
         assert!(logprobs.iter().all(|&l| l < 0.0), "free text: {text:?}");

@@ -208,9 +208,10 @@ impl<B: RunBackend> EnvPlayer<B> {
             shard,
         };
         let carried = self.carried.take();
+        let (shared, none) = (self.guides.borrow(), Guides::new());
         let guides = match self.guide {
-            Guide::Free => Guides::new(),
-            Guide::Actions => self.guides.borrow().clone(),
+            Guide::Free => &none,
+            Guide::Actions => &*shared,
         };
         let played = play_episodes(
             policy.inference(),
@@ -218,7 +219,7 @@ impl<B: RunBackend> EnvPlayer<B> {
             &self.settings,
             &self.manager,
             (slots, carried),
-            &guides,
+            guides,
             keys,
         )?;
         Ok(Played::new(
