@@ -8,6 +8,7 @@ mod common;
 use common::{assert_ok, metrics, run};
 use roll_flow::model::tokenizer::TextTokenizer;
 use roll_flow_engine::batch::column::{BEHAVIOUR_LOGPROB, RESPONSE_MASK, TOKEN_TURN};
+use roll_flow_engine::Column;
 
 #[test]
 fn guided_answers_are_in_range_forced_tokens_certain_and_scoring_agrees() {
@@ -90,4 +91,58 @@ fn guided_answers_are_in_range_forced_tokens_certain_and_scoring_agrees() {
             "every episode replied at least once"
         );
     }
+}
+
+/// The tokens' log-probs the first update took (`policy_logprob`, the step's starting
+/// weights) and the rollout's (`behaviour_logprob`), over every response token of step 0,
+/// with `ActorStep` set as `sets` say; and the step's number of samples.
+fn first_update_logprobs(sets: &[&str]) -> (Vec<f32>, Vec<f32>, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, dumps) = (dir.path().join("run"), dir.path().join("dumps"));
+    let mut args = vec!["--dump-batches", dumps.to_str().unwrap(), "--steps", "1"];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    assert_ok(&run("pipelines/math_multi_turn.ron", &out, &args));
+    let path = dumps.join("step_000000").join("actor_step.loss.json");
+    let loss = roll_flow_engine::batch_dump::read(&path).unwrap();
+    let mask = loss.bools(&RESPONSE_MASK).unwrap();
+    let policy = loss.f32s(&Column::token("policy_logprob")).unwrap();
+    let behaviour = loss.f32s(&BEHAVIOUR_LOGPROB).unwrap();
+    let at: Vec<usize> = (0..mask.len()).filter(|&t| mask[t]).collect();
+    (
+        at.iter().map(|&t| policy[t]).collect(),
+        at.iter().map(|&t| behaviour[t]).collect(),
+        loss.num_samples(),
+    )
+}
+
+#[test]
+fn a_free_target_scores_guided_replies_without_the_guide() {
+    // Guided (the default): the update scores as the rollout sampled, so at the step's
+    // starting weights its log-probs are the behaviour ones, forced tokens 0 included.
+    let (policy, behaviour, samples) = first_update_logprobs(&[]);
+    assert!(!policy.is_empty());
+    for (p, b) in policy.iter().zip(&behaviour) {
+        assert!((p - b).abs() < 1e-4, "guided: {p} against {b}");
+    }
+    // Free: the same samples (same seed, same weights), scored over the whole vocabulary.
+    // A token's free probability is at most its probability renormalised over the allowed
+    // ones, and a forced token (behaviour log-prob 0) is far from certain for a model
+    // trained from scratch, so the ratio π_free / π_guide of every token is at most 1 and
+    // of a forced one below it.
+    let (free, same, _) = first_update_logprobs(&["nodes.actor_step.target=Free"]);
+    assert_eq!(same, behaviour, "the same rollout");
+    let mut forced = 0;
+    for (p, b) in free.iter().zip(&behaviour) {
+        assert!(*p <= b + 1e-4, "free: {p} above the guided {b}");
+        if *b == 0.0 {
+            assert!(*p < -1e-2, "a forced token scored free: {p}");
+            forced += 1;
+        }
+    }
+    assert!(
+        forced >= 2 * samples,
+        "two forced tokens a reply, a reply a sample at least: {forced} in {samples} samples"
+    );
 }

@@ -99,6 +99,16 @@ fn settings_are_range_checked() {
             "{e}"
         );
     }
+    assert!(node("ActorStep(old_logprob: Behaviour, target: Free)")
+        .check()
+        .is_ok());
+    for pi_old in ["", "old_logprob: ThisStep, "] {
+        assert_eq!(
+            err(&format!("ActorStep({pi_old}target: Free)")),
+            "`target: Free` weighs each guided token by π_free / π_guide, which needs the \
+             guided rollout's own log-probs as π_old; add `old_logprob: Behaviour`"
+        );
+    }
     assert_eq!(
         err("ActorStep(adaptive_entropy: (target: 0.05, max: -1.0))"),
         "`adaptive_entropy.max` must be > 0, got -1"

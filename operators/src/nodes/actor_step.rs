@@ -18,6 +18,9 @@
 //! asynchronous rollout (`Rollout(staleness: N)`) samples with older weights: its samples
 //! carry `policy_lag`, and only `DecoupledPpo` with π_old from `LogProb` (or `ThisStep`)
 //! takes them (the contract refuses the rest, saying why).
+//! With `target: Free` a guided rollout's samples train the unconstrained model instead
+//! (scored without the guides; [`TargetPolicy::Free`]), so a `guide_steps` warm-up teaches
+//! the free text validation plays.
 //! The step does nothing while
 //! `critic_warmup` steps have not passed. Afterwards the new weights are published to the
 //! inference copy unless a `ModelUpdate` node does that.
@@ -49,7 +52,7 @@ use serde::Deserialize;
 
 use super::kind::{at_least_one, default_policy, model_ref, NodeKind, TrainedModel};
 use super::pi_old::stale_sample_refusal;
-pub use super::pi_old::OldLogProb;
+pub use super::pi_old::{OldLogProb, TargetPolicy};
 use crate::runtime::backend::{RunBackend, TrainBackend};
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime};
@@ -105,6 +108,11 @@ pub struct ActorStepSpec {
     /// and replies short; with long multi-turn replies the dense row mask can cost more
     /// than it saves (default false).
     pub prefix_grouper: bool,
+    /// The policy the update improves where the rollout guided the replies: `Guided`
+    /// (default), the model under the answer guide, as it sampled; `Free`, the model
+    /// unconstrained, the guided replies taken as off-policy samples (needs `old_logprob:
+    /// Behaviour`, the guided log-probs as the behaviour policy; [`TargetPolicy`]).
+    pub target: TargetPolicy,
 }
 
 impl Default for ActorStepSpec {
@@ -122,6 +130,7 @@ impl Default for ActorStepSpec {
             critic_warmup: 0,
             old_logprob: OldLogProb::Column,
             prefix_grouper: false,
+            target: TargetPolicy::Guided,
         }
     }
 }
@@ -209,6 +218,13 @@ impl NodeKind for ActorStepSpec {
                  rollout's own log-probs (`old_logprob: Behaviour`); remove `old_logprob: \
                  Behaviour` and add a LogProb node upstream (or use `old_logprob: ThisStep`), \
                  or remove the correction"
+                    .into(),
+            );
+        }
+        if self.target == TargetPolicy::Free && self.old_logprob != OldLogProb::Behaviour {
+            return Err(
+                "`target: Free` weighs each guided token by π_free / π_guide, which needs the \
+                 guided rollout's own log-probs as π_old; add `old_logprob: Behaviour`"
                     .into(),
             );
         }
@@ -359,10 +375,13 @@ impl<B: RunBackend> Operator for ActorStepNode<B> {
             return Ok(batch);
         }
         let policy_cell = self.policy.clone();
-        let guides = self.guides.borrow();
+        let (shared, none) = (self.guides.borrow(), Guides::new());
         let objective = ActorObjective {
             spec: &self.spec,
-            guides: &guides,
+            guides: match self.spec.target {
+                TargetPolicy::Guided => &shared,
+                TargetPolicy::Free => &none,
+            },
             temperature: self.temperature,
             entropy_coef: self.entropy_coef(),
             dump: self.dump.as_ref(),

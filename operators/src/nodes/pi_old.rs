@@ -30,6 +30,31 @@ impl OldLogProb {
     }
 }
 
+/// The policy `ActorStep` improves where the rollout guided the replies
+/// ([`ActorStepSpec::target`](super::actor_step::ActorStepSpec::target)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum TargetPolicy {
+    /// The model under the env tag's answer guide, as the rollout sampled it: a token's
+    /// log-prob is renormalised over the tokens the guide allowed (0 where it forced one),
+    /// so the ratio starts at 1.
+    #[default]
+    Guided,
+    /// The model unconstrained, as free text plays it (and free-text validation measures
+    /// it): guided replies are then the samples of another policy (off-policy data), and
+    /// with π_old the rollout's guided log-probs each token's ratio is the importance
+    /// weight π_θ / π_guide of the classic behaviour/target split (Sutton & Barto 2018,
+    /// §5.5). A forced token has π_guide = 1, so its ratio is the free model's probability
+    /// of writing it: the clip (`PpoClip(low: ε)`) zeroes the gradient of a negative
+    /// advantage once that ratio is below 1 − ε, and a positive one raises it, so the
+    /// closing tags of rewarded replies are learnt, which a `Guided` target never trains
+    /// (their log-prob is 0 whatever the weights). The entropy bonus is then the free
+    /// model's, over the whole vocabulary, against a policy term the small ratios keep
+    /// weak: on SmolLM2's FrozenLake a bonus of 0.01 spread the free distribution (entropy
+    /// 2.3 → 7.8 a token in 11 steps, every free reply malformed), so the shipped warm-up
+    /// trains without one (bench/history/smollm2.md).
+    Free,
+}
+
 /// Why samples of an asynchronous rollout or of a partial rollout that carries groups over
 /// (`policy_lag`) would be trained wrong, if they would: their weights are older than the
 /// step's, so their log-probs are not
