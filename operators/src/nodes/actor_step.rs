@@ -55,7 +55,7 @@ use super::pi_old::stale_sample_refusal;
 pub use super::pi_old::{OldLogProb, TargetPolicy};
 use crate::runtime::backend::{RunBackend, TrainBackend};
 use crate::runtime::models::PolicyModel;
-use crate::runtime::resources::{Guides, Runtime};
+use crate::runtime::resources::{Guides, Runtime, NO_GUIDES};
 use crate::runtime::scoring::{score_responses, token_column, ScoreOptions};
 use crate::runtime::trainable::PartStats;
 use crate::training::epochs::{loss_divisor, train_epochs, EpochSchedule, StatMeans};
@@ -375,12 +375,12 @@ impl<B: RunBackend> Operator for ActorStepNode<B> {
             return Ok(batch);
         }
         let policy_cell = self.policy.clone();
-        let (shared, none) = (self.guides.borrow(), Guides::new());
+        let shared = self.guides.borrow();
         let objective = ActorObjective {
             spec: &self.spec,
             guides: match self.spec.target {
                 TargetPolicy::Guided => &shared,
-                TargetPolicy::Free => &none,
+                TargetPolicy::Free => &NO_GUIDES,
             },
             temperature: self.temperature,
             entropy_coef: self.entropy_coef(),

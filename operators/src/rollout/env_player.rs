@@ -19,7 +19,7 @@ use super::stats::EpisodeSummary;
 use crate::play_settings::{Guide, PlaySettings};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::models::PolicyModel;
-use crate::runtime::resources::{Guides, Runtime};
+use crate::runtime::resources::{Guides, Runtime, NO_GUIDES};
 use crate::runtime::weight_versions::StepWeights;
 
 /// Builds and registers the answer guide of every env tag in `tags`, if `guide` asks: the
@@ -208,9 +208,9 @@ impl<B: RunBackend> EnvPlayer<B> {
             shard,
         };
         let carried = self.carried.take();
-        let (shared, none) = (self.guides.borrow(), Guides::new());
+        let shared = self.guides.borrow();
         let guides = match self.guide {
-            Guide::Free => &none,
+            Guide::Free => &NO_GUIDES,
             Guide::Actions => &*shared,
         };
         let played = play_episodes(

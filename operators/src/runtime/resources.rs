@@ -48,6 +48,9 @@ pub type SavedStates = BTreeMap<(String, String), StateJson>;
 /// The answer guide of each env tag whose rollout or eval constrains replies.
 pub type Guides = BTreeMap<String, Arc<AnswerChoices>>;
 
+/// No answer guides: what a free player samples with and a free-target update scores with.
+pub static NO_GUIDES: Guides = Guides::new();
+
 /// Per-worker shared state (the catalog's `Resources`), on backend `B`.
 pub struct Runtime<B: RunBackend = CpuBackend> {
     pub worker: WorkerInfo,
