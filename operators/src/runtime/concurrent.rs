@@ -1,5 +1,6 @@
 //! The micro-batches of a mini-batch, trained concurrently on the CPU: one forward and
-//! backward pass per lane (below), gradients accumulated in micro-batch order afterwards.
+//! backward pass per lane (below), each part's gradients added to the sum in micro-batch
+//! order as soon as it and the parts before it are done.
 //! On a GPU backend the passes run one after another
 //! ([`super::backend::RunBackend::CONCURRENT_PASSES`]).
 //!
@@ -38,7 +39,8 @@
 //! micro-batch order.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex, PoisonError};
 
 use burn::module::{AutodiffModule, ModuleMapper, Param};
 use burn::optim::GradientsParams;
@@ -73,44 +75,87 @@ where
     R: Send,
     F: Fn(T) -> Result<R, String> + Sync,
 {
+    let mut results = Vec::with_capacity(items.len());
+    each_in_order(items, concurrent, f, |r| results.push(r))?;
+    Ok(results)
+}
+
+/// [`in_order`] handing each result to `sink` on the calling thread, in item order, as soon
+/// as it and every earlier one are done, rather than keeping them all to the end: only the
+/// results that finished ahead of an earlier item wait (at most about one per lane while
+/// the items take alike), so items with large results (a micro-batch's gradients, a whole
+/// model's worth) cost the memory of a few, not of all. After the first error (in item
+/// order) no further result reaches `sink` and no lane starts another item; the error is
+/// returned.
+pub fn each_in_order<T, R, F>(
+    items: Vec<T>,
+    concurrent: bool,
+    f: F,
+    mut sink: impl FnMut(R),
+) -> Result<(), String>
+where
+    T: Send,
+    R: Send,
+    F: Fn(T) -> Result<R, String> + Sync,
+{
     let threads = rayon::current_num_threads();
     let lanes = threads.min(items.len());
     if !concurrent || threads <= 1 || items.is_empty() {
-        return items.into_iter().map(f).collect();
+        for item in items {
+            sink(f(item)?);
+        }
+        return Ok(());
     }
     if lanes <= 1 {
         let pools = lane_pools(1, threads)?;
-        return pools[0].install(|| items.into_iter().map(&f).collect());
+        for item in items {
+            sink(pools[0].install(|| f(item))?);
+        }
+        return Ok(());
     }
     let pools = lane_pools(lanes, threads / lanes)?;
-    let count = items.len();
     let queue = Mutex::new(items.into_iter().enumerate());
-    let mut results: Vec<Option<Result<R, String>>> = (0..count).map(|_| None).collect();
+    let failed = AtomicBool::new(false);
+    let (done, arrivals) = mpsc::channel::<(usize, Result<R, String>)>();
     std::thread::scope(|scope| {
         let lanes: Vec<_> = (pools.iter())
             .map(|pool| {
-                let (queue, f) = (&queue, &f);
-                scope.spawn(move || {
-                    let mut done = Vec::new();
-                    loop {
-                        let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
-                        let Some((i, item)) = next else { break };
-                        done.push((i, pool.install(|| f(item))));
+                let (queue, f, failed, done) = (&queue, &f, &failed, done.clone());
+                scope.spawn(move || loop {
+                    if failed.load(Ordering::Relaxed) {
+                        break;
                     }
-                    done
+                    let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
+                    let Some((i, item)) = next else { break };
+                    if done.send((i, pool.install(|| f(item)))).is_err() {
+                        break;
+                    }
                 })
             })
             .collect();
-        for lane in lanes {
-            let done = lane.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            for (i, result) in done {
-                results[i] = Some(result);
+        drop(done);
+        // Items are taken in order, so every item before a failed one has started and
+        // its result still arrives: the first error in item order is found.
+        let (mut waiting, mut next, mut first_error) = (BTreeMap::new(), 0, None);
+        for (i, result) in arrivals {
+            waiting.insert(i, result);
+            while let Some(result) = waiting.remove(&next) {
+                next += 1;
+                match (result, first_error.is_some()) {
+                    (Ok(r), false) => sink(r),
+                    (Err(e), false) => {
+                        failed.store(true, Ordering::Relaxed);
+                        first_error = Some(e);
+                    }
+                    (_, true) => {}
+                }
             }
         }
-    });
-    (results.into_iter())
-        .map(|r| r.expect("every item ran in a lane"))
-        .collect()
+        for lane in lanes {
+            lane.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        }
+        first_error.map_or(Ok(()), Err)
+    })
 }
 
 /// `lanes` rayon pools of `threads` threads each, for one caller at a time: taken from the
@@ -167,15 +212,19 @@ impl Drop for LanePools {
 }
 
 /// The gradients of `scale[i] · loss(part[i])` for every part, computed concurrently when
-/// `concurrent` (each on its own [`FreshLeaves`] copy of `module`), with what `loss`
-/// reported, in part order. The first error, in part order, is returned.
+/// `concurrent` (each on its own [`FreshLeaves`] copy of `module`), handed to `sink` with
+/// what `loss` reported, in part order, as they are done ([`each_in_order`]: the caller
+/// adds each to its sum and drops it, so a step of many micro-batches holds a few parts'
+/// gradients at a time, not one copy of the model's gradients per micro-batch). The first
+/// error, in part order, is returned; `sink` has then seen the parts before it.
 pub fn part_gradients<B, M, P, S>(
     module: &M,
     parts: &[P],
     scales: &[f32],
     concurrent: bool,
     loss: impl Fn(&M, &P) -> Result<(Tensor<B, 1>, S), String> + Sync,
-) -> Result<Vec<(GradientsParams, S)>, String>
+    sink: impl FnMut((GradientsParams, S)),
+) -> Result<(), String>
 where
     B: AutodiffBackend,
     M: AutodiffModule<B> + Sync,
@@ -184,12 +233,13 @@ where
 {
     assert_eq!(parts.len(), scales.len(), "one scale per part");
     let work: Vec<(&P, f32)> = parts.iter().zip(scales.iter().copied()).collect();
-    in_order(work, concurrent, |(part, scale)| {
+    let gradients = |(part, scale): (&P, f32)| {
         let copy = module.clone().map(&mut FreshLeaves);
         let (value, report) = loss(&copy, part)?;
         let grads = value.mul_scalar(scale).backward();
         Ok((GradientsParams::from_grads(grads, &copy), report))
-    })
+    };
+    each_in_order(work, concurrent, gradients, sink)
 }
 
 #[cfg(test)]

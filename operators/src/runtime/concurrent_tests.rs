@@ -14,7 +14,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
 use roll_flow_engine::Batch;
 
-use super::{in_order, part_gradients};
+use super::{each_in_order, in_order};
 use crate::runtime::scoring::{score_responses, token_column, ScoreOptions};
 use crate::runtime::TrainBackend;
 use crate::training::epochs::{loss_divisor, micro_batches, parts_of};
@@ -270,6 +270,89 @@ fn a_thread_waiting_inside_a_concurrent_item_never_takes_up_another() {
         1,
         "an item ran nested in another"
     );
+}
+
+/// Every part's gradients and report, in part order ([`super::part_gradients`] into a vector).
+fn part_gradients<B, M, P, S>(
+    module: &M,
+    parts: &[P],
+    scales: &[f32],
+    concurrent: bool,
+    loss: impl Fn(&M, &P) -> Result<(Tensor<B, 1>, S), String> + Sync,
+) -> Result<Vec<(GradientsParams, S)>, String>
+where
+    B: AutodiffBackend,
+    M: burn::module::AutodiffModule<B> + Sync,
+    P: Sync,
+    S: Send,
+{
+    let mut all = Vec::new();
+    super::part_gradients(module, parts, scales, concurrent, loss, |p| all.push(p))?;
+    Ok(all)
+}
+
+/// Results reach the sink while later items still run: item k (k ≥ 2) is computed only once
+/// the sink has taken item k − 2, which a runner that kept every result to the end never
+/// allows (it fails here after waiting 10 s). So a step of many micro-batches holds a few
+/// parts' gradients, not all of them (a 32-part SmolLM2 step held 32 × 540 MB).
+#[test]
+fn results_reach_the_sink_before_later_items_are_computed() {
+    use std::sync::{Condvar, Mutex};
+    let taken = (Mutex::new(0usize), Condvar::new());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let mut order = Vec::new();
+    let outcome = pool.install(|| {
+        let wait_for = |k: usize| {
+            let (count, changed) = &taken;
+            let guard = count.lock().unwrap();
+            let timeout = std::time::Duration::from_secs(10);
+            let (guard, _) = (changed.wait_timeout_while(guard, timeout, |n| *n + 2 <= k)).unwrap();
+            match *guard + 2 > k {
+                true => Ok(k),
+                false => Err(format!("item {k} ran before the sink took item {}", k - 2)),
+            }
+        };
+        each_in_order((0..12).collect(), true, wait_for, |k| {
+            order.push(k);
+            *taken.0.lock().unwrap() += 1;
+            taken.1.notify_all();
+        })
+    });
+    outcome.unwrap();
+    assert_eq!(order, (0..12).collect::<Vec<_>>());
+}
+
+/// The first error in item order is returned and no result after it reaches the sink, even
+/// when a later item fails first (item 5 fails at once, item 3 after a wait).
+#[test]
+fn the_first_error_in_item_order_stops_the_sink() {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    for concurrent in [false, true] {
+        let mut seen = Vec::new();
+        let outcome = pool.install(|| {
+            let f = |i: usize| match i {
+                3 => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    Err("item 3".to_string())
+                }
+                5 => Err("item 5".to_string()),
+                _ => Ok(i),
+            };
+            each_in_order((0..8).collect(), concurrent, f, |i| seen.push(i))
+        });
+        assert_eq!(
+            outcome,
+            Err("item 3".to_string()),
+            "concurrent {concurrent}"
+        );
+        assert_eq!(seen, vec![0, 1, 2], "concurrent {concurrent}");
+    }
 }
 
 /// One concurrent item runs on a lane's pool of every thread, not on the calling thread;

@@ -128,9 +128,11 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     }
 
     /// Adds the gradients of `scale[i] · loss(part[i])` for every part, computed
-    /// concurrently on the CPU ([`super::concurrent::part_gradients`]) and accumulated in
-    /// part order; returns what `loss` reported for each part, read from the device once
-    /// every part's backward is queued, in one download ([`DeviceStats::resolve_all`]).
+    /// concurrently on the CPU ([`super::concurrent::part_gradients`]) and added to the sum
+    /// in part order as each is done (so the step holds a few parts' gradients at a time);
+    /// returns what `loss` reported for each part, read from the device once every part's
+    /// backward is queued, in one download ([`DeviceStats::resolve_all`]). On an error the
+    /// gradients summed since the last update are dropped: the step cannot be applied.
     pub fn accumulate_parts<P: Sync>(
         &mut self,
         parts: &[P],
@@ -140,13 +142,19 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     where
         M: Sync,
     {
-        let results = part_gradients(self.module(), parts, scales, B::CONCURRENT_PASSES, loss)?;
-        let stats = (results.into_iter())
-            .map(|(grads, stats)| {
-                self.accumulate(grads);
-                stats
-            })
-            .collect();
+        let module = (self.module.as_ref()).expect("the module is only taken during a step");
+        let (accumulated, mut stats) = (&mut self.accumulated, Vec::with_capacity(parts.len()));
+        let summed = part_gradients(module, parts, scales, B::CONCURRENT_PASSES, loss, |part| {
+            let (grads, part_stats) = part;
+            accumulated.accumulate(module, grads);
+            stats.push(part_stats);
+        });
+        self.pending += stats.len();
+        if let Err(e) = summed {
+            self.accumulated.grads();
+            self.pending = 0;
+            return Err(e);
+        }
         Ok(DeviceStats::resolve_all(stats))
     }
 
