@@ -27,7 +27,7 @@ mod allocator;
 static ALLOCATOR: allocator::BinaryAllocator = allocator::BinaryAllocator::new();
 
 use burn::backend::{Autodiff, Flex, NdArray};
-use burn::optim::GradientsAccumulator;
+use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Tensor};
 use roll_flow_model::config::{Qwen2Config, TinyArch};
@@ -206,11 +206,9 @@ where
         Ok((out.logprobs.mean().neg(), ()))
     };
     let step = || {
-        let grads = part_gradients(&model, &batches, &scales, true, loss).unwrap();
         let mut sum = GradientsAccumulator::<Qwen2CausalLm<B>>::new();
-        for (g, ()) in grads {
-            sum.accumulate(&model, g);
-        }
+        let add = |(g, ()): (GradientsParams, ())| sum.accumulate(&model, g);
+        part_gradients(&model, &batches, &scales, true, loss, add).unwrap();
         let g: Tensor<B::InnerBackend, 1> = sum.grads().get(model.model.norm.weight.id).unwrap();
         to_f32_vec(&g)[0]
     };
