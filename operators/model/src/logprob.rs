@@ -37,7 +37,7 @@ use roll_flow_kernels::KernelBackend;
 
 use super::error::ModelError;
 use super::packed::PackedSequences;
-use super::prefix_grouped::ScoringBlock;
+use super::prefix_grouped::{pair_cost, ScoringBlock};
 use super::qwen2::{Queries, Qwen2CausalLm};
 
 /// Log-probs and entropies of the response tokens, in packed order.
@@ -131,7 +131,11 @@ pub fn response_scores<B: KernelBackend>(
     check_inputs(packed, response_mask, temperature, model.config.vocab_size)?;
     let device = model.model.embed_tokens.weight.device();
     let block = match scoring.prefix_grouped && model.model.windows.iter().all(Option::is_none) {
-        true => ScoringBlock::prefix_grouped(packed, response_mask),
+        true => {
+            let config = &model.config;
+            let pairs = pair_cost(config.num_attention_heads, config.intermediate_size);
+            ScoringBlock::prefix_grouped(packed, response_mask, pairs)
+        }
         false => ScoringBlock::one_per_row(packed),
     };
     let mut source_rows = Vec::new();

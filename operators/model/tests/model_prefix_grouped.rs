@@ -11,7 +11,7 @@ use roll_flow_kernels::KernelBackend;
 use roll_flow_model::hf::load_causal_lm;
 use roll_flow_model::logprob::{response_scores, ResponseLogProbs, Scoring};
 use roll_flow_model::packed::PackedSequences;
-use roll_flow_model::prefix_grouped::ScoringBlock;
+use roll_flow_model::prefix_grouped::{pair_cost, ScoringBlock};
 use roll_flow_model::weights::to_f32_vec;
 use roll_flow_model::Qwen2CausalLm;
 
@@ -60,12 +60,18 @@ fn scores<K: KernelBackend>(model: &Qwen2CausalLm<K>, grouped: bool) -> Response
 const FIXTURES: [&str; 2] = ["tiny_qwen2", "tiny_llama"];
 
 /// The grouped block is smaller: 3 rows of 18, 5 and 11 columns (each prompt once; the
-/// four-sample group's replies share no first token), against 7 rows of 10.
+/// four-sample group's replies share no first token), against 7 rows of 10; at the
+/// fixtures' pair cost (4 heads, intermediate 128) every group pays off, so the tests
+/// below compare grouped rows.
 #[test]
 fn the_grouped_block_holds_each_prompt_once() {
     let (packed, mask) = packed_and_mask();
     assert_eq!(ScoringBlock::one_per_row(&packed).size(), (7, 10));
-    assert_eq!(ScoringBlock::prefix_grouped(&packed, &mask).size(), (3, 18));
+    let fixtures = pair_cost(4, 128);
+    assert_eq!(
+        ScoringBlock::prefix_grouped(&packed, &mask, fixtures).size(),
+        (3, 18)
+    );
 }
 
 #[test]

@@ -105,8 +105,8 @@ pub struct ActorStepSpec {
     /// Grouper; verl's `use_prefix_grouper`, [`roll_flow_model::prefix_grouped`]), and keep
     /// them in one micro-batch (make `micro_batch` a multiple of the group size). The same
     /// log-probs and gradients up to float rounding, for less work where prompts are long
-    /// and replies short; with long multi-turn replies the dense row mask can cost more
-    /// than it saves (default false).
+    /// and replies short; a group whose dense row would hold more than its samples apart
+    /// (long multi-turn replies) is scored one sample a row (default false).
     pub prefix_grouper: bool,
     /// The policy the update improves where the rollout guided the replies: `Guided`
     /// (default), the model under the answer guide, as it sampled; `Free`, the model
