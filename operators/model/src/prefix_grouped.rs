@@ -61,19 +61,24 @@ impl ScoringBlock {
         response_mask: &[bool],
         pair_cost: f64,
     ) -> Self {
+        // Each row's members and the prefix they share (a lone sequence's is all of it).
         let groups = (prompt_groups(packed, response_mask).into_iter())
-            .flat_map(|members| match pays_off(packed, &members, pair_cost) {
-                true => vec![members],
-                false => members.into_iter().map(|m| vec![m]).collect(),
+            .flat_map(|members| {
+                let prefix = shared_prefix(packed, &members);
+                match pays_off(packed, &members, prefix, pair_cost) {
+                    true => vec![(members, prefix)],
+                    false => (members.into_iter())
+                        .map(|m| (vec![m], packed.sequence(m).len()))
+                        .collect(),
+                }
             })
             .collect::<Vec<_>>();
         let mut rows = Vec::with_capacity(groups.len());
         let mut positions = Vec::with_capacity(groups.len());
         let mut branches = Vec::with_capacity(groups.len());
         let mut place = vec![(0, 0, 0); packed.len()];
-        for (row, members) in groups.iter().enumerate() {
-            let first = packed.sequence(members[0]);
-            let prefix = shared_prefix(packed, members);
+        for (row, (members, prefix)) in groups.iter().enumerate() {
+            let (first, prefix) = (packed.sequence(members[0]), *prefix);
             let mut tokens = first[..prefix].to_vec();
             let mut row_positions: Vec<usize> = (0..prefix).collect();
             let mut starts = Vec::new();
@@ -158,11 +163,10 @@ pub fn pair_cost(heads: usize, intermediate: usize) -> f64 {
     2.0 * heads as f64 / (3.0 * intermediate.max(1) as f64)
 }
 
-/// Whether `members` in one row hold no more than one a row: `L + r·L² ≤ Σ (Lᵢ + r·Lᵢ²)`
-/// (module doc).
-fn pays_off(packed: &PackedSequences, members: &[usize], pair_cost: f64) -> bool {
+/// Whether `members`, sharing their first `prefix` tokens, in one row hold no more than one
+/// a row: `L + r·L² ≤ Σ (Lᵢ + r·Lᵢ²)` (module doc).
+fn pays_off(packed: &PackedSequences, members: &[usize], prefix: usize, pair_cost: f64) -> bool {
     let cost = |len: usize| len as f64 + pair_cost * (len * len) as f64;
-    let prefix = shared_prefix(packed, members);
     let rests: usize = members
         .iter()
         .map(|&m| packed.sequence(m).len() - prefix)

@@ -59,7 +59,6 @@ pub struct Trainable<M: AutodiffModule<TrainBackend<B>>, B: RunBackend = CpuBack
     module: Option<M>,
     optimizer: OptimizerAdaptor<AdamW, M, TrainBackend<B>>,
     accumulated: GradientsAccumulator<M>,
-    pending: usize,
     optim: OptimSpec,
     total_steps: u64,
     /// Non-finite updates since the last finite one.
@@ -96,7 +95,6 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
             optimizer: adamw(&optim),
             module: Some(module),
             accumulated: GradientsAccumulator::new(),
-            pending: 0,
             optim,
             total_steps,
             nonfinite_in_a_row: 0,
@@ -124,7 +122,6 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
             .as_ref()
             .expect("the module is only taken during a step");
         self.accumulated.accumulate(module, grads);
-        self.pending += 1;
     }
 
     /// Adds the gradients of `scale[i] · loss(part[i])` for every part, computed
@@ -144,15 +141,19 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     {
         let module = (self.module.as_ref()).expect("the module is only taken during a step");
         let (accumulated, mut stats) = (&mut self.accumulated, Vec::with_capacity(parts.len()));
-        let summed = part_gradients(module, parts, scales, B::CONCURRENT_PASSES, loss, |part| {
-            let (grads, part_stats) = part;
-            accumulated.accumulate(module, grads);
-            stats.push(part_stats);
-        });
-        self.pending += stats.len();
+        let summed = part_gradients(
+            module,
+            parts,
+            scales,
+            B::CONCURRENT_PASSES,
+            loss,
+            |(grads, part_stats)| {
+                accumulated.accumulate(module, grads);
+                stats.push(part_stats);
+            },
+        );
         if let Err(e) = summed {
-            self.accumulated.grads();
-            self.pending = 0;
+            self.accumulated = GradientsAccumulator::new();
             return Err(e);
         }
         Ok(DeviceStats::resolve_all(stats))
@@ -162,7 +163,6 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     /// update (module doc); the error says `max_nonfinite` were skipped in a row.
     pub fn apply(&mut self, step: u64) -> Result<UpdateStats, String> {
         let mut grads = self.accumulated.grads();
-        self.pending = 0;
         if self.collective.peers() > 1 {
             let flat = flatten_grads(self.module(), &grads);
             let summed = (self.collective.sum(flat))
