@@ -258,3 +258,37 @@ fn sentencepiece_merges_come_from_the_scores() {
         "llama.cpp's default for SentencePiece"
     );
 }
+
+/// A byte-level vocabulary's pre-tokenizer follows `tokenizer.ggml.pre`, worked by hand on
+/// "a ½ b 1" with the merges `Ġ Â`, `Â ½`, `Ġ 1` (in that order; "½" is the bytes C2 BD,
+/// `Â½` in GPT-2's byte alphabet). `smollm` isolates every numeral, `½` included, before
+/// GPT-2's split (llama.cpp's `\p{N}` regex; SmolLM2's own `tokenizer.json` has
+/// `Digits(individual_digits)`, which isolates what Rust's `char::is_numeric` takes): `a`,
+/// `Ġ`, `Â½`, `Ġ`, `b`, `Ġ`, `1`. `gpt2` keeps a space on the numeral: `a`, `ĠÂ`, `½`, `Ġ`,
+/// `b`, `Ġ1`. transformers' GGUF loader gives every byte-level file the plain byte-level
+/// split whatever its `pre` says, so on the real SmolLM2 file it writes " ½" as `ĠÂ`, `½`
+/// where this reader (and llama.cpp) write `Ġ`, `½`; digits after a space agree because
+/// SmolLM2's vocabulary holds no `Ġ` + digit token.
+#[test]
+fn a_byte_level_pre_tokenizer_isolates_numerals_as_its_pre_type_says() {
+    let tokens = ["a", "b", "Ġ", "Â", "½", "1", "ĠÂ", "Â½", "Ġ1", "</s>"];
+    let encode = |pre: &str| {
+        let mut w = Writer::default();
+        w.str("general.architecture", "llama");
+        w.str("tokenizer.ggml.model", "gpt2");
+        w.str("tokenizer.ggml.pre", pre);
+        w.strings("tokenizer.ggml.tokens", &tokens);
+        w.strings("tokenizer.ggml.merges", &["Ġ Â", "Â ½", "Ġ 1"]);
+        w.u32("tokenizer.ggml.eos_token_id", 9);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vocab.gguf");
+        let header = 4 + 4 + 8 + 8;
+        std::fs::write(&path, &w.finish()[..header + w.kv.len()]).unwrap();
+        let tokenizer = GgufModel::open(&path).unwrap().tokenizer().unwrap();
+        let ids = tokenizer.encode("a ½ b 1").unwrap();
+        assert_eq!(tokenizer.decode(&ids, false).unwrap(), "a ½ b 1", "{pre}");
+        ids
+    };
+    assert_eq!(encode("smollm"), [0, 2, 7, 2, 1, 2, 5]);
+    assert_eq!(encode("gpt2"), [0, 6, 4, 2, 1, 8]);
+}

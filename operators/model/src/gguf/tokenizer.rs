@@ -18,7 +18,11 @@
 //! On llama.cpp's test texts for its vocabulary files (`models/ggml-vocab-*.gguf.inp`, 47
 //! texts each, the expected ids from each model's own Hugging Face tokenizer), the
 //! `gpt-2`, `starcoder`, `refact` and `deepseek-coder` vocabularies give the expected ids
-//! for all 47 (a dev-time check, 2026-12-05).
+//! for all 47 (a dev-time check, 2026-12-05). transformers' own GGUF loader ignores
+//! `tokenizer.ggml.pre` (plain byte-level split), so on SmolLM2's file (`smollm`, numerals
+//! isolated) it differs from this reader and llama.cpp where a space precedes a numeral
+//! that is not a digit: " ½" is its `ĠÂ`, `½` and our `Ġ`, `½` (test
+//! `a_byte_level_pre_tokenizer_isolates_numerals_as_its_pre_type_says`).
 //!
 //! SentencePiece BPE vocabularies (`tokenizer.ggml.model = "llama"`) are rebuilt by
 //! [`super::sentencepiece`]; the added tokens and the chat template are read the same way.
