@@ -1,8 +1,8 @@
 //! Data-parallel training through the binary: two worker threads (`-w 2`) and two
 //! processes on loopback (`-n 2`) train the shipped FrozenLake StarPO and PPO pipelines
 //! (shrunk) to the weights and metrics of one worker with the same global batch; the same
-//! seed gives the same files; a killed or hung process stops the other, named; a resumed
-//! two-process run ends as an uninterrupted one.
+//! seed gives the same files; a killed or hung process stops the other, named, and so does
+//! one that never starts; a resumed two-process run ends as an uninterrupted one.
 
 mod common;
 
@@ -176,7 +176,7 @@ fn a_resumed_two_process_run_ends_as_an_uninterrupted_one() {
 ///
 /// The ports are found free here and bound by the processes a moment later, so something
 /// else on the machine can take one in between: process 0 then stops with "Address already
-/// in use" (and process 1 waits for ever on the port's new owner). That start is tried
+/// in use" (and process 1 may have connected to the port's new owner). That start is tried
 /// again on other ports; any other failure to start says what both processes printed.
 fn two_processes(dir: &Path, out: &Path, more: &[&str]) -> (Child, Child) {
     for _ in 0..3 {
@@ -315,4 +315,45 @@ fn a_hung_process_stops_the_other_after_the_peer_timeout() {
         "{err}"
     );
     assert!(err.contains(" -n 2` continues"), "says how to go on: {err}");
+}
+
+/// A process started by hand whose process 0 never comes stops once the connect timeout has
+/// passed, naming process 0, its address and how to start it, and writes nothing.
+#[test]
+fn a_process_whose_peer_never_starts_stops_after_the_connect_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = free.local_addr().unwrap().to_string();
+    drop(free);
+    let hostfile = dir.path().join("hosts.txt");
+    std::fs::write(&hostfile, format!("{address}\n127.0.0.1:0\n")).unwrap();
+    let out = dir.path().join("run");
+    let args = [
+        "run",
+        STARPO,
+        "--out",
+        out.to_str().unwrap(),
+        "-n",
+        "2",
+        "-p",
+        "1",
+        "--hostfile",
+        hostfile.to_str().unwrap(),
+        "--connect-timeout",
+        "2",
+    ];
+    let began = Instant::now();
+    let ended = roll_flow(&args);
+    let waited = began.elapsed();
+    let err = String::from_utf8_lossy(&ended.stderr);
+    assert_eq!(ended.status.code(), Some(1), "{err}");
+    assert!(waited < Duration::from_secs(30), "took {waited:?}");
+    assert!(
+        err.contains(&format!(
+            "process 1 could not reach process 0 at {address} within 2 s"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("`-p 0` with the same --hostfile"), "{err}");
+    assert!(!out.exists(), "process 1 wrote {}", out.display());
 }

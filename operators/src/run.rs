@@ -87,6 +87,7 @@ pub struct Cluster {
     pub process: usize,
     pub hostfile: Option<PathBuf>,
     pub peer_timeout: std::time::Duration,
+    pub connect_timeout: std::time::Duration,
 }
 
 /// A pipeline ready to run; see the module docs.
@@ -191,6 +192,7 @@ impl Run {
         self.options.process = cluster.process;
         self.options.hostfile = cluster.hostfile;
         self.options.peer_timeout = cluster.peer_timeout;
+        self.options.connect_timeout = cluster.connect_timeout;
         self
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use roll_flow::engine::executor::options::PEER_TIMEOUT;
+use roll_flow::engine::executor::options::{CONNECT_TIMEOUT, PEER_TIMEOUT};
 use roll_flow::run::{Cluster, Run, RunError};
 
 use super::diagnostics::print_diagnostics;
@@ -63,6 +63,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = PEER_TIMEOUT.as_secs_f64(),
           value_parser = positive_seconds)]
     peer_timeout: f64,
+    /// In a run of several processes, stop with an error naming a process that has not
+    /// connected after this many seconds at the start (a process not started, a wrong
+    /// hostfile line).
+    #[arg(long, value_name = "SECONDS", default_value_t = CONNECT_TIMEOUT.as_secs_f64(),
+          value_parser = positive_seconds)]
+    connect_timeout: f64,
     /// Start even when the least memory the run holds (estimated from the file before any
     /// model loads) exceeds what the machine has available.
     #[arg(long)]
@@ -119,6 +125,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             process: args.process.unwrap_or(0),
             hostfile: hostfile.or_else(|| args.hostfile.clone()),
             peer_timeout: Duration::from_secs_f64(args.peer_timeout),
+            connect_timeout: Duration::from_secs_f64(args.connect_timeout),
         })
         .notices(Arc::new(|notice| eprintln!("{notice}")));
     if let Some(n) = args.stop_after {
@@ -152,12 +159,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--peer-timeout`: a finite number of seconds, at least two heartbeats (2 s).
+/// `--peer-timeout` and `--connect-timeout`: a finite number of seconds, at least 2 (two
+/// heartbeats, the shortest peer timeout).
 fn positive_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if s.is_finite() && (2.0..1e9).contains(&s) => Ok(s),
         _ => Err(format!(
-            "`{text}` is not a number of seconds of at least 2 (two heartbeats; e.g. 60)"
+            "`{text}` is not a number of seconds of at least 2 (e.g. 60)"
         )),
     }
 }

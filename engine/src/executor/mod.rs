@@ -25,6 +25,7 @@
 
 mod broken_connection;
 mod compute;
+mod connect_processes;
 pub mod error;
 pub mod node;
 pub mod options;

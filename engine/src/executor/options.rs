@@ -1,10 +1,15 @@
-//! Executor options: worker threads, timely cluster settings, staleness, peer timeout.
+//! Executor options: worker threads, timely cluster settings, staleness, timeouts.
 
+use std::any::Any;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
+use timely::communication::allocator::ProcessBuilder;
+use timely::communication::{AllocatorBuilder, Hooks};
 use timely::CommunicationConfig;
 
+use super::connect_processes;
 use super::error::ExecError;
 
 /// How to run a pipeline's dataflow.
@@ -28,11 +33,18 @@ pub struct ExecutorOptions {
     /// How long another worker may go unheard (no heartbeat, `crate::collective`) before
     /// the run stops with an error naming it.
     pub peer_timeout: Duration,
+    /// How long a process of a run of several waits for the others to connect at the start
+    /// before it stops with an error naming the one missing.
+    pub connect_timeout: Duration,
 }
 
 /// [`ExecutorOptions::peer_timeout`]'s default: a minute, well above any pause a loaded
 /// machine gives a thread that only moves data, and below what a user waits for a hung run.
 pub const PEER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// [`ExecutorOptions::connect_timeout`]'s default: ten minutes, room for processes that a
+/// scheduler or a person starts one after another on several machines.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(600);
 
 impl Default for ExecutorOptions {
     fn default() -> Self {
@@ -45,12 +57,18 @@ impl Default for ExecutorOptions {
             first_step: 0,
             stop_after: None,
             peer_timeout: PEER_TIMEOUT,
+            connect_timeout: CONNECT_TIMEOUT,
         }
     }
 }
 
 impl ExecutorOptions {
-    pub(crate) fn timely_config(&self) -> Result<timely::Config, ExecError> {
+    /// timely's allocators for this process's workers, and what must live as long as they
+    /// do. A run of several processes connects to the others first
+    /// ([`connect_processes`]), stopping after [`ExecutorOptions::connect_timeout`].
+    pub(crate) fn communication(
+        &self,
+    ) -> Result<(Vec<AllocatorBuilder>, Box<dyn Any + Send>), ExecError> {
         let err = |message: String| ExecError {
             node: None,
             step: None,
@@ -73,21 +91,36 @@ impl ExecutorOptions {
                 self.process, self.processes
             )));
         }
-        let communication = match (self.processes, self.threads) {
-            (1, 1) => CommunicationConfig::Thread,
-            (1, n) => CommunicationConfig::Process(n),
-            (n, threads) => CommunicationConfig::Cluster {
-                threads,
-                process: self.process,
-                addresses: self.addresses(n).map_err(err)?,
-                report: false,
-                zerocopy: false,
-            },
+        let local = match self.threads {
+            1 => CommunicationConfig::Thread,
+            n => CommunicationConfig::Process(n),
         };
-        Ok(timely::Config {
-            communication,
-            worker: timely::WorkerConfig::default(),
-        })
+        if self.processes == 1 {
+            return local.try_build().map_err(err);
+        }
+        let addresses = self.addresses(self.processes).map_err(err)?;
+        let sockets = connect_processes::connect(&addresses, self.process, self.connect_timeout)
+            .map_err(err)?;
+        let hooks = Hooks::default();
+        let process_allocators = ProcessBuilder::new_typed_vector(
+            self.threads,
+            hooks.refill.clone(),
+            hooks.spill.clone(),
+        );
+        let (builders, guard) = initialize_networking_from_sockets(
+            process_allocators,
+            sockets,
+            self.process,
+            self.threads,
+            hooks,
+        )
+        .map_err(|e| {
+            err(format!(
+                "cannot start the connections between processes: {e}"
+            ))
+        })?;
+        let builders = builders.into_iter().map(AllocatorBuilder::Tcp).collect();
+        Ok((builders, Box::new(guard)))
     }
 
     fn addresses(&self, processes: usize) -> Result<Vec<String>, String> {

@@ -38,13 +38,14 @@ pub fn execute<C: Catalog>(
     on_step: StepCallback,
 ) -> Result<(), ExecError> {
     let failed = Arc::new(AtomicBool::new(false));
-    let config = options.timely_config()?;
+    let (allocators, keep) = options.communication()?;
     if options.processes > 1 {
         broken_connection::install();
     }
     let threads = options.threads;
     let (results, outcomes) = crossbeam_channel::unbounded();
-    let guards = timely::execute(config, move |worker| {
+    let worker_config = timely::WorkerConfig::default();
+    let guards = timely::execute::execute_from(allocators, keep, worker_config, move |worker| {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             run_worker::<C>(worker, &pipeline, &graph, &options, &on_step, &failed)
         }))
