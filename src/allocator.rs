@@ -15,7 +15,9 @@
 //! `purge_delay`), and a step's big activations come back as fresh pages the kernel must
 //! zero: `clear_page_erms` was 17% of a profile of a StarPO run with long chats. The
 //! binary turns purging off (`purge_delay` -1), so the process keeps its peak working set
-//! and reuses it; `MIMALLOC_PURGE_DELAY`, when set, still decides.
+//! and reuses it; `MIMALLOC_PURGE_DELAY`, when set, still decides: 1000 (ms) gave 5-21%
+//! lower peaks for about 5% more time, 0 9-33% lower for 43-65% more
+//! (bench/history/allocator.md, "mimalloc's purge delay").
 //!
 //! `ROLL_FLOW_SYSTEM_MALLOC=1` (any value) selects glibc's malloc, with the raised
 //! thresholds; add `ROLL_FLOW_DEFAULT_MALLOC=1` for glibc's own defaults. These are the
