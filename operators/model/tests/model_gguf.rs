@@ -26,6 +26,15 @@ fn json(name: &str) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// `w`'s metadata as a vocabulary-only file in `dir`, as llama.cpp's `--vocab-only` writes
+/// one: the file ends with the metadata, without padding up to the (empty) tensor data.
+fn vocab_only_file(w: &Writer, dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("vocab.gguf");
+    let header = 4 + 4 + 8 + 8;
+    std::fs::write(&path, &w.finish()[..header + w.kv.len()]).unwrap();
+    path
+}
+
 #[test]
 fn every_tensor_type_dequantises_as_the_gguf_package_does() {
     let gguf = GgufModel::open(&fixture("tiny_gguf/quants.gguf")).unwrap();
@@ -237,11 +246,7 @@ fn sentencepiece_merges_come_from_the_scores() {
     w.f32s("tokenizer.ggml.scores", &scores);
     w.u32("tokenizer.ggml.eos_token_id", 2);
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("spm.gguf");
-    // Vocabulary only, as llama.cpp's `--vocab-only` writes it: the file ends with the
-    // metadata, without padding up to the (empty) tensor data.
-    let header = 4 + 4 + 8 + 8;
-    std::fs::write(&path, &w.finish()[..header + w.kv.len()]).unwrap();
+    let path = vocab_only_file(&w, dir.path());
     let tokenizer = GgufModel::open(&path).unwrap().tokenizer().unwrap();
     assert_eq!(tokenizer.encode("abc").unwrap(), [9, 6]);
     assert_eq!(tokenizer.encode("bc").unwrap(), [3, 8]);
@@ -281,9 +286,7 @@ fn a_byte_level_pre_tokenizer_isolates_numerals_as_its_pre_type_says() {
         w.strings("tokenizer.ggml.merges", &["Ġ Â", "Â ½", "Ġ 1"]);
         w.u32("tokenizer.ggml.eos_token_id", 9);
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("vocab.gguf");
-        let header = 4 + 4 + 8 + 8;
-        std::fs::write(&path, &w.finish()[..header + w.kv.len()]).unwrap();
+        let path = vocab_only_file(&w, dir.path());
         let tokenizer = GgufModel::open(&path).unwrap().tokenizer().unwrap();
         let ids = tokenizer.encode("a ½ b 1").unwrap();
         assert_eq!(tokenizer.decode(&ids, false).unwrap(), "a ½ b 1", "{pre}");
