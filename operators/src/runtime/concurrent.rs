@@ -245,3 +245,7 @@ where
 #[cfg(test)]
 #[path = "concurrent_tests.rs"]
 pub(crate) mod tests;
+
+#[cfg(test)]
+#[path = "concurrent_scheduling_tests.rs"]
+mod scheduling_tests;
