@@ -91,11 +91,11 @@ impl ExecutorOptions {
                 self.process, self.processes
             )));
         }
-        let local = match self.threads {
-            1 => CommunicationConfig::Thread,
-            n => CommunicationConfig::Process(n),
-        };
         if self.processes == 1 {
+            let local = match self.threads {
+                1 => CommunicationConfig::Thread,
+                n => CommunicationConfig::Process(n),
+            };
             return local.try_build().map_err(err);
         }
         let addresses = self.addresses(self.processes).map_err(err)?;
