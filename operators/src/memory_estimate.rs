@@ -21,6 +21,8 @@
 //!   activations backward keeps and their gradients, 2 × (8·dim + 4·ffn + 2·heads·L) floats
 //!   per layer for samples of L tokens, and the logits, their log-softmax and gradient
 //!   (3 × vocab floats; one float for a critic); as many micro-batches at once as cores.
+//!   With `gradient_checkpointing`, two layers' worth (the top layer's graph and the one
+//!   being run again) and each other layer's saved input, 2 × dim floats.
 //! - the process itself, [`PROCESS_BYTES`].
 //!
 //! Floor = weights + the process + the larger of playing and training. The default
@@ -218,7 +220,10 @@ pub fn estimate<C: RollFlowDialect>(
     if on_cpu {
         for t in &trained {
             if let Some(c) = config(&t.model) {
-                phases.push(training(t, c, samples, sample_length, cores as u64));
+                let checkpointed =
+                    (pipeline.models.get(&t.model)).is_some_and(|spec| spec.gradient_checkpointing);
+                let shape = (samples, sample_length, cores as u64);
+                phases.push(training(t, c, checkpointed, shape));
             }
         }
     }
@@ -227,8 +232,13 @@ pub fn estimate<C: RollFlowDialect>(
 }
 
 /// A training node's part: `samples` of at least `length` tokens, micro-batch by
-/// micro-batch, as many at once as `cores`.
-fn training(t: &TrainedModel, c: &Qwen2Config, samples: u64, length: u64, cores: u64) -> Part {
+/// micro-batch, as many at once as `cores`; `checkpointed`: with gradient checkpointing.
+fn training(
+    t: &TrainedModel,
+    c: &Qwen2Config,
+    checkpointed: bool,
+    (samples, length, cores): (u64, u64, u64),
+) -> Part {
     let per_micro = t.micro_batch.map_or(samples, |m| m as u64).min(samples);
     let at_once = samples.div_ceil(per_micro.max(1)).clamp(1, cores);
     let tokens = per_micro.saturating_mul(length);
@@ -243,13 +253,23 @@ fn training(t: &TrainedModel, c: &Qwen2Config, samples: u64, length: u64, cores:
     } else {
         1
     };
-    let per_token = 4 * (c.num_hidden_layers as u64 * layer + head);
+    let layers = c.num_hidden_layers as u64;
+    let kept = match checkpointed {
+        true => 2 * layer + layers.saturating_sub(1) * 2 * dim,
+        false => layers * layer,
+    };
+    let per_token = 4 * (kept + head);
     Part {
         what: format!(
             "training `{}`: {at_once} micro-batch(es) at once of {per_micro} samples (the \
              trainer's micro_batch or mini_batch) of at least {length} tokens: activations \
-             and logits",
-            t.model
+             and logits{}",
+            t.model,
+            if checkpointed {
+                " (gradient_checkpointing)"
+            } else {
+                ""
+            }
         ),
         bytes: tokens.saturating_mul(per_token).saturating_mul(at_once),
     }

@@ -10,10 +10,20 @@ fn pipeline(device: &str, extra_nodes: &str) -> Pipeline<RollFlow> {
 }
 
 fn pipeline_of(device: &str, extra_nodes: &str, groups: usize) -> Pipeline<RollFlow> {
+    let policy = "(arch: Tiny(layers: 1, dim: 32, heads: 2, vocab: 600, max_positions: 64))";
+    pipeline_with(device, extra_nodes, groups, policy)
+}
+
+fn pipeline_with(
+    device: &str,
+    extra_nodes: &str,
+    groups: usize,
+    policy: &str,
+) -> Pipeline<RollFlow> {
     let text = format!(
         r#"Pipeline(
     name: "t", steps: 10, out_dir: "runs/t", device: {device},
-    models: {{ "policy": (arch: Tiny(layers: 1, dim: 32, heads: 2, vocab: 600, max_positions: 64)) }},
+    models: {{ "policy": {policy} }},
     envs: {{
         "train": (env: FrozenLake(size: 4), groups: {groups}, group_size: 2, max_turns: 4),
         "val": (env: FrozenLake(size: 4), groups: 5, max_turns: 4),
@@ -68,6 +78,31 @@ fn the_floor_of_a_small_cpu_run_by_hand() {
     assert_eq!(phase.bytes, training);
     assert!(phase.what.contains("training `policy`"), "{}", phase.what);
     assert_eq!(estimate.floor(), PROCESS_BYTES + PARAMS * 32 + training);
+}
+
+#[test]
+fn gradient_checkpointing_keeps_two_layers_and_each_layers_input() {
+    let policy = |on: bool| {
+        format!(
+            "(arch: Tiny(layers: 3, dim: 32, heads: 2, vocab: 600, max_positions: 64), \
+             gradient_checkpointing: {on})"
+        )
+    };
+    let training = |on: bool| {
+        let pipeline = pipeline_with("Cpu", "", 3, &policy(on));
+        let phase = estimate(&pipeline, Path::new("."), 2)
+            .largest_phase
+            .unwrap();
+        assert!(phase.what.contains("training `policy`"), "{}", phase.what);
+        assert_eq!(phase.what.contains("(gradient_checkpointing)"), on);
+        phase.bytes
+    };
+    // Two micro-batches of 16 tokens at once, as above. A layer keeps
+    // 2 · (8·32 + 4·128 + 2·2·4) = 1,568 floats a token: all three layers' 4,704 without
+    // checkpointing; with it, two layers' 3,136 and the two lower layers' inputs, 2 · 2 · 32
+    // = 128. The logits: 3 · 600.
+    assert_eq!(training(false), 2 * 16 * 4 * (4_704 + 1_800));
+    assert_eq!(training(true), 2 * 16 * 4 * (3_136 + 128 + 1_800));
 }
 
 #[test]

@@ -45,7 +45,8 @@ pub fn build_causal_lm<B: Backend>(
         Some(lora) => crate::lora::attach_lora(model, lora, spec.seed.unwrap_or(seed)),
         None => model,
     }
-    .with_compute_dtype(spec.precision.compute_dtype());
+    .with_compute_dtype(spec.precision.compute_dtype())
+    .with_gradient_checkpointing(spec.gradient_checkpointing);
     if tokenizer.vocab_size() > model.config.vocab_size {
         return Err(ModelError::Config {
             path: PathBuf::from("models:"),
@@ -161,7 +162,9 @@ pub fn build_value_model<B: Backend>(
             model
         }
     };
-    Ok(model.with_compute_dtype(spec.precision.compute_dtype()))
+    Ok(model
+        .with_compute_dtype(spec.precision.compute_dtype())
+        .with_gradient_checkpointing(spec.gradient_checkpointing))
 }
 
 fn tiny_config(spec: &ModelSpec, tokenizer: &TextTokenizer) -> Result<Qwen2Config, ModelError> {

@@ -42,6 +42,13 @@ pub struct ModelSpec {
     /// ([`crate::qwen2::compute_dtype`]); verl's and ROLL's `dtype: bf16`.
     #[serde(default)]
     pub precision: Precision,
+    /// Gradient checkpointing by layer while this model trains: each decoder layer below
+    /// the last keeps only its input and runs again in the backward pass, about a third
+    /// more compute for a fraction of the activation memory
+    /// ([`crate::qwen2::layer_checkpoints`]); the same gradients. transformers' and ROLL's
+    /// `gradient_checkpointing`. Default `false`.
+    #[serde(default)]
+    pub gradient_checkpointing: bool,
 }
 
 /// A model's compute dtype (`precision:`).
@@ -101,6 +108,23 @@ impl ModelSpec {
                 message: format!("lora: {e}"),
                 help: None,
             });
+        }
+        match &self.lora {
+            Some(lora) if self.gradient_checkpointing && lora.dropout > 0.0 => {
+                problems.push(SettingProblem {
+                    field: vec!["gradient_checkpointing".into()],
+                    message: format!(
+                        "gradient_checkpointing runs each layer twice, and LoRA's dropout \
+                         ({}) would draw other masks the second time, so the gradients \
+                         would be wrong",
+                        lora.dropout
+                    ),
+                    help: Some(
+                        "set `dropout: 0.0` in `lora:` or `gradient_checkpointing: false`".into(),
+                    ),
+                });
+            }
+            _ => {}
         }
         problems
     }

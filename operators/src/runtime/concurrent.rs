@@ -47,6 +47,8 @@ use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
 use rayon::ThreadPool;
+use roll_flow_kernels::KernelBackend;
+use roll_flow_model::qwen2::layer_checkpoints;
 
 /// Maps every tracked parameter to a new autodiff leaf over the same values and id.
 pub struct FreshLeaves;
@@ -226,7 +228,7 @@ pub fn part_gradients<B, M, P, S>(
     sink: impl FnMut((GradientsParams, S)),
 ) -> Result<(), String>
 where
-    B: AutodiffBackend,
+    B: AutodiffBackend + KernelBackend,
     M: AutodiffModule<B> + Sync,
     P: Sync,
     S: Send,
@@ -235,9 +237,10 @@ where
     let work: Vec<(&P, f32)> = parts.iter().zip(scales.iter().copied()).collect();
     let gradients = |(part, scale): (&P, f32)| {
         let copy = module.clone().map(&mut FreshLeaves);
+        layer_checkpoints::discard_pending();
         let (value, report) = loss(&copy, part)?;
-        let grads = value.mul_scalar(scale).backward();
-        Ok((GradientsParams::from_grads(grads, &copy), report))
+        let grads = layer_checkpoints::backward(value.mul_scalar(scale), &copy);
+        Ok((grads, report))
     };
     each_in_order(work, concurrent, gradients, sink)
 }

@@ -240,7 +240,7 @@ fn part_gradients<B, M, P, S>(
     loss: impl Fn(&M, &P) -> Result<(Tensor<B, 1>, S), String> + Sync,
 ) -> Result<Vec<(GradientsParams, S)>, String>
 where
-    B: AutodiffBackend,
+    B: AutodiffBackend + roll_flow_kernels::KernelBackend,
     M: burn::module::AutodiffModule<B> + Sync,
     P: Sync,
     S: Send,

@@ -43,6 +43,9 @@ pub struct Qwen2Backbone<B: Backend> {
     /// mixed precision, [`super::compute_dtype`]); `None`: the parameters' dtype.
     #[module(skip)]
     pub compute: Option<DType>,
+    /// Gradient checkpointing by layer under autodiff ([`super::layer_checkpoints`]).
+    #[module(skip)]
+    pub checkpoint_layers: bool,
 }
 
 impl<B: Backend> Qwen2Backbone<B> {
@@ -80,6 +83,7 @@ impl<B: Backend> Qwen2Backbone<B> {
                 .map(|i| config.layer_window(i))
                 .collect(),
             compute: None,
+            checkpoint_layers: false,
         })
     }
 
@@ -163,6 +167,19 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         }
     }
 
+    /// The token embeddings of `tokens`, in the compute dtype; with `frozen`, through a
+    /// copy of the embedding that records no graph.
+    pub(super) fn embed(&self, tokens: Tensor<B, 2, Int>, frozen: bool) -> Tensor<B, 3> {
+        let x = match frozen {
+            true => self.embed_tokens.clone().no_grad().forward(tokens),
+            false => self.embed_tokens.forward(tokens),
+        };
+        match self.compute {
+            Some(dtype) => like(x, dtype),
+            None => x,
+        }
+    }
+
     /// Rotary tables for `positions`, shaped for this model's query and key/value heads
     /// (in the compute dtype).
     fn rope(&self, positions: &[Vec<usize>], device: &B::Device) -> RotaryAngles<B> {
@@ -201,10 +218,6 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         let columns = tokens.dims()[1];
         let keys = cache.as_ref().map_or(0, |c| c.len()) + columns;
         let rope = self.rope(&layout.positions, &device);
-        let mut x = self.embed_tokens.forward(tokens);
-        if let Some(dtype) = self.compute {
-            x = like(x, dtype);
-        }
         let mut masks: Vec<(Option<usize>, LayerMask<B>)> = Vec::with_capacity(1);
         let mut mask_of = |i: usize| {
             let window = self.windows.get(i).copied().flatten();
@@ -218,8 +231,17 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             masks[index].1.clone()
         };
         let top = self.layers.len().saturating_sub(1);
-        let mut delta = None;
-        for (i, layer) in self.layers.iter().enumerate() {
+        // With gradient checkpointing under autodiff, the layers below the top one run
+        // without a graph and leave their inputs for the backward pass.
+        let checkpointed = self.checkpoint_layers && cache.is_none() && top > 0;
+        let (mut x, mut delta, first) = match checkpointed && B::ad_enabled(&device) {
+            true => {
+                let (x, delta) = self.checkpointed_trunk(tokens, &rope, &mut mask_of);
+                (x, delta, top)
+            }
+            false => (self.embed(tokens, false), None, 0),
+        };
+        for (i, layer) in self.layers.iter().enumerate().skip(first) {
             let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
             let mask;
             let rows = match (i == top, queries, selected) {

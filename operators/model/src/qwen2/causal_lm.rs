@@ -45,6 +45,13 @@ impl<B: Backend> Qwen2CausalLm<B> {
         self
     }
 
+    /// The model with gradient checkpointing by layer on or off
+    /// ([`super::layer_checkpoints`]; off by default).
+    pub fn with_gradient_checkpointing(mut self, on: bool) -> Self {
+        self.model.checkpoint_layers = on;
+        self
+    }
+
     /// The same model with its parameters stored in its compute dtype, for a copy that only
     /// generates (the inference copy a trainer publishes): it casts them once, here, where
     /// every forward call would (a decode step reading each f32 weight and writing its bf16

@@ -57,6 +57,13 @@ impl<B: Backend> Qwen2ValueModel<B> {
         self
     }
 
+    /// The value model with gradient checkpointing by layer on or off
+    /// ([`super::layer_checkpoints`]; off by default).
+    pub fn with_gradient_checkpointing(mut self, on: bool) -> Self {
+        self.model.checkpoint_layers = on;
+        self
+    }
+
     /// Builds the critic from named weights that include `score.weight`/`score.bias`.
     pub fn load(
         source: &mut dyn WeightSource,
