@@ -121,7 +121,7 @@ fn frozen_lake_grpo_imports_with_roll_settings() {
     assert_eq!(first, "Reach the goal\nTurn 1, 10 left:\n_P_G");
     let text = std::fs::read_to_string(dir.path().join("fl.ron")).unwrap();
     assert!(
-        text.contains("// pretrain; actor_train.model_args.dtype; actor_train.training_args"),
+        text.contains("// pretrain; actor_train.model_args.dtype, disable_gradient_checkpointing; actor_train.training_args"),
         "section comments name the ROLL keys"
     );
 }

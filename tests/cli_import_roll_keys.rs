@@ -6,45 +6,15 @@
 //! and managers roll-flow does not have are refused with what they would need.
 
 mod common;
+mod import_roll_fixtures;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
+use import_roll_fixtures::{fixtures_with, import_roll, stderr, DEMO};
 use roll_flow::engine::spec;
 use roll_flow::operators::catalog::RollFlow;
 use roll_flow::operators::registry::Node;
-
-const DEMO: &str = "tests/fixtures/roll/agentic_demo/agent_val_frozen_lake_demo.yaml";
-const FIXTURES: &str = "tests/fixtures/roll";
-
-/// `import-roll ARGS` with WANDB_API_KEY set in its environment.
-fn import_roll(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roll-flow"))
-        .arg("import-roll")
-        .args(args)
-        .env("WANDB_API_KEY", "secret-key-123")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).to_string()
-}
-
-/// A copy of tests/fixtures/roll/ in a temporary folder, `main` written at `name`.
-fn fixtures_with(dir: &Path, name: &str, main: &str) -> PathBuf {
-    let copy = |from: &str| {
-        let to = dir.join(from);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(Path::new(FIXTURES).join(from), to).unwrap();
-    };
-    copy("config/traj_envs.yaml");
-    let path = dir.join(name);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, main).unwrap();
-    path
-}
 
 #[test]
 fn known_unused_keys_resolvers_and_a_missing_default_are_reported_and_written_in_the_header() {
@@ -362,57 +332,4 @@ fn pg_variant_cispo_becomes_the_cispo_loss_with_roll_s_bounds() {
         panic!()
     };
     assert!(matches!(actor.loss, roll_flow::algo::PolicyLoss::Cispo(_)));
-}
-
-#[test]
-fn model_args_dtype_becomes_the_models_precision_and_a_bad_one_is_refused() {
-    use roll_flow::model::spec::Precision;
-    let dir = tempfile::tempdir().unwrap();
-    let demo = std::fs::read_to_string(DEMO).unwrap();
-    let import_with = |dtype: Option<&str>| {
-        let text = match dtype {
-            Some(d) => demo.replace("    dtype: bf16\n", &format!("    dtype: {d}\n")),
-            None => demo.replace("    dtype: bf16\n", ""),
-        };
-        let name = format!("agentic_demo/dtype_{}.yaml", dtype.unwrap_or("absent"));
-        let path = fixtures_with(dir.path(), &name, &text);
-        let out = dir
-            .path()
-            .join(format!("dtype_{}.ron", dtype.unwrap_or("absent")));
-        (
-            import_roll(&[path.to_str().unwrap(), "-o", out.to_str().unwrap()]),
-            out,
-        )
-    };
-    // ROLL's default (absent) is bf16, as the file's own value.
-    for (dtype, want) in [
-        (Some("bf16"), Precision::Bf16),
-        (None, Precision::Bf16),
-        (Some("fp16"), Precision::F16),
-        (Some("fp32"), Precision::F32),
-        (Some("null"), Precision::F32),
-    ] {
-        let (result, out) = import_with(dtype);
-        assert!(result.status.success(), "{dtype:?}: {}", stderr(&result));
-        let p = spec::load::<RollFlow>(&out, &[])
-            .unwrap_or_else(|d| panic!("{d:?}"))
-            .pipeline;
-        assert_eq!(p.models.get("policy").unwrap().precision, want, "{dtype:?}");
-    }
-    for (dtype, notice) in [
-        ("null", "not supported: actor_train.model_args.dtype: null"),
-        ("fp16", "not supported: actor_train.model_args.dtype: fp16: written as `precision: F16`, without the loss scaling"),
-    ] {
-        let (result, _) = import_with(Some(dtype));
-        assert!(stderr(&result).contains(notice), "{}", stderr(&result));
-    }
-    let (result, out) = import_with(Some("fp8"));
-    assert!(!result.status.success() && !out.exists());
-    let report = stderr(&result);
-    assert!(
-        report.contains("actor_train.model_args.dtype")
-            && report.contains("`fp8` is not one of ROLL's dtypes")
-            && report.contains("write fp32, bf16 or fp16"),
-        "{report}"
-    );
 }

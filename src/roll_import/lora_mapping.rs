@@ -23,8 +23,9 @@ pub const ALL_LINEAR: [&str; 7] = [
     "down_proj",
 ];
 
-/// The policy's `lora: (..)` RON when ROLL's actor trains LoRA adapters, else `None`.
-pub fn policy_lora(r: &mut ConfigReader) -> Result<Option<String>, ImportError> {
+/// The policy's `lora: (..)` RON, with its dropout, when ROLL's actor trains LoRA
+/// adapters, else `None`.
+pub fn policy_lora(r: &mut ConfigReader) -> Result<Option<(String, f64)>, ImportError> {
     const TARGET: &str = "actor_train.model_args.lora_target";
     let Some(target) = r.text(TARGET)? else {
         return Ok(None);
@@ -72,9 +73,10 @@ pub fn policy_lora(r: &mut ConfigReader) -> Result<Option<String>, ImportError> 
         ));
     }
     let quoted: Vec<String> = targets.iter().map(|t| format!("{t:?}")).collect();
-    Ok(Some(format!(
+    let lora = format!(
         "(rank: {}, alpha: {alpha:?}, targets: [{}], dropout: {dropout:?})",
         rank as u64,
         quoted.join(", ")
-    )))
+    );
+    Ok(Some((lora, dropout)))
 }

@@ -2,6 +2,7 @@
 //! `adv_estimator`. Each section of the written file starts with a comment naming the ROLL
 //! keys it came from. docs/roll-import.md holds the same mapping as a table.
 
+use super::checkpointing_mapping::gradient_checkpointing;
 use super::config_reader::ConfigReader;
 use super::env_mapping::{env_sets, EnvSets};
 use super::import_error::ImportError;
@@ -52,16 +53,17 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
     };
     let policy_optim = optimizer(r, "actor_train")?;
     let precision = model_precision(r, "actor_train")?;
-    out.push_str("        // pretrain; actor_train.model_args.dtype; actor_train.training_args (learning_rate, weight_decay, warmup_steps, lr_scheduler_type, adam_*); max_grad_norm\n");
-    let lora = match policy_lora(r)? {
-        Some(lora) => {
+    out.push_str("        // pretrain; actor_train.model_args.dtype, disable_gradient_checkpointing; actor_train.training_args (learning_rate, weight_decay, warmup_steps, lr_scheduler_type, adam_*); max_grad_norm\n");
+    let (lora, lora_dropout) = match policy_lora(r)? {
+        Some((lora, dropout)) => {
             out.push_str("        // actor_train.model_args.lora_target, lora_rank, lora_alpha, lora_dropout\n");
-            format!(", lora: {lora}")
+            (format!(", lora: {lora}"), dropout)
         }
-        None => String::new(),
+        None => (String::new(), 0.0),
     };
+    let checkpointing = gradient_checkpointing(r, "actor_train", lora_dropout)?;
     out.push_str(&format!(
-        "        \"policy\": (arch: HfDir({pretrain:?}){precision}{lora}, optim: {policy_optim}),\n"
+        "        \"policy\": (arch: HfDir({pretrain:?}){precision}{lora}{checkpointing}, optim: {policy_optim}),\n"
     ));
     if actor.kl_loss || adv.kl_penalty {
         let precision = model_precision(r, "reference")?;
@@ -76,9 +78,10 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
             .unwrap_or_else(|| pretrain.clone());
         let critic_optim = optimizer(r, "critic")?;
         let precision = model_precision(r, "critic")?;
-        out.push_str("        // reward_pretrain (the critic, adv_estimator: gae); critic.model_args.dtype; critic.training_args; max_grad_norm\n");
+        let checkpointing = gradient_checkpointing(r, "critic", 0.0)?;
+        out.push_str("        // reward_pretrain (the critic, adv_estimator: gae); critic.model_args.dtype, disable_gradient_checkpointing; critic.training_args; max_grad_norm\n");
         out.push_str(&format!(
-            "        \"critic\": (arch: HfDir({critic_model:?}){precision}, optim: {critic_optim}),\n"
+            "        \"critic\": (arch: HfDir({critic_model:?}){precision}{checkpointing}, optim: {critic_optim}),\n"
         ));
     }
     out.push_str("    },\n    envs: {\n");
