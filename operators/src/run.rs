@@ -88,6 +88,8 @@ pub struct Cluster {
     pub hostfile: Option<PathBuf>,
     pub peer_timeout: std::time::Duration,
     pub connect_timeout: std::time::Duration,
+    /// Whether a peer this process started has exited, checked while they connect.
+    pub peers_gone: roll_flow_engine::executor::PeersGone,
 }
 
 /// A pipeline ready to run; see the module docs.
@@ -193,6 +195,7 @@ impl Run {
         self.options.hostfile = cluster.hostfile;
         self.options.peer_timeout = cluster.peer_timeout;
         self.options.connect_timeout = cluster.connect_timeout;
+        self.options.peers_gone = cluster.peers_gone;
         self
     }
 

@@ -126,6 +126,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             hostfile: hostfile.or_else(|| args.hostfile.clone()),
             peer_timeout: Duration::from_secs_f64(args.peer_timeout),
             connect_timeout: Duration::from_secs_f64(args.connect_timeout),
+            peers_gone: local
+                .as_ref()
+                .map(LocalCluster::peers_gone)
+                .unwrap_or_default(),
         })
         .notices(Arc::new(|notice| eprintln!("{notice}")));
     if let Some(n) = args.stop_after {

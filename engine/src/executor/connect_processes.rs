@@ -12,22 +12,65 @@
 //! below it in turn and writes its index there as a big-endian u64, then accepts one
 //! connection from every process above it, each of which opens with its index. Here the
 //! listener is bound first, so a taken port fails at once rather than after the connects.
+//!
+//! A process that started some of its peers itself (`roll-flow run -n N` on one machine)
+//! also stops as soon as one of them has exited ([`PeersGone`]), instead of waiting out the
+//! deadline for a process that will never connect.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long to sleep between tries to reach a process not yet listening, and between polls
 /// of the listener for a process not yet connected.
 const RETRY_EVERY: Duration = Duration::from_millis(200);
 
+/// Whether a peer this process started has exited, checked between tries while the
+/// processes connect: `Some(why)` stops the wait with that reason. The default checks
+/// nothing (peers started elsewhere).
+#[derive(Clone, Default)]
+pub struct PeersGone(Option<Arc<dyn Fn() -> Option<String> + Send + Sync>>);
+
+impl PeersGone {
+    /// A check that `gone` makes.
+    pub fn new(gone: impl Fn() -> Option<String> + Send + Sync + 'static) -> Self {
+        PeersGone(Some(Arc::new(gone)))
+    }
+
+    /// What the check says now: `Some(why)` once a peer has exited.
+    pub fn check(&self) -> Option<String> {
+        self.0.as_ref().and_then(|gone| gone())
+    }
+}
+
+impl std::fmt::Debug for PeersGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "PeersGone(check)"
+        } else {
+            "PeersGone(none)"
+        })
+    }
+}
+
+impl PartialEq for PeersGone {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        }
+    }
+}
+
 /// One socket per process of the run, in process order, `None` at `me`: what timely's
 /// `initialize_networking_from_sockets` takes. Fails once `timeout` has passed without a
-/// process answering, naming it.
+/// process answering, naming it, or as soon as `gone` says a peer has exited.
 pub(crate) fn connect(
     addresses: &[String],
     me: usize,
     timeout: Duration,
+    gone: &PeersGone,
 ) -> Result<Vec<Option<TcpStream>>, String> {
     let deadline = Instant::now() + timeout;
     let listeners = addresses[me]
@@ -44,23 +87,46 @@ pub(crate) fn connect(
         .collect::<Result<Vec<_>, String>>()?;
     let mut sockets: Vec<Option<TcpStream>> = Vec::with_capacity(addresses.len());
     for (index, address) in addresses.iter().enumerate().take(me) {
-        sockets.push(Some(connect_to(index, address, me, deadline, timeout)?));
+        let wait = Wait {
+            deadline,
+            timeout,
+            gone,
+        };
+        sockets.push(Some(connect_to(index, address, me, &wait)?));
     }
     sockets.push(None);
-    sockets.extend(accept_from_above(
-        &listeners, addresses, me, deadline, timeout,
-    )?);
+    let wait = Wait {
+        deadline,
+        timeout,
+        gone,
+    };
+    sockets.extend(accept_from_above(&listeners, addresses, me, &wait)?);
     Ok(sockets)
 }
 
-/// The socket to process `index` (below `me`), once it listens, with `me` sent.
-fn connect_to(
-    index: usize,
-    address: &str,
-    me: usize,
+/// How long the connects may take, and the check of the peers this process started.
+struct Wait<'a> {
     deadline: Instant,
     timeout: Duration,
-) -> Result<TcpStream, String> {
+    gone: &'a PeersGone,
+}
+
+impl Wait<'_> {
+    /// Sleeps before the next try, or says why there is no point: a peer has exited.
+    fn before_next_try(&self, me: usize) -> Result<(), String> {
+        if let Some(why) = self.gone.check() {
+            return Err(format!(
+                "process {me} stopped waiting for the others: {why}"
+            ));
+        }
+        std::thread::sleep(RETRY_EVERY);
+        Ok(())
+    }
+}
+
+/// The socket to process `index` (below `me`), once it listens, with `me` sent.
+fn connect_to(index: usize, address: &str, me: usize, wait: &Wait) -> Result<TcpStream, String> {
+    let (deadline, timeout) = (wait.deadline, wait.timeout);
     loop {
         match TcpStream::connect(address) {
             Ok(mut stream) => {
@@ -80,7 +146,7 @@ fn connect_to(
                     timeout.as_secs_f64()
                 ))
             }
-            Err(_) => std::thread::sleep(RETRY_EVERY),
+            Err(_) => wait.before_next_try(me)?,
         }
     }
 }
@@ -90,9 +156,9 @@ fn accept_from_above(
     listeners: &[TcpListener],
     addresses: &[String],
     me: usize,
-    deadline: Instant,
-    timeout: Duration,
+    wait: &Wait,
 ) -> Result<Vec<Option<TcpStream>>, String> {
+    let (deadline, timeout) = (wait.deadline, wait.timeout);
     let mut above: Vec<Option<TcpStream>> = (me + 1..addresses.len()).map(|_| None).collect();
     while above.iter().any(Option::is_none) {
         let mut accepted = false;
@@ -137,7 +203,7 @@ fn accept_from_above(
                 timeout.as_secs_f64()
             ));
         }
-        std::thread::sleep(RETRY_EVERY);
+        wait.before_next_try(me)?;
     }
     Ok(above)
 }

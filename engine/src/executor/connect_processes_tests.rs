@@ -1,12 +1,13 @@
 //! Tests of [`super::connect`]: three processes connect on loopback, each socket leading to
 //! the process its position names; a process whose peer never comes stops at the deadline
-//! naming it; a stray connection and a taken port are named.
+//! naming it; a stray connection and a taken port are named; a process whose started peer
+//! has exited stops at once.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::connect;
+use super::{connect, PeersGone};
 
 /// Loopback addresses on ports free a moment ago.
 fn free_addresses(n: usize) -> Vec<String> {
@@ -26,7 +27,13 @@ fn three_processes_connect_each_socket_to_the_process_at_its_position() {
         .map(|me| {
             let addresses = addresses.clone();
             std::thread::spawn(move || {
-                let mut sockets = connect(&addresses, me, Duration::from_secs(20)).unwrap();
+                let mut sockets = connect(
+                    &addresses,
+                    me,
+                    Duration::from_secs(20),
+                    &PeersGone::default(),
+                )
+                .unwrap();
                 assert_eq!(sockets.len(), 3);
                 assert!(sockets[me].is_none());
                 // Say who this is on every socket, then hear who is at the other end.
@@ -55,7 +62,13 @@ fn three_processes_connect_each_socket_to_the_process_at_its_position() {
 fn a_process_whose_lower_peer_never_listens_stops_at_the_deadline_naming_it() {
     let addresses = free_addresses(2);
     let began = Instant::now();
-    let err = connect(&addresses, 1, Duration::from_millis(600)).unwrap_err();
+    let err = connect(
+        &addresses,
+        1,
+        Duration::from_millis(600),
+        &PeersGone::default(),
+    )
+    .unwrap_err();
     let waited = began.elapsed();
     assert!(
         waited >= Duration::from_millis(600) && waited < Duration::from_secs(5),
@@ -75,9 +88,22 @@ fn a_process_whose_upper_peer_never_connects_stops_at_the_deadline_naming_it() {
     // Process 1 comes; process 2 does not.
     let one = {
         let addresses = addresses.clone();
-        std::thread::spawn(move || connect(&addresses, 1, Duration::from_millis(800)))
+        std::thread::spawn(move || {
+            connect(
+                &addresses,
+                1,
+                Duration::from_millis(800),
+                &PeersGone::default(),
+            )
+        })
     };
-    let err = connect(&addresses, 0, Duration::from_millis(800)).unwrap_err();
+    let err = connect(
+        &addresses,
+        0,
+        Duration::from_millis(800),
+        &PeersGone::default(),
+    )
+    .unwrap_err();
     let expected = format!(
         "process 0 heard nothing from process 2 (at {})",
         addresses[2]
@@ -101,7 +127,13 @@ fn a_connection_with_an_index_outside_the_run_is_named() {
             std::thread::sleep(Duration::from_millis(20));
         })
     };
-    let err = connect(&addresses, 0, Duration::from_secs(10)).unwrap_err();
+    let err = connect(
+        &addresses,
+        0,
+        Duration::from_secs(10),
+        &PeersGone::default(),
+    )
+    .unwrap_err();
     stray.join().unwrap();
     assert!(err.contains("says it is process 7"), "{err}");
     assert!(err.contains("another run"), "{err}");
@@ -115,8 +147,42 @@ fn a_taken_port_is_named_at_once() {
         "127.0.0.1:1".into(),
     ];
     let began = Instant::now();
-    let err = connect(&addresses, 0, Duration::from_secs(30)).unwrap_err();
+    let err = connect(
+        &addresses,
+        0,
+        Duration::from_secs(30),
+        &PeersGone::default(),
+    )
+    .unwrap_err();
     assert!(began.elapsed() < Duration::from_secs(5));
     let expected = format!("process 0 cannot listen on {}", addresses[0]);
     assert!(err.contains(&expected), "{err}");
+}
+
+#[test]
+fn a_process_whose_started_peer_has_exited_stops_at_once_with_the_reason() {
+    // Process 0 waits for process 1, which a check says has exited: the wait ends on the
+    // check, not at the ten-minute deadline; the check ran while it waited.
+    let addresses = free_addresses(2);
+    let checks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = checks.clone();
+    let gone = PeersGone::new(move || {
+        let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        (n >= 2).then(|| "process 1 of the run exited (exit status: 2)".to_string())
+    });
+    let began = Instant::now();
+    let err = connect(&addresses, 0, Duration::from_secs(600), &gone).unwrap_err();
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    assert_eq!(checks.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert_eq!(
+        err,
+        "process 0 stopped waiting for the others: process 1 of the run exited (exit status: 2)"
+    );
+    // Process 1 waiting to reach process 0 stops the same way.
+    let err = connect(&addresses, 1, Duration::from_secs(600), &gone).unwrap_err();
+    assert!(err.starts_with("process 1 stopped waiting"), "{err}");
 }

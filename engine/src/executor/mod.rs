@@ -32,6 +32,7 @@ pub mod options;
 mod turns;
 pub mod worker;
 
+pub use connect_processes::PeersGone;
 pub use error::ExecError;
 pub use node::{step_seed, Envelope, NodeReport, StepReport};
 pub use options::ExecutorOptions;

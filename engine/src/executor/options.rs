@@ -9,7 +9,7 @@ use timely::communication::allocator::ProcessBuilder;
 use timely::communication::{AllocatorBuilder, Hooks};
 use timely::CommunicationConfig;
 
-use super::connect_processes;
+use super::connect_processes::{self, PeersGone};
 use super::error::ExecError;
 
 /// How to run a pipeline's dataflow.
@@ -36,6 +36,9 @@ pub struct ExecutorOptions {
     /// How long a process of a run of several waits for the others to connect at the start
     /// before it stops with an error naming the one missing.
     pub connect_timeout: Duration,
+    /// Whether a peer this process started has exited, checked while the processes
+    /// connect (a local `-n N` run's children); by default nothing is checked.
+    pub peers_gone: PeersGone,
 }
 
 /// [`ExecutorOptions::peer_timeout`]'s default: a minute, well above any pause a loaded
@@ -58,6 +61,7 @@ impl Default for ExecutorOptions {
             stop_after: None,
             peer_timeout: PEER_TIMEOUT,
             connect_timeout: CONNECT_TIMEOUT,
+            peers_gone: PeersGone::default(),
         }
     }
 }
@@ -99,8 +103,13 @@ impl ExecutorOptions {
             return local.try_build().map_err(err);
         }
         let addresses = self.addresses(self.processes).map_err(err)?;
-        let sockets = connect_processes::connect(&addresses, self.process, self.connect_timeout)
-            .map_err(err)?;
+        let sockets = connect_processes::connect(
+            &addresses,
+            self.process,
+            self.connect_timeout,
+            &self.peers_gone,
+        )
+        .map_err(err)?;
         let hooks = Hooks::default();
         let process_allocators = ProcessBuilder::new_typed_vector(
             self.threads,
