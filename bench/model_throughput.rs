@@ -10,7 +10,8 @@
 //! default), `medium`, `qwen0.5b` or `smollm2` ([`Shape`]); RAYON_NUM_THREADS sets flex's thread count;
 //! pass the same shape and number to the PyTorch script. `MODEL_BENCH_BACKENDS=flex` (or
 //! `ndarray`) runs one backend only, e.g. under `perf record`; `MODEL_BENCH_PARTS=gen` (or
-//! `train`) runs generation (or training) only.
+//! `train`) runs generation (or training) only; `MODEL_BENCH_GRADIENT_CHECKPOINTING=1`
+//! trains with gradient checkpointing (`gradient_checkpointing: true`).
 //!
 //! Each figure is given twice: per wall-clock second (what the README compares) and per
 //! second of process CPU time (user + system, from `/proc/self/stat`), which other jobs on a
@@ -198,7 +199,9 @@ where
     B: AutodiffBackend + roll_flow_kernels::KernelBackend,
     Qwen2CausalLm<B>: Sync,
 {
-    let model = Qwen2CausalLm::<B>::random(&shape.config, 0, &Default::default());
+    let checkpointing = std::env::var("MODEL_BENCH_GRADIENT_CHECKPOINTING").is_ok_and(|v| v == "1");
+    let model = Qwen2CausalLm::<B>::random(&shape.config, 0, &Default::default())
+        .with_gradient_checkpointing(checkpointing);
     let batches = micro_batches(parts, shape.vocab());
     let scales = vec![1.0 / parts as f32; parts];
     let loss = |m: &Qwen2CausalLm<B>, (packed, mask): &(PackedSequences, Vec<bool>)| {

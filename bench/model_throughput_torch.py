@@ -1,6 +1,8 @@
 """PyTorch/transformers side of bench/model_throughput.rs: same Qwen2 shapes, batches and
 thread count, the same GFLOP/s accounting and a GEMM rate measured in the same run.
 Run: python bench/model_throughput_torch.py --threads 2 --shape medium
+(`--gradient-checkpointing`: transformers' `gradient_checkpointing_enable()`, beside the
+Rust bench's MODEL_BENCH_GRADIENT_CHECKPOINTING=1).
 """
 import argparse
 import time
@@ -113,6 +115,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     parser.add_argument("--parts", choices=["all", "train", "gen"], default="all")
+    parser.add_argument("--gradient-checkpointing", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -124,6 +127,8 @@ def main():
     train = train_parts = gen = nan
     if args.parts in ("all", "train"):
         model.train()
+        if args.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         train = train_throughput(model, iters)
         train_parts = train_throughput(model, iters, parts=2)
     if args.parts in ("all", "gen"):
