@@ -13,12 +13,12 @@
 //! How, with burn's autodiff as it is (it recomputes only ops marked memory-bound, and a
 //! backward step cannot run a graph of its own: burn holds the graph's lock through the
 //! steps, and a nested backward pass ends by visiting every graph's lock):
-//! 1. Forward ([`Qwen2Backbone::hidden_rows`](super::backbone::Qwen2Backbone)): the
+//! 1. Forward ([`Qwen2Backbone::hidden_rows`]): the
 //!    embedding and layers `0..top` run on parameters with `require_grad` off, so nothing
 //!    is recorded; each layer's input is kept. The top layer's input becomes a fresh leaf,
 //!    and the top layer, the final norm and the caller's loss build the graph as before.
-//!    The layers, their inputs, masks and rotary tables go to a per-thread list
-//!    ([`TrunkRecord`]).
+//!    The layers, their inputs, masks and rotary tables go to a per-thread list (a
+//!    `TrunkRecord` each).
 //! 2. Backward ([`backward`], instead of `loss.backward()`): the graph's backward gives the
 //!    gradients of the parameters it holds and of the leaf. Then, from the top down, each
 //!    layer `l` runs again under autodiff from its saved input and is differentiated alone
