@@ -3,7 +3,7 @@
 //! For each of `ppo_epochs` passes over the batch, the batch is shuffled and cut into
 //! mini-batches of `mini_batch` samples, one optimizer step each, and every mini-batch into
 //! micro-batches of `micro_batch` samples; each micro-batch's objective (policy loss −
-//! entropy bonus + uniform-prior KL + KL term, [`actor_objective`]) is scaled by its share
+//! entropy bonus + uniform-prior KL + KL term, `actor_objective.rs`) is scaled by its share
 //! of the mini-batch's loss divisor ([`crate::training::epochs::train_epochs`]) and back-propagated,
 //! micro-batches concurrently ([`crate::runtime::concurrent`]); the gradients are accumulated, and
 //! one AdamW step with global-norm clipping and the scheduled learning rate applies them.
@@ -34,10 +34,8 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use burn::tensor::Tensor;
 use roll_flow_algo::{
-    actor_objective, ActorBatch, ActorExtras, AdaptiveEntropy, EntropyController, KlEstimator,
-    KlLoss, PolicyInputs, PolicyLoss, RatioLevel, Regularisers,
+    AdaptiveEntropy, EntropyController, KlEstimator, KlLoss, PolicyLoss, RatioLevel,
 };
 use roll_flow_engine::batch::column::{
     ADVANTAGES, BEHAVIOUR_LOGPROB, REF_LOGPROB, RESPONSE_MASK, TOKEN_TURN,
@@ -46,18 +44,15 @@ use roll_flow_engine::collective::Collective;
 use roll_flow_engine::{
     Batch, Column, Contract, Need, Operator, OperatorError, Reference, Role, StepContext,
 };
-use roll_flow_model::weights::to_f32_vec;
-use roll_flow_model::Qwen2CausalLm;
 use serde::Deserialize;
 
+use super::actor_objective::ActorObjective;
 use super::kind::{at_least_one, default_policy, model_ref, NodeKind, TrainedModel};
 use super::pi_old::stale_sample_refusal;
 pub use super::pi_old::{OldLogProb, TargetPolicy};
-use crate::runtime::backend::{RunBackend, TrainBackend};
+use crate::runtime::backend::RunBackend;
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime, NO_GUIDES};
-use crate::runtime::scoring::{score_responses, token_column, ScoreOptions};
-use crate::runtime::trainable::PartStats;
 use crate::training::epochs::{loss_divisor, train_epochs, EpochSchedule, StatMeans};
 use crate::training::loss_dump::LossDump;
 
@@ -290,81 +285,6 @@ impl<B: RunBackend> ActorStepNode<B> {
             control.update(settings, self.spec.entropy as f64, entropy);
         }
         metrics.insert("entropy/coef".into(), control.coef.unwrap_or(0.0));
-    }
-}
-
-/// What a micro-batch's objective needs, shareable across the threads that train
-/// micro-batches concurrently.
-struct ActorObjective<'a> {
-    spec: &'a ActorStepSpec,
-    guides: &'a Guides,
-    temperature: f32,
-    entropy_coef: f32,
-    dump: Option<&'a LossDump>,
-}
-
-impl ActorObjective<'_> {
-    /// The objective of one micro-batch under `policy` (log-probs recomputed), with its
-    /// statistics.
-    fn loss<B: RunBackend>(
-        &self,
-        policy: &Qwen2CausalLm<TrainBackend<B>>,
-        batch: &Batch,
-    ) -> Result<(Tensor<TrainBackend<B>, 1>, PartStats<B>), String> {
-        let device = policy.device();
-        let old = self.spec.old_logprob.column();
-        let inputs = ActorBatch::from_batch(
-            batch,
-            &self.spec.loss,
-            self.spec.kl.as_ref(),
-            old.as_ref(),
-            &device,
-        )
-        .map_err(|e| e.with_hint_from(&self.spec.contract()).to_string())?;
-        let options = ScoreOptions {
-            uniform_kl: self.spec.uniform_kl != 0.0,
-            prefix_grouped: self.spec.prefix_grouper,
-        };
-        let scored = score_responses(policy, batch, self.temperature, self.guides, options)?;
-        let n = batch.num_tokens();
-        let logprob = token_column(scored.logprobs, &scored.token_index, n);
-        let entropy = token_column(scored.entropy, &scored.token_index, n);
-        let uniform_kl = scored
-            .uniform_kl
-            .map(|u| token_column(u, &scored.token_index, n));
-        let old_logprob = match &inputs.old_logprob {
-            Some(old) => old.clone(),
-            None => logprob.clone().detach(),
-        };
-        let policy_inputs = PolicyInputs {
-            logprob,
-            old_logprob,
-            advantages: inputs.advantages.clone(),
-            layout: &inputs.layout,
-        };
-        if let Some(dump) = self.dump {
-            let behaviour = inputs.behaviour_logprob.clone();
-            let mut columns = vec![("policy_logprob", policy_inputs.logprob.clone().detach())];
-            columns.extend(self.spec.loss.token_diagnostics(&policy_inputs, behaviour));
-            let columns: Vec<(&str, Vec<f32>)> = (columns.iter())
-                .map(|(name, t)| (*name, to_f32_vec(t)))
-                .collect();
-            dump.record(batch, &columns)?;
-        }
-        let extras = ActorExtras {
-            behaviour_logprob: inputs.behaviour_logprob.clone(),
-            ref_logprob: inputs.ref_logprob.clone(),
-            entropy: Some(entropy),
-            uniform_kl,
-        };
-        let regularisers = Regularisers {
-            entropy: self.entropy_coef,
-            uniform_kl: self.spec.uniform_kl,
-            kl_loss: self.spec.kl.as_ref(),
-        };
-        let out = actor_objective(&self.spec.loss, &policy_inputs, extras, regularisers)
-            .map_err(|e| e.to_string())?;
-        Ok((out.loss, out.stats))
     }
 }
 

@@ -3,6 +3,7 @@
 //! one line each; the advantage estimators of `roll-flow-algo` are node kinds through
 //! [`advantage`].
 
+mod actor_objective;
 pub mod actor_step;
 pub mod advantage;
 pub mod checkpoint;
