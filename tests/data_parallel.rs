@@ -357,3 +357,20 @@ fn a_process_whose_peer_never_starts_stops_after_the_connect_timeout() {
     assert!(err.contains("`-p 0` with the same --hostfile"), "{err}");
     assert!(!out.exists(), "process 1 wrote {}", out.display());
 }
+
+/// `--hostfile` belongs to a process started by hand (`-p`): with `-n N` alone the
+/// processes start here on a hostfile of their own, so a given one is refused at once
+/// (each child would otherwise get two, fail, and leave process 0 waiting).
+#[test]
+fn a_hostfile_without_a_process_index_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostfile = dir.path().join("hosts.txt");
+    std::fs::write(&hostfile, "127.0.0.1:1\n127.0.0.1:2\n").unwrap();
+    let out = dir.path().join("run");
+    let args = ["run", STARPO, "--out", out.to_str().unwrap(), "-n", "2"];
+    let ended = roll_flow(&[&args[..], &["--hostfile", hostfile.to_str().unwrap()]].concat());
+    let err = String::from_utf8_lossy(&ended.stderr);
+    assert_eq!(ended.status.code(), Some(2), "{err}");
+    assert!(err.contains("--process"), "{err}");
+    assert!(!out.exists(), "wrote {}", out.display());
+}

@@ -55,8 +55,9 @@ pub struct RunArgs {
     /// across machines is started with its own.
     #[arg(short = 'p', long)]
     process: Option<usize>,
-    /// File with one `host:port` per process (timely `-h`), the same for every process.
-    #[arg(long)]
+    /// File with one `host:port` per process (timely `-h`), the same for every process;
+    /// with `-p` only (`-n N` alone writes its own for the processes it starts).
+    #[arg(long, requires = "process")]
     hostfile: Option<PathBuf>,
     /// In a run of several processes, stop with an error naming a process not heard from
     /// (no heartbeat) for this many seconds, at least 2: it hangs or cannot be reached.
