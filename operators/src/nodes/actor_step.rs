@@ -297,7 +297,12 @@ impl<B: RunBackend> Operator for ActorStepNode<B> {
         let policy_cell = self.policy.clone();
         let shared = self.guides.borrow();
         let objective = ActorObjective {
-            spec: &self.spec,
+            loss: &self.spec.loss,
+            kl: self.spec.kl.as_ref(),
+            uniform_kl: self.spec.uniform_kl,
+            prefix_grouped: self.spec.prefix_grouper,
+            old_logprob: self.spec.old_logprob.column(),
+            contract: self.spec.contract(),
             guides: match self.spec.target {
                 TargetPolicy::Guided => &shared,
                 TargetPolicy::Free => &NO_GUIDES,
