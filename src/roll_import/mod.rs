@@ -4,11 +4,12 @@
 //! The config is composed ([`hydra_compose`]: the `defaults:` list from the same folder,
 //! `${...}` interpolations, the resolvers ROLL uses as stated constants), mapped key by key
 //! ([`pipeline_mapping`], [`env_mapping`], [`gem_env`], [`webshop_env`],
-//! [`prompt_templates`], [`training_mapping`], [`policy_loss`], [`precision_mapping`], [`checkpointing_mapping`]), and every key is accounted
+//! [`prompt_templates`], [`training_mapping`], [`batch_mapping`], [`policy_loss`], [`precision_mapping`], [`checkpointing_mapping`]), and every key is accounted
 //! for ([`config_reader`]): mapped, known but not used here ([`roll_keys`]: ignored on this
 //! engine or not supported, each with why), or refused as unknown with its path.
 //! docs/roll-import.md holds the three classes.
 
+pub mod batch_mapping;
 pub mod checkpointing_mapping;
 pub mod config_reader;
 pub mod env_mapping;

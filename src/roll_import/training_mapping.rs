@@ -1,6 +1,7 @@
 //! The training keys: the advantage estimator and its shaping and KL penalty, the actor's
 //! and critic's updates, and their optimizers.
 
+use super::batch_mapping::batches;
 use super::config_reader::ConfigReader;
 use super::import_error::ImportError;
 use super::policy_loss::policy_loss;
@@ -281,63 +282,6 @@ fn reward_normalization(r: &mut ConfigReader) -> Result<(&'static str, &'static 
             (scoped(m.unwrap_or("group")), "MeanStd")
         }
     })
-}
-
-/// Mini-batch (one optimizer step) and micro-batch sizes of `worker`'s training args.
-fn batches(r: &mut ConfigReader, worker: &str, samples: u64) -> Result<String, ImportError> {
-    let per_device = r.count(&format!(
-        "{worker}.training_args.per_device_train_batch_size"
-    ))?;
-    let accumulation = r
-        .count(&format!(
-            "{worker}.training_args.gradient_accumulation_steps"
-        ))?
-        .unwrap_or(1);
-    let Some(per_device) = per_device else {
-        return Ok(String::new());
-    };
-    let mini = per_device * accumulation * data_parallel(r, worker);
-    let mut out = String::new();
-    if mini < samples {
-        out.push_str(&format!(", mini_batch: {mini}"));
-    }
-    if per_device < mini.min(samples) {
-        out.push_str(&format!(", micro_batch: {per_device}"));
-    }
-    Ok(out)
-}
-
-/// Data-parallel ranks of `worker`: its devices over tensor × pipeline parallel sizes.
-fn data_parallel(r: &ConfigReader, worker: &str) -> u64 {
-    let devices = match r.peek(&format!("{worker}.device_mapping")) {
-        Some(Value::List(items)) => items.len() as u64,
-        Some(Value::Str(text)) => range_len(&text).unwrap_or(1),
-        _ => 1,
-    };
-    let parallel: u64 = ["tensor_model_parallel_size", "pipeline_model_parallel_size"]
-        .iter()
-        .filter_map(|k| r.peek(&format!("{worker}.strategy_args.strategy_config.{k}")))
-        .filter_map(|v| v.as_f64())
-        .map(|x| x.max(1.0) as u64)
-        .product();
-    (devices / parallel.max(1)).max(1)
-}
-
-/// The length of ROLL's `list(range(a,b))` device mappings.
-fn range_len(text: &str) -> Option<u64> {
-    let inner = text
-        .trim()
-        .strip_prefix("list(range(")?
-        .strip_suffix("))")?;
-    let bounds: Vec<u64> = inner
-        .split(',')
-        .map(|s| s.trim().parse().ok())
-        .collect::<Option<_>>()?;
-    match bounds.as_slice() {
-        [end] => Some(*end),
-        [start, end] => Some(end.saturating_sub(*start)),
-        _ => None,
-    }
 }
 
 /// The `actor_step` node.
