@@ -172,9 +172,13 @@ fn the_trace_shows_the_next_rollout_while_the_step_trains() {
             span(&trace, "actor_step", "actor_step", t).1,
         );
         let next = span(&trace, "rollout (ahead)", "play", t + 1);
+        // The next rollout starts before this step's training ends: a synchronous run
+        // starts it only after the update. (Whether it also lasts until training begins
+        // depends on how the machine schedules the two threads: under the test suite's
+        // load it once ended 10 ms before.)
         assert!(
-            next.0 < training.1 && training.0 < next.1,
-            "step {t}: the next rollout {next:?} does not overlap training {training:?}"
+            next.0 < training.1,
+            "step {t}: the next rollout {next:?} waits for training {training:?}"
         );
     }
     // `report --trace` draws it.

@@ -56,19 +56,19 @@ type LayerInput<B> = (Tensor<B, 3>, Option<Tensor<B, 3>>);
 /// What one checkpointed forward pass leaves for its backward pass.
 struct TrunkRecord<B: KernelBackend> {
     /// The embedding (its parameter as the pass read it) and the tokens it looked up.
-    pub embed: Embedding<B>,
-    pub tokens: Tensor<B, 2, Int>,
+    embed: Embedding<B>,
+    tokens: Tensor<B, 2, Int>,
     /// The compute dtype the embedding's output was cast to.
-    pub compute: Option<DType>,
+    compute: Option<DType>,
     /// The layers below the top one, with the parameters the pass read.
-    pub layers: Vec<DecoderLayer<B>>,
+    layers: Vec<DecoderLayer<B>>,
     /// Each of those layers' mask, and the rotary tables they share.
-    pub masks: Vec<LayerMask<B>>,
-    pub rope: RotaryAngles<B>,
+    masks: Vec<LayerMask<B>>,
+    rope: RotaryAngles<B>,
     /// Each of those layers' input, without a graph.
-    pub inputs: Vec<LayerInput<B>>,
+    inputs: Vec<LayerInput<B>>,
     /// The top layer's input: leaves of the pass's graph.
-    pub leaves: LayerInput<B>,
+    leaves: LayerInput<B>,
 }
 
 impl<B: KernelBackend> Qwen2Backbone<B> {
