@@ -167,16 +167,12 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
         }
     }
 
-    /// The token embeddings of `tokens`, in the compute dtype; with `frozen`, through a
-    /// copy of the embedding that records no graph.
+    /// The token embeddings of `tokens`, in the compute dtype ([`embedded`]); with
+    /// `frozen`, through a copy of the embedding that records no graph.
     pub(super) fn embed(&self, tokens: Tensor<B, 2, Int>, frozen: bool) -> Tensor<B, 3> {
-        let x = match frozen {
-            true => self.embed_tokens.clone().no_grad().forward(tokens),
-            false => self.embed_tokens.forward(tokens),
-        };
-        match self.compute {
-            Some(dtype) => like(x, dtype),
-            None => x,
+        match frozen {
+            true => embedded(&self.embed_tokens.clone().no_grad(), tokens, self.compute),
+            false => embedded(&self.embed_tokens, tokens, self.compute),
         }
     }
 
@@ -267,5 +263,19 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             _ => x,
         };
         (x, delta)
+    }
+}
+
+/// `embedding`'s rows of `tokens`, cast to `compute` when set (the backbone's first step,
+/// and what a checkpointed pass differentiates again).
+pub(super) fn embedded<B: Backend>(
+    embedding: &Embedding<B>,
+    tokens: Tensor<B, 2, Int>,
+    compute: Option<DType>,
+) -> Tensor<B, 3> {
+    let x = embedding.forward(tokens);
+    match compute {
+        Some(dtype) => like(x, dtype),
+        None => x,
     }
 }

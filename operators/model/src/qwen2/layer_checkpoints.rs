@@ -44,8 +44,7 @@ use burn::tensor::{DType, Int, Tensor};
 use roll_flow_kernels::KernelBackend;
 
 use super::attention_mask::LayerMask;
-use super::backbone::Qwen2Backbone;
-use super::compute_dtype::like;
+use super::backbone::{embedded, Qwen2Backbone};
 use super::decoder_layer::DecoderLayer;
 use super::queries::QueryRows;
 use super::rotary::RotaryAngles;
@@ -133,14 +132,17 @@ where
     B: AutodiffBackend + KernelBackend,
     M: AutodiffModule<B>,
 {
-    let records: Vec<TrunkRecord<B>> = PENDING.with(|p| {
+    let mut records: Vec<TrunkRecord<B>> = Vec::new();
+    PENDING.with(|p| {
         let mut pending = p.borrow_mut();
-        let (mine, others): (Vec<_>, Vec<_>) =
-            pending.drain(..).partition(|r| r.is::<TrunkRecord<B>>());
-        *pending = others;
-        mine.into_iter()
-            .filter_map(|r| r.downcast::<TrunkRecord<B>>().ok().map(|r| *r))
-            .collect()
+        let others = pending.drain(..).filter_map(|r| match r.downcast() {
+            Ok(mine) => {
+                records.push(*mine);
+                None
+            }
+            Err(other) => Some(other),
+        });
+        *pending = others.collect();
     });
     let grads = loss.backward();
     let seeds: Vec<_> = records
@@ -189,10 +191,7 @@ impl<B: AutodiffBackend + KernelBackend> TrunkRecord<B> {
         if gx.is_none() || !self.embed.weight.val().is_require_grad() {
             return;
         }
-        let mut x = self.embed.forward(self.tokens);
-        if let Some(dtype) = self.compute {
-            x = like(x, dtype);
-        }
+        let x = embedded(&self.embed, self.tokens, self.compute);
         let mut grads = seeded([(x, gx)]).backward();
         self.embed.visit(&mut AddGradients::<B> {
             from: &mut grads,
