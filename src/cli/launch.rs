@@ -13,7 +13,7 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use roll_flow::engine::executor::PeersGone;
 
@@ -56,8 +56,8 @@ impl LocalCluster {
         Ok(cluster)
     }
 
-    fn children(&self) -> std::sync::MutexGuard<'_, Vec<(usize, Child)>> {
-        self.children.lock().unwrap_or_else(PoisonError::into_inner)
+    fn children(&self) -> MutexGuard<'_, Vec<(usize, Child)>> {
+        locked(&self.children)
     }
 
     /// The check process 0 makes while the processes connect: has a child exited already
@@ -65,8 +65,7 @@ impl LocalCluster {
     pub fn peers_gone(&self) -> PeersGone {
         let children = self.children.clone();
         PeersGone::new(move || {
-            let mut children = children.lock().unwrap_or_else(PoisonError::into_inner);
-            children.iter_mut().find_map(|(process, child)| {
+            locked(&children).iter_mut().find_map(|(process, child)| {
                 let status = child.try_wait().ok().flatten()?;
                 Some(format!(
                     "process {process} of the run exited ({status}) before it connected; \
@@ -103,6 +102,11 @@ impl Drop for LocalCluster {
         }
         let _ = std::fs::remove_file(&self.hostfile);
     }
+}
+
+/// The children, whoever held the lock last having panicked or not.
+fn locked(children: &Children) -> MutexGuard<'_, Vec<(usize, Child)>> {
+    children.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// `n` ports the OS says are free now (listeners bound to port 0, then closed together).

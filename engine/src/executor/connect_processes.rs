@@ -85,21 +85,16 @@ pub(crate) fn connect(
             Ok(listener)
         })
         .collect::<Result<Vec<_>, String>>()?;
-    let mut sockets: Vec<Option<TcpStream>> = Vec::with_capacity(addresses.len());
-    for (index, address) in addresses.iter().enumerate().take(me) {
-        let wait = Wait {
-            deadline,
-            timeout,
-            gone,
-        };
-        sockets.push(Some(connect_to(index, address, me, &wait)?));
-    }
-    sockets.push(None);
     let wait = Wait {
         deadline,
         timeout,
         gone,
     };
+    let mut sockets: Vec<Option<TcpStream>> = Vec::with_capacity(addresses.len());
+    for (index, address) in addresses.iter().enumerate().take(me) {
+        sockets.push(Some(connect_to(index, address, me, &wait)?));
+    }
+    sockets.push(None);
     sockets.extend(accept_from_above(&listeners, addresses, me, &wait)?);
     Ok(sockets)
 }
