@@ -1,6 +1,8 @@
 //! A LoRA policy through the binary: the default pipeline, shrunk, with
-//! `lora: (rank: 2, ..)` trains its adapters (the checkpoint's PEFT directory holds `A`
-//! and `B` of every targeted layer, `B` no longer zero), resumes exactly, and exports as a
+//! `lora: (rank: 2, .., dropout: 0.1)` trains its adapters (the checkpoint's PEFT directory
+//! holds `A` and `B` of every targeted layer, `B` no longer zero), resumes exactly, gives
+//! the same metrics with gradient checkpointing (the dropout masks are drawn from the step's
+//! seed, and again in a checkpointed layer's second run), and exports as a
 //! PEFT adapter (`--peft`) and as a merged HF model (`--hf`); `--peft` of a run without
 //! adapters is refused with the fix.
 
@@ -12,7 +14,7 @@ use common::{assert_ok, roll_flow, run, untimed};
 use serde_json::Value;
 
 const LORA: &str =
-    "models.policy.lora=(rank: 2, alpha: 4, targets: [\"q_proj\", \"v_proj\", \"down_proj\"])";
+    "models.policy.lora=(rank: 2, alpha: 4, targets: [\"q_proj\", \"v_proj\", \"down_proj\"], dropout: 0.1)";
 const PIPELINE: &str = "pipelines/frozen_lake_starpo.ron";
 
 /// A safetensors file's tensors: name, shape and F32 values.
@@ -61,6 +63,14 @@ fn a_lora_policy_trains_its_adapters_resumes_and_exports_for_peft() {
         untimed(&split),
         "the resumed run's metrics"
     );
+    let checkpointed = dir.path().join("checkpointed");
+    let on = "models.policy.gradient_checkpointing=true";
+    assert_ok(&run(PIPELINE, &checkpointed, &["--set", LORA, "--set", on]));
+    assert_eq!(
+        untimed(&whole),
+        untimed(&checkpointed),
+        "the checkpointed run's metrics"
+    );
 
     let peft = whole.join("checkpoints/step_2/models/policy/peft");
     let config: Value =
@@ -72,6 +82,7 @@ fn a_lora_policy_trains_its_adapters_resumes_and_exports_for_peft() {
         (config["r"].as_u64(), config["lora_alpha"].as_f64()),
         (Some(2), Some(4.0))
     );
+    assert_eq!(config["lora_dropout"].as_f64(), Some(0.1));
     assert_eq!(
         config["target_modules"],
         serde_json::json!(["q_proj", "v_proj", "down_proj"])

@@ -23,9 +23,8 @@ pub const ALL_LINEAR: [&str; 7] = [
     "down_proj",
 ];
 
-/// The policy's `lora: (..)` RON, with its dropout, when ROLL's actor trains LoRA
-/// adapters, else `None`.
-pub fn policy_lora(r: &mut ConfigReader) -> Result<Option<(String, f64)>, ImportError> {
+/// The policy's `lora: (..)` RON when ROLL's actor trains LoRA adapters, else `None`.
+pub fn policy_lora(r: &mut ConfigReader) -> Result<Option<String>, ImportError> {
     const TARGET: &str = "actor_train.model_args.lora_target";
     let Some(target) = r.text(TARGET)? else {
         return Ok(None);
@@ -78,5 +77,5 @@ pub fn policy_lora(r: &mut ConfigReader) -> Result<Option<(String, f64)>, Import
         rank as u64,
         quoted.join(", ")
     );
-    Ok(Some((lora, dropout)))
+    Ok(Some(lora))
 }

@@ -54,14 +54,14 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
     let policy_optim = optimizer(r, "actor_train")?;
     let precision = model_precision(r, "actor_train")?;
     out.push_str("        // pretrain; actor_train.model_args.dtype, disable_gradient_checkpointing; actor_train.training_args (learning_rate, weight_decay, warmup_steps, lr_scheduler_type, adam_*); max_grad_norm\n");
-    let (lora, lora_dropout) = match policy_lora(r)? {
-        Some((lora, dropout)) => {
+    let lora = match policy_lora(r)? {
+        Some(lora) => {
             out.push_str("        // actor_train.model_args.lora_target, lora_rank, lora_alpha, lora_dropout\n");
-            (format!(", lora: {lora}"), dropout)
+            format!(", lora: {lora}")
         }
-        None => (String::new(), 0.0),
+        None => String::new(),
     };
-    let checkpointing = gradient_checkpointing(r, "actor_train", lora_dropout)?;
+    let checkpointing = gradient_checkpointing(r, "actor_train")?;
     out.push_str(&format!(
         "        \"policy\": (arch: HfDir({pretrain:?}){precision}{lora}{checkpointing}, optim: {policy_optim}),\n"
     ));
@@ -78,7 +78,7 @@ pub fn map_pipeline(r: &mut ConfigReader) -> Result<Mapped, ImportError> {
             .unwrap_or_else(|| pretrain.clone());
         let critic_optim = optimizer(r, "critic")?;
         let precision = model_precision(r, "critic")?;
-        let checkpointing = gradient_checkpointing(r, "critic", 0.0)?;
+        let checkpointing = gradient_checkpointing(r, "critic")?;
         out.push_str("        // reward_pretrain (the critic, adv_estimator: gae); critic.model_args.dtype, disable_gradient_checkpointing; critic.training_args; max_grad_norm\n");
         out.push_str(&format!(
             "        \"critic\": (arch: HfDir({critic_model:?}){precision}{checkpointing}, optim: {critic_optim}),\n"

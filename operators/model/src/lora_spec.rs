@@ -38,8 +38,8 @@ pub struct LoraSpec {
     /// Names of the linear layers that get adapters, among [`TARGET_NAMES`] (PEFT's
     /// `target_modules`); default `["q_proj", "v_proj"]`.
     pub targets: Vec<String>,
-    /// Dropout probability on the adapter's input while training (PEFT's `lora_dropout`);
-    /// default 0.
+    /// Dropout probability on the adapter's input while training (PEFT's `lora_dropout`),
+    /// masks drawn from the step's seed ([`crate::qwen2::dropout_masks`]); default 0.
     pub dropout: f64,
 }
 

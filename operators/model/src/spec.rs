@@ -109,23 +109,6 @@ impl ModelSpec {
                 help: None,
             });
         }
-        match &self.lora {
-            Some(lora) if self.gradient_checkpointing && lora.dropout > 0.0 => {
-                problems.push(SettingProblem {
-                    field: vec!["gradient_checkpointing".into()],
-                    message: format!(
-                        "gradient_checkpointing runs each layer twice, and LoRA's dropout \
-                         ({}) would draw other masks the second time, so the gradients \
-                         would be wrong",
-                        lora.dropout
-                    ),
-                    help: Some(
-                        "set `dropout: 0.0` in `lora:` or `gradient_checkpointing: false`".into(),
-                    ),
-                });
-            }
-            _ => {}
-        }
         problems
     }
 }

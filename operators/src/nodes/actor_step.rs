@@ -332,11 +332,11 @@ impl<B: RunBackend> Operator for ActorStepNode<B> {
             },
             &mut stats,
             |part| loss_divisor(part, agg, norm_length),
-            |parts, scales| {
+            |parts, scales, seeds| {
                 let mut policy = policy_cell.borrow_mut();
                 policy
                     .train
-                    .accumulate_parts(parts, scales, |m, p| objective.loss(m, p))
+                    .accumulate_parts(parts, scales, seeds, |m, p| objective.loss(m, p))
             },
             || policy_cell.borrow_mut().train.apply(step),
         )

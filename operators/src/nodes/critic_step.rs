@@ -146,12 +146,12 @@ impl<B: RunBackend> Operator for CriticStepNode<B> {
             },
             &mut stats,
             |part| loss_divisor(part, self.spec.loss.agg, self.spec.loss.norm_length),
-            |parts, scales| {
+            |parts, scales, seeds| {
                 let spec = &self.spec;
                 let mut critic = critic.borrow_mut();
                 critic
                     .train
-                    .accumulate_parts(parts, scales, |m, p| value_loss(spec, m, p))
+                    .accumulate_parts(parts, scales, seeds, |m, p| value_loss(spec, m, p))
             },
             || critic.borrow_mut().train.apply(step),
         )

@@ -33,6 +33,7 @@ use crate::run_layout::{MODEL_FILE, OPTIMIZER_FILE};
 use roll_flow_algo::{clip_grad_norm, flatten_grads, unflatten_grads, AlgoStats, DeviceStats};
 use roll_flow_engine::collective::Collective;
 use roll_flow_engine::stable_hash::{fnv1a, FNV_OFFSET};
+use roll_flow_model::qwen2::dropout_masks;
 use roll_flow_model::spec::OptimSpec;
 use roll_flow_model::CpuBackend;
 
@@ -124,7 +125,8 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
         self.accumulated.accumulate(module, grads);
     }
 
-    /// Adds the gradients of `scale[i] · loss(part[i])` for every part, computed
+    /// Adds the gradients of `scale[i] · loss(part[i])` for every part, its LoRA dropout
+    /// masks drawn from `seeds[i]` ([`roll_flow_model::qwen2::dropout_masks`]), computed
     /// concurrently on the CPU ([`super::concurrent::part_gradients`]) and added to the sum
     /// in part order as each is done (so the step holds a few parts' gradients at a time);
     /// returns what `loss` reported for each part, read from the device once every part's
@@ -134,6 +136,7 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
         &mut self,
         parts: &[P],
         scales: &[f32],
+        seeds: &[u64],
         loss: impl Fn(&M, &P) -> Result<(Tensor<TrainBackend<B>, 1>, PartStats<B>), String> + Sync,
     ) -> Result<Vec<AlgoStats>, String>
     where
@@ -141,12 +144,13 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     {
         let module = (self.module.as_ref()).expect("the module is only taken during a step");
         let (accumulated, mut stats) = (&mut self.accumulated, Vec::with_capacity(parts.len()));
+        let seeded: Vec<(&P, u64)> = parts.iter().zip(seeds.iter().copied()).collect();
         let summed = part_gradients(
             module,
-            parts,
+            &seeded,
             scales,
             B::CONCURRENT_PASSES,
-            loss,
+            |m, &(part, seed)| dropout_masks::with_seed(seed, || loss(m, part)),
             |(grads, part_stats)| {
                 accumulated.accumulate(module, grads);
                 stats.push(part_stats);

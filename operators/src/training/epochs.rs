@@ -4,6 +4,7 @@
 //! mini-batch's ([`loss_divisor`]); and the chunks scoring cuts a batch into.
 
 use roll_flow_engine::collective::Collective;
+use roll_flow_engine::stable_hash::{fnv1a, FNV_OFFSET};
 use roll_flow_engine::Batch;
 
 /// Tokens per forward pass when scoring: bounds activation memory, and cuts a CPU
@@ -85,8 +86,11 @@ pub struct EpochSchedule<'a> {
 }
 
 /// Runs `ppo_epochs` epochs of mini-batch updates: for each mini-batch, `micro` is called
-/// with its micro-batches and their loss scales (to compute and accumulate their
-/// gradients, [`crate::runtime::concurrent::part_gradients`]), then `apply` takes the optimizer step.
+/// with its micro-batches, their loss scales and their dropout seeds (to compute and
+/// accumulate their gradients, [`crate::runtime::concurrent::part_gradients`]), then
+/// `apply` takes the optimizer step. A micro-batch's dropout seed ([`part_seed`]) depends
+/// on the schedule's seed, the epoch, the mini-batch and the micro-batch's place in it, not
+/// on which worker computes it.
 /// Statistics are averaged over micro-batches.
 ///
 /// With several workers (each holding the step's whole batch, [`crate::rollout::gathered`])
@@ -106,7 +110,7 @@ pub fn train_epochs(
     schedule: EpochSchedule,
     stats: &mut StatMeans,
     normalizer: impl Fn(&Batch) -> Result<f64, String>,
-    mut micro: impl FnMut(&[Batch], &[f32]) -> Result<Vec<roll_flow_algo::AlgoStats>, String>,
+    mut micro: impl FnMut(&[Batch], &[f32], &[u64]) -> Result<Vec<roll_flow_algo::AlgoStats>, String>,
     mut apply: impl FnMut() -> Result<crate::runtime::trainable::UpdateStats, String>,
 ) -> Result<(), String> {
     let EpochSchedule {
@@ -120,9 +124,9 @@ pub fn train_epochs(
     let (me, workers) = (collective.index(), collective.peers());
     for epoch in 0..epochs.max(1) {
         let epoch_seed = seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        for mini_batch in mini_batches(batch, mini, epoch_seed) {
-            let whole = normalizer(&mini_batch)?;
-            let parts: Vec<Batch> = micro_batches(&mini_batch, micro_size, by_prompt)
+        for (m, mini_batch) in mini_batches(batch, mini, epoch_seed).iter().enumerate() {
+            let whole = normalizer(mini_batch)?;
+            let parts: Vec<Batch> = micro_batches(mini_batch, micro_size, by_prompt)
                 .into_iter()
                 .filter(|p| p.num_samples() > 0)
                 .collect();
@@ -134,7 +138,10 @@ pub fn train_epochs(
             let (parts, scales): (Vec<Batch>, Vec<f32>) = (mine.iter())
                 .map(|&i| (parts[i].clone(), scales[i]))
                 .unzip();
-            let computed = micro(&parts, &scales)?;
+            let seeds: Vec<u64> = (mine.iter())
+                .map(|&i| part_seed(epoch_seed, m, i))
+                .collect();
+            let computed = micro(&parts, &scales, &seeds)?;
             let every = if workers == 1 {
                 computed
             } else {
@@ -154,6 +161,13 @@ pub fn train_epochs(
         }
     }
     Ok(())
+}
+
+/// The dropout seed of micro-batch `part` of mini-batch `mini_batch` in the epoch seeded
+/// `epoch_seed`: FNV-1a over the three, stable across platforms.
+pub fn part_seed(epoch_seed: u64, mini_batch: usize, part: usize) -> u64 {
+    let parts = [epoch_seed, mini_batch as u64, part as u64];
+    (parts.iter()).fold(FNV_OFFSET, |h, v| fnv1a(h, &v.to_le_bytes()))
 }
 
 /// Which micro-batches each of `workers` computes: the longest first, each to the worker

@@ -30,8 +30,9 @@
 //!
 //! The kernels are deterministic, so the forward again gives the same activations, and the
 //! gradients are the ones the whole graph gives, bit for bit (tested,
-//! `operators/model/tests/model_gradient_checkpointing.rs`). LoRA dropout would draw other masks the second
-//! time; the spec refuses the two together.
+//! `operators/model/tests/model_gradient_checkpointing.rs`), LoRA's dropout included: a
+//! layer's second run draws the masks its first drew ([`super::dropout_masks::replay`] from
+//! the position the first started at).
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -46,6 +47,7 @@ use roll_flow_kernels::KernelBackend;
 use super::attention_mask::LayerMask;
 use super::backbone::{embedded, Qwen2Backbone};
 use super::decoder_layer::DecoderLayer;
+use super::dropout_masks::{self, Stream};
 use super::queries::QueryRows;
 use super::rotary::RotaryAngles;
 
@@ -66,6 +68,8 @@ struct TrunkRecord<B: KernelBackend> {
     rope: RotaryAngles<B>,
     /// Each of those layers' input, without a graph.
     inputs: Vec<LayerInput<B>>,
+    /// Where this thread's dropout masks stood as each of those layers began.
+    dropout_at: Vec<Stream>,
     /// The top layer's input: leaves of the pass's graph.
     leaves: LayerInput<B>,
 }
@@ -82,11 +86,13 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
     ) -> LayerInput<B> {
         let below = &self.layers[..self.layers.len() - 1];
         let (mut inputs, mut masks) = (Vec::with_capacity(below.len()), Vec::new());
+        let mut dropout_at = Vec::with_capacity(below.len());
         let mut x = self.embed(tokens.clone(), true);
         let mut delta = None;
         for (i, layer) in below.iter().enumerate() {
             let mask = mask_of(i);
             inputs.push((x.clone(), delta.clone()));
+            dropout_at.push(dropout_masks::position());
             let frozen = layer.clone().no_grad();
             let (h, mlp_out) = frozen.forward(x, delta, rope, None, &QueryRows::All(&mask));
             (x, delta) = (h, Some(mlp_out));
@@ -101,6 +107,7 @@ impl<B: KernelBackend> Qwen2Backbone<B> {
             masks,
             rope: rope.clone(),
             inputs,
+            dropout_at,
             leaves: leaves.clone(),
         });
         leaves
@@ -166,20 +173,18 @@ impl<B: AutodiffBackend + KernelBackend> TrunkRecord<B> {
     /// Runs the layers again from the top down, then the embedding, each differentiated
     /// alone from its output gradient, adding their parameters' gradients to `params`.
     fn backward(self, (mut gx, mut gdelta): (Seed<B>, Seed<B>), params: &mut GradientsParams) {
-        let layers = self.layers.iter().zip(&self.masks).zip(self.inputs);
-        for ((layer, mask), (x, delta)) in layers.rev() {
+        let layers =
+            (self.layers.iter().zip(&self.masks)).zip(self.inputs.into_iter().zip(self.dropout_at));
+        for ((layer, mask), ((x, delta), at)) in layers.rev() {
             if gx.is_none() && gdelta.is_none() {
                 return;
             }
             let x = x.require_grad();
             let delta = delta.map(Tensor::require_grad);
-            let (h, mlp_out) = layer.forward(
-                x.clone(),
-                delta.clone(),
-                &self.rope,
-                None,
-                &QueryRows::All(mask),
-            );
+            let (h, mlp_out) = dropout_masks::replay(at, || {
+                let rows = QueryRows::All(mask);
+                layer.forward(x.clone(), delta.clone(), &self.rope, None, &rows)
+            });
             let mut grads = seeded([(h, gx), (mlp_out, gdelta)]).backward();
             gx = x.grad(&grads);
             gdelta = delta.and_then(|d| d.grad(&grads));

@@ -9,7 +9,7 @@
 //! Merging folds the update into the weight: `W' = W + s · A B`.
 
 use burn::module::{Module, Param};
-use burn::nn::{Dropout, DropoutConfig, Linear};
+use burn::nn::Linear;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use rand::rngs::StdRng;
@@ -17,6 +17,7 @@ use rand::Rng;
 use roll_flow_kernels::KernelBackend;
 
 use super::dense::{project, project_with};
+use super::dropout_masks::dropout;
 use crate::weights::{transpose, TensorSink};
 
 /// The low-rank pair `A`, `B` of one linear layer and its scale.
@@ -28,8 +29,9 @@ pub struct LoraAdapter<B: Backend> {
     pub b: Param<Tensor<B, 2>>,
     /// `alpha / rank`.
     pub scale: f64,
-    /// Dropout on the adapter's input (active only under autodiff, i.e. while training).
-    pub dropout: Dropout,
+    /// Dropout probability on the adapter's input, applied only under autodiff, i.e.
+    /// while training ([`super::dropout_masks`]).
+    pub dropout: f64,
 }
 
 impl<B: Backend> LoraAdapter<B> {
@@ -54,7 +56,7 @@ impl<B: Backend> LoraAdapter<B> {
             a: Param::from_tensor(a),
             b: Param::from_tensor(b),
             scale,
-            dropout: DropoutConfig::new(dropout).init(),
+            dropout,
         }
     }
 
@@ -96,7 +98,7 @@ pub fn project_adapted<B: KernelBackend, const D: usize>(
         None => project(linear, x),
         Some(lora) => {
             let base = project(linear, x.clone());
-            let low = project_with(lora.dropout.forward(x), lora.a.val(), None);
+            let low = project_with(dropout(x, lora.dropout), lora.a.val(), None);
             let update = project_with(low, lora.b.val(), None).mul_scalar(lora.scale);
             base.add(update)
         }

@@ -11,6 +11,7 @@ pub mod causal_lm;
 pub mod compute_dtype;
 pub mod decoder_layer;
 pub mod dense;
+pub mod dropout_masks;
 pub mod layer_checkpoints;
 pub mod lora_adapter;
 pub mod mask_rule;
