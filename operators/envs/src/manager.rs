@@ -22,7 +22,7 @@
 //!   as any group (a fixed function of step and round), their global ids
 //!   `r·total_groups() + first group of the tag + k`.
 
-use roll_flow_engine::stable_hash::{fnv1a, FNV_OFFSET};
+use roll_flow_engine::stable_hash::{fnv1a, splitmix64, FNV_OFFSET};
 use roll_flow_engine::EnvSet;
 
 use crate::env::Env;
@@ -82,14 +82,6 @@ struct ManagedSet {
 pub struct EnvManager {
     sets: Vec<ManagedSet>,
     base_seed: u64,
-}
-
-/// SplitMix64's output function.
-fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 fn combine(seed: u64, value: u64) -> u64 {

@@ -132,10 +132,7 @@ pub fn index_order(products: &ProductStore) -> Vec<usize> {
 
 /// A uniform index below `n` (> 0) from a seed: SplitMix64 of the seed, reduced.
 pub fn draw(seed: u64, n: usize) -> usize {
-    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
+    let z = roll_flow_engine::stable_hash::splitmix64(seed);
     ((z as u128 * n as u128) >> 64) as usize
 }
 
