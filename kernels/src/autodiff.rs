@@ -287,6 +287,13 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         }
     }
 
+    fn dropout_mask(
+        like: FloatTensor<Self>,
+        draw: crate::dropout_mask::MaskDraw,
+    ) -> FloatTensor<Self> {
+        untracked::<B>(B::dropout_mask(like.primitive, draw))
+    }
+
     fn sample_rows(logits: FloatTensor<Self>, params: FloatTensor<Self>) -> FloatTensor<Self> {
         untracked::<B>(B::sample_rows(logits.primitive, params.primitive))
     }

@@ -10,6 +10,7 @@ use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::Tensor;
 
 use crate::cached_qkv::{CachedQkv, RotatedQkv};
+use crate::dropout_mask::MaskDraw;
 use crate::float_primitive::{float, wrap};
 use crate::unfused::{self, DenseGradients, MatrixProduct, RowSum};
 
@@ -354,6 +355,13 @@ pub trait KernelBackend: Backend {
         let out = crate::cpu::row_sample::sample_rows(&logits, &params, vocab);
         let out = Tensor::<Self, 2>::from_data(TensorData::new(out, [rows, 3]), &device);
         float(out)
+    }
+
+    /// An inverted-dropout mask shaped and typed like `like` (not differentiable; its
+    /// values depend on `draw` alone, [`crate::dropout_mask`]). Default: made on the host
+    /// and uploaded; the CubeCL backends make it on the device.
+    fn dropout_mask(like: FloatTensor<Self>, draw: MaskDraw) -> FloatTensor<Self> {
+        crate::dropout_mask::host_mask::<Self>(like, draw)
     }
 
     /// Σ x² over every value of `x` (not differentiable), for `SquareSums`. Default:

@@ -55,6 +55,7 @@ pub mod cached_qkv;
 pub mod cpu;
 #[cfg(feature = "cube")]
 mod cube;
+pub mod dropout_mask;
 pub mod dtype_cast;
 mod flex;
 mod float_primitive;

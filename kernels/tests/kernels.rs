@@ -142,6 +142,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn dropout_mask_is_the_hosts_bit_for_bit() {
+                super::suite::dropout_mask::dropout_mask_is_the_hosts_bit_for_bit::<B>(&device());
+            }
+
+            #[test]
             fn bad_input_is_refused() {
                 super::suite::refuses_bad_input::<B>(&device());
             }

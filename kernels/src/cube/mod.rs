@@ -13,6 +13,7 @@ mod column_sums;
 mod cube_index;
 mod cube_reduce;
 mod decode_attention;
+mod dropout_mask;
 mod f32_matmul;
 mod gae;
 mod half_matmul;
@@ -69,6 +70,13 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
 
     fn column_sums(x: FloatTensor<Self>) -> FloatTensor<Self> {
         column_sums::column_sums(x)
+    }
+
+    fn dropout_mask(
+        like: FloatTensor<Self>,
+        draw: crate::dropout_mask::MaskDraw,
+    ) -> FloatTensor<Self> {
+        dropout_mask::mask(like, draw)
     }
 
     fn swiglu_forward(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -22,7 +22,8 @@
 //! - batched matrix product and its gradients: ≤ 2e-5·max |ref|, against f64 on the host
 //!   (`matmul.rs`; TF32 products would be off by about 1e-3);
 //! - Σ over a matrix's rows (a bias gradient): ≤ 1e-5·Σ|x| against f64 (`column_sums.rs`);
-//! - Σ x² of several tensors: ≤ 1e-6·(1 + ref) against f64 on the host (`square_sums.rs`).
+//! - Σ x² of several tensors: ≤ 1e-6·(1 + ref) against f64 on the host (`square_sums.rs`);
+//! - LoRA's dropout mask: the host's bits exactly (`dropout_mask.rs`).
 //!
 //! On half-precision backends (f16 on wgpu, bf16 on CUDA; `half_logprob.rs`,
 //! `half_model_ops.rs`): one unit in the last place of the type at the f64 value, from the
@@ -38,6 +39,7 @@ pub mod block_write;
 pub mod column_sums;
 pub mod contiguous;
 pub mod decode_attention;
+pub mod dropout_mask;
 pub mod gae;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub mod half_logprob;
