@@ -20,9 +20,11 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::autodiff_model_ops::{
-    ContiguousBackward, MaskedSoftmaxBackward, RmsNormBackward, RotaryBackward, SwiGluBackward,
+    ContiguousBackward, DropoutBackward, MaskedSoftmaxBackward, RmsNormBackward, RotaryBackward,
+    SwiGluBackward,
 };
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens, SquareSum};
+use crate::dropout_mask::MaskDraw;
 use crate::ppo_clip::ClipSettings;
 use crate::unfused::DenseGradients;
 
@@ -292,6 +294,16 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         draw: crate::dropout_mask::MaskDraw,
     ) -> FloatTensor<Self> {
         untracked::<B>(B::dropout_mask(like.primitive, draw))
+    }
+
+    fn dropout(x: FloatTensor<Self>, draw: MaskDraw) -> FloatTensor<Self> {
+        match (DropoutBackward.prepare::<C>([x.node.clone()]))
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(draw, B::dropout(x.primitive, draw)),
+            OpsKind::UnTracked(prep) => prep.finish(B::dropout(x.primitive, draw)),
+        }
     }
 
     fn sample_rows(logits: FloatTensor<Self>, params: FloatTensor<Self>) -> FloatTensor<Self> {

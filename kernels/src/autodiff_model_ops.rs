@@ -7,6 +7,8 @@
 //! - Masked softmax: one parent (the scores; the mask is a constant); the state is the
 //!   output, all the backward needs.
 //! - Contiguous: one parent, no state; the gradient passes through, laid out row-major.
+//! - Dropout: one parent; the state is the mask's draw, made again for the backward
+//!   (`dx = dy ⊙ mask`) instead of kept.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
@@ -15,6 +17,7 @@ use burn::backend::autodiff::NodeId;
 use burn::tensor::ops::FloatTensor;
 
 use crate::backend::KernelBackend;
+use crate::dropout_mask::MaskDraw;
 
 /// Registers the two gradients of a two-parent op with the parents that are tracked
 /// (`id` reads a parent's node id: burn does not export its node type by name).
@@ -105,6 +108,21 @@ impl<B: KernelBackend> Backward<B, 1> for ContiguousBackward {
         let grad = grads.consume::<B>(&ops.node);
         if let Some(node) = parent {
             grads.register::<B>(node.id, B::contiguous(grad));
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct DropoutBackward;
+
+impl<B: KernelBackend> Backward<B, 1> for DropoutBackward {
+    type State = MaskDraw;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let [parent] = ops.parents;
+        if let Some(node) = parent {
+            grads.register::<B>(node.id, B::dropout(grad, ops.state));
         }
     }
 }

@@ -364,6 +364,13 @@ pub trait KernelBackend: Backend {
         crate::dropout_mask::host_mask::<Self>(like, draw)
     }
 
+    /// `x ⊙ mask` for `draw`'s mask; under autodiff the backward pass makes the mask again
+    /// instead of keeping it.
+    fn dropout(x: FloatTensor<Self>, draw: MaskDraw) -> FloatTensor<Self> {
+        let mask = Self::dropout_mask(x.clone(), draw);
+        Self::float_mul(x, mask)
+    }
+
     /// Σ x² over every value of `x` (not differentiable), for `SquareSums`. Default:
     /// burn's `square().sum()`, left on the device; `Flex` sums on the host in an order
     /// fixed by the element count, the same on every CPU and at every thread count

@@ -70,15 +70,15 @@ fn next_key() -> u64 {
 
 /// `x` with inverted dropout at probability `p` while training (the backend records a
 /// graph: burn's `Dropout` rule), `x` itself otherwise or when `p` is 0. The mask is the
-/// next one of this thread's stream, made where `x` lives
-/// ([`KernelBackend::dropout_mask`]).
+/// next one of this thread's stream, made where `x` lives and made again for the backward
+/// pass instead of kept ([`KernelBackend::dropout`]).
 pub fn dropout<B: KernelBackend, const D: usize>(x: Tensor<B, D>, p: f64) -> Tensor<B, D> {
     if p <= 0.0 || !B::ad_enabled(&x.device()) {
         return x;
     }
     let draw = MaskDraw::new(next_key(), p);
-    let mask = B::dropout_mask(x.clone().into_primitive().tensor(), draw);
-    x.mul(Tensor::from_primitive(TensorPrimitive::Float(mask)))
+    let dropped = B::dropout(x.into_primitive().tensor(), draw);
+    Tensor::from_primitive(TensorPrimitive::Float(dropped))
 }
 
 #[cfg(test)]
