@@ -24,6 +24,12 @@ pub fn splitmix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// `value` folded into `seed`: `splitmix64(seed ⊕ splitmix64(value))`, for seeds derived
+/// from a base seed and a counter or index.
+pub fn combine(seed: u64, value: u64) -> u64 {
+    splitmix64(seed ^ splitmix64(value))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

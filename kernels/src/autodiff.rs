@@ -289,10 +289,7 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         }
     }
 
-    fn dropout_mask(
-        like: FloatTensor<Self>,
-        draw: crate::dropout_mask::MaskDraw,
-    ) -> FloatTensor<Self> {
+    fn dropout_mask(like: FloatTensor<Self>, draw: MaskDraw) -> FloatTensor<Self> {
         untracked::<B>(B::dropout_mask(like.primitive, draw))
     }
 

@@ -22,7 +22,7 @@
 //!   as any group (a fixed function of step and round), their global ids
 //!   `r·total_groups() + first group of the tag + k`.
 
-use roll_flow_engine::stable_hash::{fnv1a, splitmix64, FNV_OFFSET};
+use roll_flow_engine::stable_hash::{combine, fnv1a, FNV_OFFSET};
 use roll_flow_engine::EnvSet;
 
 use crate::env::Env;
@@ -82,10 +82,6 @@ struct ManagedSet {
 pub struct EnvManager {
     sets: Vec<ManagedSet>,
     base_seed: u64,
-}
-
-fn combine(seed: u64, value: u64) -> u64 {
-    splitmix64(seed ^ splitmix64(value))
 }
 
 /// FNV-1a: a stable hash of the tag name (std's hasher may change between releases).

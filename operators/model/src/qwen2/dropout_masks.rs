@@ -11,9 +11,10 @@
 //! trained differently, a resumed run left the killed one's path, and gradient
 //! checkpointing, which runs a layer's forward pass twice, would have drawn other masks
 //! the second time. Here the `n`-th mask a pass draws is keyed by
-//! `splitmix64(seed ⊕ splitmix64(n))` and each of its values is a hash of that key and the
-//! value's index ([`roll_flow_kernels::dropout_mask`], made on the device where the tensor
-//! lives). The `seed` is the training step's, one per micro-batch ([`with_seed`]); `n`
+//! `splitmix64(seed ⊕ splitmix64(n))` ([`roll_flow_engine::stable_hash::combine`]) and
+//! each of its values is a hash of that key and the value's index
+//! ([`roll_flow_kernels::dropout_mask`], made on the device where the tensor lives). The
+//! `seed` is the training step's, one per micro-batch ([`with_seed`]); `n`
 //! counts the masks drawn on the thread since, so the masks follow the layers' order, and a
 //! checkpointed layer keeps the count it started at ([`position`]) to run again from it
 //! ([`replay`]).
@@ -21,7 +22,7 @@
 use std::cell::Cell;
 
 use burn::tensor::{Tensor, TensorPrimitive};
-use roll_flow_engine::stable_hash::splitmix64;
+use roll_flow_engine::stable_hash::combine;
 use roll_flow_kernels::dropout_mask::MaskDraw;
 use roll_flow_kernels::KernelBackend;
 
@@ -64,7 +65,7 @@ fn next_key() -> u64 {
             seed,
             drawn: drawn + 1,
         });
-        splitmix64(seed ^ splitmix64(drawn))
+        combine(seed, drawn)
     })
 }
 
