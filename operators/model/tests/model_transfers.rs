@@ -74,6 +74,7 @@ fn host_forward_uploads(rows: u64, keys: u64) -> (u64, u64) {
 /// The same forward on a device, which expands the tables and computes the mask there: the
 /// ids, one upload of cos and sin per row (`[2, rows, 1, 1, 8]` f32) and one of the mask's
 /// columns (each row's first key, the `keys` key columns and the query's own, i64).
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn device_forward_uploads(rows: u64, keys: u64) -> (u64, u64) {
     let ids = rows * 8;
     let rotary = 2 * rows * 8 * 4;
