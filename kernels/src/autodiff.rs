@@ -2,19 +2,15 @@
 //! registered with burn's autodiff graph (burn's custom-kernel pattern: a `Backward`
 //! step with a state saved in the forward).
 //!
-//! - log-prob + entropy: one parent (logits); the state holds the logits, targets, the
-//!   row log-sum-exp and the (logp, entropy) output, so the backward recomputes softmax
-//!   row by row instead of keeping a `[N, V]` tensor.
-//! - PPO loss: one parent (logp); old log-probs, advantages, mask and token weights are
-//!   constants.
+//! - log-prob + entropy and the PPO loss: their `Backward` steps are in
+//!   [`crate::autodiff_rl_ops`].
 //! - GAE: not differentiable; runs on `B` and returns untracked tensors.
-//! - the model ops (SwiGLU, RMSNorm, rotary, masked softmax, contiguous): their `Backward` steps are
-//!   in [`crate::autodiff_model_ops`]; the dense layer's in [`crate::autodiff_linear`].
+//! - the model ops (SwiGLU, RMSNorm, rotary, masked softmax, contiguous, dropout): their
+//!   `Backward` steps are in [`crate::autodiff_model_ops`]; the dense layer's, LoRA's
+//!   dropout-then-dense and the matrix product's in [`crate::autodiff_linear`].
 
-use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
-use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::ops::{Backward, OpsKind};
 use burn::backend::autodiff::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
@@ -23,6 +19,7 @@ use crate::autodiff_model_ops::{
     ContiguousBackward, DropoutBackward, MaskedSoftmaxBackward, RmsNormBackward, RotaryBackward,
     SwiGluBackward,
 };
+use crate::autodiff_rl_ops::{inner_tokens, LogProbBackward, PpoBackward, PpoState};
 use crate::backend::{GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoTokens, SquareSum};
 use crate::dropout_mask::MaskDraw;
 use crate::ppo_clip::ClipSettings;
@@ -30,54 +27,6 @@ use crate::unfused::DenseGradients;
 
 fn untracked<B: KernelBackend>(t: FloatTensor<B>) -> FloatTensor<Autodiff<B>> {
     Autodiff::<B>::from_inner(t)
-}
-
-#[derive(Debug)]
-struct LogProbBackward;
-
-impl<B: KernelBackend> Backward<B, 1> for LogProbBackward {
-    type State = LogProbSaved<B>;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let grad = grads.consume::<B>(&ops.node);
-        if let Some(node) = parent {
-            let d = B::logprob_entropy_backward(ops.state, grad);
-            grads.register::<B>(node.id, d);
-        }
-    }
-}
-
-#[derive(Debug)]
-struct PpoBackward;
-
-#[derive(Debug, Clone)]
-struct PpoState<B: KernelBackend> {
-    tokens: PpoTokens<B>,
-    offsets: Vec<usize>,
-    forward: PpoForward<B>,
-    config: ClipSettings,
-}
-
-impl<B: KernelBackend> Backward<B, 1> for PpoBackward {
-    type State = PpoState<B>;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let grad = grads.consume::<B>(&ops.node);
-        let s = ops.state;
-        if let Some(node) = parent {
-            let d = B::ppo_clip_backward(s.tokens, &s.offsets, s.forward, grad, &s.config);
-            grads.register::<B>(node.id, d);
-        }
-    }
-}
-
-/// The inner backend's primitives of autodiff PPO inputs (all constants but `logp`).
-fn inner_tokens<B: KernelBackend, C: CheckpointStrategy>(
-    tokens: PpoTokens<Autodiff<B, C>>,
-) -> PpoTokens<B> {
-    tokens.map(|t| t.primitive)
 }
 
 impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
@@ -372,6 +321,14 @@ impl<B: KernelBackend, C: CheckpointStrategy> KernelBackend for Autodiff<B, C> {
         bias: Option<FloatTensor<Self>>,
     ) -> FloatTensor<Self> {
         crate::autodiff_linear::dense::<B, C>(x, weight, bias)
+    }
+
+    fn dropout_dense(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        draw: MaskDraw,
+    ) -> FloatTensor<Self> {
+        crate::autodiff_linear::dropout_dense::<B, C>(x, weight, draw)
     }
 
     fn masked_softmax_forward(

@@ -1,7 +1,9 @@
 //! The dense layer and the matrix product under autodiff: `Autodiff<B>`'s `dense` records
 //! one op with two parents (x, weight) or three (x, weight, bias), keeping x and the weight
 //! for the backward ([`KernelBackend::dense_backward`], which returns all the gradients at
-//! once); `matmul` records one with two parents, keeping both factors.
+//! once); `dropout_dense` records one with two parents (x, weight), keeping x, the weight
+//! and the mask's draw, and drops x again in the backward (`dx = (dy·Wᵀ) ⊙ mask`, `dW =
+//! (x ⊙ mask)ᵀ·dy`); `matmul` records one with two parents, keeping both factors.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -12,6 +14,7 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::TensorMetadata;
 
 use crate::backend::KernelBackend;
+use crate::dropout_mask::MaskDraw;
 
 #[derive(Debug)]
 struct LinearBackward;
@@ -91,6 +94,51 @@ pub(crate) fn dense<B: KernelBackend, C: CheckpointStrategy>(
             weight.primitive,
             Some(bias.primitive),
         )),
+    }
+}
+
+#[derive(Debug)]
+struct DropoutDenseBackward;
+
+impl<B: KernelBackend> Backward<B, 2> for DropoutDenseBackward {
+    /// (x, weight, the mask's draw).
+    type State = (FloatTensor<B>, FloatTensor<B>, MaskDraw);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let (x, w, draw) = ops.state;
+        let (d_dropped, dw, _) = B::dense_backward(B::dropout(x, draw), w, grad, false);
+        let [x_node, w_node] = ops.parents;
+        if let Some(node) = x_node {
+            grads.register::<B>(node.id, B::dropout(d_dropped, draw));
+        }
+        if let Some(node) = w_node {
+            grads.register::<B>(node.id, dw);
+        }
+    }
+}
+
+/// `Autodiff<B>`'s differentiable `dropout_dense`.
+pub(crate) fn dropout_dense<B: KernelBackend, C: CheckpointStrategy>(
+    x: FloatTensor<Autodiff<B, C>>,
+    weight: FloatTensor<Autodiff<B, C>>,
+    draw: MaskDraw,
+) -> FloatTensor<Autodiff<B, C>> {
+    let parents = [x.node.clone(), weight.node.clone()];
+    match DropoutDenseBackward
+        .prepare::<C>(parents)
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let dropped = B::dropout(x.primitive.clone(), draw);
+            let y = B::dense_forward(dropped, weight.primitive.clone(), None);
+            prep.finish((x.primitive, weight.primitive, draw), y)
+        }
+        OpsKind::UnTracked(prep) => {
+            let dropped = B::dropout(x.primitive, draw);
+            prep.finish(B::dense_forward(dropped, weight.primitive, None))
+        }
     }
 }
 

@@ -16,50 +16,13 @@ use crate::unfused::{self, DenseGradients, MatrixProduct, RowSum};
 
 use crate::ppo_clip::ClipSettings;
 pub use crate::ppo_clip::{PpoForward, PpoSaved, PpoTokens};
-
-/// What the log-prob forward keeps for its backward pass (no `[N, V]` softmax: the
-/// backward recomputes it from the row log-sum-exp).
-#[derive(Debug, Clone)]
-pub struct LogProbSaved<B: Backend> {
-    /// `[N, V]`.
-    pub logits: FloatTensor<B>,
-    /// `[N]`.
-    pub targets: IntTensor<B>,
-    /// What the backward needs per row beyond `out`: the row log-sum-exp of
-    /// `logits / temperature`, `[N]`, on the CPU; (log-sum-exp, entropy) `[N, 2]` in f32 on
-    /// the CubeCL backends, unrounded by a half-precision `out` (`cube/logprob.rs`).
-    pub lse: FloatTensor<B>,
-    /// The forward output, `[N, 2]` rows of (logp, entropy); in f32 on the CubeCL backends
-    /// whatever the logits' type.
-    pub out: FloatTensor<B>,
-    pub temperature: f32,
-}
+pub use crate::rl_tensors::{GaeTokens, LogProbSaved};
 
 /// One tensor's Σ x² (`KernelBackend::square_sum`): known on the host, or a one-element
 /// tensor still on its device, read with others at once by `SquareSums`.
 pub enum SquareSum<B: Backend> {
     Host(f64),
     Device(FloatTensor<B>),
-}
-
-/// The per-token inputs of GAE, as primitives, each `[tokens]`.
-#[derive(Debug, Clone)]
-pub struct GaeTokens<B: Backend> {
-    pub rewards: FloatTensor<B>,
-    pub values: FloatTensor<B>,
-    /// Response mask, 0/1.
-    pub mask: FloatTensor<B>,
-}
-
-impl<B: Backend> GaeTokens<B> {
-    /// The same tensors through `f` (e.g. unwrapping autodiff primitives).
-    pub fn map<C: Backend>(self, f: impl Fn(FloatTensor<B>) -> FloatTensor<C>) -> GaeTokens<C> {
-        GaeTokens {
-            rewards: f(self.rewards),
-            values: f(self.values),
-            mask: f(self.mask),
-        }
-    }
 }
 
 /// A burn backend with roll-flow's fused kernels.
@@ -345,16 +308,7 @@ pub trait KernelBackend: Backend {
     /// log π(token), count of non-finite logits); see [`crate::row_sampling`]. Default: on
     /// the host ([`crate::cpu::row_sample`]), which reads the logits back.
     fn sample_rows(logits: FloatTensor<Self>, params: FloatTensor<Self>) -> FloatTensor<Self> {
-        use burn::tensor::TensorData;
-        let (logits, params): (Tensor<Self, 2>, Tensor<Self, 2>) = (wrap(logits), wrap(params));
-        let ([rows, vocab], device) = (logits.dims(), logits.device());
-        let host = |t: Tensor<Self, 2>| t.into_data().convert::<f32>().to_vec::<f32>();
-        let (Ok(logits), Ok(params)) = (host(logits), host(params)) else {
-            unreachable!("float tensors convert to f32")
-        };
-        let out = crate::cpu::row_sample::sample_rows(&logits, &params, vocab);
-        let out = Tensor::<Self, 2>::from_data(TensorData::new(out, [rows, 3]), &device);
-        float(out)
+        unfused::sample_rows_on_host::<Self>(logits, params)
     }
 
     /// An inverted-dropout mask shaped and typed like `like` (not differentiable; its
@@ -369,6 +323,19 @@ pub trait KernelBackend: Backend {
     fn dropout(x: FloatTensor<Self>, draw: MaskDraw) -> FloatTensor<Self> {
         let mask = Self::dropout_mask(x.clone(), draw);
         Self::float_mul(x, mask)
+    }
+
+    /// `dropout(x) · weight` for `x [n, k]`, `weight [k, m]`: a LoRA adapter's first
+    /// product `dropout(x) A`. Under autodiff one op that keeps `x` (which the layer's own
+    /// product keeps anyway) and drops it again for the backward pass, where
+    /// `dense(dropout(x), weight)` would keep the dropped copy; the same values and
+    /// gradients.
+    fn dropout_dense(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        draw: MaskDraw,
+    ) -> FloatTensor<Self> {
+        Self::dense(Self::dropout(x, draw), weight, None)
     }
 
     /// Σ x² over every value of `x` (not differentiable), for `SquareSums`. Default:
@@ -388,23 +355,8 @@ pub trait KernelBackend: Backend {
         starts: &[usize],
         value: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        slice_assign_block::<Self>(tensor, starts, value)
+        unfused::slice_assign_block::<Self>(tensor, starts, value)
     }
-}
-
-/// burn's `slice_assign` of `value` at offsets `starts`.
-pub(crate) fn slice_assign_block<B: Backend>(
-    tensor: FloatTensor<B>,
-    starts: &[usize],
-    value: FloatTensor<B>,
-) -> FloatTensor<B> {
-    use burn::tensor::TensorMetadata;
-    let ranges: Vec<burn::tensor::Slice> = starts
-        .iter()
-        .zip(value.shape().iter())
-        .map(|(&s, &n)| burn::tensor::Slice::from(s..s + n))
-        .collect();
-    B::float_slice_assign(tensor, &ranges, value)
 }
 
 impl<B: KernelBackend> CachedQkv<B> {

@@ -8,8 +8,7 @@ use burn::tensor::{DType, TensorData};
 use burn_flex::FlexTensor;
 
 use crate::backend::{
-    slice_assign_block, GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoSaved, PpoTokens,
-    SquareSum,
+    GaeTokens, KernelBackend, LogProbSaved, PpoForward, PpoSaved, PpoTokens, SquareSum,
 };
 use crate::cpu;
 use crate::cpu::linear::WeightLayout;
@@ -327,8 +326,18 @@ impl KernelBackend for Flex {
                 cpu::block_write::write_block(dst, &shape, starts, &src, &block);
                 tensor
             }
-            None => slice_assign_block::<Flex>(tensor, starts, value),
+            None => crate::unfused::slice_assign_block::<Flex>(tensor, starts, value),
         }
+    }
+
+    /// f32 in one pass that multiplies each value by its mask value
+    /// ([`crate::dropout_mask::MaskDraw::apply`]) without making the mask as a tensor.
+    fn dropout(x: FlexTensor, draw: crate::dropout_mask::MaskDraw) -> FlexTensor {
+        if x.dtype() != DType::F32 {
+            let mask = Self::dropout_mask(x.clone(), draw);
+            return <Self as burn::tensor::ops::FloatTensorOps<Self>>::float_mul(x, mask);
+        }
+        tensor(draw.apply(&host_f32(&x)), &dims(&x))
     }
 
     fn square_sum(x: FlexTensor) -> SquareSum<Self> {

@@ -50,6 +50,7 @@ pub mod aggregation;
 mod autodiff;
 mod autodiff_linear;
 mod autodiff_model_ops;
+mod autodiff_rl_ops;
 pub mod backend;
 pub mod cached_qkv;
 pub mod cpu;
@@ -68,11 +69,13 @@ mod packed_weights;
 pub mod ppo_clip;
 pub mod reference;
 mod rl_kernels;
+mod rl_tensors;
 pub mod row_sampling;
 pub mod square_sums;
 mod tf32;
 mod unfused;
 
+use burn::tensor::ops::FloatTensor;
 use burn::tensor::Tensor;
 
 pub use aggregation::{loss_normalizer, sequence_weights, LossAgg};
@@ -245,12 +248,42 @@ pub fn linear<B: KernelBackend, const D: usize>(
         "linear: x {dims:?}, weight [{k}, {m}] and bias {:?} do not fit",
         bias.as_ref().map(|b| b.dims())
     );
+    on_tokens(x, m, |flat| B::dense(flat, float(weight), bias.map(float)))
+}
+
+/// `op` on `x: [..., k]` flattened to `[tokens, k]`, its `[tokens, m]` result given back as
+/// `[..., m]` (both reshapes are views of row-major tensors).
+fn on_tokens<B: KernelBackend, const D: usize>(
+    x: Tensor<B, D>,
+    m: usize,
+    op: impl FnOnce(FloatTensor<B>) -> FloatTensor<B>,
+) -> Tensor<B, D> {
+    let dims = x.dims();
     let tokens = dims[..D - 1].iter().product::<usize>();
-    let flat = x.reshape([tokens, k]);
-    let out = B::dense(float(flat), float(weight), bias.map(float));
+    let out = op(float(x.reshape([tokens, dims[D - 1]])));
     let mut out_dims = dims;
     out_dims[D - 1] = m;
     wrap::<B, 2>(out).reshape(out_dims)
+}
+
+/// `dropout(x) · weight` for `x: [..., k]`, `weight: [k, m]` and `draw`'s inverted-dropout
+/// mask ([`dropout_mask`]): a LoRA adapter's `dropout(x) A`, differentiable w.r.t. `x` and
+/// `weight`. Under autodiff one op that keeps `x` and makes the mask again in its backward
+/// pass ([`KernelBackend::dropout_dense`]), so the dropped copy of `x` is not kept.
+///
+/// # Panics
+/// If the shapes do not fit.
+pub fn dropout_linear<B: KernelBackend, const D: usize>(
+    x: Tensor<B, D>,
+    weight: Tensor<B, 2>,
+    draw: dropout_mask::MaskDraw,
+) -> Tensor<B, D> {
+    let (dims, [k, m]) = (x.dims(), weight.dims());
+    assert!(
+        dims[D - 1] == k,
+        "dropout_linear: x {dims:?} and weight [{k}, {m}] do not fit"
+    );
+    on_tokens(x, m, |flat| B::dropout_dense(flat, float(weight), draw))
 }
 
 /// Attention's `softmax(scores + mask)` over the last axis, differentiable w.r.t. `scores`

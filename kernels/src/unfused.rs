@@ -223,3 +223,36 @@ pub(crate) fn linear_backward<B: Backend>(
         db,
     )
 }
+
+/// One next token per row on the host (`KernelBackend::sample_rows`' default): reads the
+/// logits back and runs [`crate::cpu::row_sample::sample_rows`].
+pub(crate) fn sample_rows_on_host<B: Backend>(
+    logits: FloatTensor<B>,
+    params: FloatTensor<B>,
+) -> FloatTensor<B> {
+    use burn::tensor::TensorData;
+    let (logits, params) = (matrix::<B>(logits), matrix::<B>(params));
+    let ([rows, vocab], device) = (logits.dims(), logits.device());
+    let host = |t: Tensor<B, 2>| t.into_data().convert::<f32>().to_vec::<f32>();
+    let (Ok(logits), Ok(params)) = (host(logits), host(params)) else {
+        unreachable!("float tensors convert to f32")
+    };
+    let out = crate::cpu::row_sample::sample_rows(&logits, &params, vocab);
+    let out = Tensor::<B, 2>::from_data(TensorData::new(out, [rows, 3]), &device);
+    out.into_primitive().tensor()
+}
+
+/// burn's `slice_assign` of `value` at offsets `starts`.
+pub(crate) fn slice_assign_block<B: Backend>(
+    tensor: FloatTensor<B>,
+    starts: &[usize],
+    value: FloatTensor<B>,
+) -> FloatTensor<B> {
+    use burn::tensor::TensorMetadata;
+    let ranges: Vec<burn::tensor::Slice> = starts
+        .iter()
+        .zip(value.shape().iter())
+        .map(|(&s, &n)| burn::tensor::Slice::from(s..s + n))
+        .collect();
+    B::float_slice_assign(tensor, &ranges, value)
+}

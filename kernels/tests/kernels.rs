@@ -147,6 +147,11 @@ macro_rules! backend_suite {
             }
 
             #[test]
+            fn dropout_dense_is_dense_of_dropout() {
+                super::suite::dropout_mask::dropout_dense_is_dense_of_dropout::<B>(&device());
+            }
+
+            #[test]
             fn bad_input_is_refused() {
                 super::suite::refuses_bad_input::<B>(&device());
             }

@@ -23,7 +23,8 @@
 //!   (`matmul.rs`; TF32 products would be off by about 1e-3);
 //! - Σ over a matrix's rows (a bias gradient): ≤ 1e-5·Σ|x| against f64 (`column_sums.rs`);
 //! - Σ x² of several tensors: ≤ 1e-6·(1 + ref) against f64 on the host (`square_sums.rs`);
-//! - LoRA's dropout mask: the host's bits exactly (`dropout_mask.rs`).
+//! - LoRA's dropout mask: the host's bits exactly; dropout-then-dense as one op: the two ops'
+//!   values and gradients exactly (`dropout_mask.rs`).
 //!
 //! On half-precision backends (f16 on wgpu, bf16 on CUDA; `half_logprob.rs`,
 //! `half_model_ops.rs`): one unit in the last place of the type at the f64 value, from the

@@ -10,6 +10,7 @@
 
 use burn::nn::Linear;
 use burn::tensor::Tensor;
+use roll_flow_kernels::dropout_mask::MaskDraw;
 use roll_flow_kernels::KernelBackend;
 
 use super::compute_dtype::like;
@@ -34,4 +35,16 @@ pub fn project_with<B: KernelBackend, const D: usize>(
     let dtype = x.dtype();
     let bias = bias.map(|b| like(b, dtype));
     roll_flow_kernels::linear(x, like(weight, dtype), bias)
+}
+
+/// `dropout(x) · weight` for `draw`'s mask, `x: [..., in]`, `weight: [in, out]` in `x`'s
+/// dtype: a LoRA adapter's first product as one op that keeps `x`, not the dropped copy,
+/// for the backward pass ([`roll_flow_kernels::dropout_linear`]).
+pub fn project_dropped<B: KernelBackend, const D: usize>(
+    x: Tensor<B, D>,
+    weight: Tensor<B, 2>,
+    draw: MaskDraw,
+) -> Tensor<B, D> {
+    let dtype = x.dtype();
+    roll_flow_kernels::dropout_linear(x, like(weight, dtype), draw)
 }

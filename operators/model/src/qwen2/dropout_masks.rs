@@ -21,7 +21,6 @@
 
 use std::cell::Cell;
 
-use burn::tensor::{Tensor, TensorPrimitive};
 use roll_flow_engine::stable_hash::combine;
 use roll_flow_kernels::dropout_mask::MaskDraw;
 use roll_flow_kernels::KernelBackend;
@@ -69,17 +68,13 @@ fn next_key() -> u64 {
     })
 }
 
-/// `x` with inverted dropout at probability `p` while training (the backend records a
-/// graph: burn's `Dropout` rule), `x` itself otherwise or when `p` is 0. The mask is the
-/// next one of this thread's stream, made where `x` lives and made again for the backward
-/// pass instead of kept ([`KernelBackend::dropout`]).
-pub fn dropout<B: KernelBackend, const D: usize>(x: Tensor<B, D>, p: f64) -> Tensor<B, D> {
-    if p <= 0.0 || !B::ad_enabled(&x.device()) {
-        return x;
-    }
-    let draw = MaskDraw::new(next_key(), p);
-    let dropped = B::dropout(x.into_primitive().tensor(), draw);
-    Tensor::from_primitive(TensorPrimitive::Float(dropped))
+/// The draw of the next mask at probability `p` while training on `device` (the backend
+/// records a graph: burn's `Dropout` rule), counted on this thread's stream; `None` (no
+/// dropout, nothing counted) otherwise or when `p` is 0. The mask is made where the tensor
+/// lives, and made again for the backward pass instead of kept
+/// ([`KernelBackend::dropout_dense`]).
+pub fn next_draw<B: KernelBackend>(device: &B::Device, p: f64) -> Option<MaskDraw> {
+    (p > 0.0 && B::ad_enabled(device)).then(|| MaskDraw::new(next_key(), p))
 }
 
 #[cfg(test)]

@@ -16,8 +16,8 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use roll_flow_kernels::KernelBackend;
 
-use super::dense::{project, project_with};
-use super::dropout_masks::dropout;
+use super::dense::{project, project_dropped, project_with};
+use super::dropout_masks::next_draw;
 use crate::weights::{transpose, TensorSink};
 
 /// The low-rank pair `A`, `B` of one linear layer and its scale.
@@ -98,7 +98,10 @@ pub fn project_adapted<B: KernelBackend, const D: usize>(
         None => project(linear, x),
         Some(lora) => {
             let base = project(linear, x.clone());
-            let low = project_with(dropout(x, lora.dropout), lora.a.val(), None);
+            let low = match next_draw::<B>(&x.device(), lora.dropout) {
+                Some(draw) => project_dropped(x, lora.a.val(), draw),
+                None => project_with(x, lora.a.val(), None),
+            };
             let update = project_with(low, lora.b.val(), None).mul_scalar(lora.scale);
             base.add(update)
         }
