@@ -52,49 +52,37 @@ impl MaskDraw {
         lowbias32(lowbias32(i) ^ self.key) >= self.threshold
     }
 
-    /// The mask's `len` values (`len` below 2³²), filled by blocks on rayon's threads:
-    /// every value is its index's alone, so the thread count does not change them.
+    /// The mask's `len` values (`len` below 2³²): `1 / (1 − p)` where kept, 0 where dropped.
     pub fn values(&self, len: usize) -> Vec<f32> {
-        use rayon::prelude::*;
-        assert!(len <= u32::MAX as usize, "a dropout mask of {len} values");
-        let mut values = vec![0.0f32; len];
-        let blocks = values.par_chunks_mut(BLOCK).enumerate();
-        blocks.for_each(|(b, block)| {
-            for (j, v) in block.iter_mut().enumerate() {
-                if self.keeps((b * BLOCK + j) as u32) {
-                    *v = self.kept;
-                }
-            }
-        });
-        values
+        self.fill(len, |_, m| m)
     }
 
     /// `x ⊙ mask` on the host without the mask: each value times its index's mask value
-    /// (`x · 1/(1 − p)` or `x · 0`, the same products as multiplying by [`Self::values`]),
-    /// in the same blocks on rayon's threads.
+    /// (`x · 1/(1 − p)` or `x · 0`, the same products as multiplying by [`Self::values`]).
     pub fn apply(&self, x: &[f32]) -> Vec<f32> {
+        self.fill(x.len(), |i, m| x[i] * m)
+    }
+
+    /// `len` values, the one at index `i` being `value(i, mask value at i)`, filled by
+    /// blocks on rayon's threads: every value is its index's alone, so the thread count
+    /// does not change them.
+    fn fill(&self, len: usize, value: impl Fn(usize, f32) -> f32 + Sync) -> Vec<f32> {
         use rayon::prelude::*;
-        assert!(
-            x.len() <= u32::MAX as usize,
-            "a dropout mask of {} values",
-            x.len()
-        );
-        let mut out = vec![0.0f32; x.len()];
-        let blocks = out
-            .par_chunks_mut(BLOCK)
-            .zip(x.par_chunks(BLOCK))
-            .enumerate();
-        blocks.for_each(|(b, (out, x))| {
-            for (j, (y, &x)) in out.iter_mut().zip(x).enumerate() {
-                let kept = self.keeps((b * BLOCK + j) as u32);
-                *y = x * if kept { self.kept } else { 0.0 };
+        assert!(len <= u32::MAX as usize, "a dropout mask of {len} values");
+        let mut out = vec![0.0f32; len];
+        let blocks = out.par_chunks_mut(BLOCK).enumerate();
+        blocks.for_each(|(b, block)| {
+            for (j, y) in block.iter_mut().enumerate() {
+                let i = b * BLOCK + j;
+                let mask = if self.keeps(i as u32) { self.kept } else { 0.0 };
+                *y = value(i, mask);
             }
         });
         out
     }
 }
 
-/// The values a block of [`MaskDraw::values`] or [`MaskDraw::apply`] covers on one thread.
+/// The values a block of [`MaskDraw::fill`] covers on one thread.
 const BLOCK: usize = 1 << 16;
 
 /// `draw`'s mask shaped and typed like `like`, made on the host and uploaded.
