@@ -6,7 +6,9 @@
 //!
 //! - `system` renders once per episode into the system message. Variables: `instruction`
 //!   (the env's reset text), `env` (the env set's tag), `max_turns`, `actions` (the env's
-//!   fixed action names, empty for open-ended answers).
+//!   fixed action names, empty for open-ended answers), `sample` (the episode's 0-based
+//!   place in its group: the samples of a group share a seed, so this is what can make
+//!   their prompts differ, e.g. `actions[sample % 4]` as the example answer).
 //! - `turn` renders each turn into the user message. Variables: `observation`, `turn`
 //!   (1-based), `turns_left` (after this one), `valid_actions` (what the current state
 //!   accepts) and `history`, plus the system's. `history` holds the earlier turns a
@@ -69,6 +71,8 @@ pub struct EpisodeVars<'a> {
     pub env: &'a str,
     pub max_turns: usize,
     pub actions: &'a [String],
+    /// The episode's 0-based place in its group (`EnvSlot::index_in_group`).
+    pub sample: usize,
 }
 
 /// What one turn's template sees besides [`EpisodeVars`].
@@ -164,12 +168,12 @@ fn describe(name: &str, error: &minijinja::Error) -> String {
     let field = field_of(name);
     let known = match (error.kind(), field) {
         (minijinja::ErrorKind::UndefinedError, "system") => {
-            "; the system template knows instruction, env, max_turns, actions"
+            "; the system template knows instruction, env, max_turns, actions, sample"
         }
         (minijinja::ErrorKind::UndefinedError, _) => {
             "; the turn template knows observation, turn, turns_left, valid_actions, \
              history (each step, observation, action, reward), instruction, env, max_turns, \
-             actions"
+             actions, sample"
         }
         _ => "",
     };
@@ -219,6 +223,7 @@ impl PromptTemplates {
             env: "train",
             max_turns: 2,
             actions: &actions,
+            sample: 1,
         };
         let turn = TurnVars {
             observation: "observation",

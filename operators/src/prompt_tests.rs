@@ -6,6 +6,7 @@ fn episode() -> EpisodeVars<'static> {
         env: "train",
         max_turns: 5,
         actions: Vec::leak(vec!["Left".into(), "Right".into()]),
+        sample: 0,
     }
 }
 
@@ -69,11 +70,12 @@ fn the_default_step_prompt_lists_the_last_turns_then_the_current_state() {
 fn custom_templates_see_every_documented_variable() {
     let spec = PromptSpec {
         system: Some(
-            "{{ env }}: {{ instruction }} ({{ max_turns }} turns; {{ actions | join(', ') }})"
+            "{{ env }}: {{ instruction }} ({{ max_turns }} turns; {{ actions | join(', ') }}; \
+             sample {{ sample }})"
                 .into(),
         ),
         turn: Some(
-            "Turn {{ turn }}, {{ turns_left }} left. {{ observation }} \
+            "Turn {{ turn }}, {{ turns_left }} left (sample {{ sample }}). {{ observation }} \
              Valid: {{ valid_actions | join('|') }}.{% for h in history %} \
              [{{ h.step }} {{ h.observation }} {{ h.action }} {{ h.reward }}]{% endfor %}"
                 .into(),
@@ -83,7 +85,7 @@ fn custom_templates_see_every_documented_variable() {
     let templates = PromptTemplates::try_from(spec).unwrap().played(true, true);
     assert_eq!(
         templates.system(&episode()).unwrap().unwrap(),
-        "train: Reach the goal G. (5 turns; Left, Right)"
+        "train: Reach the goal G. (5 turns; Left, Right; sample 0)"
     );
     let user = templates
         .turn(
@@ -91,7 +93,48 @@ fn custom_templates_see_every_documented_variable() {
             &turn("obs", 1, vec![past(1, "o1", "Left", -0.1)]),
         )
         .unwrap();
-    assert_eq!(user, "Turn 2, 3 left. obs Valid: Right. [1 o1 Left -0.1]");
+    assert_eq!(
+        user,
+        "Turn 2, 3 left (sample 0). obs Valid: Right. [1 o1 Left -0.1]"
+    );
+}
+
+#[test]
+fn the_samples_of_a_group_can_read_different_examples() {
+    // The pattern smollm2_frozen_lake.ron uses: every action as an example answer, the list
+    // rotated by the sample's place in its group.
+    let spec = PromptSpec {
+        system: Some(
+            "{% set n = actions | length %}Answer {% for i in range(n) %}\
+             <answer>{{ actions[(sample + i) % n] }}</answer>{% endfor %}."
+                .into(),
+        ),
+        turn: None,
+        reply_start: None,
+    };
+    let templates = PromptTemplates::try_from(spec).unwrap().played(true, false);
+    let actions = ["Left", "Down", "Right", "Up"].map(String::from);
+    let system = |sample| {
+        let vars = EpisodeVars {
+            actions: &actions,
+            sample,
+            ..episode()
+        };
+        templates.system(&vars).unwrap().unwrap()
+    };
+    let tags = |names: [&str; 4]| names.map(|n| format!("<answer>{n}</answer>")).concat();
+    assert_eq!(
+        system(0),
+        format!("Answer {}.", tags(["Left", "Down", "Right", "Up"]))
+    );
+    assert_eq!(
+        system(1),
+        format!("Answer {}.", tags(["Down", "Right", "Up", "Left"]))
+    );
+    assert_eq!(
+        system(6),
+        format!("Answer {}.", tags(["Right", "Up", "Left", "Down"]))
+    );
 }
 
 #[test]

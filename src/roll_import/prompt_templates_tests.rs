@@ -28,6 +28,7 @@ fn render(turn: &str, index: usize, observation: &str, history: Vec<HistoryTurn>
         env: "train_Lake",
         max_turns: 10,
         actions: &[],
+        sample: 0,
     };
     let turn_vars = TurnVars {
         observation,

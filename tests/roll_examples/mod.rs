@@ -99,6 +99,7 @@ pub fn rendered_turn(
         env: "train",
         max_turns,
         actions: &[],
+        sample: 0,
     };
     let turn = TurnVars {
         observation,

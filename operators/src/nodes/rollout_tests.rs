@@ -1,6 +1,7 @@
 //! A rollout whose prompts leave no room for a reply is an error that names the budget,
 //! not a silent empty batch; a guide that ends after `guide_steps` guides those steps'
-//! replies after `reply_start` and leaves the later ones free.
+//! replies after `reply_start` and leaves the later ones free; a system template sees each
+//! sample's place in its group.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -249,5 +250,35 @@ fn a_free_player_plays_free_text_on_a_tag_another_node_guides() {
     assert!(
         runtime.guides.borrow().contains_key("train"),
         "the rollout's guide stays for scoring"
+    );
+}
+
+#[test]
+fn a_system_template_reads_each_samples_place_in_its_group() {
+    let rollout = r#"Rollout(envs: "train", prompt: (system: "You are sample {{ sample }} of four."),
+        sequence_length: 250, max_new_tokens: 2)"#;
+    let (mut node, runtime) = build(&pipeline(rollout, 1, 256)).unwrap();
+    let (batch, _) = play_step(node.as_mut(), 0).unwrap();
+    let models = runtime.models.borrow();
+    let tokenizer = &models.policies["policy"].borrow().tokenizer;
+    let mask = batch.bools(&RESPONSE_MASK).unwrap();
+    let mut systems: Vec<String> = (0..batch.num_samples())
+        .map(|i| {
+            let prompt: Vec<u32> = (batch.sample_range(i))
+                .take_while(|&t| !mask[t])
+                .map(|t| batch.tokens()[t])
+                .collect();
+            let text = tokenizer.decode(&prompt, false).unwrap();
+            let start = text
+                .find("You are sample")
+                .unwrap_or_else(|| panic!("{text}"));
+            text[start..start + "You are sample 0".len()].to_string()
+        })
+        .collect();
+    systems.sort();
+    let expected: Vec<String> = (0..4).map(|i| format!("You are sample {i}")).collect();
+    assert_eq!(
+        systems, expected,
+        "one prompt per place in the group of four"
     );
 }

@@ -36,6 +36,9 @@ pub struct TurnRecord {
 pub struct Episode {
     pub slot: EnvSlot,
     pub instruction: String,
+    /// The system message the model read: the instruction by default, a `prompt.system`
+    /// template's text, or none (`instruction: false`).
+    pub system: Option<String>,
     pub turns: Vec<TurnRecord>,
     /// The whole chat (trajectory-wise episodes).
     pub transcript: Option<Transcript>,
@@ -54,6 +57,7 @@ impl Episode {
         Episode {
             slot,
             instruction,
+            system: None,
             turns: Vec::new(),
             transcript: None,
             success: false,

@@ -92,7 +92,6 @@ impl Stop {
 /// An episode between two turns: what it played so far and the request it waits on.
 pub struct EpisodeRun {
     job: EpisodeJob,
-    system: Option<String>,
     transcript: Option<Transcript>,
     recording: Option<EpisodeRecording>,
     episode: Episode,
@@ -112,7 +111,6 @@ impl EpisodeRun {
     pub(super) fn start(mut job: EpisodeJob) -> Result<EpisodeRun, Stop> {
         let reset = job.env.reset(job.slot.seed).map_err(env_error(&job))?;
         let mut run = EpisodeRun {
-            system: None,
             transcript: None,
             recording: None,
             episode: Episode::start(job.slot.clone(), reset.instruction),
@@ -123,12 +121,12 @@ impl EpisodeRun {
             stop_tokens: job.tokenizer.stop_tokens(),
             job,
         };
-        run.system = run.job.settings.prompt.system(&run.vars())?;
+        run.episode.system = run.job.settings.prompt.system(&run.vars())?;
         if run.job.settings.samples == SampleMode::Trajectory {
             let first = run.user_message(0, &run.observation, &[])?;
             let transcript = Transcript::start(
                 &run.job.tokenizer,
-                run.system.as_deref(),
+                run.episode.system.as_deref(),
                 &first,
                 run.job.settings.prompt.reply_start(),
             )?;
@@ -176,8 +174,13 @@ impl EpisodeRun {
             None => {
                 let text = self.user_message(self.turn, &self.observation, &self.episode.turns)?;
                 let reply_start = settings.prompt.reply_start();
-                Transcript::start(&job.tokenizer, self.system.as_deref(), &text, reply_start)?
-                    .tokens
+                Transcript::start(
+                    &job.tokenizer,
+                    self.episode.system.as_deref(),
+                    &text,
+                    reply_start,
+                )?
+                .tokens
             }
         };
         let limit = settings.sequence_length.min(job.context);
@@ -297,6 +300,7 @@ impl EpisodeRun {
             env: &self.job.slot.env_tag,
             max_turns: self.job.slot.max_turns,
             actions: &self.actions,
+            sample: self.job.slot.index_in_group,
         }
     }
 

@@ -22,11 +22,13 @@ pub struct TextOptions {
     pub token_logprobs: bool,
 }
 
-/// The whole episode: header (env, seed, instruction), turns, outcome.
+/// The whole episode: header (env, seed, the system message the model read), turns,
+/// outcome.
 pub fn episode_text(episode: &Episode, tokenizer: &TextTokenizer, options: TextOptions) -> String {
+    let system = episode.system.as_deref().unwrap_or("(no system message)");
     let mut text = format!(
-        "env {} seed {}\n\n{}\n",
-        episode.slot.env_tag, episode.slot.seed, episode.instruction
+        "env {} seed {}\n\n{system}\n",
+        episode.slot.env_tag, episode.slot.seed
     );
     for (k, turn) in episode.turns.iter().enumerate() {
         text.push_str(&turn_text(k, turn, tokenizer, options));
@@ -122,6 +124,7 @@ mod tests {
                 max_turns: 5,
             },
             instruction: "Reach the goal.".into(),
+            system: Some("Reach the goal in as few moves as you can.".into()),
             turns: vec![TurnRecord {
                 observation: "P_\n_G".into(),
                 prompt: if step_wise {
@@ -160,7 +163,7 @@ mod tests {
         };
         let text = episode_text(&episode(&tokenizer, false), &tokenizer, options);
         for part in [
-            "env val seed 10000\n\nReach the goal.\n",
+            "env val seed 10000\n\nReach the goal in as few moves as you can.\n",
             "--- turn 1 ---\nobservation (user message):\nP_\n_G\n",
             "reply: <answer>Left</answer>\n",
             "action: \"Left\" | valid: true | effective: true\nreward: 1\n",
