@@ -9,7 +9,7 @@ use common::{assert_ok, metrics, roll_flow, run, untimed};
 use roll_flow_engine::batch::column::{ADVANTAGES, BEHAVIOUR_LOGPROB, OLD_LOGPROB, RESPONSE_MASK};
 use serde_json::Value;
 
-const CPU_PIPELINES: [&str; 14] = [
+const CPU_PIPELINES: [&str; 15] = [
     "pipelines/frozen_lake_starpo.ron",
     "pipelines/frozen_lake_starpo_async.ron",
     "pipelines/frozen_lake_gigpo.ron",
@@ -25,6 +25,7 @@ const CPU_PIPELINES: [&str; 14] = [
     "pipelines/smollm2_math_agent.ron",
     "pipelines/smollm2_frozen_lake.ron",
     "pipelines/smollm2_frozen_lake_warmup.ron",
+    "pipelines/smollm2_frozen_lake_free.ron",
 ];
 
 #[test]

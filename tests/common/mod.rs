@@ -101,11 +101,24 @@ pub fn tiny(file: &str) -> Vec<String> {
     };
     let mut sets = vec![
         format!("models.policy.arch=Tiny(layers: 1, dim: 32, heads: 2{window})"),
-        "envs.train.groups=2".into(),
-        "envs.train.group_size=2".into(),
-        "envs.val.groups=2".into(),
         "nodes.checkpoint.every=1".into(),
     ];
+    // Every env set (`"TAG": (env: ...`) down to two groups, of two where it trains.
+    for (at, _) in text.match_indices("(env:") {
+        let before = text[..at]
+            .trim_end()
+            .strip_suffix(':')
+            .unwrap_or("")
+            .trim_end();
+        let Some(quoted) = before.strip_suffix('"') else {
+            continue;
+        };
+        let tag = &quoted[quoted.rfind('"').map_or(0, |q| q + 1)..];
+        sets.push(format!("envs.{tag}.groups=2"));
+        if tag != "val" {
+            sets.push(format!("envs.{tag}.group_size=2"));
+        }
+    }
     if text.contains("guide_steps:") {
         sets.push("nodes.rollout.guide_steps=1".into());
     }
