@@ -101,8 +101,8 @@ fn custom_templates_see_every_documented_variable() {
 
 #[test]
 fn the_samples_of_a_group_can_read_different_examples() {
-    // The pattern smollm2_frozen_lake.ron uses: every action as an example answer, the list
-    // rotated by the sample's place in its group.
+    // The idea smollm2_frozen_lake_free.ron's template uses: every action as an example
+    // answer, the list rotated by the sample's place in its group.
     let spec = PromptSpec {
         system: Some(
             "{% set n = actions | length %}Answer {% for i in range(n) %}\
