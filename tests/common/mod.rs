@@ -6,6 +6,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use roll_flow::engine::spec;
+use roll_flow::operators::catalog::RollFlow;
 use serde_json::Value;
 
 /// Runs `roll-flow ARGS` in the repository root.
@@ -93,7 +95,8 @@ pub fn play_script(spec: &str, seed: &str, actions: &str) -> Output {
 /// attention and the trimmed prefixes run through the binary too; a guide that ends
 /// (`guide_steps`) ends after step 0, so both phases run.
 pub fn tiny(file: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
     let window = if text.contains("sliding_window:") {
         ", sliding_window: 8"
     } else {
@@ -103,17 +106,12 @@ pub fn tiny(file: &str) -> Vec<String> {
         format!("models.policy.arch=Tiny(layers: 1, dim: 32, heads: 2{window})"),
         "nodes.checkpoint.every=1".into(),
     ];
-    // Every env set (`"TAG": (env: ...`) down to two groups, of two where it trains.
-    for (at, _) in text.match_indices("(env:") {
-        let before = text[..at]
-            .trim_end()
-            .strip_suffix(':')
-            .unwrap_or("")
-            .trim_end();
-        let Some(quoted) = before.strip_suffix('"') else {
-            continue;
-        };
-        let tag = &quoted[quoted.rfind('"').map_or(0, |q| q + 1)..];
+    // Every env set down to two groups, of two where it trains (the file's own parser
+    // names them).
+    let pipeline = spec::load::<RollFlow>(&path, &[])
+        .unwrap_or_else(|d| panic!("{file} does not load: {d:?}"))
+        .pipeline;
+    for (tag, _) in &pipeline.envs.0 {
         sets.push(format!("envs.{tag}.groups=2"));
         if tag != "val" {
             sets.push(format!("envs.{tag}.group_size=2"));
