@@ -7,7 +7,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use roll_flow::engine::spec;
+use roll_flow::model::spec::ArchSpec;
 use roll_flow::operators::catalog::RollFlow;
+use roll_flow::operators::registry::Node;
 use serde_json::Value;
 
 /// Runs `roll-flow ARGS` in the repository root.
@@ -96,8 +98,14 @@ pub fn play_script(spec: &str, seed: &str, actions: &str) -> Output {
 /// (`guide_steps`) ends after step 0, so both phases run.
 pub fn tiny(file: &str) -> Vec<String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
-    let text = std::fs::read_to_string(&path).unwrap();
-    let window = if text.contains("sliding_window:") {
+    let pipeline = spec::load::<RollFlow>(&path, &[])
+        .unwrap_or_else(|d| panic!("{file} does not load: {d:?}"))
+        .pipeline;
+    let policy_window = matches!(
+        pipeline.models.get("policy").map(|m| &m.arch),
+        Some(ArchSpec::Tiny(arch)) if arch.sliding_window.is_some()
+    );
+    let window = if policy_window {
         ", sliding_window: 8"
     } else {
         ""
@@ -106,21 +114,20 @@ pub fn tiny(file: &str) -> Vec<String> {
         format!("models.policy.arch=Tiny(layers: 1, dim: 32, heads: 2{window})"),
         "nodes.checkpoint.every=1".into(),
     ];
-    // Every env set down to two groups, of two where it trains (the file's own parser
-    // names them).
-    let pipeline = spec::load::<RollFlow>(&path, &[])
-        .unwrap_or_else(|d| panic!("{file} does not load: {d:?}"))
-        .pipeline;
-    for (tag, _) in &pipeline.envs.0 {
+    // Every env set down to two groups, of two where it trains.
+    for (tag, _) in pipeline.envs.iter() {
         sets.push(format!("envs.{tag}.groups=2"));
         if tag != "val" {
             sets.push(format!("envs.{tag}.group_size=2"));
         }
     }
-    if text.contains("guide_steps:") {
+    if matches!(
+        pipeline.nodes.get("rollout"),
+        Some(Node::Rollout(rollout)) if rollout.guide_steps.is_some()
+    ) {
         sets.push("nodes.rollout.guide_steps=1".into());
     }
-    if text.contains("\"critic\":") {
+    if pipeline.models.contains("critic") {
         sets.push("models.critic.arch=Tiny(layers: 1, dim: 32, heads: 2)".into());
     }
     sets.into_iter()
