@@ -262,3 +262,54 @@ fn validation_accepts_the_kl_names_and_refuses_what_cannot_run() {
         "{stderr}"
     );
 }
+
+#[test]
+fn updates_with_no_policy_gradient_skip_their_passes_and_train_alike() {
+    // GRPO over groups of one sample: each sample is its own group's mean, so every
+    // advantage is 0 and the bandit file's objective (PPO clip, no entropy or KL term) has
+    // no gradient. After the first update (which makes the optimizer's state) the actor
+    // adds zero gradients without its passes; `--dump-batches` keeps the passes, and the
+    // two runs must agree bit for bit in everything both report.
+    let dir = tempfile::tempdir().unwrap();
+    let go = |name: &str, extra: &[&str]| {
+        let out_dir = dir.path().join(name);
+        let mut args = vec!["--steps", "3", "--set", "envs.train.group_size=1"];
+        args.extend(["--set", "nodes.eval.every=1"]);
+        // A constant rate: the weights move on every step (AdamW's weight decay).
+        args.extend([
+            "--set",
+            "models.policy.optim=AdamW(lr: 1e-3, schedule: Constant)",
+        ]);
+        args.extend(extra);
+        assert_ok(&run(FILE, &out_dir, &args));
+        untimed(&out_dir)
+    };
+    let dumps = dir.path().join("dumps");
+    let skipped = go("skipped", &[]);
+    let computed = go("computed", &["--dump-batches", dumps.to_str().unwrap()]);
+    assert_eq!((skipped.len(), computed.len()), (3, 3));
+    for (step, (skipped, computed)) in skipped.iter().zip(&computed).enumerate() {
+        let get = |record: &[(String, Value)], key: &str| {
+            let found = record.iter().find(|(k, _)| k == key);
+            found.and_then(|(_, v)| v.as_f64())
+        };
+        let zero = get(skipped, "actor_step/zero_gradient_updates");
+        assert_eq!(zero, (step > 0).then_some(1.0), "step {step}");
+        assert_eq!(get(computed, "actor_step/zero_gradient_updates"), None);
+        assert_eq!(get(computed, "actor_step/grad_norm"), Some(0.0));
+        assert!(get(computed, "actor_step/update_norm").is_some_and(|u| u > 0.0));
+        assert!(get(computed, "eval/val/success").is_some(), "{computed:?}");
+        let has_loss = get(skipped, "actor_step/pg_loss").is_some();
+        assert_eq!(has_loss, step == 0, "step {step}: the loss ran");
+        for (key, value) in skipped {
+            if key != "actor_step/zero_gradient_updates" {
+                let theirs = computed.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+                assert_eq!(Some(value), theirs, "step {step}: `{key}`");
+            }
+        }
+        let shared = (computed.iter())
+            .filter(|(k, _)| skipped.iter().any(|(s, _)| s == k))
+            .count();
+        assert!(shared > 10, "step {step}: {shared} shared metrics");
+    }
+}

@@ -91,3 +91,4 @@ pub use ppo_loss::{PolicyInputs, PolicyLossOutput, PpoClip, RatioLevel};
 pub use shaping::Shaping;
 pub use update_norm::update_norm;
 pub use value_loss::{ValueLoss, ValueLossOutput};
+pub use zero_advantage_filter::no_policy_gradient;

@@ -13,6 +13,10 @@
 //!
 //! Stat: `adv/dropped_zero_samples`, the number of samples removed from the batch.
 //!
+//! [`no_policy_gradient`] says when no sample is informative: the policy-gradient term is
+//! then 0 for any weights, and an `ActorStep` whose objective has no other term adds zero
+//! gradients instead of running its forward and backward passes (the same update).
+//!
 //! RON: `shaping: (drop_zero_advantage: true)` on any estimator; off by default, as in verl.
 //! Keep it off for a critic-based pipeline whose `CriticStep` should see every sample.
 
@@ -30,15 +34,7 @@ pub fn drop_zero_advantage(
     node: &'static str,
     stats: &mut AlgoStats,
 ) -> Result<(), AlgoError> {
-    let advantages = read_f32(batch, node, &ADVANTAGES)?;
-    let mask = read_mask(batch, node)?;
-    let offsets = batch.offsets();
-    let informative: Vec<usize> = (0..batch.num_samples())
-        .filter(|&s| {
-            let tokens = offsets[s]..offsets[s + 1];
-            tokens.into_iter().any(|t| mask[t] && advantages[t] != 0.0)
-        })
-        .collect();
+    let informative = informative_samples(batch, node)?;
     let dropped = if informative.is_empty() {
         0
     } else {
@@ -49,6 +45,25 @@ pub fn drop_zero_advantage(
         *batch = batch.select(&informative);
     }
     Ok(())
+}
+
+/// Whether every response token of `batch` has advantage 0, so that Σ_t A_t·∇log π(y_t)
+/// is 0 whatever the weights.
+pub fn no_policy_gradient(batch: &Batch, node: &'static str) -> Result<bool, AlgoError> {
+    Ok(informative_samples(batch, node)?.is_empty())
+}
+
+/// The samples with a response token whose advantage is not 0, in batch order.
+fn informative_samples(batch: &Batch, node: &'static str) -> Result<Vec<usize>, AlgoError> {
+    let advantages = read_f32(batch, node, &ADVANTAGES)?;
+    let mask = read_mask(batch, node)?;
+    let offsets = batch.offsets();
+    Ok((0..batch.num_samples())
+        .filter(|&s| {
+            let tokens = offsets[s]..offsets[s + 1];
+            tokens.into_iter().any(|t| mask[t] && advantages[t] != 0.0)
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -70,12 +85,14 @@ mod tests {
         assert_eq!(b.num_samples(), 2);
         assert_eq!(get(&b, &ADVANTAGES), vec![0.0, 0.5, -0.5, 0.0, -1.0]);
         assert_eq!(stats["adv/dropped_zero_samples"], 2.0);
+        assert!(!no_policy_gradient(&b, "test").unwrap());
     }
 
     #[test]
     fn keeps_the_whole_batch_when_nothing_is_informative() {
         let mut b = with_masks(&[&[1, 1], &[1]]);
         f32s(&mut b, &ADVANTAGES, &[0.0, 0.0, 0.0]);
+        assert!(no_policy_gradient(&b, "test").unwrap());
         let mut stats = AlgoStats::new();
         drop_zero_advantage(&mut b, "test", &mut stats).unwrap();
         assert_eq!(b.num_samples(), 2);

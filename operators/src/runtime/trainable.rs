@@ -19,11 +19,12 @@
 
 use std::path::Path;
 
-use burn::module::AutodiffModule;
+use burn::module::{AutodiffModule, ModuleVisitor, Param, ParamId};
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 
+use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
 
 use super::backend::{RunBackend, TrainBackend};
@@ -123,6 +124,27 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
             .as_ref()
             .expect("the module is only taken during a step");
         self.accumulated.accumulate(module, grads);
+    }
+
+    /// Adds a gradient of zeros for every parameter the optimizer holds state for: what a
+    /// micro-batch whose loss is identically 0 adds (every parameter that had a gradient
+    /// before has one now, of zeros; AdamW's moments decay and the weights still move by
+    /// them), without its forward and backward passes. False, adding nothing, before the
+    /// first update: which parameters a backward reaches is not known yet.
+    pub fn accumulate_zero(&mut self) -> bool {
+        let state = self.optimizer.to_record();
+        if state.is_empty() {
+            return false;
+        }
+        let module = (self.module.as_ref()).expect("the module is only taken during a step");
+        let mut zeros = ZeroGradients::<TrainBackend<B>, _> {
+            grads: GradientsParams::new(),
+            has_state: |id| state.contains_key(&id),
+            _backend: std::marker::PhantomData,
+        };
+        module.visit(&mut zeros);
+        self.accumulated.accumulate(module, zeros.grads);
+        true
     }
 
     /// Adds the gradients of `scale[i] · loss(part[i])` for every part, its LoRA dropout
@@ -272,6 +294,22 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     }
 }
 
+/// Zero gradients for the parameters `has_state` names ([`Trainable::accumulate_zero`]).
+struct ZeroGradients<B, F> {
+    grads: GradientsParams,
+    has_state: F,
+    _backend: std::marker::PhantomData<B>,
+}
+
+impl<B: AutodiffBackend, F: Fn(ParamId) -> bool> ModuleVisitor<B> for ZeroGradients<B, F> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        if (self.has_state)(param.id) {
+            let zeros = param.val().inner().zeros_like();
+            self.grads.register::<B::InnerBackend, D>(param.id, zeros);
+        }
+    }
+}
+
 /// Writes a small text file atomically.
 pub fn write_text(dir: &Path, name: &str, text: &str) -> Result<(), String> {
     write(dir, name, text.as_bytes())
@@ -379,3 +417,7 @@ mod tests {
 #[cfg(test)]
 #[path = "trainable_lora_tests.rs"]
 mod lora_tests;
+
+#[cfg(test)]
+#[path = "trainable_zero_tests.rs"]
+mod zero_tests;
