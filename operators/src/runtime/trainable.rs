@@ -137,10 +137,9 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
             return false;
         }
         let module = (self.module.as_ref()).expect("the module is only taken during a step");
-        let mut zeros = ZeroGradients::<TrainBackend<B>, _> {
+        let mut zeros = ZeroGradients {
             grads: GradientsParams::new(),
             has_state: |id| state.contains_key(&id),
-            _backend: std::marker::PhantomData,
         };
         module.visit(&mut zeros);
         self.accumulated.accumulate(module, zeros.grads);
@@ -295,13 +294,12 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
 }
 
 /// Zero gradients for the parameters `has_state` names ([`Trainable::accumulate_zero`]).
-struct ZeroGradients<B, F> {
+struct ZeroGradients<F> {
     grads: GradientsParams,
     has_state: F,
-    _backend: std::marker::PhantomData<B>,
 }
 
-impl<B: AutodiffBackend, F: Fn(ParamId) -> bool> ModuleVisitor<B> for ZeroGradients<B, F> {
+impl<B: AutodiffBackend, F: Fn(ParamId) -> bool> ModuleVisitor<B> for ZeroGradients<F> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         if (self.has_state)(param.id) {
             let zeros = param.val().inner().zeros_like();

@@ -5,8 +5,7 @@
 //! weights get no zero gradient). Neither update is a no-op: AdamW's moments move the
 //! weights.
 
-use burn::module::{Module, ModuleVisitor, Param};
-
+use super::lora_tests::params;
 use super::*;
 use crate::runtime::scoring::{score_responses, token_column, ScoreOptions};
 use roll_flow_algo::packed_layout::PackedLayout;
@@ -20,20 +19,11 @@ type Model = roll_flow_model::Qwen2CausalLm<TrainBackend<CpuBackend>>;
 type Loss = Tensor<TrainBackend<CpuBackend>, 1>;
 
 /// Every float parameter's bits, in visiting order.
-struct Bits<B>(Vec<Vec<u32>>, std::marker::PhantomData<B>);
-
-impl<B: burn::tensor::backend::Backend> ModuleVisitor<B> for Bits<B> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        let data = param.val().into_data().convert::<f32>();
-        let values = data.to_vec::<f32>().unwrap();
-        self.0.push(values.iter().map(|v| v.to_bits()).collect());
-    }
-}
-
 fn bits(model: &Model) -> Vec<Vec<u32>> {
-    let mut bits = Bits(Vec::new(), std::marker::PhantomData);
-    model.visit(&mut bits);
-    bits.0
+    let values = params(model).into_iter().map(|(_, values)| values);
+    values
+        .map(|v| v.iter().map(|x| x.to_bits()).collect())
+        .collect()
 }
 
 /// Each parameter's optimizer state as the bytes a checkpoint writes (none where it has
@@ -41,21 +31,10 @@ fn bits(model: &Model) -> Vec<Vec<u32>> {
 /// two models built alike).
 fn state_bytes(train: &Trainable<Model, CpuBackend>) -> Vec<Option<Vec<u8>>> {
     let mut state = train.optimizer.to_record();
-    let mut ids = Ids(Vec::new(), std::marker::PhantomData);
-    train.module().visit(&mut ids);
-    (ids.0.into_iter())
-        .map(|id| state.remove(&id))
+    (params(train.module()).into_iter())
+        .map(|(id, _)| state.remove(&id))
         .map(|s| s.map(|s| Record::default().record(s, ()).unwrap()))
         .collect()
-}
-
-/// Every float parameter's id, in visiting order.
-struct Ids<B>(Vec<ParamId>, std::marker::PhantomData<B>);
-
-impl<B: burn::tensor::backend::Backend> ModuleVisitor<B> for Ids<B> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        self.0.push(param.id);
-    }
 }
 
 /// Three samples with 1, 4 and 2 response tokens.
