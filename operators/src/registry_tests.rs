@@ -229,6 +229,10 @@ fn out_of_range_settings_are_refused_before_running() {
             "StepReinforce: `shaping.advantage_clip` must be > 0, got -1",
         ),
         (
+            "Reinforce(shaping: (positive_weight: 1.5))",
+            "Reinforce: `shaping.positive_weight` must be in [0, 1], got 1.5",
+        ),
+        (
             "Gae(kl_penalty: (estimator: Full))",
             "Gae: kl_penalty cannot use `Full`",
         ),

@@ -2,7 +2,8 @@
 //!
 //! Order (ROLL `compute_advantage` path, REFERENCE.md): response-level `reward_clip`, then
 //! the estimator (with the KL penalty on token rewards where it has one), then masked
-//! batch-wide `whiten`, then `advantage_clip`. All off by default, as in ROLL.
+//! batch-wide `whiten`, then `advantage_clip`, then `positive_weight`. All off by default,
+//! as in ROLL.
 //!
 //! Optionally, last, samples with no policy gradient are dropped (`drop_zero_advantage`).
 //!
@@ -12,7 +13,7 @@ use serde::Deserialize;
 
 use super::advantage_clip::clip_advantages;
 use super::algo_stats::AlgoStats;
-use super::config_check::positive;
+use super::config_check::{positive, unit_interval};
 use super::error::AlgoError;
 use super::reward_clip::clip_rewards;
 use super::whiten::whiten;
@@ -32,6 +33,15 @@ pub struct Shaping {
     /// Clip advantages into [−c, c] after whitening. `None` (default) keeps them.
     #[serde(default)]
     pub advantage_clip: Option<f32>,
+    /// Scale positive advantages by λ ∈ [0, 1], last: A ← λ·A where A > 0. Weighted
+    /// REINFORCE (Zhu et al. 2025, "The Surprising Effectiveness of Negative Reinforcement
+    /// in LLM Reasoning", arXiv:2506.01347): L = λ·L_PSR + L_NSR, λ = 0.1 in the paper; with
+    /// `Reinforce(norm: Identity)` over ±1 scores it is the paper's objective, and λ = 0 its
+    /// negative-sample reinforcement alone. Penalising failures pushes probability to the
+    /// model's other candidates instead of sharpening the successes. `None` (default) keeps
+    /// A.
+    #[serde(default)]
+    pub positive_weight: Option<f32>,
     /// Drop the samples whose response advantages are all zero after the estimator
     /// ([`super::zero_advantage_filter`], DAPO's dynamic sampling). Default false.
     #[serde(default)]
@@ -39,10 +49,14 @@ pub struct Shaping {
 }
 
 impl Shaping {
-    /// The clips must be > 0 when set.
+    /// The clips must be > 0 when set, the positive weight in [0, 1].
     pub fn validate(&self, node: &'static str) -> Result<(), AlgoError> {
         positive(node, "shaping.reward_clip", self.reward_clip)?;
-        positive(node, "shaping.advantage_clip", self.advantage_clip)
+        positive(node, "shaping.advantage_clip", self.advantage_clip)?;
+        match self.positive_weight {
+            Some(w) => unit_interval(node, "shaping.positive_weight", w),
+            None => Ok(()),
+        }
     }
 
     /// Applies `reward_clip` to response-level rewards.
@@ -52,7 +66,8 @@ impl Shaping {
         }
     }
 
-    /// Applies whitening and `advantage_clip` to token-level advantages; adds metrics.
+    /// Applies whitening, `advantage_clip` and `positive_weight` to token-level advantages;
+    /// adds metrics.
     pub fn finish(&self, advantages: &mut [f32], mask: &[bool], stats: &mut AlgoStats) {
         if self.whiten {
             let done = whiten(advantages, mask);
@@ -60,6 +75,13 @@ impl Shaping {
         }
         if let Some(c) = self.advantage_clip {
             clip_advantages(advantages, mask, c);
+        }
+        if let Some(w) = self.positive_weight {
+            for (a, &m) in advantages.iter_mut().zip(mask) {
+                if m && *a > 0.0 {
+                    *a *= w;
+                }
+            }
         }
         let valid: Vec<f64> = advantages
             .iter()
@@ -87,6 +109,7 @@ mod tests {
             reward_clip: None,
             whiten: true,
             advantage_clip: Some(0.5),
+            positive_weight: None,
             drop_zero_advantage: false,
         };
         let mut a = [1.0, 3.0];
@@ -95,6 +118,33 @@ mod tests {
         // whitened to ±0.7071, then clipped to ±0.5.
         assert_eq!(a, [-0.5, 0.5]);
         assert_eq!(stats["adv/whitened"], 1.0);
+    }
+
+    #[test]
+    fn positive_weight_scales_positive_response_advantages_after_the_clip() {
+        let shaping = Shaping {
+            advantage_clip: Some(2.0),
+            positive_weight: Some(0.1),
+            ..Default::default()
+        };
+        let mut a = [5.0, 0.5, -3.0, -0.5, 0.0, 4.0];
+        let mut stats = AlgoStats::new();
+        let mask = [true, true, true, true, true, false];
+        shaping.finish(&mut a, &mask, &mut stats);
+        // clipped to [2, 0.5, -2, -0.5, 0], positives times 0.1, the prompt token kept.
+        assert_eq!(a, [0.2, 0.05, -2.0, -0.5, 0.0, 4.0]);
+        assert!((stats["adv/mean"] - (0.2 + 0.05 - 2.0 - 0.5) / 5.0).abs() < 1e-7);
+        assert!(shaping.validate("Grpo").is_ok());
+        let err = Shaping {
+            positive_weight: Some(1.5),
+            ..Default::default()
+        }
+        .validate("Grpo")
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Grpo: `shaping.positive_weight` must be in [0, 1], got 1.5"
+        );
     }
 
     #[test]
