@@ -1,4 +1,4 @@
-//! Advantage clipping, the last shaping step.
+//! Advantage clipping, after whitening and before `positive_weight` ([`super::shaping`]).
 //!
 //! A ← clip(A, −c, c) on response tokens (ROLL `advantage_clip`). Off by default.
 
