@@ -3,8 +3,9 @@
 //! holds `A` and `B` of every targeted layer, `B` no longer zero), resumes exactly, gives
 //! the same metrics with gradient checkpointing (the dropout masks are drawn from the step's
 //! seed, and again in a checkpointed layer's second run), and exports as a
-//! PEFT adapter (`--peft`) and as a merged HF model (`--hf`); `--peft` of a run without
-//! adapters is refused with the fix.
+//! PEFT adapter (`--peft`) and as a merged HF model (`--hf`, the base rebuilt and the
+//! adapters folded in: checkpoints hold no base); `--peft` of a run without adapters is
+//! refused with the fix.
 
 mod common;
 
@@ -72,7 +73,19 @@ fn a_lora_policy_trains_its_adapters_resumes_and_exports_for_peft() {
         "the checkpointed run's metrics"
     );
 
-    let peft = whole.join("checkpoints/step_2/models/policy/peft");
+    // The checkpoint holds the adapters, not the frozen base: their parameters (with the
+    // ids the optimizer state is keyed by) and PEFT's copy, no model.bin and no hf/.
+    let folder = whole.join("checkpoints/step_2/models/policy");
+    let mut files: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["optimizer.bin", "peft", "trained.safetensors", "version"]
+    );
+    let peft = folder.join("peft");
     let config: Value =
         serde_json::from_str(&std::fs::read_to_string(peft.join("adapter_config.json")).unwrap())
             .unwrap();

@@ -2,8 +2,10 @@
 //! directory that transformers' `AutoModelForCausalLM.from_pretrained` loads as Qwen2.
 //!
 //! Checkpoints already hold the weights in HF form (`models/<name>/hf/`: `config.json`
-//! with `architectures: ["Qwen2ForCausalLM"]`, F32 `model.safetensors`); what a complete
-//! directory also needs is the tokenizer. For the Tiny preset that is the built-in
+//! with `architectures: ["Qwen2ForCausalLM"]`, F32 `model.safetensors`), except for a LoRA
+//! policy's, which hold its adapters alone: the export then rebuilds the base the pipeline
+//! names and folds the adapters into it (`merged_policy`). What a complete directory also
+//! needs is the tokenizer. For the Tiny preset that is the built-in
 //! byte-level BPE as `tokenizer.json` plus a `tokenizer_config.json` carrying the ChatML
 //! template and special tokens; for a policy fine-tuned from an HF directory, the
 //! tokenizer files of that directory are copied as they are; for one loaded from a GGUF
@@ -23,12 +25,13 @@ use roll_flow_engine::Pipeline;
 use roll_flow_model::build::{tokenizer_source, TokenizerSource};
 use roll_flow_model::gguf::GgufModel;
 use roll_flow_model::hf::peft_adapter::{ADAPTER_CONFIG, ADAPTER_WEIGHTS};
-use roll_flow_model::hf::read_config;
+use roll_flow_model::hf::{read_config, save_causal_lm};
 use roll_flow_model::spec::{ArchSpec, ModelSpec};
 use roll_flow_model::tokenizer::{BUILTIN_CHAT_TEMPLATE, BUILTIN_TOKENIZER};
 
 use crate::catalog::RollFlow;
-use crate::run_layout::step_dir;
+use crate::run_layout::{step_dir, TRAINED_FILE};
+use crate::runtime::models::merged_policy;
 
 /// Files of an HF model directory that describe its tokenizer and generation defaults;
 /// those present in the source directory are copied.
@@ -76,19 +79,30 @@ pub fn export_hf(
     out: &Path,
 ) -> Result<(), String> {
     let spec = model_spec(pipeline, policy)?;
-    let weights = step_dir(&pipeline.out_dir, step)
+    let folder = step_dir(&pipeline.out_dir, step)
         .join("models")
-        .join(policy)
-        .join("hf");
-    for file in WEIGHT_FILES {
-        if !weights.join(file).is_file() {
-            return Err(format!(
-                "{} is missing; checkpoints of causal LMs hold their HF weights there",
-                weights.join(file).display()
-            ));
+        .join(policy);
+    let weights = folder.join("hf");
+    let merged = if folder.join(TRAINED_FILE).is_file() {
+        Some(
+            merged_policy(spec, pipeline.seed, &folder)
+                .map_err(|e| format!("model `{policy}`: {e}"))?,
+        )
+    } else {
+        for file in WEIGHT_FILES {
+            if !weights.join(file).is_file() {
+                return Err(format!(
+                    "{} is missing; checkpoints of causal LMs hold their HF weights there",
+                    weights.join(file).display()
+                ));
+            }
         }
-    }
-    let config = read_config(&weights).map_err(|e| e.to_string())?;
+        None
+    };
+    let config = match &merged {
+        Some(model) => model.config.clone(),
+        None => read_config(&weights).map_err(|e| e.to_string())?,
+    };
     let tokenizer_source = tokenizer_source(spec, Path::new("."));
     let mut protected = vec![("the run directory", pipeline.out_dir.clone())];
     if let ArchSpec::HfDir(dir) = &spec.arch {
@@ -99,8 +113,13 @@ pub fn export_hf(
     }
     check_out_dir(out, &protected)?;
     stage_and_swap(out, |staging| {
-        for file in WEIGHT_FILES {
-            copy(&weights.join(file), &staging.join(file))?;
+        match &merged {
+            Some(model) => save_causal_lm(model, staging).map_err(|e| e.to_string())?,
+            None => {
+                for file in WEIGHT_FILES {
+                    copy(&weights.join(file), &staging.join(file))?;
+                }
+            }
         }
         match &tokenizer_source {
             TokenizerSource::Builtin => {

@@ -4,7 +4,9 @@
 //!
 //! - `models/<name>/model.bin`, `optimizer.bin`: weights and AdamW state (burn records,
 //!   full precision, parameter ids kept); `version`: the policy version; `hf/`: the same
-//!   weights as a Hugging Face directory (config.json + model.safetensors);
+//!   weights as a Hugging Face directory (config.json + model.safetensors); with `lora:`,
+//!   `trained.safetensors` (the adapters) in place of `model.bin` and `peft/` (the same
+//!   adapters as PEFT's) in place of `hf/`;
 //! - `critics/<name>/model.bin`, `optimizer.bin`;
 //! - `<folder>/<node>.json`: the state a node keeps between steps (`adv/<node>.json`, the
 //!   adaptive KL coefficient; `actor/<node>.json`, the adaptive entropy coefficient);
@@ -14,6 +16,9 @@ use std::path::{Path, PathBuf};
 
 /// A trained model's weights in a checkpoint folder (a burn record).
 pub const MODEL_FILE: &str = "model.bin";
+/// A model with a frozen base (LoRA): its trained parameters alone, in place of
+/// [`MODEL_FILE`] (`crate::runtime::trained_params`).
+pub const TRAINED_FILE: &str = "trained.safetensors";
 /// A trained model's optimizer state in a checkpoint folder (a burn record).
 pub const OPTIMIZER_FILE: &str = "optimizer.bin";
 /// A policy's version number in its checkpoint folder.
@@ -44,8 +49,9 @@ pub fn saved_steps(out_dir: &Path) -> Vec<u64> {
 }
 
 /// Checks that the checkpoint folder `checkpoint` holds everything a resumed run restores:
-/// `meta.json` (written last), `model.bin`, `optimizer.bin` and `version` of every policy
-/// and `model.bin`, `optimizer.bin` of every critic, and a folder for each of `models` (the
+/// `meta.json` (written last), the weights (`model.bin` or `trained.safetensors`),
+/// `optimizer.bin` and `version` of every policy and `model.bin`, `optimizer.bin` of every
+/// critic, and a folder for each of `models` (the
 /// models the pipeline's nodes use). Run before anything of the run is changed.
 pub fn check_complete(checkpoint: &Path, models: &[&str]) -> Result<(), String> {
     let mut missing: Vec<PathBuf> = Vec::new();
@@ -66,7 +72,10 @@ pub fn check_complete(checkpoint: &Path, models: &[&str]) -> Result<(), String> 
             .collect()
     };
     for policy in folders("models") {
-        for file in [MODEL_FILE, OPTIMIZER_FILE, VERSION_FILE] {
+        if !policy.join(TRAINED_FILE).is_file() {
+            need(policy.join(MODEL_FILE));
+        }
+        for file in [OPTIMIZER_FILE, VERSION_FILE] {
             need(policy.join(file));
         }
     }
@@ -138,6 +147,13 @@ mod tests {
         ] {
             write(&ckpt.join(file), "x");
         }
+        assert_eq!(check_complete(&ckpt, &["policy", "critic"]), Ok(()));
+        // A LoRA policy's adapters stand in for the whole model.
+        std::fs::rename(
+            ckpt.join("models/policy/model.bin"),
+            ckpt.join("models/policy/trained.safetensors"),
+        )
+        .unwrap();
         assert_eq!(check_complete(&ckpt, &["policy", "critic"]), Ok(()));
         let err = check_complete(&ckpt, &["policy", "critic", "reference"]).unwrap_err();
         assert!(err.contains("(missing models/reference)"), "{err}");

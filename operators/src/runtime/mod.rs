@@ -1,6 +1,7 @@
 //! What the operators of one worker share and build on: the backend ([`backend`]), the
 //! run's plan handed down by the registry ([`run_plan`]), the loaded models and their
-//! optimizers ([`models`], [`trainable`], [`lr_schedule`], [`concurrent`]), scoring
+//! optimizers ([`models`], [`trainable`], [`trained_params`], [`lr_schedule`],
+//! [`concurrent`]), scoring
 //! packed responses under a model ([`scoring`]), and [`Runtime`] itself ([`resources`]).
 //! Nothing here knows the pipeline's node kinds.
 
@@ -13,6 +14,7 @@ pub mod run_plan;
 pub mod saved_architecture;
 pub mod scoring;
 pub mod trainable;
+pub mod trained_params;
 pub mod weight_versions;
 
 pub use backend::{InferBackend, RunBackend, TrainBackend};

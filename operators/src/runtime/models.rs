@@ -15,12 +15,12 @@ use burn::module::AutodiffModule;
 use super::backend::{InferBackend, RunBackend, TrainBackend};
 use super::run_plan::RunInfo;
 use super::saved_architecture::check_saved_architecture;
-use super::trainable::Trainable;
+use super::trainable::{load_weights, Trainable};
 use super::weight_versions::WeightVersions;
 use crate::run_layout::{PEFT_DIR, VERSION_FILE};
 use roll_flow_model::build::{build_causal_lm, build_value_model};
 use roll_flow_model::lora::merge_lora;
-use roll_flow_model::spec::{ArchSpec, ModelSpec};
+use roll_flow_model::spec::{ArchSpec, ModelSpec, Precision};
 use roll_flow_model::CpuBackend;
 use roll_flow_model::{Qwen2CausalLm, Qwen2Config, Qwen2ValueModel, TextTokenizer};
 
@@ -105,24 +105,28 @@ impl<B: RunBackend> PolicyModel<B> {
         checkpoint.join("models").join(&self.name)
     }
 
-    /// Saves weights, optimizer and version; also an HF-format copy under `hf/` (LoRA
-    /// adapters merged) and, with `lora:`, the adapters alone as PEFT's under `peft/`.
+    /// Saves weights, optimizer and version, and the weights in a form other tools read:
+    /// with `lora:`, the adapters as PEFT's under `peft/` (the checkpoint's weights are the
+    /// adapters alone, [`super::trained_params`]; `export --hf` merges them on demand),
+    /// else the whole model as an HF directory under `hf/`.
     pub fn save(&self, checkpoint: &Path) -> Result<(), String> {
         let dir = self.checkpoint_dir(checkpoint);
         self.train.save(&dir)?;
-        // In full precision: with a compute dtype the inference copy's weights are rounded
-        // to it, and the trained ones (as the last update left them) are saved instead;
-        // where a `ModelUpdate` node publishes later than the update, hf/ then runs ahead
-        // of the version file, which counts publications. (Resuming reads model.bin.)
-        let full_precision = match self.inference.model.compute {
-            None => self.inference.clone(),
-            Some(_) => merge_lora(&self.train.module().valid()),
-        };
-        roll_flow_model::hf::save_causal_lm(&full_precision, &dir.join("hf"))
-            .map_err(|e| model_error(&self.name, e))?;
         if let Some(base) = &self.lora_base {
             let peft = dir.join(PEFT_DIR);
             roll_flow_model::hf::save_peft_adapter(self.train.module(), &peft, base)
+                .map_err(|e| model_error(&self.name, e))?;
+        } else {
+            // In full precision: with a compute dtype the inference copy's weights are
+            // rounded to it, and the trained ones (as the last update left them) are saved
+            // instead; where a `ModelUpdate` node publishes later than the update, hf/ then
+            // runs ahead of the version file, which counts publications. (Resuming reads
+            // model.bin.)
+            let full_precision = match self.inference.model.compute {
+                None => self.inference.clone(),
+                Some(_) => self.train.module().valid(),
+            };
+            roll_flow_model::hf::save_causal_lm(&full_precision, &dir.join("hf"))
                 .map_err(|e| model_error(&self.name, e))?;
         }
         if let Some(behind) = &self.behind {
@@ -191,6 +195,26 @@ impl<B: RunBackend> CriticModel<B> {
         roll_flow_model::hf::save_model_dir(&dir.join("hf"), &model.config, &sink)
             .map_err(|e| model_error(&self.name, e))
     }
+}
+
+/// A LoRA policy as its checkpoint folder `dir` holds it, the adapters folded into the
+/// weights: the base rebuilt from `spec` (the model the pipeline names, in f32 on the CPU)
+/// with `seed`, the adapters read back ([`load_weights`]). What `export --hf` writes.
+pub fn merged_policy(
+    spec: &ModelSpec,
+    seed: u64,
+    dir: &Path,
+) -> Result<Qwen2CausalLm<CpuBackend>, String> {
+    let spec = ModelSpec {
+        precision: Precision::F32,
+        ..spec.clone()
+    };
+    let device = Default::default();
+    let (model, _) =
+        build_causal_lm::<TrainBackend<CpuBackend>>(&spec, Path::new("."), seed, &device)
+            .map_err(|e| e.to_string())?;
+    let model = load_weights(model, dir, &device)?;
+    Ok(merge_lora(&model.valid()))
 }
 
 /// Restores weights and optimizer state from a model's checkpoint folder `dir`, after

@@ -14,26 +14,28 @@
 //! is counted; `max_nonfinite` such updates in a row stop the run with an error, so no
 //! checkpoint or export ever holds a non-finite weight.
 //!
-//! Checkpoints are burn records in full precision (`BinBytesRecorder`), which keep the
-//! parameter ids the optimizer state is keyed by, so a resumed run continues bit for bit.
+//! Checkpoints keep the parameter ids the optimizer state is keyed by, so a resumed run
+//! continues bit for bit: the weights as a burn record in full precision
+//! (`BinBytesRecorder`), or, for a model with a frozen base (LoRA), only the parameters that
+//! train ([`super::trained_params`]); the optimizer state as a burn record.
 
 use std::path::Path;
 
-use burn::module::{AutodiffModule, ModuleVisitor, Param, ParamId};
+use burn::module::{AutodiffModule, Module, ModuleVisitor, Param, ParamId};
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::Tensor;
 
 use super::backend::{RunBackend, TrainBackend};
 use super::concurrent::part_gradients;
 use super::lr_schedule::learning_rate;
-use crate::run_layout::{MODEL_FILE, OPTIMIZER_FILE};
+use super::trained_params::{decode_trained, encode_trained, fingerprint, has_frozen, Params};
+use crate::run_layout::{MODEL_FILE, OPTIMIZER_FILE, TRAINED_FILE};
 use roll_flow_algo::{clip_grad_norm, flatten_grads, unflatten_grads, AlgoStats, DeviceStats};
 use roll_flow_engine::collective::Collective;
-use roll_flow_engine::stable_hash::{fnv1a, FNV_OFFSET};
 use roll_flow_model::qwen2::dropout_masks;
 use roll_flow_model::spec::OptimSpec;
 use roll_flow_model::CpuBackend;
@@ -245,52 +247,58 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     /// A hash of the weights' bits (FNV-1a over every float parameter in visiting order):
     /// the workers of a data-parallel run compare theirs at each checkpoint.
     pub fn fingerprint(&self) -> u64 {
-        struct Hash<B> {
-            state: u64,
-            _backend: std::marker::PhantomData<B>,
-        }
-        impl<B: burn::tensor::backend::Backend> burn::module::ModuleVisitor<B> for Hash<B> {
-            fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<B, D>>) {
-                let data = param.val().into_data().convert::<f32>();
-                for value in data.as_slice::<f32>().unwrap_or(&[]) {
-                    self.state = fnv1a(self.state, &value.to_bits().to_le_bytes());
-                }
-            }
-        }
-        let mut hash = Hash::<TrainBackend<B>> {
-            state: FNV_OFFSET,
-            _backend: std::marker::PhantomData,
-        };
-        self.module().visit(&mut hash);
-        hash.state
+        fingerprint(self.module(), Params::All)
     }
 
-    /// Writes `model.bin` and `optimizer.bin` into `dir` (each atomically).
+    /// Writes the weights (`model.bin`, or `trained.safetensors` for a model with a frozen
+    /// base) and `optimizer.bin` into `dir` (each atomically).
     pub fn save(&self, dir: &Path) -> Result<(), String> {
-        let model = Record::default()
-            .record(self.module().clone().into_record(), ())
-            .map_err(|e| format!("cannot encode the weights: {e}"))?;
+        let (file, model) = if has_frozen(self.module()) {
+            (TRAINED_FILE, encode_trained(self.module())?)
+        } else {
+            let record = Record::default().record(self.module().clone().into_record(), ());
+            (
+                MODEL_FILE,
+                record.map_err(|e| format!("cannot encode the weights: {e}"))?,
+            )
+        };
         let optimizer = Record::default()
             .record(self.optimizer.to_record(), ())
             .map_err(|e| format!("cannot encode the optimizer state: {e}"))?;
-        write(dir, MODEL_FILE, &model)?;
+        write(dir, file, &model)?;
         write(dir, OPTIMIZER_FILE, &optimizer)
     }
 
-    /// Restores weights and optimizer state written by [`Trainable::save`], onto `device`.
+    /// Restores weights and optimizer state written by [`Trainable::save`], onto `device`
+    /// (a frozen base stays as built: [`load_weights`]).
     pub fn load(&mut self, dir: &Path, device: &B::Device) -> Result<(), String> {
-        let model = Record::default()
-            .load(read(dir, MODEL_FILE)?, device)
-            .map_err(|e| format!("{}: {e}", dir.join(MODEL_FILE).display()))?;
         let optimizer = Record::default()
             .load(read(dir, OPTIMIZER_FILE)?, device)
             .map_err(|e| format!("{}: {e}", dir.join(OPTIMIZER_FILE).display()))?;
-        let module = self.module.take().expect("module present");
-        self.module = Some(module.load_record(model));
+        // Handles: on an error the weights as they were stay.
+        self.module = Some(load_weights(self.module().clone(), dir, device)?);
         let fresh = adamw::<M, B>(&self.optim);
         self.optimizer = fresh.load_record(optimizer);
         Ok(())
     }
+}
+
+/// `module` with the weights saved in checkpoint folder `dir` by [`Trainable::save`]: the
+/// trained parameters into a model with a frozen base ([`decode_trained`]: the base stays
+/// as built), else the whole model from `model.bin`.
+pub fn load_weights<BK: Backend, M: Module<BK>>(
+    module: M,
+    dir: &Path,
+    device: &BK::Device,
+) -> Result<M, String> {
+    if dir.join(TRAINED_FILE).is_file() {
+        let bytes = read(dir, TRAINED_FILE)?;
+        return decode_trained(module, &bytes, &dir.join(TRAINED_FILE));
+    }
+    let record = Record::default()
+        .load(read(dir, MODEL_FILE)?, device)
+        .map_err(|e| format!("{}: {e}", dir.join(MODEL_FILE).display()))?;
+    Ok(module.load_record(record))
 }
 
 /// Zero gradients for the parameters `has_state` names ([`Trainable::accumulate_zero`]).
@@ -414,7 +422,7 @@ mod tests {
 
 #[cfg(test)]
 #[path = "trainable_lora_tests.rs"]
-mod lora_tests;
+pub(super) mod lora_tests;
 
 #[cfg(test)]
 #[path = "trainable_zero_tests.rs"]

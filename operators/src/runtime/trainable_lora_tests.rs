@@ -24,7 +24,9 @@ impl<B: burn::tensor::backend::Backend> ModuleVisitor<B> for Collect<B> {
     }
 }
 
-pub(super) fn params<M: Module<TrainBackend<CpuBackend>>>(module: &M) -> Vec<(ParamId, Vec<f32>)> {
+pub(in crate::runtime) fn params<M: Module<TrainBackend<CpuBackend>>>(
+    module: &M,
+) -> Vec<(ParamId, Vec<f32>)> {
     let mut collect = Collect(Vec::new(), std::marker::PhantomData);
     module.visit(&mut collect);
     collect.0
