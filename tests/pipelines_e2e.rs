@@ -76,15 +76,22 @@ fn every_cpu_pipeline_runs_two_steps_and_leaves_metrics_checkpoints_and_dumps() 
             let guided: Vec<&Value> = records.iter().map(|r| &r["rollout/guided"]).collect();
             assert_eq!(guided, [1.0, 0.0], "{file}");
         }
+        // A LoRA policy's checkpoint holds its adapters (and PEFT's copy), not the model.
         let ckpt = out_dir.join("checkpoints/step_2/models/policy");
-        for f in [
-            "model.bin",
-            "optimizer.bin",
-            "version",
-            "hf/config.json",
-            "hf/model.safetensors",
-        ] {
+        let (lora, whole) = (
+            ["trained.safetensors", "peft/adapter_model.safetensors"],
+            ["model.bin", "hf/model.safetensors"],
+        );
+        let has_lora = text.lines().any(|l| l.trim_start().starts_with("lora:"));
+        let (held, absent) = match has_lora {
+            true => (lora, whole),
+            false => (whole, lora),
+        };
+        for f in held.into_iter().chain(["optimizer.bin", "version"]) {
             assert!(ckpt.join(f).is_file(), "{file}: checkpoint lacks {f}");
+        }
+        for f in absent {
+            assert!(!ckpt.join(f).exists(), "{file}: checkpoint holds {f}");
         }
         let dump = dumps.join("step_000001/actor_step.json");
         let batch = roll_flow_engine::batch_dump::read(&dump).unwrap();
