@@ -11,7 +11,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{assert_ok, roll_flow, run, untimed};
+use common::{assert_ok, entry_names, roll_flow, run, untimed};
 use serde_json::Value;
 
 const LORA: &str =
@@ -76,13 +76,8 @@ fn a_lora_policy_trains_its_adapters_resumes_and_exports_for_peft() {
     // The checkpoint holds the adapters, not the frozen base: their parameters (with the
     // ids the optimizer state is keyed by) and PEFT's copy, no model.bin and no hf/.
     let folder = whole.join("checkpoints/step_2/models/policy");
-    let mut files: Vec<String> = std::fs::read_dir(&folder)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    files.sort();
     assert_eq!(
-        files,
+        entry_names(&folder),
         ["optimizer.bin", "peft", "trained.safetensors", "version"]
     );
     let peft = folder.join("peft");

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_ok, metrics, roll_flow};
+use common::{assert_ok, entry_names, metrics, roll_flow};
 
 /// The bandit with a frozen reference model and an adaptive KL penalty in the rewards;
 /// `horizon: 10` makes β move by up to 20%·n/10 per step, so a reset shows at once. The
@@ -75,6 +75,17 @@ fn a_resumed_run_continues_the_adaptive_coefficients() {
     assert_ok(&run(&whole, &[]));
     assert_ok(&run(&split, &["--stop-after", "2"]));
     assert!(split.join("checkpoints/step_2/adv/adv.json").exists());
+    // The reference trains nowhere: its folder holds a fingerprint of its weights (in a
+    // trained.safetensors of no tensors), not a copy; a resume rebuilds it.
+    let reference = split.join("checkpoints/step_2/models/reference");
+    assert_eq!(
+        entry_names(&reference),
+        ["optimizer.bin", "trained.safetensors", "version"]
+    );
+    let size = std::fs::metadata(reference.join("trained.safetensors"))
+        .unwrap()
+        .len();
+    assert!(size < 200, "{size} bytes");
     assert!(split
         .join("checkpoints/step_2/actor/actor_step.json")
         .exists());

@@ -165,6 +165,11 @@ pub fn run_plan<C: RollFlowDialect>(pipeline: &Pipeline<C>) -> RunPlan {
             .iter()
             .filter_map(|n| n.publishes().map(str::to_string))
             .collect(),
+        trained: nodes
+            .iter()
+            .filter_map(|n| n.trained())
+            .map(|t| t.model)
+            .collect(),
         rollouts: nodes.iter().filter_map(|n| n.plays()).collect(),
     };
     RunPlan {

@@ -261,6 +261,7 @@ fn the_registry_hands_the_runtime_plain_facts_asked_of_the_kinds() {
         plan.wiring.published_by_update.iter().collect::<Vec<_>>(),
         ["policy"]
     );
+    assert_eq!(plan.wiring.trained.iter().collect::<Vec<_>>(), ["policy"]);
     let rollout = plan
         .wiring
         .rollout_for("policy")

@@ -6,7 +6,8 @@
 //!   full precision, parameter ids kept); `version`: the policy version; `hf/`: the same
 //!   weights as a Hugging Face directory (config.json + model.safetensors); with `lora:`,
 //!   `trained.safetensors` (the adapters) in place of `model.bin` and `peft/` (the same
-//!   adapters as PEFT's) in place of `hf/`;
+//!   adapters as PEFT's) in place of `hf/`; for a model no node trains (a reference),
+//!   `trained.safetensors` holds only a fingerprint of its weights, and there is no `hf/`;
 //! - `critics/<name>/model.bin`, `optimizer.bin`;
 //! - `<folder>/<node>.json`: the state a node keeps between steps (`adv/<node>.json`, the
 //!   adaptive KL coefficient; `actor/<node>.json`, the adaptive entropy coefficient);

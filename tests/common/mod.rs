@@ -163,6 +163,16 @@ pub fn metrics(dir: &Path) -> Vec<serde_json::Map<String, Value>> {
         .collect()
 }
 
+/// The names of the entries of folder `dir`, sorted.
+pub fn entry_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
 /// Asserts exit code 0, showing stderr otherwise.
 pub fn assert_ok(out: &std::process::Output) {
     assert_eq!(

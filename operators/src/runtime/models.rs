@@ -10,12 +10,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use burn::module::AutodiffModule;
+use burn::module::{AutodiffModule, Module};
 
 use super::backend::{InferBackend, RunBackend, TrainBackend};
 use super::run_plan::RunInfo;
 use super::saved_architecture::check_saved_architecture;
 use super::trainable::{load_weights, Trainable};
+use super::trained_params::has_frozen;
 use super::weight_versions::WeightVersions;
 use crate::run_layout::{PEFT_DIR, VERSION_FILE};
 use roll_flow_model::build::{build_causal_lm, build_value_model};
@@ -64,10 +65,14 @@ impl<B: RunBackend> PolicyModel<B> {
         run: &RunInfo,
         device: &B::Device,
         publish_on_train: bool,
+        trained: bool,
     ) -> Result<Self, String> {
         let (model, tokenizer) =
             build_causal_lm::<TrainBackend<B>>(spec, Path::new("."), run.seed, device)
                 .map_err(|e| model_error(name, e))?;
+        // A model no node trains (a reference) is frozen whole: checkpoints then hold a
+        // fingerprint of its weights, not a copy (`super::trained_params`).
+        let model = if trained { model } else { model.no_grad() };
         let mut policy = PolicyModel {
             name: name.to_string(),
             tokenizer: Arc::new(tokenizer),
@@ -106,9 +111,10 @@ impl<B: RunBackend> PolicyModel<B> {
     }
 
     /// Saves weights, optimizer and version, and the weights in a form other tools read:
-    /// with `lora:`, the adapters as PEFT's under `peft/` (the checkpoint's weights are the
-    /// adapters alone, [`super::trained_params`]; `export --hf` merges them on demand),
-    /// else the whole model as an HF directory under `hf/`.
+    /// with `lora:`, the adapters as PEFT's under `peft/`; for a model that trains whole,
+    /// the model as an HF directory under `hf/`. (A model with frozen weights, LoRA's base
+    /// or a reference, has its trained parameters alone saved, [`super::trained_params`];
+    /// `export --hf` merges a LoRA policy's on demand.)
     pub fn save(&self, checkpoint: &Path) -> Result<(), String> {
         let dir = self.checkpoint_dir(checkpoint);
         self.train.save(&dir)?;
@@ -116,7 +122,8 @@ impl<B: RunBackend> PolicyModel<B> {
             let peft = dir.join(PEFT_DIR);
             roll_flow_model::hf::save_peft_adapter(self.train.module(), &peft, base)
                 .map_err(|e| model_error(&self.name, e))?;
-        } else {
+        }
+        if !has_frozen(self.train.module()) {
             // In full precision: with a compute dtype the inference copy's weights are
             // rounded to it, and the trained ones (as the last update left them) are saved
             // instead; where a `ModelUpdate` node publishes later than the update, hf/ then

@@ -91,8 +91,17 @@ impl<B: RunBackend> Runtime<B> {
             return Ok(model.clone());
         }
         let spec = self.model_spec(name)?;
-        let publish_on_train = !self.plan.wiring.published_by_update.contains(name);
-        let mut model = PolicyModel::build(name, spec, &self.run, &self.device, publish_on_train)?;
+        let wiring = &self.plan.wiring;
+        let publish_on_train = !wiring.published_by_update.contains(name);
+        let trained = wiring.trained.contains(name);
+        let mut model = PolicyModel::build(
+            name,
+            spec,
+            &self.run,
+            &self.device,
+            publish_on_train,
+            trained,
+        )?;
         model.train.share_gradients(self.worker.collective.clone());
         let model = Rc::new(RefCell::new(model));
         let mut table = self.models.borrow_mut();

@@ -39,6 +39,9 @@ pub struct Wiring {
     /// Models whose weights a node publishes to the inference copy (`ModelUpdate`); the
     /// node that trains such a model then leaves publishing to it.
     pub published_by_update: BTreeSet<String>,
+    /// Models a node trains (`ActorStep`, `CriticStep`); any other causal LM (a reference)
+    /// is frozen: no gradients, and checkpoints hold no copy of its weights.
+    pub trained: BTreeSet<String>,
     /// The policies the `Rollout` nodes play and how, in file order.
     pub rollouts: Vec<PolicyPlay>,
 }

@@ -1,7 +1,10 @@
 //! The weights of a model whose base is frozen (LoRA) in a checkpoint: only the parameters
-//! that train, as `trained.safetensors` ([`TRAINED_FILE`]), instead of the whole model.
+//! that train, as `trained.safetensors` ([`TRAINED_FILE`]), instead of the whole model. A
+//! model no node trains (a KL reference) is frozen whole, and its file holds no tensor, only
+//! the fingerprint.
 //!
-//! ROLL and verl save a LoRA run's adapters, not the base they apply to; so does this. The
+//! ROLL and verl save a LoRA run's adapters, not the base they apply to, and never the
+//! reference model; so does this. The
 //! file holds every parameter that requires a gradient, in the module's visiting order
 //! (tensors `00000`, `00001`, …, F32), and in its metadata the parameter ids the optimizer
 //! state is keyed by (`param_ids`), so a resumed run continues bit for bit, and a
@@ -85,9 +88,15 @@ pub fn fingerprint<B: Backend, M: Module<B>>(module: &M, which: Params) -> u64 {
 
 /// Whether some parameter of `module` is frozen (requires no gradient).
 pub fn has_frozen<B: Backend, M: Module<B>>(module: &M) -> bool {
-    let mut frozen = false;
-    for_each_param(module, Params::Frozen, |_, _, _| frozen = true);
-    frozen
+    struct Any<B>(bool, std::marker::PhantomData<B>);
+    impl<B: Backend> ModuleVisitor<B> for Any<B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            self.0 |= Params::Frozen.takes(param);
+        }
+    }
+    let mut any = Any(false, std::marker::PhantomData);
+    module.visit(&mut any);
+    any.0
 }
 
 /// The trained parameters of `module` as the bytes of [`TRAINED_FILE`] (module doc).
