@@ -74,11 +74,18 @@ fn a_lora_policy_trains_its_adapters_resumes_and_exports_for_peft() {
     );
 
     // The checkpoint holds the adapters, not the frozen base: their parameters (with the
-    // ids the optimizer state is keyed by) and PEFT's copy, no model.bin and no hf/.
+    // ids the optimizer state is keyed by) and PEFT's copy; no model.bin, and of hf/ the
+    // config alone.
     let folder = whole.join("checkpoints/step_2/models/policy");
     assert_eq!(
         entry_names(&folder),
-        ["optimizer.bin", "peft", "trained.safetensors", "version"]
+        [
+            "hf",
+            "optimizer.bin",
+            "peft",
+            "trained.safetensors",
+            "version"
+        ]
     );
     let peft = folder.join("peft");
     let config: Value =

@@ -80,7 +80,7 @@ fn a_resumed_run_continues_the_adaptive_coefficients() {
     let reference = split.join("checkpoints/step_2/models/reference");
     assert_eq!(
         entry_names(&reference),
-        ["optimizer.bin", "trained.safetensors", "version"]
+        ["hf", "optimizer.bin", "trained.safetensors", "version"]
     );
     let size = std::fs::metadata(reference.join("trained.safetensors"))
         .unwrap()

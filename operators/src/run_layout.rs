@@ -5,9 +5,10 @@
 //! - `models/<name>/model.bin`, `optimizer.bin`: weights and AdamW state (burn records,
 //!   full precision, parameter ids kept); `version`: the policy version; `hf/`: the same
 //!   weights as a Hugging Face directory (config.json + model.safetensors); with `lora:`,
-//!   `trained.safetensors` (the adapters) in place of `model.bin` and `peft/` (the same
-//!   adapters as PEFT's) in place of `hf/`; for a model no node trains (a reference),
-//!   `trained.safetensors` holds only a fingerprint of its weights, and there is no `hf/`;
+//!   `trained.safetensors` (the adapters) in place of `model.bin`, `peft/` (the same
+//!   adapters as PEFT's), and of `hf/` only `config.json` (the architecture a resume
+//!   checks); for a model no node trains (a reference), `trained.safetensors` holds only a
+//!   fingerprint of its weights, and `hf/` only `config.json`;
 //! - `critics/<name>/model.bin`, `optimizer.bin`;
 //! - `<folder>/<node>.json`: the state a node keeps between steps (`adv/<node>.json`, the
 //!   adaptive KL coefficient; `actor/<node>.json`, the adaptive entropy coefficient);

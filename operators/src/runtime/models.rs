@@ -113,8 +113,8 @@ impl<B: RunBackend> PolicyModel<B> {
     /// Saves weights, optimizer and version, and the weights in a form other tools read:
     /// with `lora:`, the adapters as PEFT's under `peft/`; for a model that trains whole,
     /// the model as an HF directory under `hf/`. (A model with frozen weights, LoRA's base
-    /// or a reference, has its trained parameters alone saved, [`super::trained_params`];
-    /// `export --hf` merges a LoRA policy's on demand.)
+    /// or a reference, has its trained parameters alone saved, [`super::trained_params`],
+    /// and only `hf/config.json`; `export --hf` merges a LoRA policy's on demand.)
     pub fn save(&self, checkpoint: &Path) -> Result<(), String> {
         let dir = self.checkpoint_dir(checkpoint);
         self.train.save(&dir)?;
@@ -135,6 +135,10 @@ impl<B: RunBackend> PolicyModel<B> {
             };
             roll_flow_model::hf::save_causal_lm(&full_precision, &dir.join("hf"))
                 .map_err(|e| model_error(&self.name, e))?;
+        } else {
+            // The architecture alone, which a resume checks before it reads the weights.
+            let config = self.train.module().config.to_json_string();
+            super::trainable::write_text(&dir.join("hf"), "config.json", &config)?;
         }
         if let Some(behind) = &self.behind {
             behind.save(&dir).map_err(|e| model_error(&self.name, e))?;
