@@ -1,13 +1,14 @@
 //! Asynchronous training through the binary (`Rollout(staleness: N)`, the shipped
 //! `frozen_lake_starpo_async.ron` shrunk): the rollout of step t plays with exactly the
 //! weights of step max(0, t − N), the same seed gives the same run, a resumed run ends as an
-//! uninterrupted one, and validation refuses a loss whose π_old the lag makes wrong.
+//! uninterrupted one (also with LoRA, whose held steps are saved as adapters), and
+//! validation refuses a loss whose π_old the lag makes wrong.
 
 mod common;
 
 use std::path::Path;
 
-use common::{assert_ok, metrics, roll_flow, run, untimed};
+use common::{assert_ok, entry_names, metrics, roll_flow, run, untimed};
 
 const FILE: &str = "pipelines/frozen_lake_starpo_async.ron";
 
@@ -78,6 +79,33 @@ fn a_resumed_asynchronous_run_ends_as_an_uninterrupted_one() {
     assert!(
         weights(&split, 5) == weights(&whole, 5),
         "final weights differ"
+    );
+}
+
+#[test]
+fn a_resumed_asynchronous_lora_run_ends_as_an_uninterrupted_one() {
+    // The held steps' weights are the adapters they were merged from, not merged models.
+    let lora = "models.policy.lora=(rank: 2, alpha: 4, targets: [\"q_proj\", \"v_proj\"])";
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, split) = (dir.path().join("whole"), dir.path().join("split"));
+    assert_ok(&run(FILE, &whole, &["--steps", "5", "--set", lora]));
+    let stopped = ["--steps", "5", "--set", lora, "--stop-after", "3"];
+    assert_ok(&run(FILE, &split, &stopped));
+    let behind = split.join("checkpoints/step_3/models/policy/behind/2");
+    assert_eq!(entry_names(&behind), ["trained.safetensors", "version"]);
+    assert_ok(&roll_flow(&["run", "--resume", split.to_str().unwrap()]));
+    assert_eq!(
+        untimed(&split),
+        untimed(&whole),
+        "metrics apart from timing"
+    );
+    // PEFT's copy: trained.safetensors also holds the parameter ids, which each run draws.
+    let adapters = |d: &Path| {
+        std::fs::read(d.join("checkpoints/step_5/models/policy/peft/adapter_model.safetensors"))
+    };
+    assert!(
+        adapters(&split).unwrap() == adapters(&whole).unwrap(),
+        "final adapters differ"
     );
 }
 

@@ -52,11 +52,13 @@ pub(super) fn start_ahead<B: RunBackend>(
     if let Some(dir) = runtime.run.resume_dir() {
         let dir = policy.checkpoint_dir(&dir);
         let compute = policy.inference().model.compute;
+        let lora = policy.published_from();
         weights.restore(
             &dir,
             first.saturating_sub(n),
             first,
             compute,
+            lora.as_deref(),
             &runtime.device,
         )?;
     }

@@ -161,6 +161,7 @@ impl<B: RunBackend> EnvPlayer<B> {
         StepWeights {
             version: policy.version,
             model: Arc::new(policy.inference().clone()),
+            trained_from: policy.published_from(),
         }
     }
 

@@ -17,7 +17,7 @@ use super::run_plan::RunInfo;
 use super::saved_architecture::check_saved_architecture;
 use super::trainable::{load_weights, Trainable};
 use super::trained_params::has_frozen;
-use super::weight_versions::WeightVersions;
+use super::weight_versions::{inference_copy, WeightVersions};
 use crate::run_layout::{PEFT_DIR, VERSION_FILE};
 use roll_flow_model::build::{build_causal_lm, build_value_model};
 use roll_flow_model::lora::merge_lora;
@@ -42,16 +42,9 @@ pub struct PolicyModel<B: RunBackend = CpuBackend> {
     /// file as the pipeline names it): checkpoints then also hold the adapters as a PEFT
     /// adapter directory under `peft/`, naming it.
     lora_base: Option<String>,
-}
-
-/// The copy rollout and eval generate with: LoRA adapters folded into the weights, the
-/// weights stored in the model's compute dtype where it has one (cast once a publication,
-/// not once a forward call) and, on a GPU, the projections that share an input side by
-/// side (`Qwen2CausalLm::for_generation`).
-fn inference_copy<B: RunBackend>(
-    model: &Qwen2CausalLm<TrainBackend<B>>,
-) -> Qwen2CausalLm<InferBackend<B>> {
-    merge_lora(&model.valid()).for_generation()
+    /// With `lora:`, the trained weights (base and adapters) the inference copy was made
+    /// from: an asynchronous rollout's checkpoint saves their adapters, not the merged copy.
+    published_from: Option<Arc<Qwen2CausalLm<TrainBackend<B>>>>,
 }
 
 fn model_error(name: &str, e: impl std::fmt::Display) -> String {
@@ -86,7 +79,9 @@ impl<B: RunBackend> PolicyModel<B> {
                 ArchSpec::HfDir(path) | ArchSpec::Gguf(path) => path.clone(),
                 ArchSpec::Tiny(_) => "Tiny".into(),
             }),
+            published_from: None,
         };
+        policy.keep_published_from();
         if let Some(dir) = run.resume_dir() {
             policy.restore(&dir, device)?;
         }
@@ -102,7 +97,22 @@ impl<B: RunBackend> PolicyModel<B> {
     /// folded into the weights there, so generation pays nothing for them.
     pub fn publish(&mut self) {
         self.inference = inference_copy(self.train.module());
+        self.keep_published_from();
         self.version += 1;
+    }
+
+    /// With `lora:`, keeps the trained weights the inference copy was just made from (a
+    /// handle: the next update writes new tensors, not into these).
+    fn keep_published_from(&mut self) {
+        if self.lora_base.is_some() {
+            self.published_from = Some(Arc::new(self.train.module().clone()));
+        }
+    }
+
+    /// With `lora:`, the trained weights the inference copy was made from
+    /// ([`super::weight_versions::StepWeights::trained_from`]).
+    pub fn published_from(&self) -> Option<Arc<Qwen2CausalLm<TrainBackend<B>>>> {
+        self.published_from.clone()
     }
 
     /// This model's folder inside a checkpoint directory.
@@ -152,6 +162,7 @@ impl<B: RunBackend> PolicyModel<B> {
         load_checked(&mut self.train, &built, &dir, device)
             .map_err(|e| model_error(&self.name, e))?;
         self.inference = inference_copy(self.train.module());
+        self.keep_published_from();
         let version = super::trainable::read_text(&dir, VERSION_FILE)?;
         self.version = version
             .trim()

@@ -265,15 +265,15 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
         let optimizer = Record::default()
             .record(self.optimizer.to_record(), ())
             .map_err(|e| format!("cannot encode the optimizer state: {e}"))?;
-        write(dir, file, &model)?;
-        write(dir, OPTIMIZER_FILE, &optimizer)
+        write_bytes(dir, file, &model)?;
+        write_bytes(dir, OPTIMIZER_FILE, &optimizer)
     }
 
     /// Restores weights and optimizer state written by [`Trainable::save`], onto `device`
     /// (a frozen base stays as built: [`load_weights`]).
     pub fn load(&mut self, dir: &Path, device: &B::Device) -> Result<(), String> {
         let optimizer = Record::default()
-            .load(read(dir, OPTIMIZER_FILE)?, device)
+            .load(read_bytes(dir, OPTIMIZER_FILE)?, device)
             .map_err(|e| format!("{}: {e}", dir.join(OPTIMIZER_FILE).display()))?;
         // Handles: on an error the weights as they were stay.
         self.module = Some(load_weights(self.module().clone(), dir, device)?);
@@ -292,11 +292,11 @@ pub fn load_weights<BK: Backend, M: Module<BK>>(
     device: &BK::Device,
 ) -> Result<M, String> {
     if dir.join(TRAINED_FILE).is_file() {
-        let bytes = read(dir, TRAINED_FILE)?;
+        let bytes = read_bytes(dir, TRAINED_FILE)?;
         return decode_trained(module, &bytes, &dir.join(TRAINED_FILE));
     }
     let record = Record::default()
-        .load(read(dir, MODEL_FILE)?, device)
+        .load(read_bytes(dir, MODEL_FILE)?, device)
         .map_err(|e| format!("{}: {e}", dir.join(MODEL_FILE).display()))?;
     Ok(module.load_record(record))
 }
@@ -318,20 +318,23 @@ impl<B: AutodiffBackend, F: Fn(ParamId) -> bool> ModuleVisitor<B> for ZeroGradie
 
 /// Writes a small text file atomically.
 pub fn write_text(dir: &Path, name: &str, text: &str) -> Result<(), String> {
-    write(dir, name, text.as_bytes())
+    write_bytes(dir, name, text.as_bytes())
 }
 
 /// Reads a small text file.
 pub fn read_text(dir: &Path, name: &str) -> Result<String, String> {
-    String::from_utf8(read(dir, name)?).map_err(|e| format!("{}: {e}", dir.join(name).display()))
+    String::from_utf8(read_bytes(dir, name)?)
+        .map_err(|e| format!("{}: {e}", dir.join(name).display()))
 }
 
-fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
+/// Writes a file atomically.
+pub fn write_bytes(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
     roll_flow_engine::atomic_file::write_atomic(&dir.join(name), bytes)
         .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
 }
 
-fn read(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
+/// Reads a file, the error naming it.
+pub fn read_bytes(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
     std::fs::read(dir.join(name))
         .map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
 }

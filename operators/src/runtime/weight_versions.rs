@@ -14,18 +14,35 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use burn::module::AutodiffModule;
 use burn::tensor::DType;
 use roll_flow_model::hf::{load_causal_lm, save_causal_lm};
+use roll_flow_model::lora::merge_lora;
 use roll_flow_model::Qwen2CausalLm;
 
-use super::backend::{InferBackend, RunBackend};
-use super::trainable::{read_text, write_text};
-use crate::run_layout::VERSION_FILE;
+use super::backend::{InferBackend, RunBackend, TrainBackend};
+use super::trainable::{read_bytes, read_text, write_bytes, write_text};
+use super::trained_params::{decode_trained, encode_trained};
+use crate::run_layout::{TRAINED_FILE, VERSION_FILE};
+
+/// The copy rollout and eval generate with: LoRA adapters folded into the weights, the
+/// weights stored in the model's compute dtype where it has one (cast once a publication,
+/// not once a forward call) and, on a GPU, the projections that share an input side by
+/// side (`Qwen2CausalLm::for_generation`).
+pub fn inference_copy<B: RunBackend>(
+    model: &Qwen2CausalLm<TrainBackend<B>>,
+) -> Qwen2CausalLm<InferBackend<B>> {
+    merge_lora(&model.valid()).for_generation()
+}
 
 /// The inference weights a step started from, and their policy version (publish count).
 pub struct StepWeights<B: RunBackend> {
     pub version: u64,
     pub model: Arc<Qwen2CausalLm<InferBackend<B>>>,
+    /// For a LoRA policy, the trained weights `model` was made from: a checkpoint saves
+    /// their adapters (`trained.safetensors`) instead of the merged model, and a resume
+    /// folds them into the rebuilt base again.
+    pub trained_from: Option<Arc<Qwen2CausalLm<TrainBackend<B>>>>,
 }
 
 impl<B: RunBackend> Clone for StepWeights<B> {
@@ -33,6 +50,7 @@ impl<B: RunBackend> Clone for StepWeights<B> {
         StepWeights {
             version: self.version,
             model: self.model.clone(),
+            trained_from: self.trained_from.clone(),
         }
     }
 }
@@ -123,33 +141,50 @@ impl<B: RunBackend> WeightVersions<B> {
             .collect();
         for (step, weights) in held {
             let dir = behind_dir(model_dir).join(step.to_string());
-            save_causal_lm(&weights.model, &dir).map_err(|e| format!("step {step}: {e}"))?;
+            match &weights.trained_from {
+                Some(trained) => write_bytes(&dir, TRAINED_FILE, &encode_trained(&**trained)?)?,
+                None => {
+                    save_causal_lm(&weights.model, &dir).map_err(|e| format!("step {step}: {e}"))?
+                }
+            }
             write_text(&dir, VERSION_FILE, &weights.version.to_string())?;
         }
         Ok(())
     }
 
     /// Reads back the weights of steps `from..to` saved by [`save`](Self::save), as
-    /// inference copies computing in `compute` (the policy's compute dtype); a step with
-    /// nothing saved is an error naming the folder.
+    /// inference copies computing in `compute` (the policy's compute dtype); a LoRA
+    /// policy's adapters are read into `lora` (the policy's trained weights, whose frozen
+    /// base they share) and merged as publishing merges them. A step with nothing saved is
+    /// an error naming the folder.
     pub fn restore(
         &self,
         model_dir: &Path,
         from: u64,
         to: u64,
         compute: Option<DType>,
+        lora: Option<&Qwen2CausalLm<TrainBackend<B>>>,
         device: &B::Device,
     ) -> Result<(), String> {
         for step in from..to {
             let dir = behind_dir(model_dir).join(step.to_string());
-            let model = load_causal_lm::<InferBackend<B>>(&dir, device).map_err(|e| {
-                format!(
-                    "the checkpoint lacks the weights of step {step}, which an asynchronous \
-                     rollout (`staleness`) resumes with: {e}; resume from a checkpoint written \
-                     with the same `staleness`"
-                )
-            })?;
-            let model = model.with_compute_dtype(compute).for_generation();
+            let (model, trained_from) = match lora {
+                Some(policy) if dir.join(TRAINED_FILE).is_file() => {
+                    let bytes = read_bytes(&dir, TRAINED_FILE)?;
+                    let trained = decode_trained(policy.clone(), &bytes, &dir.join(TRAINED_FILE))?;
+                    (inference_copy(&trained), Some(Arc::new(trained)))
+                }
+                _ => {
+                    let model = load_causal_lm::<InferBackend<B>>(&dir, device).map_err(|e| {
+                        format!(
+                            "the checkpoint lacks the weights of step {step}, which an \
+                             asynchronous rollout (`staleness`) resumes with: {e}; resume from \
+                             a checkpoint written with the same `staleness`"
+                        )
+                    })?;
+                    (model.with_compute_dtype(compute).for_generation(), None)
+                }
+            };
             let version = read_text(&dir, VERSION_FILE)?
                 .trim()
                 .parse()
@@ -159,6 +194,7 @@ impl<B: RunBackend> WeightVersions<B> {
                 StepWeights {
                     version,
                     model: Arc::new(model),
+                    trained_from,
                 },
             );
         }
@@ -186,6 +222,7 @@ mod tests {
         StepWeights {
             version,
             model: model.clone(),
+            trained_from: None,
         }
     }
 
@@ -219,14 +256,14 @@ mod tests {
         store.publish(4, weights(3, &model));
         store.save(dir.path()).unwrap();
         let back = WeightVersions::<CpuBackend>::default();
-        back.restore(dir.path(), 4, 5, None, &Default::default())
+        back.restore(dir.path(), 4, 5, None, None, &Default::default())
             .unwrap();
         let restored = back.wait(4).unwrap();
         assert_eq!(restored.version, 3);
         assert_eq!(values(&restored.model), values(&model));
         // Step 5 was not saved: restoring it names what is missing.
         let err = back
-            .restore(dir.path(), 5, 6, None, &Default::default())
+            .restore(dir.path(), 5, 6, None, None, &Default::default())
             .unwrap_err();
         assert!(err.contains("step 5") && err.contains("staleness"), "{err}");
     }
@@ -246,7 +283,7 @@ mod tests {
         store.publish(4, weights(3, &model));
         store.save(dir.path()).unwrap();
         let back = WeightVersions::<CpuBackend>::default();
-        back.restore(dir.path(), 4, 5, bf16, &Default::default())
+        back.restore(dir.path(), 4, 5, bf16, None, &Default::default())
             .unwrap();
         let restored = back.wait(4).unwrap().model;
         assert_eq!(restored.model.compute, bf16);
