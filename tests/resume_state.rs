@@ -86,6 +86,19 @@ fn a_resumed_run_continues_the_adaptive_coefficients() {
         .unwrap()
         .len();
     assert!(size < 200, "{size} bytes");
+    // `export --hf` rebuilds it (frozen, as the run built it) and checks it against that.
+    let exported = dir.path().join("reference_hf");
+    let args = [
+        "export",
+        split.to_str().unwrap(),
+        "--model",
+        "reference",
+        "--hf",
+    ];
+    assert_ok(&roll_flow(
+        &[&args[..], &[exported.to_str().unwrap()]].concat(),
+    ));
+    assert!(exported.join("model.safetensors").is_file());
     assert!(split
         .join("checkpoints/step_2/actor/actor_step.json")
         .exists());

@@ -2,9 +2,10 @@
 //! directory that transformers' `AutoModelForCausalLM.from_pretrained` loads as Qwen2.
 //!
 //! Checkpoints already hold the weights in HF form (`models/<name>/hf/`: `config.json`
-//! with `architectures: ["Qwen2ForCausalLM"]`, F32 `model.safetensors`), except for a LoRA
-//! policy's, which hold its adapters alone: the export then rebuilds the base the pipeline
-//! names and folds the adapters into it (`merged_policy`). What a complete directory also
+//! with `architectures: ["Qwen2ForCausalLM"]`, F32 `model.safetensors`), except for a model
+//! with frozen weights: a LoRA policy's hold its adapters alone, a reference's nothing but
+//! a fingerprint. The export then rebuilds the model the pipeline names and folds the
+//! adapters into it (`merged_policy`). What a complete directory also
 //! needs is the tokenizer. For the Tiny preset that is the built-in
 //! byte-level BPE as `tokenizer.json` plus a `tokenizer_config.json` carrying the ChatML
 //! template and special tokens; for a policy fine-tuned from an HF directory, the
@@ -30,6 +31,7 @@ use roll_flow_model::spec::{ArchSpec, ModelSpec};
 use roll_flow_model::tokenizer::{BUILTIN_CHAT_TEMPLATE, BUILTIN_TOKENIZER};
 
 use crate::catalog::RollFlow;
+use crate::registry::run_plan;
 use crate::run_layout::{step_dir, TRAINED_FILE};
 use crate::runtime::models::merged_policy;
 
@@ -83,9 +85,10 @@ pub fn export_hf(
         .join("models")
         .join(policy);
     let weights = folder.join("hf");
+    let trained = run_plan(pipeline).wiring.trained.contains(policy);
     let merged = if folder.join(TRAINED_FILE).is_file() {
         Some(
-            merged_policy(spec, pipeline.seed, &folder)
+            merged_policy(spec, pipeline.seed, trained, &folder)
                 .map_err(|e| format!("model `{policy}`: {e}"))?,
         )
     } else {

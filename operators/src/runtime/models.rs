@@ -219,12 +219,15 @@ impl<B: RunBackend> CriticModel<B> {
     }
 }
 
-/// A LoRA policy as its checkpoint folder `dir` holds it, the adapters folded into the
-/// weights: the base rebuilt from `spec` (the model the pipeline names, in f32 on the CPU)
-/// with `seed`, the adapters read back ([`load_weights`]). What `export --hf` writes.
+/// A causal LM with frozen weights as its checkpoint folder `dir` holds it, the adapters
+/// folded into the weights: the model rebuilt from `spec` (the model the pipeline names, in
+/// f32 on the CPU) with `seed`, frozen whole unless a node `trained` it (as the run built
+/// it), what trained read back ([`load_weights`]). What `export --hf` writes for a LoRA
+/// policy or a reference.
 pub fn merged_policy(
     spec: &ModelSpec,
     seed: u64,
+    trained: bool,
     dir: &Path,
 ) -> Result<Qwen2CausalLm<CpuBackend>, String> {
     let spec = ModelSpec {
@@ -235,6 +238,7 @@ pub fn merged_policy(
     let (model, _) =
         build_causal_lm::<TrainBackend<CpuBackend>>(&spec, Path::new("."), seed, &device)
             .map_err(|e| e.to_string())?;
+    let model = if trained { model } else { model.no_grad() };
     let model = load_weights(model, dir, &device)?;
     Ok(merge_lora(&model.valid()))
 }

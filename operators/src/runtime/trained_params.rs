@@ -152,12 +152,21 @@ pub fn decode_trained<B: Backend, M: Module<B>>(
     };
     let mut wanted: Vec<Vec<usize>> = Vec::new();
     for_each_param(&module, Params::Trained, |_, shape, _| wanted.push(shape));
-    if ids.len() != wanted.len() || file.len() != wanted.len() {
+    if file.len() != wanted.len() {
         return Err(fail(format!(
-            "holds {} trained tensors, the model has {}; resume with the `lora:` the run was \
-             started with",
+            "holds {} trained tensors, the model has {}; use the `lora:` the run was started \
+             with",
             file.len(),
             wanted.len()
+        )));
+    }
+    let distinct: std::collections::BTreeSet<&u64> = ids.iter().collect();
+    if ids.len() != file.len() || distinct.len() != ids.len() {
+        return Err(fail(format!(
+            "`{IDS_KEY}` lists {} ids ({} distinct) for {} tensors; the file is damaged",
+            ids.len(),
+            distinct.len(),
+            file.len()
         )));
     }
     let mut saved = Vec::with_capacity(ids.len());
@@ -165,8 +174,8 @@ pub fn decode_trained<B: Backend, M: Module<B>>(
         let tensor = (file.tensor(&format!("{i:05}"))).map_err(|e| fail(format!("{e:?}")))?;
         if tensor.dtype() != Dtype::F32 || tensor.shape() != shape.as_slice() {
             return Err(fail(format!(
-                "trained tensor {i} is {:?} {:?}, the model's is F32 {shape:?}; resume with the \
-                 `lora:` the run was started with",
+                "trained tensor {i} is {:?} {:?}, the model's is F32 {shape:?}; use the `lora:` \
+                 the run was started with",
                 tensor.dtype(),
                 tensor.shape()
             )));
@@ -180,7 +189,8 @@ pub fn decode_trained<B: Backend, M: Module<B>>(
     if field(FINGERPRINT_KEY)? != &frozen {
         return Err(fail(
             "the frozen weights differ from those the run trained on (the model file the \
-             pipeline names has changed); resume with the model the run was started with"
+             pipeline names has changed, or a Tiny model's seed); use the model the run was \
+             started with"
                 .into(),
         ));
     }

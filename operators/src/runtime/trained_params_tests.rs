@@ -81,7 +81,7 @@ fn a_file_of_another_rank_or_base_is_refused_by_name() {
     };
     assert!(
         err.starts_with("run/trained.safetensors: trained tensor 0 is F32 [16, 2]")
-            && err.ends_with("resume with the `lora:` the run was started with"),
+            && err.ends_with("use the `lora:` the run was started with"),
         "{err}"
     );
     let fewer = LoraSpec {
@@ -105,6 +105,24 @@ fn a_file_of_another_rank_or_base_is_refused_by_name() {
     assert!(
         err.contains("the frozen weights differ from those the run trained on"),
         "{err}"
+    );
+}
+
+#[test]
+fn a_file_whose_ids_repeat_is_refused() {
+    let bytes = encode_trained(&with_adapters(2, 5)).unwrap();
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
+    let mut metadata = header.metadata().clone().unwrap();
+    let first = metadata[IDS_KEY].split(',').next().unwrap().to_string();
+    metadata.insert(IDS_KEY.into(), vec![first; file.len()].join(","));
+    let damaged = safetensors::serialize(file.tensors(), Some(metadata)).unwrap();
+    let Err(err) = decode_trained(with_adapters(2, 5), &damaged, Path::new("t")) else {
+        panic!("14 tensors under one id were accepted");
+    };
+    assert_eq!(
+        err,
+        "t: `param_ids` lists 14 ids (1 distinct) for 14 tensors; the file is damaged"
     );
 }
 
@@ -173,7 +191,7 @@ fn a_saved_lora_policy_merges_as_the_trained_one() {
     assert!(names.contains(&TRAINED_FILE.to_string()), "{names:?}");
     assert!(!names.contains(&crate::run_layout::MODEL_FILE.to_string()));
 
-    let merged = crate::runtime::models::merged_policy(&spec, 7, dir.path()).unwrap();
+    let merged = crate::runtime::models::merged_policy(&spec, 7, true, dir.path()).unwrap();
     let expected = roll_flow_model::lora::merge_lora(&train.module().valid());
     let values = |m: &roll_flow_model::Qwen2CausalLm<CpuBackend>| {
         let mut all = Vec::new();
