@@ -16,11 +16,15 @@ fn staleness(n: u64) -> String {
     format!("nodes.rollout.staleness={n}")
 }
 
-/// The final weights as the HF export of the last checkpoint holds them.
-fn weights(dir: &Path, step: u64) -> Vec<u8> {
-    let file = format!("checkpoints/step_{step}/models/policy/hf/model.safetensors");
-    std::fs::read(dir.join(file)).expect("final weights")
+/// A file of the policy's folder in checkpoint `step`: the final weights, as the HF export
+/// (`hf/model.safetensors`) or PEFT's adapter holds them (burn's `model.bin` and
+/// `trained.safetensors` also hold parameter ids, which each run draws).
+fn policy_file(dir: &Path, step: u64, file: &str) -> Vec<u8> {
+    let path = format!("checkpoints/step_{step}/models/policy/{file}");
+    std::fs::read(dir.join(path)).expect("final weights")
 }
+
+const HF_WEIGHTS: &str = "hf/model.safetensors";
 
 #[test]
 fn the_rollout_of_step_t_plays_the_weights_of_step_t_minus_n() {
@@ -52,7 +56,10 @@ fn the_same_seed_gives_the_same_asynchronous_run() {
         assert_ok(&run(FILE, out, &["--steps", "4"]));
     }
     assert_eq!(untimed(&a), untimed(&b), "metrics apart from timing");
-    assert!(weights(&a, 4) == weights(&b, 4), "final weights differ");
+    assert!(
+        policy_file(&a, 4, HF_WEIGHTS) == policy_file(&b, 4, HF_WEIGHTS),
+        "final weights differ"
+    );
     // The behaviour weight moved off 1: the samples really are one step old.
     let last = &metrics(&a)[3];
     let w = last["actor_step/behave_weight_mean"].as_f64().unwrap();
@@ -77,7 +84,7 @@ fn a_resumed_asynchronous_run_ends_as_an_uninterrupted_one() {
         "metrics apart from timing"
     );
     assert!(
-        weights(&split, 5) == weights(&whole, 5),
+        policy_file(&split, 5, HF_WEIGHTS) == policy_file(&whole, 5, HF_WEIGHTS),
         "final weights differ"
     );
 }
@@ -99,12 +106,9 @@ fn a_resumed_asynchronous_lora_run_ends_as_an_uninterrupted_one() {
         untimed(&whole),
         "metrics apart from timing"
     );
-    // PEFT's copy: trained.safetensors also holds the parameter ids, which each run draws.
-    let adapters = |d: &Path| {
-        std::fs::read(d.join("checkpoints/step_5/models/policy/peft/adapter_model.safetensors"))
-    };
+    let peft = "peft/adapter_model.safetensors";
     assert!(
-        adapters(&split).unwrap() == adapters(&whole).unwrap(),
+        policy_file(&split, 5, peft) == policy_file(&whole, 5, peft),
         "final adapters differ"
     );
 }

@@ -22,7 +22,7 @@ use crate::run_layout::{PEFT_DIR, VERSION_FILE};
 use roll_flow_model::build::{build_causal_lm, build_value_model};
 use roll_flow_model::lora::merge_lora;
 use roll_flow_model::spec::{ArchSpec, ModelSpec, Precision};
-use roll_flow_model::CpuBackend;
+use roll_flow_model::{CpuBackend, ModelError};
 use roll_flow_model::{Qwen2CausalLm, Qwen2Config, Qwen2ValueModel, TextTokenizer};
 
 /// A causal LM: trained weights, the inference copy, tokenizer and version.
@@ -47,6 +47,21 @@ pub struct PolicyModel<B: RunBackend = CpuBackend> {
     published_from: Option<Arc<Qwen2CausalLm<TrainBackend<B>>>>,
 }
 
+/// The causal LM `spec` declares (model paths relative to the current directory), built as
+/// a run builds it: a model no node `trained` (a reference) is frozen whole, so checkpoints
+/// hold a fingerprint of its weights, not a copy ([`super::trained_params`]).
+fn build_as_run<B: RunBackend>(
+    spec: &ModelSpec,
+    seed: u64,
+    trained: bool,
+    device: &B::Device,
+) -> Result<(Qwen2CausalLm<TrainBackend<B>>, TextTokenizer), ModelError> {
+    let (model, tokenizer) =
+        build_causal_lm::<TrainBackend<B>>(spec, Path::new("."), seed, device)?;
+    let model = if trained { model } else { model.no_grad() };
+    Ok((model, tokenizer))
+}
+
 fn model_error(name: &str, e: impl std::fmt::Display) -> String {
     format!("model `{name}`: {e}")
 }
@@ -61,11 +76,7 @@ impl<B: RunBackend> PolicyModel<B> {
         trained: bool,
     ) -> Result<Self, String> {
         let (model, tokenizer) =
-            build_causal_lm::<TrainBackend<B>>(spec, Path::new("."), run.seed, device)
-                .map_err(|e| model_error(name, e))?;
-        // A model no node trains (a reference) is frozen whole: checkpoints then hold a
-        // fingerprint of its weights, not a copy (`super::trained_params`).
-        let model = if trained { model } else { model.no_grad() };
+            build_as_run::<B>(spec, run.seed, trained, device).map_err(|e| model_error(name, e))?;
         let mut policy = PolicyModel {
             name: name.to_string(),
             tokenizer: Arc::new(tokenizer),
@@ -236,9 +247,7 @@ pub fn merged_policy(
     };
     let device = Default::default();
     let (model, _) =
-        build_causal_lm::<TrainBackend<CpuBackend>>(&spec, Path::new("."), seed, &device)
-            .map_err(|e| e.to_string())?;
-    let model = if trained { model } else { model.no_grad() };
+        build_as_run::<CpuBackend>(&spec, seed, trained, &device).map_err(|e| e.to_string())?;
     let model = load_weights(model, dir, &device)?;
     Ok(merge_lora(&model.valid()))
 }

@@ -21,8 +21,8 @@ use roll_flow_model::lora::merge_lora;
 use roll_flow_model::Qwen2CausalLm;
 
 use super::backend::{InferBackend, RunBackend, TrainBackend};
-use super::trainable::{read_bytes, read_text, write_bytes, write_text};
-use super::trained_params::{decode_trained, encode_trained};
+use super::trainable::{load_weights, read_text, write_bytes, write_text};
+use super::trained_params::encode_trained;
 use crate::run_layout::{TRAINED_FILE, VERSION_FILE};
 
 /// The copy rollout and eval generate with: LoRA adapters folded into the weights, the
@@ -170,8 +170,7 @@ impl<B: RunBackend> WeightVersions<B> {
             let dir = behind_dir(model_dir).join(step.to_string());
             let (model, trained_from) = match lora {
                 Some(policy) if dir.join(TRAINED_FILE).is_file() => {
-                    let bytes = read_bytes(&dir, TRAINED_FILE)?;
-                    let trained = decode_trained(policy.clone(), &bytes, &dir.join(TRAINED_FILE))?;
+                    let trained = load_weights(policy.clone(), &dir, device)?;
                     (inference_copy(&trained), Some(Arc::new(trained)))
                 }
                 _ => {
