@@ -159,3 +159,81 @@ fn a_lora_policy_trains_its_adapters_resumes_and_exports_for_peft() {
         "{stderr}"
     );
 }
+
+/// Adapters of other targets or another scale have the same shapes (k and v, gate and up),
+/// so they would load and train or merge as something else: a resume or export under
+/// `lora:` settings other than the checkpoint's is refused with both settings named, as is
+/// adding `lora:` to a run that trained without; the run itself is left to resume.
+#[test]
+fn a_resume_or_export_under_other_lora_settings_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let lora = |targets: &str, alpha: u32| {
+        format!("models.policy.lora=(rank: 2, alpha: {alpha}, targets: [{targets}])")
+    };
+    let qv = "\"q_proj\", \"v_proj\"";
+    let trained = "`lora: (rank: 2, alpha: 4, targets: [\"q_proj\", \"v_proj\"], dropout: 0)`";
+    let split = dir.path().join("split");
+    let set = lora(qv, 4);
+    assert_ok(&run(
+        PIPELINE,
+        &split,
+        &["--set", &set, "--stop-after", "1"],
+    ));
+    let resume = |extra: &[&str]| {
+        let mut args = vec!["run", "--resume", split.to_str().unwrap()];
+        args.extend(extra);
+        roll_flow(&args)
+    };
+    let refused = |out: std::process::Output, wanted: &str| {
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(wanted), "{stderr}");
+    };
+    let peft = split.join("checkpoints/step_1/models/policy/peft");
+    for (other, named) in [
+        (
+            lora("\"k_proj\", \"o_proj\"", 4),
+            "alpha: 4, targets: [\"k_proj\", \"o_proj\"]",
+        ),
+        (lora(qv, 64), "alpha: 64, targets: [\"q_proj\", \"v_proj\"]"),
+    ] {
+        refused(
+            resume(&["--set", &other]),
+            &format!(
+                "model `policy`: {}: the checkpoint's adapters were trained with {trained}, the \
+                 pipeline's model has `lora: (rank: 2, {named}, dropout: 0)`; use the `lora:` \
+                 the run was started with",
+                peft.display()
+            ),
+        );
+    }
+    // Export reads the settings from the run's pipeline.ron: edited, it is refused too.
+    let pipeline = split.join("pipeline.ron");
+    let text = std::fs::read_to_string(&pipeline).unwrap();
+    std::fs::write(&pipeline, text.replace("alpha: 4", "alpha: 64")).unwrap();
+    let out = dir.path().join("merged");
+    let export = || {
+        roll_flow(&[
+            "export",
+            split.to_str().unwrap(),
+            "--hf",
+            out.to_str().unwrap(),
+        ])
+    };
+    refused(
+        export(),
+        &format!("the checkpoint's adapters were trained with {trained}"),
+    );
+    std::fs::write(&pipeline, text).unwrap();
+    assert_ok(&export());
+    assert_ok(&resume(&[]));
+
+    let plain = dir.path().join("plain");
+    assert_ok(&run(PIPELINE, &plain, &["--stop-after", "1"]));
+    let added = roll_flow(&["run", "--resume", plain.to_str().unwrap(), "--set", &set]);
+    refused(
+        added,
+        "no adapters here: the checkpoint's model trained without `lora:`, the pipeline's has \
+         `lora: (rank: 2, alpha: 4",
+    );
+}

@@ -76,6 +76,18 @@ impl LoraSpec {
         self.targets.iter().any(|t| t == name)
     }
 
+    /// Whether `other` attaches the same adapters with the same scale and dropout: the
+    /// targets compared as a set (adapters attach in the decoder's order whatever the
+    /// list's), rank, alpha and dropout exactly.
+    pub fn same_as(&self, other: &LoraSpec) -> bool {
+        let mut mine: Vec<&String> = self.targets.iter().collect();
+        let mut theirs: Vec<&String> = other.targets.iter().collect();
+        mine.sort();
+        theirs.sort();
+        (self.rank, self.alpha, self.dropout) == (other.rank, other.alpha, other.dropout)
+            && mine == theirs
+    }
+
     /// Checks every field's range and the target names.
     pub fn validate(&self) -> Result<(), LoraSettingError> {
         let err = |field, problem: String| Err(LoraSettingError { field, problem });
@@ -135,6 +147,22 @@ impl LoraSpec {
     }
 }
 
+/// As written in a pipeline file: `(rank: 8, alpha: 16, targets: ["q_proj", "v_proj"],
+/// dropout: 0)`.
+impl std::fmt::Display for LoraSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let targets: Vec<String> = self.targets.iter().map(|t| format!("{t:?}")).collect();
+        write!(
+            f,
+            "(rank: {}, alpha: {}, targets: [{}], dropout: {})",
+            self.rank,
+            self.alpha,
+            targets.join(", "),
+            self.dropout
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +184,28 @@ mod tests {
         let spec = parse("(rank: 4, alpha: 16, targets: [\"down_proj\"])");
         assert_eq!(spec.scale(), 4.0);
         assert!(spec.targets("down_proj") && !spec.targets("q_proj"));
+    }
+
+    #[test]
+    fn settings_compare_targets_as_a_set_and_print_as_written() {
+        let spec = parse("(rank: 4, alpha: 16, targets: [\"q_proj\", \"v_proj\"])");
+        assert!(spec.same_as(&parse(
+            "(rank: 4, alpha: 16, targets: [\"v_proj\", \"q_proj\"])"
+        )));
+        for other in [
+            "(rank: 4, alpha: 16, targets: [\"k_proj\", \"o_proj\"])",
+            "(rank: 4, alpha: 16, targets: [\"q_proj\"])",
+            "(rank: 4, alpha: 64, targets: [\"q_proj\", \"v_proj\"])",
+            "(rank: 2, alpha: 16, targets: [\"q_proj\", \"v_proj\"])",
+            "(rank: 4, alpha: 16, targets: [\"q_proj\", \"v_proj\"], dropout: 0.1)",
+        ] {
+            assert!(!spec.same_as(&parse(other)), "{other}");
+        }
+        assert_eq!(
+            spec.to_string(),
+            "(rank: 4, alpha: 16, targets: [\"q_proj\", \"v_proj\"], dropout: 0)"
+        );
+        assert!(parse(&spec.to_string()).same_as(&spec));
     }
 
     #[test]

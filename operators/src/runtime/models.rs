@@ -14,7 +14,7 @@ use burn::module::{AutodiffModule, Module};
 
 use super::backend::{InferBackend, RunBackend, TrainBackend};
 use super::run_plan::RunInfo;
-use super::saved_architecture::check_saved_architecture;
+use super::saved_architecture::{check_saved_architecture, check_saved_lora};
 use super::trainable::{load_weights, Trainable};
 use super::trained_params::has_frozen;
 use super::weight_versions::{inference_copy, WeightVersions};
@@ -169,6 +169,8 @@ impl<B: RunBackend> PolicyModel<B> {
 
     fn restore(&mut self, checkpoint: &Path, device: &B::Device) -> Result<(), String> {
         let dir = self.checkpoint_dir(checkpoint);
+        check_saved_lora(&dir, self.train.module().lora.as_ref())
+            .map_err(|e| model_error(&self.name, e))?;
         let built = self.train.module().config.clone();
         load_checked(&mut self.train, &built, &dir, device)
             .map_err(|e| model_error(&self.name, e))?;
@@ -233,7 +235,8 @@ impl<B: RunBackend> CriticModel<B> {
 /// A causal LM with frozen weights as its checkpoint folder `dir` holds it, the adapters
 /// folded into the weights: the model rebuilt from `spec` (the model the pipeline names, in
 /// f32 on the CPU) with `seed`, frozen whole unless a node `trained` it (as the run built
-/// it), what trained read back ([`load_weights`]). What `export --hf` writes for a LoRA
+/// it), what trained read back ([`load_weights`]) once its `lora:` is found to be the
+/// checkpoint's ([`check_saved_lora`]). What `export --hf` writes for a LoRA
 /// policy or a reference.
 pub fn merged_policy(
     spec: &ModelSpec,
@@ -248,6 +251,7 @@ pub fn merged_policy(
     let device = Default::default();
     let (model, _) =
         build_as_run::<CpuBackend>(&spec, seed, trained, &device).map_err(|e| e.to_string())?;
+    check_saved_lora(dir, model.lora.as_ref())?;
     let model = load_weights(model, dir, &device)?;
     Ok(merge_lora(&model.valid()))
 }

@@ -139,16 +139,24 @@ pub fn decode_trained<B: Backend, M: Module<B>>(
     path: &Path,
 ) -> Result<M, String> {
     let fail = |what: String| format!("{}: {what}", path.display());
-    let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| fail(format!("{e:?}")))?;
-    let file = SafeTensors::deserialize(bytes).map_err(|e| fail(format!("{e:?}")))?;
+    // What no run writes: the fix is the checkpoint before this one.
+    let damaged = |what: String| {
+        fail(format!(
+            "{what}; the file is damaged: move this checkpoint's folder out of checkpoints/ \
+             to use the one before it"
+        ))
+    };
+    let unreadable = |e| damaged(format!("not a readable safetensors file ({e:?})"));
+    let (_, header) = SafeTensors::read_metadata(bytes).map_err(unreadable)?;
+    let file = SafeTensors::deserialize(bytes).map_err(unreadable)?;
     let metadata = header.metadata().clone().unwrap_or_default();
     let field = |key: &str| {
-        (metadata.get(key)).ok_or_else(|| fail(format!("no `{key}` in the file's metadata")))
+        (metadata.get(key)).ok_or_else(|| damaged(format!("no `{key}` in its metadata")))
     };
     let ids: Vec<u64> = match field(IDS_KEY)?.as_str() {
         "" => Vec::new(),
         listed => (listed.split(',').map(str::parse).collect::<Result<_, _>>())
-            .map_err(|e| fail(format!("bad `{IDS_KEY}`: {e}")))?,
+            .map_err(|e| damaged(format!("bad `{IDS_KEY}`: {e}")))?,
     };
     let mut wanted: Vec<Vec<usize>> = Vec::new();
     for_each_param(&module, Params::Trained, |_, shape, _| wanted.push(shape));
@@ -162,8 +170,8 @@ pub fn decode_trained<B: Backend, M: Module<B>>(
     }
     let distinct: std::collections::BTreeSet<&u64> = ids.iter().collect();
     if ids.len() != file.len() || distinct.len() != ids.len() {
-        return Err(fail(format!(
-            "`{IDS_KEY}` lists {} ids ({} distinct) for {} tensors; the file is damaged",
+        return Err(damaged(format!(
+            "`{IDS_KEY}` lists {} ids ({} distinct) for {} tensors",
             ids.len(),
             distinct.len(),
             file.len()
@@ -171,7 +179,7 @@ pub fn decode_trained<B: Backend, M: Module<B>>(
     }
     let mut saved = Vec::with_capacity(ids.len());
     for (i, (id, shape)) in ids.into_iter().zip(&wanted).enumerate() {
-        let tensor = (file.tensor(&format!("{i:05}"))).map_err(|e| fail(format!("{e:?}")))?;
+        let tensor = (file.tensor(&format!("{i:05}"))).map_err(|e| damaged(format!("{e:?}")))?;
         if tensor.dtype() != Dtype::F32 || tensor.shape() != shape.as_slice() {
             return Err(fail(format!(
                 "trained tensor {i} is {:?} {:?}, the model's is F32 {shape:?}; use the `lora:` \

@@ -109,7 +109,7 @@ fn a_file_of_another_rank_or_base_is_refused_by_name() {
 }
 
 #[test]
-fn a_file_whose_ids_repeat_is_refused() {
+fn a_damaged_file_is_refused_with_the_fix() {
     let bytes = encode_trained(&with_adapters(2, 5)).unwrap();
     let file = SafeTensors::deserialize(&bytes).unwrap();
     let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
@@ -120,10 +120,21 @@ fn a_file_whose_ids_repeat_is_refused() {
     let Err(err) = decode_trained(with_adapters(2, 5), &damaged, Path::new("t")) else {
         panic!("14 tensors under one id were accepted");
     };
+    let fix = "the file is damaged: move this checkpoint's folder out of checkpoints/ to use \
+               the one before it";
     assert_eq!(
         err,
-        "t: `param_ids` lists 14 ids (1 distinct) for 14 tensors; the file is damaged"
+        format!("t: `param_ids` lists 14 ids (1 distinct) for 14 tensors; {fix}")
     );
+    for cut in [0, 7, bytes.len() / 2] {
+        let Err(err) = decode_trained(with_adapters(2, 5), &bytes[..cut], Path::new("t")) else {
+            panic!("a file cut at byte {cut} was accepted");
+        };
+        assert!(
+            err.starts_with("t: not a readable safetensors file (") && err.ends_with(fix),
+            "{err}"
+        );
+    }
 }
 
 /// Multiplies every float parameter by a constant.
@@ -184,6 +195,8 @@ fn a_saved_lora_policy_merges_as_the_trained_one() {
     assert!(!train.apply(0).unwrap().skipped);
     let dir = tempfile::tempdir().unwrap();
     train.save(dir.path()).unwrap();
+    let peft = dir.path().join(crate::run_layout::PEFT_DIR);
+    roll_flow_model::hf::save_peft_adapter(train.module(), &peft, "Tiny").unwrap();
     let names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

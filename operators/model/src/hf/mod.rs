@@ -7,6 +7,6 @@ pub mod safetensors_load;
 pub mod safetensors_save;
 
 pub use model_dir::{load_causal_lm, load_model_dir, read_config, save_causal_lm};
-pub use peft_adapter::save_peft_adapter;
+pub use peft_adapter::{read_peft_settings, save_peft_adapter};
 pub use safetensors_load::SafetensorsSource;
 pub use safetensors_save::save_model_dir;

@@ -2,7 +2,7 @@
 //! `adapter_model.safetensors`, which `peft.PeftModel.from_pretrained(base, dir)` loads onto
 //! the base model (PEFT's `save_pretrained` layout, `peft/utils/save_and_load.py`: tensor
 //! names without the adapter name, `lora_A.weight` `[rank, in]`, `lora_B.weight` `[out,
-//! rank]`, F32).
+//! rank]`, F32); and reading back the `lora:` settings such a directory was written with.
 
 use std::path::Path;
 
@@ -11,6 +11,7 @@ use burn::tensor::backend::Backend;
 use super::safetensors_save::{write_file, write_safetensors};
 use crate::error::ModelError;
 use crate::lora::adapter_tensors;
+use crate::lora_spec::LoraSpec;
 use crate::qwen2::Qwen2CausalLm;
 
 /// PEFT's adapter weights file.
@@ -54,4 +55,33 @@ pub fn save_peft_adapter<B: Backend>(
     });
     let text = serde_json::to_string_pretty(&config).expect("a JSON literal prints");
     write_file(&dir.join(ADAPTER_CONFIG), text.as_bytes())
+}
+
+/// The `lora:` settings a PEFT adapter directory `dir` was written with (`r`,
+/// `lora_alpha`, `target_modules`, `lora_dropout` of its `adapter_config.json`), or `None`
+/// when `dir` holds no such file.
+pub fn read_peft_settings(dir: &Path) -> Result<Option<LoraSpec>, ModelError> {
+    let path = dir.join(ADAPTER_CONFIG);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ModelError::io(path, e)),
+    };
+    #[derive(serde::Deserialize)]
+    struct Settings {
+        r: usize,
+        lora_alpha: f64,
+        lora_dropout: f64,
+        target_modules: Vec<String>,
+    }
+    let read: Settings = serde_json::from_str(&text).map_err(|source| ModelError::Json {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(Some(LoraSpec {
+        rank: read.r,
+        alpha: read.lora_alpha,
+        targets: read.target_modules,
+        dropout: read.lora_dropout,
+    }))
 }
