@@ -25,9 +25,9 @@ use super::kind::{at_least_one, NodeKind};
 use crate::checkpoint_commits;
 use crate::run_layout::{saved_steps, state_file, step_dir};
 use crate::runtime::backend::RunBackend;
+use crate::runtime::record_files::write_text;
 use crate::runtime::resources::{ModelTable, Runtime, SavedStates};
 use crate::runtime::run_plan::RunInfo;
-use crate::runtime::trainable::write_text;
 
 /// `Checkpoint`'s settings.
 #[derive(Clone, Debug, PartialEq, Deserialize)]

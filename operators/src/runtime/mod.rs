@@ -9,6 +9,7 @@ pub mod backend;
 pub mod concurrent;
 pub mod lr_schedule;
 pub mod models;
+pub mod record_files;
 pub mod resources;
 pub mod run_plan;
 pub mod saved_architecture;

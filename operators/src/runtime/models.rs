@@ -159,12 +159,12 @@ impl<B: RunBackend> PolicyModel<B> {
         } else {
             // The architecture alone, which a resume checks before it reads the weights.
             let config = self.train.module().config.to_json_string();
-            super::trainable::write_text(&dir.join("hf"), "config.json", &config)?;
+            super::record_files::write_text(&dir.join("hf"), "config.json", &config)?;
         }
         if let Some(behind) = &self.behind {
             behind.save(&dir).map_err(|e| model_error(&self.name, e))?;
         }
-        super::trainable::write_text(&dir, VERSION_FILE, &self.version.to_string())
+        super::record_files::write_text(&dir, VERSION_FILE, &self.version.to_string())
     }
 
     fn restore(&mut self, checkpoint: &Path, device: &B::Device) -> Result<(), String> {
@@ -176,7 +176,7 @@ impl<B: RunBackend> PolicyModel<B> {
             .map_err(|e| model_error(&self.name, e))?;
         self.inference = inference_copy(self.train.module());
         self.keep_published_from();
-        let version = super::trainable::read_text(&dir, VERSION_FILE)?;
+        let version = super::record_files::read_text(&dir, VERSION_FILE)?;
         self.version = version
             .trim()
             .parse()

@@ -20,8 +20,8 @@ use roll_flow_model::CpuBackend;
 
 use super::backend::RunBackend;
 use super::models::{check_critic_vocab, CriticModel, PolicyModel};
+use super::record_files::read_text;
 use super::run_plan::{RunInfo, RunPlan};
-use super::trainable::read_text;
 use crate::run_layout::state_file;
 
 /// The models one worker has loaded, by name.

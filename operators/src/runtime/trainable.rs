@@ -24,7 +24,7 @@ use std::path::Path;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param, ParamId};
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
-use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::record::Recorder;
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::Tensor;
@@ -32,6 +32,7 @@ use burn::tensor::Tensor;
 use super::backend::{RunBackend, TrainBackend};
 use super::concurrent::part_gradients;
 use super::lr_schedule::learning_rate;
+use super::record_files::{read_bytes, read_record, write_bytes};
 use super::trained_params::{decode_trained, encode_trained, fingerprint, has_frozen, Params};
 use crate::run_layout::{MODEL_FILE, OPTIMIZER_FILE, TRAINED_FILE};
 use roll_flow_algo::{clip_grad_norm, flatten_grads, unflatten_grads, AlgoStats, DeviceStats};
@@ -40,7 +41,7 @@ use roll_flow_model::qwen2::dropout_masks;
 use roll_flow_model::spec::OptimSpec;
 use roll_flow_model::CpuBackend;
 
-type Record = BinBytesRecorder<FullPrecisionSettings>;
+use super::record_files::Record;
 
 /// What a micro-batch's loss reports, still on the training device.
 pub type PartStats<B> = DeviceStats<TrainBackend<B>>;
@@ -272,9 +273,7 @@ impl<M: AutodiffModule<TrainBackend<B>>, B: RunBackend> Trainable<M, B> {
     /// Restores weights and optimizer state written by [`Trainable::save`], onto `device`
     /// (a frozen base stays as built: [`load_weights`]).
     pub fn load(&mut self, dir: &Path, device: &B::Device) -> Result<(), String> {
-        let optimizer = Record::default()
-            .load(read_bytes(dir, OPTIMIZER_FILE)?, device)
-            .map_err(|e| format!("{}: {e}", dir.join(OPTIMIZER_FILE).display()))?;
+        let optimizer = read_record(dir, OPTIMIZER_FILE, device)?;
         // Handles: on an error the weights as they were stay.
         self.module = Some(load_weights(self.module().clone(), dir, device)?);
         let fresh = adamw::<M, B>(&self.optim);
@@ -295,10 +294,7 @@ pub fn load_weights<BK: Backend, M: Module<BK>>(
         let bytes = read_bytes(dir, TRAINED_FILE)?;
         return decode_trained(module, &bytes, &dir.join(TRAINED_FILE));
     }
-    let record = Record::default()
-        .load(read_bytes(dir, MODEL_FILE)?, device)
-        .map_err(|e| format!("{}: {e}", dir.join(MODEL_FILE).display()))?;
-    Ok(module.load_record(record))
+    Ok(module.load_record(read_record(dir, MODEL_FILE, device)?))
 }
 
 /// Zero gradients for the parameters `has_state` names ([`Trainable::accumulate_zero`]).
@@ -314,29 +310,6 @@ impl<B: AutodiffBackend, F: Fn(ParamId) -> bool> ModuleVisitor<B> for ZeroGradie
             self.grads.register::<B::InnerBackend, D>(param.id, zeros);
         }
     }
-}
-
-/// Writes a small text file atomically.
-pub fn write_text(dir: &Path, name: &str, text: &str) -> Result<(), String> {
-    write_bytes(dir, name, text.as_bytes())
-}
-
-/// Reads a small text file.
-pub fn read_text(dir: &Path, name: &str) -> Result<String, String> {
-    String::from_utf8(read_bytes(dir, name)?)
-        .map_err(|e| format!("{}: {e}", dir.join(name).display()))
-}
-
-/// Writes a file atomically.
-pub fn write_bytes(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
-    roll_flow_engine::atomic_file::write_atomic(&dir.join(name), bytes)
-        .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
-}
-
-/// Reads a file, the error naming it.
-pub fn read_bytes(dir: &Path, name: &str) -> Result<Vec<u8>, String> {
-    std::fs::read(dir.join(name))
-        .map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
 }
 
 #[cfg(test)]

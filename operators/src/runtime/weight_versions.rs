@@ -21,7 +21,8 @@ use roll_flow_model::lora::merge_lora;
 use roll_flow_model::Qwen2CausalLm;
 
 use super::backend::{InferBackend, RunBackend, TrainBackend};
-use super::trainable::{load_weights, read_text, write_bytes, write_text};
+use super::record_files::{read_text, write_bytes, write_text};
+use super::trainable::load_weights;
 use super::trained_params::encode_trained;
 use crate::run_layout::{TRAINED_FILE, VERSION_FILE};
 
