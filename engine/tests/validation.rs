@@ -255,3 +255,41 @@ fn tf32_is_off_unless_the_file_allows_it() {
     assert_eq!(d.message, "expected `true` or `false`");
     assert_eq!((at.line, at.col), (2, 35));
 }
+
+/// `--set` overrides: a file that is not RON keeps its own error and place (the overrides
+/// have nowhere to go in it); a value an override writes that does not parse is named as
+/// that override's, since the line shown is the edited one.
+#[test]
+fn override_errors_name_the_override_and_file_errors_keep_their_place() {
+    let path = std::path::Path::new("p.ron");
+    let load = |text: &str, overrides: &[&str]| {
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        let Err(errors) =
+            roll_flow_engine::spec::load_text::<common::TestCatalog>(path, text, &overrides)
+        else {
+            panic!("{text} with {overrides:?} loaded");
+        };
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        let d = errors.into_iter().next().unwrap();
+        let at = d.location.map(|l| (l.start.line, l.start.col));
+        (d.message, at, d.help.unwrap_or_default())
+    };
+    let broken = VALID.replacen("steps: 2,", "steps: 2", 1);
+    assert_eq!(
+        load(&broken, &["steps=3"]),
+        load(&broken, &[]),
+        "the file's own error, with or without an override"
+    );
+    assert_eq!(load(&broken, &[]).1, Some((2, 27)));
+
+    let (message, at, help) = load(VALID, &["steps=3", "envs.train.groups=abc"]);
+    assert_eq!(
+        message,
+        "--set envs.train.groups=abc: Invalid digit 'a' for base 10 integers"
+    );
+    assert_eq!(at, Some((4, 44)));
+    assert!(
+        help.starts_with("the line shown is the file as this --set edits it"),
+        "{help}"
+    );
+}

@@ -49,15 +49,54 @@ pub fn load_text<C: Catalog>(
     text: &str,
     overrides: &[String],
 ) -> Result<Loaded<C>, Vec<Diagnostic>> {
-    let text = apply_overrides(path, text, overrides)?;
-    let pipeline = parse::<C>(path, &text).map_err(|d| vec![*d])?;
+    if !overrides.is_empty() && super::locate::parse(text).is_none() {
+        // The file itself is not RON: its own error says where, and no override has a
+        // place to go in it.
+        parse::<C>(path, text).map_err(|d| vec![*d])?;
+    }
+    let edited = apply_overrides(path, text, overrides)?;
+    let pipeline = match parse::<C>(path, &edited) {
+        Ok(pipeline) => pipeline,
+        Err(d) => return Err(vec![blame_override::<C>(path, text, overrides, *d)]),
+    };
     Ok(Loaded {
         pipeline,
         source: Source {
             path: path.to_path_buf(),
-            text,
+            text: edited,
         },
     })
+}
+
+/// The error of a pipeline that no longer parses once `overrides` are applied to `text`,
+/// which parses alone: the first override after which it fails is named, since the line
+/// the error shows is the file as the overrides edited it, not as written (`--set
+/// envs.train.groups=abc` shows `groups: abc`). Any other `error` comes back as it is.
+fn blame_override<C: Catalog>(
+    path: &Path,
+    text: &str,
+    overrides: &[String],
+    error: Diagnostic,
+) -> Diagnostic {
+    if overrides.is_empty() || parse::<C>(path, text).is_err() {
+        return error;
+    }
+    for applied in 1..=overrides.len() {
+        let Ok(edited) = apply_overrides(path, text, &overrides[..applied]) else {
+            break;
+        };
+        if let Err(first) = parse::<C>(path, &edited) {
+            let mut first = *first;
+            first.message = format!("--set {}: {}", overrides[applied - 1], first.message);
+            let shown = "the line shown is the file as this --set edits it";
+            first.help = Some(match first.help {
+                Some(help) => format!("{help} ({shown})"),
+                None => format!("{shown}; a string value is quoted (`--set key=\"text\"`)"),
+            });
+            return first;
+        }
+    }
+    error
 }
 
 /// `bytes` without a leading UTF-8 byte-order mark, which some editors write and which is
