@@ -330,3 +330,37 @@ fn an_export_loads_back_with_the_logits_of_the_trained_policy() {
     assert_eq!(trained.len(), exported.logits.len());
     assert!(diff < 1e-6, "max |Δlogit| = {diff}");
 }
+
+/// A checkpoint whose weights file is damaged is refused by `export`, naming the file and
+/// an earlier checkpoint as the fix, and no export is written.
+#[test]
+fn export_refuses_a_damaged_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    assert_ok(&run(
+        "pipelines/frozen_lake_starpo.ron",
+        &run_dir,
+        &["--steps", "1"],
+    ));
+    let weights = run_dir.join("checkpoints/step_1/models/policy/hf/model.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    let hf = dir.path().join("hf");
+    let out = roll_flow(&[
+        "export",
+        run_dir.to_str().unwrap(),
+        "--hf",
+        hf.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(&format!(
+            "{}: not a valid safetensors file (MetadataIncompleteBuffer); the checkpoint is \
+             damaged: export an earlier one (`--checkpoint STEP`)",
+            weights.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!hf.exists(), "nothing exported");
+}

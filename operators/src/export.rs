@@ -134,10 +134,20 @@ pub fn export_hf(
     })
 }
 
+/// Copies a checkpoint's file into an export; a `.safetensors` file is checked first (its
+/// header against its length), so a damaged checkpoint is refused instead of exported.
 pub(crate) fn copy(from: &Path, to: &Path) -> Result<(), String> {
-    std::fs::copy(from, to)
-        .map(|_| ())
-        .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), to.display()))
+    let bytes = std::fs::read(from).map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+    if from.extension().is_some_and(|e| e == "safetensors") {
+        safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| {
+            format!(
+                "{}: not a valid safetensors file ({e:?}); the checkpoint is damaged: export \
+                 an earlier one (`--checkpoint STEP`)",
+                from.display()
+            )
+        })?;
+    }
+    std::fs::write(to, bytes).map_err(|e| format!("cannot write {}: {e}", to.display()))
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
