@@ -112,6 +112,19 @@ fn header_and_metadata_errors_name_what_is_wrong() {
         w.u32("llama.feed_forward_length", 1 << 30)
     }));
     assert!(err.contains("describes a model of at least"), "{err}");
+    // Head counts are checked by their own keys before the head width is derived.
+    for (heads, wanted) in [
+        (0, "llama.attention.head_count is 0; it must be positive"),
+        (
+            3,
+            "llama.embedding_length 8 is not divisible by llama.attention.head_count 3",
+        ),
+    ] {
+        let err = load_error(&llama(&["llama.attention.head_count"], |w| {
+            w.u32("llama.attention.head_count", heads)
+        }));
+        assert!(err.contains(wanted), "{err}");
+    }
     let err = load_error(&llama(&[], |w| w.str("tokenizer.ggml.pre", "mystery")));
     assert!(err.contains("tokenizer.ggml.pre is \"mystery\""), "{err}");
     let err = load_error(&llama(&[], |w| w.u32("general.alignment", 3)));

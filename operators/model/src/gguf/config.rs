@@ -47,7 +47,19 @@ pub fn config_from_metadata(
             return Err(format!("{arch}.attention.key_length {k} differs from value_length {v}; only equal widths are supported"));
         }
     }
-    let width = head_dim.unwrap_or(hidden / heads.max(1));
+    // Checked here, by their GGUF keys, before the head width is derived from them.
+    if heads == 0 {
+        return Err(format!(
+            "{arch}.attention.head_count is 0; it must be positive"
+        ));
+    }
+    if head_dim.is_none() && hidden % heads != 0 {
+        return Err(format!(
+            "{arch}.embedding_length {hidden} is not divisible by {arch}.attention.head_count \
+             {heads}, and no {arch}.attention.key_length gives the head width"
+        ));
+    }
+    let width = head_dim.unwrap_or(hidden / heads);
     if let Some(rotary) = meta.opt_usize(&key("rope.dimension_count"))? {
         if rotary != width {
             return Err(format!(
@@ -82,7 +94,7 @@ pub fn config_from_metadata(
     config.intermediate_size = meta.usize(&key("feed_forward_length"))?;
     config.num_attention_heads = heads;
     config.num_key_value_heads = Some(kv_heads);
-    config.head_dim = head_dim.filter(|&d| d != hidden / heads.max(1));
+    config.head_dim = head_dim.filter(|&d| d != hidden / heads);
     config.rms_norm_eps = meta
         .opt_f64(&key("attention.layer_norm_rms_epsilon"))?
         .ok_or_else(|| {
