@@ -374,3 +374,20 @@ fn a_hostfile_without_a_process_index_is_refused() {
     assert!(err.contains("--process"), "{err}");
     assert!(!out.exists(), "wrote {}", out.display());
 }
+
+/// More workers than a rollout's env set has groups is refused before anything loads: each
+/// worker plays whole groups, and the others would hold every model and play nothing.
+#[test]
+fn more_workers_than_groups_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(STARPO, dir.path(), &["-w", "3"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "3 workers (-w × -n), but env set `train` that the rollout plays has 2 groups"
+        ) && stderr.contains("use at most 2 workers, or more `groups`"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("metrics.jsonl").exists(), "nothing ran");
+}

@@ -14,7 +14,8 @@ use crate::run_dir;
 
 impl Run {
     /// Refusals that need no file: a backend this build lacks, a custom env nobody
-    /// registered, a run that would not fit in memory.
+    /// registered, more workers than a rollout has groups, a run that would not fit in
+    /// memory.
     pub(super) fn refuse_what_cannot_run(&self) -> Result<(), RunError> {
         let pipeline = &self.loaded.pipeline;
         if let Some(problem) = missing_backend(pipeline.device) {
@@ -35,6 +36,24 @@ impl Run {
                             known.join(", ")
                         },
                         custom.name
+                    )));
+                }
+            }
+        }
+        // Each worker holds its own models and plays its shard of every set's groups.
+        let workers = self.options.threads.saturating_mul(self.options.processes);
+        for node in pipeline.nodes.iter().filter_map(|(_, node)| node.plays()) {
+            for tag in &node.envs {
+                let Some(set) = pipeline.envs.get(tag) else {
+                    continue;
+                };
+                if set.groups < workers {
+                    return Err(RunError::Refused(format!(
+                        "{workers} workers (-w × -n), but env set `{tag}` that the rollout \
+                         plays has {} groups, and each worker plays whole groups: the others \
+                         would hold a copy of every model and play nothing; use at most {} \
+                         workers, or more `groups`",
+                        set.groups, set.groups
                     )));
                 }
             }
