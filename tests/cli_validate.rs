@@ -326,6 +326,30 @@ fn a_missing_file_is_a_clear_error() {
     );
 }
 
+/// `run --resume`, `export` and `play --policy` on a folder no run wrote say so and what to
+/// name instead (they said where shipped pipelines are).
+#[test]
+fn a_folder_that_is_not_a_run_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().to_str().unwrap();
+    let hf = dir.path().join("hf");
+    for args in [
+        vec!["run", "--resume", folder],
+        vec!["export", folder, "--hf", hf.to_str().unwrap()],
+        vec!["play", "--policy", folder],
+    ] {
+        let out = roll_flow(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "error: {folder} is not a run directory: it has no pipeline.ron"
+            )) && stderr.contains("name the folder a run wrote into"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn set_overrides_are_validated_like_the_file() {
     let out = roll_flow(&[

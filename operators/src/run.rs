@@ -34,6 +34,7 @@ use roll_flow_envs::registry::{register_env, EnvFactory};
 use crate::catalog::RollFlow;
 use crate::checkpoint_commits;
 use crate::run_device::execute_on_device;
+use crate::run_layout::run_pipeline;
 
 mod prepare;
 
@@ -127,8 +128,8 @@ impl Run {
     pub fn resume(run_dir: &Path, overrides: &[String]) -> Result<Run, RunError> {
         let mut all = overrides.to_vec();
         all.push(format!("out_dir={run_dir:?}"));
-        let loaded = spec::load::<RollFlow>(&run_dir.join("pipeline.ron"), &all)
-            .map_err(RunError::Invalid)?;
+        let file = run_pipeline(run_dir).map_err(|d| RunError::Invalid(vec![d]))?;
+        let loaded = spec::load::<RollFlow>(&file, &all).map_err(RunError::Invalid)?;
         Run::validated(loaded, true)
     }
 

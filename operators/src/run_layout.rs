@@ -16,6 +16,8 @@
 
 use std::path::{Path, PathBuf};
 
+use roll_flow_engine::spec::Diagnostic;
+
 /// A trained model's weights in a checkpoint folder (a burn record).
 pub const MODEL_FILE: &str = "model.bin";
 /// A model with a frozen base (LoRA): its trained parameters alone, in place of
@@ -48,6 +50,21 @@ pub fn saved_steps(out_dir: &Path) -> Vec<u64> {
         .collect();
     steps.sort_unstable();
     steps
+}
+
+/// The copy of its pipeline a run keeps in its directory (`out_dir/pipeline.ron`, as it
+/// ran, overrides applied), which `run --resume`, `play --policy` and `export` load; a
+/// folder without one is not a run directory, and the error says so.
+pub fn run_pipeline(run_dir: &Path) -> Result<PathBuf, Diagnostic> {
+    let file = run_dir.join("pipeline.ron");
+    if file.is_file() {
+        return Ok(file);
+    }
+    Err(Diagnostic::error(
+        &file,
+        format!("{} is not a run directory: it has no pipeline.ron", run_dir.display()),
+    )
+    .help("name the folder a run wrote into (its `out_dir`, or `run --out`), which holds pipeline.ron, metrics.jsonl and checkpoints/"))
 }
 
 /// Checks that the checkpoint folder `checkpoint` holds everything a resumed run restores:

@@ -5,6 +5,7 @@ use std::path::Path;
 use roll_flow::engine::spec::{self, Diagnostic, Loaded};
 use roll_flow::engine::{validate as validate_graph, PipelineGraph};
 use roll_flow::operators::catalog::RollFlow;
+use roll_flow::operators::run_layout::run_pipeline;
 
 /// Loads and validates one file. Prints warnings; on errors prints them and returns None.
 pub(crate) fn load_valid(
@@ -27,10 +28,13 @@ pub(crate) fn load_valid(
 /// wherever the run was started from: what `run --resume`, `play --policy` and `export`
 /// load.
 pub(crate) fn load_run(run_dir: &Path) -> Option<(Loaded<RollFlow>, PipelineGraph)> {
-    load_valid(
-        &run_dir.join("pipeline.ron"),
-        &[format!("out_dir={run_dir:?}")],
-    )
+    match run_pipeline(run_dir) {
+        Ok(file) => load_valid(&file, &[format!("out_dir={run_dir:?}")]),
+        Err(not_a_run) => {
+            print_diagnostics(&[not_a_run]);
+            None
+        }
+    }
 }
 
 pub(crate) fn print_diagnostics(diagnostics: &[Diagnostic]) {
