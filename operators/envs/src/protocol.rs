@@ -241,7 +241,32 @@ pub fn hello(reply: &Value) -> Result<Hello, ReplyError> {
             hello.protocol
         ));
     }
+    check_served(hello.max_turns, &hello.actions)?;
     Ok(hello)
+}
+
+/// Checks what a server says it serves, in a handshake or an HTTP server's `/metadata`: a
+/// turn limit of at least one, and action names that are not empty and each listed once
+/// (guided choice needs them distinct).
+pub fn check_served(max_turns: Option<usize>, actions: &[String]) -> Result<(), ReplyError> {
+    if max_turns == Some(0) {
+        return Err(
+            "`max_turns` is 0; an episode plays at least one turn (or leave it out \
+                    for the envs: entry's)"
+                .into(),
+        );
+    }
+    for (i, action) in actions.iter().enumerate() {
+        if action.trim().is_empty() {
+            return Err(format!("`actions` entry {i} is empty; name each action"));
+        }
+        if actions[..i].contains(action) {
+            return Err(format!(
+                "`actions` lists {action:?} twice; list each action once"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks a reset reply.

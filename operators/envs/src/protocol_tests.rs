@@ -53,3 +53,28 @@ fn bad_replies_name_the_field_and_what_was_there() {
     let old = json!({"protocol": PROTOCOL_VERSION + 1, "env": "X"});
     assert!(hello(&old).unwrap_err().contains("speaks protocol"));
 }
+
+/// A handshake whose turn limit is 0, or whose actions repeat or are empty, is refused
+/// there, not when guided choice or the first episode trips on it.
+#[test]
+fn a_handshake_serving_no_turns_or_repeated_actions_is_refused() {
+    let said = |extra: serde_json::Value| {
+        let mut reply = json!({"protocol": PROTOCOL_VERSION, "env": "X"});
+        for (k, v) in extra.as_object().unwrap() {
+            reply[k] = v.clone();
+        }
+        hello(&reply)
+    };
+    assert!(said(json!({"max_turns": 3, "actions": ["Left", "Right"]})).is_ok());
+    assert_eq!(
+        said(json!({"actions": ["Left", "Left"]})).unwrap_err(),
+        "`actions` lists \"Left\" twice; list each action once"
+    );
+    assert_eq!(
+        said(json!({"actions": ["Left", " "]})).unwrap_err(),
+        "`actions` entry 1 is empty; name each action"
+    );
+    assert!(said(json!({"max_turns": 0}))
+        .unwrap_err()
+        .starts_with("`max_turns` is 0"));
+}

@@ -87,24 +87,36 @@ impl Entry {
                 reason,
             })?
             .unwrap_or(Value::Null);
-        let name = metadata
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("Remote");
-        let actions = match metadata.get("actions") {
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|a| a.as_str().map(str::to_string))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| config.fault("/metadata's `actions` are not all strings".into()))?,
-            _ => Vec::new(),
+        // Every field optional; others (OpenEnv's) pass.
+        #[derive(serde::Deserialize)]
+        struct Served {
+            #[serde(default)]
+            name: Option<String>,
+            #[serde(default)]
+            max_turns: Option<usize>,
+            #[serde(default)]
+            actions: Option<Vec<String>>,
+        }
+        let served: Served = match metadata {
+            Value::Object(_) => serde_json::from_value(metadata)
+                .map_err(|e| config.fault(format!("/metadata does not fit: {e}")))?,
+            Value::Null => Served {
+                name: None,
+                max_turns: None,
+                actions: None,
+            },
+            other => {
+                let kind = crate::protocol::kind(&other);
+                return Err(config.fault(format!("/metadata is {kind}, expected an object")));
+            }
         };
+        let actions = served.actions.unwrap_or_default();
+        crate::protocol::check_served(served.max_turns, &actions)
+            .map_err(|why| config.fault(format!("/metadata: {why}")))?;
+        let name = served.name.unwrap_or_else(|| "Remote".into());
         Ok(Entry {
-            name: Box::leak(name.to_string().into_boxed_str()),
-            max_turns: metadata
-                .get("max_turns")
-                .and_then(Value::as_u64)
-                .map(|n| n as usize),
+            name: Box::leak(name.into_boxed_str()),
+            max_turns: served.max_turns,
             actions,
             config: config.clone(),
             endpoint,

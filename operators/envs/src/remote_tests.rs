@@ -19,6 +19,11 @@ enum Fault {
 
 /// A server with no `/metadata` (404) whose sessions fail as `fault` says; its URL.
 fn fake_server(fault: Fault) -> String {
+    serving(fault, None)
+}
+
+/// A server whose `/metadata` replies `metadata` (404 without), sessions as `fault` says.
+fn serving(fault: Fault, metadata: Option<&'static str>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
@@ -36,6 +41,15 @@ fn fake_server(fault: Fault) -> String {
                     .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
                     .map(str::trim);
                 let Some(key) = key else {
+                    if let (Some(body), true) = (metadata, head.starts_with("GET /metadata")) {
+                        let _ = write!(
+                            stream,
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        return;
+                    }
                     let _ = stream.write_all(
                         b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
                     );
@@ -116,4 +130,37 @@ fn calls_in_flight_when_a_failure_is_counted_count_with_it() {
     let after = entry.tickets.fetch_add(1, Ordering::Relaxed);
     entry.failed(after, "again".into());
     assert_eq!(lock(&entry.failures).consecutive, 2);
+}
+
+/// `/metadata` is checked as a handshake is: fields of the wrong kind, a turn limit of 0,
+/// repeated actions, or something other than an object are refused naming what was there.
+#[test]
+fn bad_metadata_is_refused_naming_the_field() {
+    let named = |metadata: &'static str| {
+        let url = serving(Fault::Close, Some(metadata));
+        match config(url, 5.0).build() {
+            Ok(env) => Ok(env.name().to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    assert_eq!(named(r#"{"name": "Echo", "extra": 1}"#), Ok("Echo".into()));
+    for (metadata, wanted) in [
+        (
+            r#"{"name": 5}"#,
+            "/metadata does not fit: invalid type: integer `5`",
+        ),
+        (
+            r#"{"max_turns": -3}"#,
+            "/metadata does not fit: invalid value: integer `-3`",
+        ),
+        (r#"{"max_turns": 0}"#, "/metadata: `max_turns` is 0"),
+        (
+            r#"{"actions": ["a", "a"]}"#,
+            "/metadata: `actions` lists \"a\" twice",
+        ),
+        ("[1, 2]", "/metadata is a list, expected an object"),
+    ] {
+        let err = named(metadata).unwrap_err();
+        assert!(err.contains(wanted), "{metadata}: {err}");
+    }
 }
