@@ -172,7 +172,13 @@ struct Parser<'a> {
     src: &'a str,
     toks: Vec<(Tok, ByteSpan)>,
     pos: usize,
+    /// Values open around the current one.
+    depth: usize,
 }
+
+/// The deepest nesting parsed: `ron`'s own recursion limit, so this recursive parser never
+/// overflows the stack on text `ron` would refuse anyway (a `--set` value of 20,000 `[`).
+const MAX_DEPTH: usize = 128;
 
 impl Parser<'_> {
     fn peek(&self) -> Option<(Tok, ByteSpan)> {
@@ -194,6 +200,16 @@ impl Parser<'_> {
     }
 
     fn value(&mut self) -> Option<Node> {
+        if self.depth >= MAX_DEPTH {
+            return None;
+        }
+        self.depth += 1;
+        let node = self.nested_value();
+        self.depth -= 1;
+        node
+    }
+
+    fn nested_value(&mut self) -> Option<Node> {
         let (tok, head) = self.next()?;
         let body = match tok {
             Tok::Ident if self.peek_at(0) == Some(Tok::Punct(b'(')) => {
@@ -280,7 +296,12 @@ impl Parser<'_> {
 /// Parses RON source into a span tree; `None` when the text is not RON this parser knows.
 pub(crate) fn parse(src: &str) -> Option<Node> {
     let toks = Lexer::run(src)?;
-    let mut parser = Parser { src, toks, pos: 0 };
+    let mut parser = Parser {
+        src,
+        toks,
+        pos: 0,
+        depth: 0,
+    };
     // Skip `#![enable(...)]` extension attributes.
     while skip_attribute(&mut parser) {}
     parser.value()

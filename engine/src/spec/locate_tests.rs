@@ -73,3 +73,13 @@ fn gives_up_quietly_on_text_it_cannot_read() {
     assert!(parse("\"unterminated").is_none());
     assert!(parse("").is_none());
 }
+
+/// Nesting deeper than `ron`'s recursion limit is not RON here either, and parsing it does
+/// not overflow the stack (a `--set` value of 20,000 `[` did).
+#[test]
+fn nesting_past_the_limit_is_refused_without_overflow() {
+    let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    assert!(parse(&nested(MAX_DEPTH)).is_some());
+    assert!(parse(&nested(MAX_DEPTH + 1)).is_none());
+    assert!(parse(&nested(200_000)).is_none());
+}
