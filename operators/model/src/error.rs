@@ -4,14 +4,15 @@
 //! render, a prompt longer than the model's context) becomes one of these variants with the
 //! file and the offending names in the message, never a panic.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What went wrong in the model layer, with enough detail for the user to fix it.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    /// The model directory does not exist.
-    #[error("model directory {dir} does not exist")]
-    MissingDir { dir: PathBuf },
+    /// The model directory does not exist; `why` says what is there instead
+    /// ([`missing_path`]).
+    #[error("model directory {dir} {why}")]
+    MissingDir { dir: PathBuf, why: String },
     /// A file the model directory must contain is not there.
     #[error("model directory {dir}: missing {file} ({why})")]
     MissingFile {
@@ -78,6 +79,29 @@ pub enum ModelError {
     /// A generation request is invalid (empty prompt, too long, bad sampling parameters).
     #[error("generation request: {message}")]
     Request { message: String },
+}
+
+/// Why a model path named as a `file` (else a directory) cannot be read as one: it is the
+/// other kind (`Gguf` names a file, `HfDir` a directory), or it does not exist, and then a
+/// relative path is said to be read from the working directory, which is named.
+pub fn missing_path(path: &Path, file: bool) -> String {
+    match (path.exists(), file) {
+        (true, true) => "is a directory; `Gguf(..)` names a .gguf file (a Hugging Face model \
+                         directory is `HfDir(..)`)"
+            .into(),
+        (true, false) => "is a file; `HfDir(..)` names a directory holding config.json (a \
+                          .gguf file is `Gguf(..)`)"
+            .into(),
+        (false, _) if path.is_relative() => {
+            let here = std::env::current_dir().map(|d| d.display().to_string());
+            format!(
+                "does not exist (a relative model path is read from the directory roll-flow \
+                 runs in, {})",
+                here.unwrap_or_else(|e| format!("unreadable: {e}"))
+            )
+        }
+        (false, _) => "does not exist".into(),
+    }
 }
 
 impl ModelError {

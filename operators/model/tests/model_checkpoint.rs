@@ -108,6 +108,26 @@ fn missing_directory_and_config_are_named() {
         "{}",
         load_error(&absent)
     );
+    // A relative path is said to be read from the working directory; a file is no directory.
+    let relative = load_error(Path::new("nope/model"));
+    assert!(
+        relative.contains(
+            "does not exist (a relative model path is read from the directory \
+                           roll-flow runs in,"
+        ),
+        "{relative}"
+    );
+    let file = dir.path().join("model.gguf");
+    std::fs::write(&file, b"GGUF").unwrap();
+    assert!(load_error(&file).ends_with(
+        "is a file; `HfDir(..)` names a directory holding \
+                                         config.json (a .gguf file is `Gguf(..)`)"
+    ));
+    assert!(roll_flow_model::gguf::GgufModel::open(dir.path())
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("is a directory; `Gguf(..)` names a .gguf file"));
     copy_dir(&fixture("tiny_qwen2"), dir.path());
     std::fs::remove_file(dir.path().join("config.json")).unwrap();
     let message = load_error(dir.path());

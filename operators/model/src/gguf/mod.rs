@@ -41,7 +41,7 @@ impl GgufModel {
         if !path.is_file() {
             return Err(ModelError::Gguf {
                 path: path.to_path_buf(),
-                message: "no such file".into(),
+                message: crate::error::missing_path(path, true),
             });
         }
         let bytes = std::fs::read(path).map_err(|e| ModelError::io(path, e))?;

@@ -18,6 +18,7 @@ pub fn read_config(dir: &Path) -> Result<Qwen2Config, ModelError> {
     if !dir.is_dir() {
         return Err(ModelError::MissingDir {
             dir: dir.to_path_buf(),
+            why: crate::error::missing_path(dir, false),
         });
     }
     let path = dir.join("config.json");
