@@ -293,3 +293,22 @@ fn override_errors_name_the_override_and_file_errors_keep_their_place() {
         "{help}"
     );
 }
+
+/// A whole number out of its field's range (a negative count) names the field and value,
+/// which ron's "Integer is out of bounds" does not.
+#[test]
+fn an_out_of_range_number_names_the_field() {
+    let negative = VALID.replace("group_size: 4", "group_size: -1");
+    let Err(errors) = load_text(&negative) else {
+        panic!("a negative group_size loaded");
+    };
+    assert_eq!(
+        errors[0].message,
+        "`group_size: -1` is out of range for this field's whole-number type"
+    );
+    assert!(errors[0]
+        .help
+        .as_deref()
+        .unwrap_or_default()
+        .contains("check the sign"));
+}

@@ -208,6 +208,38 @@ pub fn ron_diagnostic(path: &Path, text: &str, e: &SpannedError) -> Diagnostic {
                 Some("separate fields and entries with `,`".into()),
             )
         }
+        RonError::IntegerOutOfBounds => {
+            // Named by the field and value the location points at: ron says neither.
+            // ron's span starts after a minus sign.
+            let number = match text[..start_byte].ends_with('-') {
+                true => start_byte - 1,
+                false => start_byte,
+            };
+            let before = text[..number].trim_end();
+            let field = before.strip_suffix(':').map(|b| {
+                let b = b.trim_end();
+                let start = b
+                    .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .map_or(0, |i| i + 1);
+                &b[start..]
+            });
+            let value: String = text[number..]
+                .chars()
+                .take_while(|c| !matches!(c, ',' | ')' | ']' | '}') && !c.is_whitespace())
+                .collect();
+            let named = match field {
+                Some(f) if !f.is_empty() => format!("`{f}: {value}`"),
+                _ => format!("`{value}`"),
+            };
+            (
+                format!("{named} is out of range for this field's whole-number type"),
+                Some(
+                    "counts and sizes are whole numbers ≥ 0 (most at least 1); check the sign \
+                     and the size"
+                        .into(),
+                ),
+            )
+        }
         code => describe(code, text),
     };
     Diagnostic::error(path, message)
