@@ -352,3 +352,34 @@ fn without_actor_infer_generating_args_each_env_manager_brings_its_own() {
     };
     assert_eq!(eval.temperature, 0.2);
 }
+
+/// A config whose values make a pipeline `run` would refuse (ROLL's `top_p` of 2) is
+/// imported, written, and reported with the validator's error and a pointer to the ROLL
+/// keys, exiting 1 (it exited 0 and left the error to `run`).
+#[test]
+fn an_import_that_does_not_validate_exits_with_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "fl.yaml",
+        &FROZEN_LAKE_GRPO.replace("top_p: 0.99", "top_p: 2"),
+    );
+    let out = config.with_extension("ron");
+    let result = roll_flow(&[
+        "import-roll",
+        config.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(
+        stderr.contains("`top_p` must be in (0, 1], got 2")
+            && stderr.contains("is not valid; the comment above each entry names the ROLL keys"),
+        "{stderr}"
+    );
+    assert!(
+        out.is_file(),
+        "the pipeline is written, as the error's location names it"
+    );
+}

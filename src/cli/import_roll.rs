@@ -5,7 +5,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use roll_flow::engine::spec::{self, Diagnostic};
+use roll_flow::engine::validate;
+use roll_flow::operators::catalog::RollFlow;
 use roll_flow::roll_import::{import_roll, ImportOptions};
+
+use super::diagnostics::print_diagnostics;
 
 #[derive(Args, Debug)]
 pub struct ImportRollArgs {
@@ -47,5 +52,27 @@ pub fn run(args: &ImportRollArgs) -> anyhow::Result<ExitCode> {
         }
         None => print!("{}", imported.ron),
     }
-    Ok(ExitCode::SUCCESS)
+    // Values the config carries over as they are (`top_p: 2`, `max_steps: 0`) can make a
+    // pipeline `run` refuses: said here, where the config is at hand.
+    let shown = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("<stdout>"));
+    let errors: Vec<Diagnostic> = match spec::load_text::<RollFlow>(&shown, &imported.ron, &[]) {
+        Err(diagnostics) => diagnostics,
+        Ok(loaded) => validate(&loaded).diagnostics,
+    }
+    .into_iter()
+    .filter(Diagnostic::is_error)
+    .collect();
+    if errors.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_diagnostics(&errors);
+    eprintln!(
+        "error: the pipeline imported from {} is not valid; the comment above each entry \
+         names the ROLL keys it came from: fix them in the config, or edit the pipeline",
+        args.config.display()
+    );
+    Ok(ExitCode::FAILURE)
 }
