@@ -317,3 +317,26 @@ fn generate_reads_a_gguf_file() {
         "{stderr}"
     );
 }
+
+/// A `--trace` file that cannot be written is refused before the run, not after it.
+#[test]
+fn an_unwritable_trace_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let result = roll_flow(&[
+        "run",
+        "pipelines/bandit_grpo.ron",
+        "--out",
+        out.to_str().unwrap(),
+        "--trace",
+        "/dev/null/trace.json",
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(
+        stderr
+            .contains("cannot write the trace /dev/null/trace.json: /dev/null is not a directory"),
+        "{stderr}"
+    );
+    assert!(!out.join("metrics.jsonl").exists(), "the run did not start");
+}

@@ -139,7 +139,20 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let progress = Arc::new(Progress::new(run.last_step()));
     let shown = progress.clone();
     let run = run.on_step(Arc::new(move |report, _| shown.step_done(report)));
-    if args.trace.is_some() {
+    if let Some(file) = &args.trace {
+        // Checked before the run, not after hours of it.
+        let folder = match file.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+        if !folder.is_dir() {
+            anyhow::bail!(
+                "cannot write the trace {}: {} is not a directory; give --trace a file in an \
+                 existing folder",
+                file.display(),
+                folder.display()
+            );
+        }
         roll_flow::engine::trace::start();
     }
     let result = run.execute();
