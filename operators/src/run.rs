@@ -128,7 +128,7 @@ impl Run {
     pub fn resume(run_dir: &Path, overrides: &[String]) -> Result<Run, RunError> {
         let mut all = overrides.to_vec();
         all.push(format!("out_dir={run_dir:?}"));
-        let file = run_pipeline(run_dir).map_err(|d| RunError::Invalid(vec![d]))?;
+        let file = run_pipeline(run_dir).map_err(|d| RunError::Invalid(vec![*d]))?;
         let loaded = spec::load::<RollFlow>(&file, &all).map_err(RunError::Invalid)?;
         Run::validated(loaded, true)
     }

@@ -55,16 +55,16 @@ pub fn saved_steps(out_dir: &Path) -> Vec<u64> {
 /// The copy of its pipeline a run keeps in its directory (`out_dir/pipeline.ron`, as it
 /// ran, overrides applied), which `run --resume`, `play --policy` and `export` load; a
 /// folder without one is not a run directory, and the error says so.
-pub fn run_pipeline(run_dir: &Path) -> Result<PathBuf, Diagnostic> {
+pub fn run_pipeline(run_dir: &Path) -> Result<PathBuf, Box<Diagnostic>> {
     let file = run_dir.join("pipeline.ron");
     if file.is_file() {
         return Ok(file);
     }
-    Err(Diagnostic::error(
+    Err(Box::new(Diagnostic::error(
         &file,
         format!("{} is not a run directory: it has no pipeline.ron", run_dir.display()),
     )
-    .help("name the folder a run wrote into (its `out_dir`, or `run --out`), which holds pipeline.ron, metrics.jsonl and checkpoints/"))
+    .help("name the folder a run wrote into (its `out_dir`, or `run --out`), which holds pipeline.ron, metrics.jsonl and checkpoints/")))
 }
 
 /// Checks that the checkpoint folder `checkpoint` holds everything a resumed run restores:

@@ -31,7 +31,7 @@ pub(crate) fn load_run(run_dir: &Path) -> Option<(Loaded<RollFlow>, PipelineGrap
     match run_pipeline(run_dir) {
         Ok(file) => load_valid(&file, &[format!("out_dir={run_dir:?}")]),
         Err(not_a_run) => {
-            print_diagnostics(&[not_a_run]);
+            print_diagnostics(&[*not_a_run]);
             None
         }
     }
