@@ -30,9 +30,8 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// Runs `import-roll CONFIG -o OUT`, checks `validate` and `graph` accept the output, and
-/// loads it as the binary does.
-fn import(config: &Path) -> (Pipeline<RollFlow>, String) {
+/// Runs `import-roll CONFIG -o OUT` with OUT the config's path as `.ron`: the result and OUT.
+fn run_import(config: &Path) -> (std::process::Output, PathBuf) {
     let out = config.with_extension("ron");
     let result = roll_flow(&[
         "import-roll",
@@ -40,6 +39,13 @@ fn import(config: &Path) -> (Pipeline<RollFlow>, String) {
         "-o",
         out.to_str().unwrap(),
     ]);
+    (result, out)
+}
+
+/// Runs `import-roll CONFIG -o OUT`, checks `validate` and `graph` accept the output, and
+/// loads it as the binary does.
+fn import(config: &Path) -> (Pipeline<RollFlow>, String) {
+    let (result, out) = run_import(config);
     let stderr = String::from_utf8_lossy(&result.stderr).to_string();
     assert!(result.status.success(), "import failed: {stderr}");
     let validate = roll_flow(&["validate", out.to_str().unwrap()]);
@@ -364,13 +370,7 @@ fn an_import_that_does_not_validate_exits_with_the_error() {
         "fl.yaml",
         &FROZEN_LAKE_GRPO.replace("top_p: 0.99", "top_p: 2"),
     );
-    let out = config.with_extension("ron");
-    let result = roll_flow(&[
-        "import-roll",
-        config.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let (result, out) = run_import(&config);
     assert_eq!(result.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(

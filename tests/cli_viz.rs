@@ -250,12 +250,7 @@ fn an_export_loads_back_with_the_logits_of_the_trained_policy() {
     let run_dir = dir.path().join("run");
     assert_ok(&run("pipelines/frozen_lake_starpo.ron", &run_dir, &[]));
     let hf = dir.path().join("hf");
-    let out = roll_flow(&[
-        "export",
-        run_dir.to_str().unwrap(),
-        "--hf",
-        hf.to_str().unwrap(),
-    ]);
+    let out = export_hf(&run_dir, &hf);
     assert_ok(&out);
     for file in [
         "config.json",
@@ -267,14 +262,7 @@ fn an_export_loads_back_with_the_logits_of_the_trained_policy() {
     }
     // A second export replaces the first; one into the run directory is refused and
     // leaves it as it was.
-    let export_to = |out: &Path| {
-        roll_flow(&[
-            "export",
-            run_dir.to_str().unwrap(),
-            "--hf",
-            out.to_str().unwrap(),
-        ])
-    };
+    let export_to = |out: &Path| export_hf(&run_dir, out);
     assert_ok(&export_to(&hf));
     assert_eq!(
         files_under(&hf),
@@ -346,12 +334,7 @@ fn export_refuses_a_damaged_checkpoint() {
     let bytes = std::fs::read(&weights).unwrap();
     std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
     let hf = dir.path().join("hf");
-    let out = roll_flow(&[
-        "export",
-        run_dir.to_str().unwrap(),
-        "--hf",
-        hf.to_str().unwrap(),
-    ]);
+    let out = export_hf(&run_dir, &hf);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains(&format!(
@@ -363,4 +346,14 @@ fn export_refuses_a_damaged_checkpoint() {
         stderr(&out)
     );
     assert!(!hf.exists(), "nothing exported");
+}
+
+/// `roll-flow export RUN_DIR --hf OUT`.
+fn export_hf(run_dir: &Path, out: &Path) -> std::process::Output {
+    roll_flow(&[
+        "export",
+        run_dir.to_str().unwrap(),
+        "--hf",
+        out.to_str().unwrap(),
+    ])
 }
