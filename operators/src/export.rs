@@ -26,6 +26,7 @@ use roll_flow_engine::Pipeline;
 use roll_flow_model::build::{tokenizer_source, TokenizerSource};
 use roll_flow_model::gguf::GgufModel;
 use roll_flow_model::hf::peft_adapter::{ADAPTER_CONFIG, ADAPTER_WEIGHTS};
+use roll_flow_model::hf::safetensors_errors::describe;
 use roll_flow_model::hf::{read_config, save_causal_lm};
 use roll_flow_model::spec::{ArchSpec, ModelSpec};
 use roll_flow_model::tokenizer::{BUILTIN_CHAT_TEMPLATE, BUILTIN_TOKENIZER};
@@ -141,9 +142,10 @@ pub(crate) fn copy(from: &Path, to: &Path) -> Result<(), String> {
     if from.extension().is_some_and(|e| e == "safetensors") {
         safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| {
             format!(
-                "{}: not a valid safetensors file ({e:?}); the checkpoint is damaged: export \
-                 an earlier one (`--checkpoint STEP`)",
-                from.display()
+                "{}: not a valid safetensors file: {}; the checkpoint is damaged: export an \
+                 earlier one (`--checkpoint STEP`)",
+                from.display(),
+                describe(&e, &bytes)
             )
         })?;
     }

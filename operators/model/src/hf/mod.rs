@@ -3,6 +3,7 @@
 
 pub mod model_dir;
 pub mod peft_adapter;
+pub mod safetensors_errors;
 pub mod safetensors_load;
 pub mod safetensors_save;
 

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use safetensors::{Dtype, SafeTensors};
 
+use super::safetensors_errors::explain;
 use crate::error::ModelError;
 use crate::weights::{Init, WeightSource};
 
@@ -102,7 +103,7 @@ impl SafetensorsSource {
         let file = self.files.len();
         {
             let tensors =
-                SafeTensors::deserialize(&bytes).map_err(|e| invalid(format!("{e:?}")))?;
+                SafeTensors::deserialize(&bytes).map_err(|e| invalid(explain(&e, &bytes)))?;
             let base = bytes.as_ptr() as usize;
             for (name, view) in tensors.iter() {
                 let start = view.data().as_ptr() as usize - base;

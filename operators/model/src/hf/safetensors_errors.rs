@@ -1,0 +1,126 @@
+//! What is wrong with a safetensors file the `safetensors` crate refuses, in words: its
+//! errors name neither the tensor nor what to do (`TensorInvalidInfo`,
+//! `MetadataIncompleteBuffer`). The header is read again here to find the tensor whose
+//! shape and dtype do not fit its byte range.
+
+use safetensors::SafeTensorError;
+use serde_json::Value;
+
+/// Bytes per element of a safetensors dtype name (`None` for names it does not have).
+fn dtype_bytes(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "BOOL" | "U8" | "I8" | "F8_E5M2" | "F8_E4M3" => 1,
+        "I16" | "U16" | "F16" | "BF16" => 2,
+        "I32" | "U32" | "F32" => 4,
+        "I64" | "U64" | "F64" => 8,
+        _ => return None,
+    })
+}
+
+/// The first tensor of the header in `bytes` whose shape × dtype size differs from its data
+/// offsets' span, described; `None` when the header does not parse or every tensor fits.
+fn misfit_tensor(bytes: &[u8]) -> Option<String> {
+    let n = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?) as usize;
+    let header: serde_json::Map<String, Value> =
+        serde_json::from_slice(bytes.get(8..8usize.checked_add(n)?)?).ok()?;
+    header
+        .iter()
+        .filter(|(name, _)| *name != "__metadata__")
+        .find_map(|(name, info)| {
+            let dtype = info.get("dtype")?.as_str()?;
+            let shape: Vec<u64> = (info.get("shape")?.as_array()?.iter())
+                .map(Value::as_u64)
+                .collect::<Option<_>>()?;
+            let offsets = info.get("data_offsets")?.as_array()?;
+            let (start, end) = (offsets.first()?.as_u64()?, offsets.get(1)?.as_u64()?);
+            let needed = shape.iter().product::<u64>() * dtype_bytes(dtype)?;
+            (end.checked_sub(start) != Some(needed)).then(|| {
+                format!(
+                    "tensor `{name}` is {dtype} {shape:?}, {needed} bytes, but its data_offsets \
+                     [{start}, {end}] span {}",
+                    end as i128 - start as i128
+                )
+            })
+        })
+}
+
+/// `e`, the error of reading the safetensors file `bytes`, in words, ending with the fix.
+pub fn explain(e: &SafeTensorError, bytes: &[u8]) -> String {
+    format!(
+        "{}; the file is damaged: write or copy it again",
+        describe(e, bytes)
+    )
+}
+
+/// What `e`, the error of reading the safetensors file `bytes`, says is wrong, in words.
+pub fn describe(e: &SafeTensorError, bytes: &[u8]) -> String {
+    match e {
+        SafeTensorError::TensorInvalidInfo => misfit_tensor(bytes)
+            .unwrap_or_else(|| "a tensor's shape and dtype do not fit its data offsets".into()),
+        SafeTensorError::InvalidOffset(name) => {
+            format!("tensor `{name}`'s data offsets overlap another's or leave a gap")
+        }
+        SafeTensorError::MetadataIncompleteBuffer => format!(
+            "the file is {} bytes, not the length its header describes (cut short?)",
+            bytes.len()
+        ),
+        SafeTensorError::HeaderTooSmall
+        | SafeTensorError::HeaderTooLarge
+        | SafeTensorError::InvalidHeaderLength => {
+            "its header's length does not fit the file (cut short?)".into()
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use safetensors::tensor::TensorView;
+    use safetensors::{Dtype, SafeTensors};
+
+    use super::*;
+
+    /// A file of two F32 tensors, `a` [2, 3] and `b` [4].
+    fn file() -> Vec<u8> {
+        let (a, b) = (vec![0u8; 24], vec![0u8; 16]);
+        let views = [
+            ("a", TensorView::new(Dtype::F32, vec![2, 3], &a).unwrap()),
+            ("b", TensorView::new(Dtype::F32, vec![4], &b).unwrap()),
+        ];
+        safetensors::serialize(views, None).unwrap()
+    }
+
+    fn error_of(bytes: &[u8]) -> String {
+        describe(&SafeTensors::deserialize(bytes).err().unwrap(), bytes)
+    }
+
+    #[test]
+    fn the_tensor_that_does_not_fit_and_a_short_file_are_named() {
+        let whole = file();
+        assert!(SafeTensors::deserialize(&whole).is_ok());
+        // `a`'s offsets [0, 24] made [0, 20] in place (the header keeps its length).
+        let text = String::from_utf8_lossy(&whole).into_owned();
+        let bad = text.replacen("[0,24]", "[0,20]", 1).into_bytes();
+        assert_ne!(bad, whole, "the header holds a's offsets as written here");
+        assert_eq!(
+            error_of(&bad),
+            "tensor `a` is F32 [2, 3], 24 bytes, but its data_offsets [0, 20] span 20"
+        );
+        assert_eq!(
+            error_of(&whole[..whole.len() - 1]),
+            format!(
+                "the file is {} bytes, not the length its header describes (cut short?)",
+                whole.len() - 1
+            )
+        );
+        assert_eq!(
+            error_of(&whole[..4]),
+            "its header's length does not fit the file (cut short?)"
+        );
+        assert!(explain(
+            &SafeTensors::deserialize(&whole[..4]).err().unwrap(),
+            &whole[..4]
+        )
+        .ends_with("; the file is damaged: write or copy it again"));
+    }
+}
