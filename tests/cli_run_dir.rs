@@ -126,3 +126,29 @@ fn a_rollout_only_pipeline_still_runs_on_several_workers() {
     assert_ok(&roll_flow(&[&args[..], &["-w", "2"]].concat()));
     assert_eq!(common::metrics(&out).len(), 1);
 }
+
+/// A resume from a checkpoint whose weights file is damaged fails naming the file, with no
+/// panic, and does not advise resuming from the same checkpoint as if it were whole.
+#[test]
+fn a_resume_from_a_damaged_checkpoint_names_it_and_the_way_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    assert_ok(&run(
+        "pipelines/bandit_grpo.ron",
+        &out,
+        &["--stop-after", "1"],
+    ));
+    let weights = out.join("checkpoints/step_1/models/policy/model.bin");
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..1000]).unwrap();
+    let resumed = roll_flow(&["run", "--resume", out.to_str().unwrap()]);
+    assert_eq!(resumed.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}: cannot be decoded (", weights.display()))
+            && stderr.contains("the run stopped before writing a checkpoint past")
+            && !stderr.contains("continues from it"),
+        "{stderr}"
+    );
+}

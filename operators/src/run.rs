@@ -282,12 +282,19 @@ impl Run {
                 (n, 1) => format!(" -n {n}"),
                 (n, w) => format!(" -w {w} -n {n}"),
             };
+            let resume = format!("`roll-flow run --resume {}{cluster}`", out_dir.display());
             (self.notices)(&match saved.last() {
-                Some(&step) => format!(
-                    "the last checkpoint is {} ({step} steps done): `roll-flow run --resume \
-                     {}{cluster}` continues from it",
+                // A resume that failed before its first new checkpoint may have failed on
+                // this one (a damaged file): resuming from it again is not the only advice.
+                Some(&step) if self.resume && step == first_step => format!(
+                    "the run stopped before writing a checkpoint past {}; if the error names a \
+                     file in it, move that folder out of checkpoints/ and {resume} goes on from \
+                     the one before it, else {resume} tries it again",
                     crate::run_layout::step_dir(&out_dir, step).display(),
-                    out_dir.display()
+                ),
+                Some(&step) => format!(
+                    "the last checkpoint is {} ({step} steps done): {resume} continues from it",
+                    crate::run_layout::step_dir(&out_dir, step).display(),
                 ),
                 None => "no checkpoint was written before the failure".to_string(),
             });
