@@ -49,12 +49,14 @@ pub fn load_text<C: Catalog>(
     text: &str,
     overrides: &[String],
 ) -> Result<Loaded<C>, Vec<Diagnostic>> {
-    if !overrides.is_empty() && super::locate::parse(text).is_none() {
-        // The file itself is not RON: its own error says where, and no override has a
-        // place to go in it.
-        parse::<C>(path, text).map_err(|d| vec![*d])?;
-    }
-    let edited = apply_overrides(path, text, overrides)?;
+    let edited = apply_overrides(path, text, overrides).map_err(|errors| {
+        // The file itself may not be RON: its own error then says where, and no override
+        // had a place to go in it.
+        match parse::<C>(path, text) {
+            Err(own) if super::locate::parse(text).is_none() => vec![*own],
+            _ => errors,
+        }
+    })?;
     let pipeline = match parse::<C>(path, &edited) {
         Ok(pipeline) => pipeline,
         Err(d) => return Err(vec![blame_override::<C>(path, text, overrides, *d)]),

@@ -24,6 +24,7 @@ use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 
 use roll_flow_engine::stable_hash::{fnv1a, FNV_OFFSET};
+use roll_flow_model::hf::safetensors_errors::describe;
 
 pub use crate::run_layout::TRAINED_FILE;
 
@@ -146,7 +147,12 @@ pub fn decode_trained<B: Backend, M: Module<B>>(
              to use the one before it"
         ))
     };
-    let unreadable = |e| damaged(format!("not a readable safetensors file ({e:?})"));
+    let unreadable = |e| {
+        damaged(format!(
+            "not a readable safetensors file ({})",
+            describe(&e, bytes)
+        ))
+    };
     let (_, header) = SafeTensors::read_metadata(bytes).map_err(unreadable)?;
     let file = SafeTensors::deserialize(bytes).map_err(unreadable)?;
     let metadata = header.metadata().clone().unwrap_or_default();

@@ -3,19 +3,8 @@
 //! `MetadataIncompleteBuffer`). The header is read again here to find the tensor whose
 //! shape and dtype do not fit its byte range.
 
-use safetensors::SafeTensorError;
+use safetensors::{Dtype, SafeTensorError};
 use serde_json::Value;
-
-/// Bytes per element of a safetensors dtype name (`None` for names it does not have).
-fn dtype_bytes(dtype: &str) -> Option<u64> {
-    Some(match dtype {
-        "BOOL" | "U8" | "I8" | "F8_E5M2" | "F8_E4M3" => 1,
-        "I16" | "U16" | "F16" | "BF16" => 2,
-        "I32" | "U32" | "F32" => 4,
-        "I64" | "U64" | "F64" => 8,
-        _ => return None,
-    })
-}
 
 /// The first tensor of the header in `bytes` whose shape × dtype size differs from its data
 /// offsets' span, described; `None` when the header does not parse or every tensor fits.
@@ -27,13 +16,14 @@ fn misfit_tensor(bytes: &[u8]) -> Option<String> {
         .iter()
         .filter(|(name, _)| *name != "__metadata__")
         .find_map(|(name, info)| {
-            let dtype = info.get("dtype")?.as_str()?;
+            let dtype: Dtype = serde_json::from_value(info.get("dtype")?.clone()).ok()?;
             let shape: Vec<u64> = (info.get("shape")?.as_array()?.iter())
                 .map(Value::as_u64)
                 .collect::<Option<_>>()?;
             let offsets = info.get("data_offsets")?.as_array()?;
             let (start, end) = (offsets.first()?.as_u64()?, offsets.get(1)?.as_u64()?);
-            let needed = shape.iter().product::<u64>() * dtype_bytes(dtype)?;
+            let bits = shape.iter().product::<u64>() * dtype.bitsize() as u64;
+            let needed = bits.div_ceil(8);
             (end.checked_sub(start) != Some(needed)).then(|| {
                 format!(
                     "tensor `{name}` is {dtype} {shape:?}, {needed} bytes, but its data_offsets \
