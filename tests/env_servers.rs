@@ -125,6 +125,7 @@ fn every_fault_loses_its_group_and_the_run_goes_on() {
         "nan_reward",
         "inf_reward",
         "error",
+        "wrong_id",
     ];
     for fault in faults {
         let tmp = tempfile::tempdir().unwrap();
@@ -156,6 +157,14 @@ fn every_fault_loses_its_group_and_the_run_goes_on() {
         );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("lost to env faults"), "{fault}: {stderr}");
+        if fault == "wrong_id" {
+            // Named at once, not waited out as a missing reply.
+            assert!(
+                stderr.contains("replied with `id` 0, which no request is waiting for")
+                    && !stderr.contains("no reply within"),
+                "{stderr}"
+            );
+        }
         for step in 1..=3 {
             assert!(
                 dir.join(format!("checkpoints/step_{step}")).is_dir(),

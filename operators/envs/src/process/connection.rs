@@ -3,11 +3,12 @@
 //! them), so one slow env never holds up another's reply.
 //!
 //! Anything wrong with the stream (the process exits, a line is not JSON or not UTF-8, a
-//! line is over the size limit, a reply has no known `id`, a reply is late) breaks the
+//! line is over the size limit, a reply carries an `id` no request is waiting for, a reply
+//! is late) breaks the
 //! connection: the process is killed, every waiting request fails with the reason and the
 //! last lines of the server's stderr, and the pool starts a new process on the next call.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::process::{Child, ChildStdin};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +28,9 @@ type Reply = Result<Value, String>;
 #[derive(Default)]
 struct Waiting {
     replies: HashMap<u64, Sender<Reply>>,
+    /// The `id`s of notifications (`close`) whose replies have not come yet: a reply to one
+    /// is dropped; a reply to no `id` here or in `replies` is the server's mistake.
+    notified: HashSet<u64>,
     /// Why the connection broke, once it has.
     broken: Option<String>,
 }
@@ -164,6 +168,7 @@ impl Connection {
     /// Sends `request` without waiting for (or routing) its reply.
     pub fn notify(&self, mut request: serde_json::Map<String, Value>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.lock_waiting().notified.insert(id);
         request.insert("id".into(), Value::from(id));
         if self.send_line(&Value::Object(request).to_string()).is_err() {
             self.break_with("cannot write to the server".into());
@@ -239,14 +244,15 @@ fn read_replies(stdout: impl Read, waiting: &Mutex<Waiting>, max_line_bytes: usi
             }
             return StreamEnd::Bad("the server wrote a reply without a numeric `id`".into());
         };
-        let sender = waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .replies
-            .remove(&id);
-        // A reply nobody waits for answers a `notify` (or a request that timed out).
-        if let Some(sender) = sender {
+        let mut routes = waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(sender) = routes.replies.remove(&id) {
             let _ = sender.send(Ok(reply));
+        } else if !routes.notified.remove(&id) {
+            // A late reply cannot come: a request that times out breaks the connection.
+            return StreamEnd::Bad(format!(
+                "the server replied with `id` {id}, which no request is waiting for (a \
+                 reply carries its request's `id`, each once: docs/ENV_PROTOCOL.md)"
+            ));
         }
     }
 }
