@@ -29,9 +29,7 @@ fn known_unused_keys_resolvers_and_a_missing_default_are_reported_and_written_in
         "ignored on this engine: *.model_args.flash_attn (2 keys): attention implementation (flash-attn, sdpa)",
         "ignored on this engine: actor_train.model_args.ulysses_size: Ulysses sequence parallelism across GPUs",
         "ignored on this engine: actor_train.use_remove_padding: FSDP's padding-free attention",
-        "ignored on this engine: actor_train.use_dynamic_batching_in_train: dynamic batching",
-        "ignored on this engine: actor_train.max_tokens_per_microbatch_in_train: dynamic batching",
-        "ignored on this engine: actor_train.sequence_length_round_in_train: dynamic batching",
+        "ignored on this engine: actor_train.sequence_length_round_in_train: padding a micro-batch's length to a multiple",
         "ignored on this engine: rpc_timeout: ROLL's Ray RPC and scheduling",
         "ignored on this engine: profiler_memory: ROLL's profiler",
         "ignored on this engine: system_envs: environment variables of ROLL's workers",
@@ -77,8 +75,14 @@ fn known_unused_keys_resolvers_and_a_missing_default_are_reported_and_written_in
         actor.loss,
         roll_flow::algo::PolicyLoss::PpoClip(_)
     ));
-    // 2 × 16 × 2 devices = 64 = the whole batch (8 groups × 8): no mini-batch.
-    assert_eq!((actor.mini_batch, actor.micro_batch), (None, Some(2)));
+    // 2 × 16 × 2 devices = 64 = the whole batch (8 groups × 8): no mini-batch; dynamic
+    // batching cuts the micro-batches by its token budget, not per_device_train_batch_size.
+    assert_eq!((actor.mini_batch, actor.micro_batch), (None, None));
+    assert_eq!(actor.max_tokens_per_micro_batch, Some(8192));
+    assert!(
+        !report.contains("max_tokens_per_microbatch_in_train"),
+        "{report}"
+    );
     // lora_target: all-linear, lora_rank: 32, lora_alpha: 32 (no longer reported)
     assert!(!report.contains("lora_"), "{report}");
     let lora = p.models.get("policy").unwrap().lora.clone().unwrap();

@@ -1,6 +1,7 @@
 //! Data-parallel training through the binary: two worker threads (`-w 2`) and two
 //! processes on loopback (`-n 2`) train the shipped FrozenLake StarPO and PPO pipelines
-//! (shrunk) to the weights and metrics of one worker with the same global batch; the same
+//! (shrunk) to the weights and metrics of one worker with the same global batch, and so do
+//! micro-batches cut by a token budget; the same
 //! seed gives the same files; a killed or hung process stops the other, named, and so does
 //! one that never starts; a resumed two-process run ends as an uninterrupted one.
 
@@ -155,6 +156,42 @@ fn two_workers_or_processes_train_starpo_as_one_worker_does() {
 #[test]
 fn two_workers_or_processes_train_ppo_as_one_worker_does() {
     one_worker_equals_two(PPO);
+}
+
+/// `max_tokens_per_micro_batch` in place of `micro_batch`: other micro-batches (packed by
+/// length within the budget, shared by two workers), the same update.
+#[test]
+fn a_token_budget_cuts_other_micro_batches_to_the_same_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = shared(STARPO, "3");
+    let (count, budget) = (dir.path().join("count"), dir.path().join("budget"));
+    assert_ok(&run(STARPO, &count, &base));
+    let tokens = [
+        "--set",
+        "nodes.actor_step.micro_batch=None",
+        "--set",
+        "nodes.actor_step.max_tokens_per_micro_batch=200",
+        "-w",
+        "2",
+    ];
+    assert_ok(&run(STARPO, &budget, &with(&base, &tokens)));
+    assert_close_weights(&count, &budget, 3);
+    let passes = |dir: &Path| -> Vec<(f64, f64)> {
+        (metrics(dir).iter())
+            .map(|r| {
+                let n = |key: &str| r[key].as_f64().unwrap();
+                (n("actor_step/samples"), n("actor_step/micro_batches"))
+            })
+            .collect()
+    };
+    for ((samples, by_count), (_, by_tokens)) in passes(&count).into_iter().zip(passes(&budget)) {
+        // Two samples a pass; 200 tokens hold fewer of these 90- to 260-token chats.
+        assert_eq!(by_count, (samples / 2.0).ceil());
+        assert!(
+            by_tokens > by_count,
+            "{by_tokens} passes, {by_count} by count"
+        );
+    }
 }
 
 #[test]

@@ -10,7 +10,10 @@
 //! envs' host memory):
 //! - **weights**: P parameters × 4 bytes per model. A trained model holds 8P: its training
 //!   weights, their gradients, AdamW's two moments, the inference copy, and the copy of
-//!   weights and moments the non-finite guard keeps during an update.
+//!   weights and moments the non-finite guard keeps during an update. With `lora:` the
+//!   base is frozen: 2P (the base, the merged inference copy) and 7 copies of the adapters'
+//!   A parameters (all of the above but the inference copy). Each of the process's workers
+//!   (`-w`) holds its own models, so these count once per worker.
 //! - **playing** (one `Rollout` or `Eval` at a time; the larger counts): per env played at
 //!   once, its own state, records and slot in the batch ([`ENV_BYTES`]), its logits row
 //!   (vocab × 4 bytes) and its KV cache, layers × 2 × kv_heads × head_dim × 4 bytes per
@@ -21,6 +24,7 @@
 //!   activations backward keeps and their gradients, 2 × (8·dim + 4·ffn + 2·heads·L) floats
 //!   per layer for samples of L tokens, and the logits, their log-softmax and gradient
 //!   (3 × vocab floats; one float for a critic); as many micro-batches at once as cores.
+//!   Under `max_tokens_per_micro_batch` a micro-batch holds at most budget / L samples.
 //!   With `gradient_checkpointing`, two layers' worth (the top layer's graph and the one
 //!   being run again) and each other layer's saved input, 2 × dim floats.
 //! - the process itself, [`PROCESS_BYTES`].
@@ -35,6 +39,7 @@ use std::path::Path;
 use roll_flow_engine::spec::Device;
 use roll_flow_engine::Pipeline;
 use roll_flow_model::build::model_config;
+use roll_flow_model::lora_spec::LoraSpec;
 use roll_flow_model::Qwen2Config;
 
 use crate::nodes::kind::TrainedModel;
@@ -90,21 +95,32 @@ pub fn gib(bytes: u64) -> String {
     }
 }
 
-/// The memory floor of `pipeline` on this machine: its cores, model directories relative
-/// to the working directory (what `run` and `validate --memory` use).
-pub fn estimate_here<C: RollFlowDialect>(pipeline: &Pipeline<C>) -> (MemoryEstimate, usize) {
+/// The memory floor of `pipeline` run by `workers` worker threads on this machine: its
+/// cores, model directories relative to the working directory (what `run` and `validate
+/// --memory` use).
+pub fn estimate_here<C: RollFlowDialect>(
+    pipeline: &Pipeline<C>,
+    workers: usize,
+) -> (MemoryEstimate, usize) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (estimate(pipeline, Path::new("."), cores), cores)
+    (estimate(pipeline, Path::new("."), cores, workers), cores)
 }
 
-/// The memory floor of `pipeline` on a machine with `cores`; model directories are read
+/// The memory floor of `pipeline` on a machine with `cores`, run by `workers` worker
+/// threads of one process (each holds its own models); model directories are read
 /// relative to `base_dir` (config.json only). A model whose architecture cannot be read
 /// counts nothing here (loading it reports the problem).
 pub fn estimate<C: RollFlowDialect>(
     pipeline: &Pipeline<C>,
     base_dir: &Path,
     cores: usize,
+    workers: usize,
 ) -> MemoryEstimate {
+    let workers = workers.max(1) as u64;
+    let each_worker = match workers {
+        1 => String::new(),
+        w => format!(", × {w} workers (`-w`), each holding its own"),
+    };
     let on_cpu = pipeline.device == Device::Cpu;
     // Each model's architecture, read once (an `HfDir` config.json, a tokenizer for a Tiny
     // model's vocabulary).
@@ -120,13 +136,8 @@ pub fn estimate<C: RollFlowDialect>(
         bytes: PROCESS_BYTES,
     });
     if on_cpu {
-        for (name, _) in pipeline.models.iter() {
+        for (name, spec) in pipeline.models.iter() {
             let Some(c) = config(name) else { continue };
-            let copies = if trained.iter().any(|t| t.model == name) {
-                8
-            } else {
-                1
-            };
             let params = parameters(c);
             let ahead = (nodes.iter().filter_map(|n| n.plays()))
                 .filter(|p| p.policy == *name)
@@ -136,21 +147,38 @@ pub fn estimate<C: RollFlowDialect>(
                 estimate.resident.push(Part {
                     what: format!(
                         "model `{name}`: the inference weights of {ahead} earlier step(s) \
-                         (`staleness`), {params} parameters × 4 bytes each"
+                         (`staleness`), {params} parameters × 4 bytes each{each_worker}"
                     ),
-                    bytes: params.saturating_mul(4 * ahead),
+                    bytes: params.saturating_mul(4 * ahead).saturating_mul(workers),
                 });
             }
-            estimate.resident.push(Part {
-                what: format!(
-                    "model `{name}`: {params} parameters × 4 bytes × {copies} ({})",
-                    if copies == 8 {
-                        "trained: weights, gradients, AdamW moments, inference copy, guard copy"
-                    } else {
-                        "frozen"
-                    }
+            const TRAINED: &str =
+                "trained: weights, gradients, AdamW moments, inference copy, guard copy";
+            let is_trained = trained.iter().any(|t| t.model == name);
+            let (bytes, what) = match (is_trained, &spec.lora) {
+                (false, _) => (
+                    params * 4,
+                    format!("{params} parameters × 4 bytes (frozen)"),
                 ),
-                bytes: params.saturating_mul(4 * copies),
+                (true, None) => (
+                    params * 4 * 8,
+                    format!("{params} parameters × 4 bytes × 8 ({TRAINED})"),
+                ),
+                (true, Some(lora)) => {
+                    let adapters = lora_parameters(c, lora);
+                    (
+                        params * 4 * 2 + adapters * 4 * 7,
+                        format!(
+                            "{params} parameters × 4 bytes × 2 (the frozen base, the merged \
+                             inference copy) and {adapters} LoRA parameters × 4 bytes × 7 \
+                             (trained: weights, gradients, AdamW moments, guard copy)"
+                        ),
+                    )
+                }
+            };
+            estimate.resident.push(Part {
+                what: format!("model `{name}`: {what}{each_worker}"),
+                bytes: bytes.saturating_mul(workers),
             });
         }
     }
@@ -239,7 +267,12 @@ fn training(
     checkpointed: bool,
     (samples, length, cores): (u64, u64, u64),
 ) -> Part {
-    let per_micro = t.micro_batch.map_or(samples, |m| m as u64).min(samples);
+    // Samples of the least length fit a token budget that many at a time.
+    let by_tokens = (t.max_tokens_per_micro_batch)
+        .map_or(u64::MAX, |budget| (budget as u64 / length.max(1)).max(1));
+    let per_micro = (t.micro_batch.map_or(samples, |m| m as u64))
+        .min(by_tokens)
+        .min(samples);
     let at_once = samples.div_ceil(per_micro.max(1)).clamp(1, cores);
     let tokens = per_micro.saturating_mul(length);
     let (dim, ffn, heads) = (
@@ -262,8 +295,8 @@ fn training(
     Part {
         what: format!(
             "training `{}`: {at_once} micro-batch(es) at once of {per_micro} samples (the \
-             trainer's micro_batch or mini_batch) of at least {length} tokens: activations \
-             and logits{}",
+             trainer's micro_batch, mini_batch or max_tokens_per_micro_batch) of at least \
+             {length} tokens: activations and logits{}",
             t.model,
             if checkpointed {
                 " (gradient_checkpointing)"
@@ -302,6 +335,23 @@ pub fn parameters(c: &Qwen2Config) -> u64 {
         + head_norms;
     let head = if c.tie_word_embeddings { 0 } else { v * d };
     c.num_hidden_layers as u64 * layer + v * d + head + d
+}
+
+/// Parameters of `lora`'s adapters on a model of this shape: rank × (inputs + outputs) of
+/// each target layer, in every decoder layer.
+fn lora_parameters(c: &Qwen2Config, lora: &LoraSpec) -> u64 {
+    let (d, f) = (c.hidden_size as u64, c.intermediate_size as u64);
+    let (q, kv) = ((c.num_attention_heads * head_dim(c)) as u64, kv_width(c));
+    let per_layer: u64 = (lora.targets.iter())
+        .map(|target| match target.as_str() {
+            "q_proj" => d + q,
+            "k_proj" | "v_proj" => d + kv,
+            "o_proj" => q + d,
+            "gate_proj" | "up_proj" | "down_proj" => d + f,
+            _ => 0,
+        })
+        .sum();
+    c.num_hidden_layers as u64 * lora.rank as u64 * per_layer
 }
 
 fn head_dim(c: &Qwen2Config) -> usize {

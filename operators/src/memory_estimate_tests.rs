@@ -62,7 +62,7 @@ fn parameters_of_a_tiny_shape_by_hand() {
 
 #[test]
 fn the_floor_of_a_small_cpu_run_by_hand() {
-    let estimate = estimate(&pipeline("Cpu", ""), Path::new("."), 2);
+    let estimate = estimate(&pipeline("Cpu", ""), Path::new("."), 2, 1);
     let resident: Vec<u64> = estimate.resident.iter().map(|p| p.bytes).collect();
     // The trained policy: 8 copies of 4-byte parameters.
     assert_eq!(resident, vec![PROCESS_BYTES, PARAMS * 4 * 8]);
@@ -81,6 +81,20 @@ fn the_floor_of_a_small_cpu_run_by_hand() {
 }
 
 #[test]
+fn each_worker_holds_its_own_models() {
+    let one = estimate(&pipeline("Cpu", ""), Path::new("."), 2, 1);
+    let three = estimate(&pipeline("Cpu", ""), Path::new("."), 2, 3);
+    // The policy's 8 copies, twice more; the envs and the training are shared out.
+    assert_eq!(three.floor(), one.floor() + 2 * PARAMS * 4 * 8);
+    assert_eq!(three.largest_phase, one.largest_phase);
+    let model = three.resident.iter().find(|r| r.what.contains("`policy`"));
+    assert!(
+        model.unwrap().what.contains("× 3 workers (`-w`)"),
+        "{three:?}"
+    );
+}
+
+#[test]
 fn gradient_checkpointing_keeps_two_layers_and_each_layers_input() {
     let policy = |on: bool| {
         format!(
@@ -90,7 +104,7 @@ fn gradient_checkpointing_keeps_two_layers_and_each_layers_input() {
     };
     let training = |on: bool| {
         let pipeline = pipeline_with("Cpu", "", 3, &policy(on));
-        let phase = estimate(&pipeline, Path::new("."), 2)
+        let phase = estimate(&pipeline, Path::new("."), 2, 1)
             .largest_phase
             .unwrap();
         assert!(phase.what.contains("training `policy`"), "{}", phase.what);
@@ -107,13 +121,13 @@ fn gradient_checkpointing_keeps_two_layers_and_each_layers_input() {
 
 #[test]
 fn an_asynchronous_rollout_adds_its_weights_and_plays_beside_training() {
-    let sync = estimate(&pipeline("Cpu", ""), Path::new("."), 2);
+    let sync = estimate(&pipeline("Cpu", ""), Path::new("."), 2, 1);
     let p = roll_flow_engine::spec::parse::<RollFlow>(
         Path::new("t.ron"),
         &PIPELINE_ASYNC.replace("{staleness}", "2"),
     )
     .unwrap_or_else(|d| panic!("{d}"));
-    let ahead = estimate(&p, Path::new("."), 2);
+    let ahead = estimate(&p, Path::new("."), 2, 1);
     let playing = 6 * (ENV_BYTES + 512 * 4 + 2_400);
     // Two earlier steps' inference weights, and the rollout's part held beside training.
     assert_eq!(ahead.floor(), sync.floor() + PARAMS * 4 * 2 + playing);
@@ -142,7 +156,7 @@ const PIPELINE_ASYNC: &str = r#"Pipeline(
 #[test]
 fn eval_plays_its_own_env_count() {
     let eval = r#""eval": Eval(envs: "val", every: 5),"#;
-    let estimate = estimate(&pipeline("Cpu", eval), Path::new("."), 1);
+    let estimate = estimate(&pipeline("Cpu", eval), Path::new("."), 1, 1);
     // One core: the two micro-batches train one after the other.
     let training = 16 * 13_472;
     assert_eq!(estimate.largest_phase.unwrap().bytes, training);
@@ -152,7 +166,7 @@ fn eval_plays_its_own_env_count() {
 
 #[test]
 fn on_a_gpu_only_the_envs_host_memory_counts() {
-    let estimate = estimate(&pipeline("Wgpu", ""), Path::new("."), 2);
+    let estimate = estimate(&pipeline("Wgpu", ""), Path::new("."), 2, 1);
     assert_eq!(estimate.resident.len(), 1, "{:?}", estimate.resident);
     assert_eq!(estimate.floor(), PROCESS_BYTES + 6 * ENV_BYTES);
 }
@@ -160,7 +174,7 @@ fn on_a_gpu_only_the_envs_host_memory_counts() {
 #[test]
 fn ten_million_groups_are_refused_naming_the_field() {
     let pipeline = pipeline_of("Cpu", "", 10_000_000);
-    let estimate = estimate(&pipeline, Path::new("."), 2);
+    let estimate = estimate(&pipeline, Path::new("."), 2, 1);
     let playing = 20_000_000 * (ENV_BYTES + 512 * 4 + 2_400);
     assert_eq!(estimate.largest_phase.as_ref().unwrap().bytes, playing);
     let message = check_fits(&estimate, 24 << 30).unwrap_err();
@@ -179,4 +193,40 @@ fn ten_million_groups_are_refused_naming_the_field() {
 fn sizes_read_as_people_write_them() {
     assert_eq!(gib(300 << 20), "300 MiB");
     assert_eq!(gib(3 << 29), "1.5 GiB");
+}
+
+#[test]
+fn a_lora_policy_holds_its_base_twice_and_its_adapters_seven_times() {
+    let policy = "(arch: Tiny(layers: 1, dim: 32, heads: 2, vocab: 600, max_positions: 64), \
+                  lora: (rank: 2, targets: [\"q_proj\", \"v_proj\"]))";
+    let estimate = estimate(&pipeline_with("Cpu", "", 3, policy), Path::new("."), 2, 1);
+    // Adapters: one layer, rank 2 × (32 in + 32 out) for q_proj and for v_proj = 256.
+    let model = estimate
+        .resident
+        .iter()
+        .find(|r| r.what.contains("`policy`"));
+    let model = model.unwrap();
+    assert_eq!(model.bytes, PARAMS * 4 * 2 + 256 * 4 * 7, "{}", model.what);
+    assert!(model.what.contains("256 LoRA parameters"), "{}", model.what);
+}
+
+#[test]
+fn a_token_budget_bounds_the_micro_batch() {
+    let pipeline = pipeline("Cpu", "");
+    let spec = pipeline.models.get("policy").unwrap();
+    let config = model_config(spec, Path::new(".")).unwrap();
+    let trained = |tokens: Option<usize>| TrainedModel {
+        model: "policy".into(),
+        micro_batch: Some(4),
+        max_tokens_per_micro_batch: tokens,
+        lm_head: true,
+    };
+    // 6 samples of at least 4 tokens, 13,472 bytes a token (above), 2 cores: micro-batches
+    // of 4 samples, 2 at once; a budget of 8 tokens holds 2 samples, 2 at once; a budget
+    // below one sample's length holds it alone.
+    let bytes = |tokens| training(&trained(tokens), &config, false, (6, 4, 2)).bytes;
+    assert_eq!(bytes(None), 2 * 16 * 13_472);
+    assert_eq!(bytes(Some(8)), 2 * 8 * 13_472);
+    assert_eq!(bytes(Some(3)), 2 * 4 * 13_472);
+    assert_eq!(bytes(Some(1000)), bytes(None));
 }

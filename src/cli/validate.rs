@@ -46,7 +46,7 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
                     }
                 }
                 if args.memory {
-                    let (estimate, cores) = estimate_here(&loaded.pipeline);
+                    let (estimate, cores) = estimate_here(&loaded.pipeline, 1);
                     println!(
                         "memory: at least {} on {cores} cores\n{}",
                         gib(estimate.floor()),

@@ -2,7 +2,9 @@
 //! step takes `per_device_train_batch_size × gradient_accumulation_steps` samples on each
 //! data-parallel rank (the worker's `device_mapping` over its tensor × pipeline parallel
 //! sizes), and each forward/backward pass `per_device_train_batch_size`; a size that
-//! covers the step's samples is left out.
+//! covers the step's samples is left out. With `use_dynamic_batching_in_train` ROLL cuts
+//! the passes by a token budget instead (`max_tokens_per_microbatch_in_train`, samples
+//! sorted by length): `max_tokens_per_micro_batch`.
 
 use super::config_reader::ConfigReader;
 use super::import_error::ImportError;
@@ -18,18 +20,44 @@ pub fn batches(r: &mut ConfigReader, worker: &str, samples: u64) -> Result<Strin
             "{worker}.training_args.gradient_accumulation_steps"
         ))?
         .unwrap_or(1);
-    let Some(per_device) = per_device else {
-        return Ok(String::new());
-    };
-    let mini = per_device * accumulation * data_parallel(r, worker);
+    let budget = token_budget(r, worker)?;
     let mut out = String::new();
-    if mini < samples {
-        out.push_str(&format!(", mini_batch: {mini}"));
+    if let Some(per_device) = per_device {
+        let mini = per_device * accumulation * data_parallel(r, worker);
+        if mini < samples {
+            out.push_str(&format!(", mini_batch: {mini}"));
+        }
+        if budget.is_none() && per_device < mini.min(samples) {
+            out.push_str(&format!(", micro_batch: {per_device}"));
+        }
     }
-    if per_device < mini.min(samples) {
-        out.push_str(&format!(", micro_batch: {per_device}"));
+    if let Some(tokens) = budget {
+        out.push_str(&format!(", max_tokens_per_micro_batch: {tokens}"));
     }
     Ok(out)
+}
+
+/// `worker`'s dynamic batching budget: `max_tokens_per_microbatch_in_train` where
+/// `use_dynamic_batching_in_train` is on (ROLL reads it only then, and refuses 0).
+fn token_budget(r: &mut ConfigReader, worker: &str) -> Result<Option<u64>, ImportError> {
+    let on = format!("{worker}.use_dynamic_batching_in_train");
+    let tokens = format!("{worker}.max_tokens_per_microbatch_in_train");
+    if !r.flag(&on)?.unwrap_or(false) {
+        r.unread_unless_used(
+            &tokens,
+            "read only with use_dynamic_batching_in_train: true",
+        );
+        return Ok(None);
+    }
+    match r.count(&tokens)? {
+        Some(budget) if budget > 0 => Ok(Some(budget)),
+        _ => Err(r.error(
+            &tokens,
+            "dynamic batching is on, but no token budget is set".into(),
+            "set it to the most tokens a micro-batch may hold (ROLL suggests sequence_length × \
+             2 × per_device_train_batch_size), or turn use_dynamic_batching_in_train off",
+        )),
+    }
 }
 
 /// Data-parallel ranks of `worker`: its devices over tensor × pipeline parallel sizes.

@@ -52,7 +52,9 @@ const PROFILER: &str = "ROLL's profiler";
 const ENV_VARS: &str = "environment variables of ROLL's workers";
 const ATTENTION: &str =
     "attention implementation (flash-attn, sdpa): attention kernels are the engine's";
-const DYNAMIC_BATCHING: &str = "dynamic batching (micro-batches cut by a token budget): roll-flow cuts them by `micro_batch` samples; the gradient is the same";
+const DYNAMIC_BATCHING: &str = "dynamic batching of scoring passes: scoring batches are sized by the engine; the log-probs are the same";
+const SEQUENCE_PACKING: &str = "sequence packing (several samples in one row): a row holds one sample here (or a prompt's samples, `prefix_grouper`); the gradient is the same";
+const LENGTH_ROUND: &str = "padding a micro-batch's length to a multiple (for GPU kernels' tiles): rows pad to their longest here; the gradient is the same";
 const ULYSSES: &str = "Ulysses sequence parallelism across GPUs";
 const REMOVE_PADDING: &str = "FSDP's padding-free attention (ROLL's WorkerConfig no longer has it: dacite drops it); it does not change the loss";
 const WORKER_DTYPE: &str = "a worker without a model of its own here (actor_infer generates with the policy's weights, in its `precision:` from actor_train.model_args.dtype; a reference or critic the pipeline does not build)";
@@ -180,14 +182,12 @@ pub const IGNORED: &[(&str, &str)] = &[
         "*.infer_batch_size",
         "scoring batches are sized by the engine",
     ),
-    ("*.use_dynamic_batching_in_train", DYNAMIC_BATCHING),
-    ("*.max_tokens_per_microbatch_in_train", DYNAMIC_BATCHING),
-    ("*.sequence_length_round_in_train", DYNAMIC_BATCHING),
+    ("*.sequence_length_round_in_train", LENGTH_ROUND),
     ("*.use_dynamic_batching_in_infer", DYNAMIC_BATCHING),
     ("*.max_tokens_per_microbatch_in_infer", DYNAMIC_BATCHING),
     ("*.sequence_length_round_in_infer", DYNAMIC_BATCHING),
-    ("*.use_sequence_packing", DYNAMIC_BATCHING),
-    ("*.sequence_packing_args", DYNAMIC_BATCHING),
+    ("*.use_sequence_packing", SEQUENCE_PACKING),
+    ("*.sequence_packing_args", SEQUENCE_PACKING),
     ("*.use_remove_padding", REMOVE_PADDING),
     (
         "*.router_replay",

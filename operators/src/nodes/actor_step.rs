@@ -56,7 +56,9 @@ pub use super::pi_old::{OldLogProb, TargetPolicy};
 use crate::runtime::backend::RunBackend;
 use crate::runtime::models::PolicyModel;
 use crate::runtime::resources::{Guides, Runtime, NO_GUIDES};
-use crate::training::epochs::{loss_divisor, train_epochs, EpochSchedule, StatMeans};
+use crate::training::epochs::{
+    loss_divisor, train_epochs, EpochSchedule, MicroBatching, StatMeans,
+};
 use crate::training::loss_dump::LossDump;
 
 /// `ActorStep`'s settings.
@@ -87,6 +89,14 @@ pub struct ActorStepSpec {
     /// Samples per gradient-accumulation micro-batch within a mini-batch (default: the
     /// whole mini-batch).
     pub micro_batch: Option<usize>,
+    /// Padded tokens per micro-batch at most (rows × the longest row): the mini-batch's
+    /// samples, sorted by length, packed into micro-batches within this budget, so short
+    /// samples share one and a long one gets its own (ROLL's `use_dynamic_batching_in_train`
+    /// with `max_tokens_per_microbatch_in_train`, verl's `use_dynamic_bsz` with
+    /// `ppo_max_token_len_per_gpu`; [`crate::training::epochs::micro_batches`]). It bounds
+    /// the activation memory of a step whose sample lengths vary, and with `micro_batch`
+    /// both limits hold. The same gradient whatever the cut (default: no limit).
+    pub max_tokens_per_micro_batch: Option<usize>,
     /// Steps to wait while the critic warms up (default 0).
     pub critic_warmup: u64,
     /// Where π_old comes from: `Column` (default), the `old_logprobs` of a `LogProb` node
@@ -125,6 +135,7 @@ impl Default for ActorStepSpec {
             ppo_epochs: 1,
             mini_batch: None,
             micro_batch: None,
+            max_tokens_per_micro_batch: None,
             critic_warmup: 0,
             old_logprob: OldLogProb::Column,
             prefix_grouper: false,
@@ -181,6 +192,10 @@ impl NodeKind for ActorStepSpec {
         at_least_one("ppo_epochs", self.ppo_epochs as u64)?;
         at_least_one("micro_batch", self.micro_batch.unwrap_or(1) as u64)?;
         at_least_one("mini_batch", self.mini_batch.unwrap_or(1) as u64)?;
+        at_least_one(
+            "max_tokens_per_micro_batch",
+            self.max_tokens_per_micro_batch.unwrap_or(1) as u64,
+        )?;
         if !(self.entropy.is_finite() && self.entropy >= 0.0) {
             return Err(format!("`entropy` must be >= 0, got {}", self.entropy));
         }
@@ -233,6 +248,7 @@ impl NodeKind for ActorStepSpec {
         Some(TrainedModel {
             model: self.model.clone(),
             micro_batch: self.micro_batch.or(self.mini_batch),
+            max_tokens_per_micro_batch: self.max_tokens_per_micro_batch,
             lm_head: true,
         })
     }
@@ -353,8 +369,11 @@ impl<B: RunBackend> Operator for ActorStepNode<B> {
             EpochSchedule {
                 epochs: self.spec.ppo_epochs,
                 mini_batch: self.spec.mini_batch,
-                micro_batch: self.spec.micro_batch,
-                by_prompt: self.spec.prefix_grouper,
+                micro: MicroBatching {
+                    samples: self.spec.micro_batch,
+                    tokens: self.spec.max_tokens_per_micro_batch,
+                    by_prompt: self.spec.prefix_grouper,
+                },
                 seed: ctx.seed,
                 collective: &self.collective,
             },

@@ -27,7 +27,9 @@ use crate::runtime::models::CriticModel;
 use crate::runtime::resources::Runtime;
 use crate::runtime::scoring::token_values;
 use crate::runtime::trainable::PartStats;
-use crate::training::epochs::{loss_divisor, train_epochs, EpochSchedule, StatMeans};
+use crate::training::epochs::{
+    loss_divisor, train_epochs, EpochSchedule, MicroBatching, StatMeans,
+};
 
 /// `CriticStep`'s settings.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -47,6 +49,9 @@ pub struct CriticStepSpec {
     /// Samples per gradient-accumulation micro-batch (default: the whole mini-batch).
     #[serde(default)]
     pub micro_batch: Option<usize>,
+    /// Padded tokens per micro-batch at most, as `ActorStep`'s (default: no limit).
+    #[serde(default)]
+    pub max_tokens_per_micro_batch: Option<usize>,
 }
 
 fn one_epoch() -> usize {
@@ -79,13 +84,18 @@ impl NodeKind for CriticStepSpec {
     fn check(&self) -> Result<(), String> {
         at_least_one("ppo_epochs", self.ppo_epochs as u64)?;
         at_least_one("mini_batch", self.mini_batch.unwrap_or(1) as u64)?;
-        at_least_one("micro_batch", self.micro_batch.unwrap_or(1) as u64)
+        at_least_one("micro_batch", self.micro_batch.unwrap_or(1) as u64)?;
+        at_least_one(
+            "max_tokens_per_micro_batch",
+            self.max_tokens_per_micro_batch.unwrap_or(1) as u64,
+        )
     }
 
     fn trained(&self) -> Option<TrainedModel> {
         Some(TrainedModel {
             model: self.model.clone(),
             micro_batch: self.micro_batch.or(self.mini_batch),
+            max_tokens_per_micro_batch: self.max_tokens_per_micro_batch,
             lm_head: false,
         })
     }
@@ -139,8 +149,11 @@ impl<B: RunBackend> Operator for CriticStepNode<B> {
             EpochSchedule {
                 epochs: self.spec.ppo_epochs,
                 mini_batch: self.spec.mini_batch,
-                micro_batch: self.spec.micro_batch,
-                by_prompt: false,
+                micro: MicroBatching {
+                    samples: self.spec.micro_batch,
+                    tokens: self.spec.max_tokens_per_micro_batch,
+                    by_prompt: false,
+                },
                 seed: ctx.seed,
                 collective: &self.collective,
             },

@@ -91,6 +91,8 @@ pub trait NodeKind {
 pub struct TrainedModel {
     pub model: String,
     pub micro_batch: Option<usize>,
+    /// Its `max_tokens_per_micro_batch`.
+    pub max_tokens_per_micro_batch: Option<usize>,
     pub lm_head: bool,
 }
 

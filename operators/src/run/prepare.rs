@@ -59,7 +59,7 @@ impl Run {
             }
         }
         if let (true, Some(available)) = (self.memory_check, available_memory()) {
-            let (estimate, _) = estimate_here(pipeline);
+            let (estimate, _) = estimate_here(pipeline, self.options.threads);
             check_fits(&estimate, available).map_err(RunError::Refused)?;
         }
         Ok(())

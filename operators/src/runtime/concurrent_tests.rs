@@ -16,7 +16,7 @@ use roll_flow_engine::Batch;
 
 use crate::runtime::scoring::{score_responses, token_column, ScoreOptions};
 use crate::runtime::TrainBackend;
-use crate::training::epochs::{loss_divisor, micro_batches, parts_of};
+use crate::training::epochs::{loss_divisor, micro_batches, parts_of, MicroBatching};
 use roll_flow_algo::aggregation::aggregate;
 use roll_flow_algo::packed_layout::PackedLayout;
 use roll_flow_algo::test_batches::with_masks;
@@ -42,6 +42,14 @@ pub(crate) fn model() -> Model {
 }
 
 /// Four samples with 1, 4, 2 and 0 response tokens after prompts of different lengths.
+/// Micro-batches of `samples` samples, cut by length.
+fn count(samples: usize) -> MicroBatching {
+    MicroBatching {
+        samples: Some(samples),
+        ..MicroBatching::default()
+    }
+}
+
 fn batch() -> Batch {
     with_masks(&[
         &[0, 0, 1][..],
@@ -139,9 +147,19 @@ fn split_micro_batches_give_the_whole_batch_gradient() {
         let cuts = [1, 3].into_iter().flat_map(|size| {
             [
                 (size, "in batch order", parts_of(&b, Some(size))),
-                (size, "by length", micro_batches(&b, Some(size), false)),
+                (size, "by length", micro_batches(&b, count(size))),
             ]
         });
+        // Token budgets over lengths 2, 3, 5, 6: 10 cuts (2, 3), (5), (6); 4 one sample a
+        // part.
+        let budgets = [4, 10].into_iter().map(|tokens| {
+            let cut = MicroBatching {
+                tokens: Some(tokens),
+                ..MicroBatching::default()
+            };
+            (tokens, "within a token budget", micro_batches(&b, cut))
+        });
+        let cuts = cuts.chain(budgets);
         for (size, how, parts) in cuts {
             let total = loss_divisor(&b, agg, norm).unwrap();
             let scales: Vec<f32> = parts
@@ -187,7 +205,11 @@ fn grouped_batch() -> Batch {
 #[test]
 fn prefix_grouped_micro_batches_give_the_whole_batch_gradient() {
     let (m, b) = (model(), grouped_batch());
-    let parts = micro_batches(&b, Some(3), true);
+    let cut = MicroBatching {
+        by_prompt: true,
+        ..count(3)
+    };
+    let parts = micro_batches(&b, cut);
     let firsts: Vec<Vec<u32>> = (parts.iter())
         .map(|p| (0..3).map(|i| p.tokens()[p.sample_range(i)][0]).collect())
         .collect();

@@ -21,40 +21,92 @@ pub fn parts_of(batch: &Batch, size: Option<usize>) -> Vec<Batch> {
     }
 }
 
-/// The micro-batches of a mini-batch: parts of `size` samples, or whole, cut from the
-/// samples sorted by length (stable), so each part pads to a length close to its own
-/// samples'. The model runs right-padded rows (`model::packed`); cut in batch order, a
-/// FrozenLake StarPO batch of whole chats (39 to 319 tokens) computed 1.6x its real tokens
-/// in micro-batches of 64, and 1.23x sorted. The accumulated gradient is the same whatever
-/// the parts are ([`train_epochs`] scales each by its share of the loss divisor).
+/// How a mini-batch is cut into micro-batches ([`micro_batches`]): the trainer's
+/// `micro_batch`, `max_tokens_per_micro_batch` and `prefix_grouper`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MicroBatching {
+    /// Samples per micro-batch at most (`None`: no count limit).
+    pub samples: Option<usize>,
+    /// Padded tokens per micro-batch at most, rows × the longest row (`None`: no limit).
+    pub tokens: Option<usize>,
+    /// Keep the samples of a prompt in the same micro-batch.
+    pub by_prompt: bool,
+}
+
+/// The micro-batches of a mini-batch, cut from the samples sorted by length (stable), so
+/// each part pads to a length close to its own samples'. The model runs right-padded rows
+/// (`model::packed`); cut in batch order, a FrozenLake StarPO batch of whole chats (39 to
+/// 319 tokens) computed 1.6x its real tokens in micro-batches of 64, and 1.23x sorted.
+/// The accumulated gradient is the same whatever the parts are ([`train_epochs`] scales
+/// each by its share of the loss divisor).
+///
+/// `samples` alone cuts parts of that many samples (as even as the count allows).
+/// `tokens` packs the sorted samples greedily: a part takes the next sample while its rows
+/// × its longest row stays within the budget and (with `samples`) its rows within the
+/// count, so short samples share a micro-batch and long ones get one each (ROLL's dynamic
+/// batching, `max_tokens_per_microbatch_in_train`; verl's `ppo_max_token_len_per_gpu`); a
+/// sample longer than the budget is a part alone.
 ///
 /// With `by_prompt` (`ActorStep(prefix_grouper: true)`) the samples that share a prompt
 /// stay next to one another instead: prompt groups ordered by their longest sample
 /// (stable), each group's samples in batch order, so a micro-batch of a multiple of the
-/// group size holds whole groups, each scored as one row with its prompt once.
-pub fn micro_batches(batch: &Batch, size: Option<usize>, by_prompt: bool) -> Vec<Batch> {
-    if size.is_none_or(|s| s == 0 || s >= batch.num_samples()) {
+/// group size holds whole groups, each scored as one row with its prompt once; under a
+/// token budget the groups are packed whole (a group's cost counted one sample a row, an
+/// upper bound of its grouped row).
+pub fn micro_batches(batch: &Batch, cut: MicroBatching) -> Vec<Batch> {
+    let n = batch.num_samples();
+    let within_count = cut.samples.is_none_or(|s| s == 0 || s >= n);
+    if within_count && cut.tokens.is_none() {
         return vec![batch.clone()];
     }
-    let order = match by_prompt {
-        true => prompt_order(batch),
-        false => batch.indices_by_length(),
+    let units = match cut.by_prompt {
+        true => prompt_groups(batch),
+        false => batch
+            .indices_by_length()
+            .into_iter()
+            .map(|i| vec![i])
+            .collect(),
     };
-    parts_of(&batch.select(&order), size)
+    let Some(budget) = cut.tokens else {
+        return parts_of(&batch.select(&units.concat()), cut.samples);
+    };
+    let lengths: Vec<usize> = batch.lengths().collect();
+    let max_rows = cut.samples.filter(|&s| s > 0).unwrap_or(usize::MAX);
+    let mut parts: Vec<Vec<usize>> = Vec::new();
+    let mut longest = 0;
+    for unit in units {
+        let unit_longest = unit.iter().map(|&i| lengths[i]).max().unwrap_or(0);
+        if let Some(part) = parts.last_mut() {
+            let (rows, width) = (part.len() + unit.len(), longest.max(unit_longest));
+            if rows <= max_rows && rows.saturating_mul(width) <= budget {
+                part.extend(unit);
+                longest = width;
+                continue;
+            }
+        }
+        longest = unit_longest;
+        parts.push(unit);
+    }
+    parts.iter().map(|part| batch.select(part)).collect()
 }
 
 /// The samples grouped by prompt ([`roll_flow_model::prefix_grouped::prompt_groups`]),
-/// groups by their longest sample (stable), samples in batch order within a group.
-fn prompt_order(batch: &Batch) -> Vec<usize> {
+/// groups by their longest sample (stable), samples in batch order within a group; one
+/// sample a group, by length, without a response mask.
+fn prompt_groups(batch: &Batch) -> Vec<Vec<usize>> {
     let mask = batch.bools(&roll_flow_engine::batch::column::RESPONSE_MASK);
     let Ok(mask) = mask else {
-        return batch.indices_by_length();
+        return batch
+            .indices_by_length()
+            .into_iter()
+            .map(|i| vec![i])
+            .collect();
     };
     let packed = crate::runtime::scoring::packed(batch);
     let mut groups = roll_flow_model::prefix_grouped::prompt_groups(&packed, mask);
     let lengths: Vec<usize> = batch.lengths().collect();
     groups.sort_by_key(|g| g.iter().map(|&i| lengths[i]).max());
-    groups.concat()
+    groups
 }
 
 /// The mini-batches of one epoch: the samples shuffled with `seed` (kept in order when the
@@ -78,9 +130,7 @@ pub fn mini_batches(batch: &Batch, mini_batch: Option<usize>, seed: u64) -> Vec<
 pub struct EpochSchedule<'a> {
     pub epochs: usize,
     pub mini_batch: Option<usize>,
-    pub micro_batch: Option<usize>,
-    /// Keep the samples of a prompt in the same micro-batch ([`micro_batches`]).
-    pub by_prompt: bool,
+    pub micro: MicroBatching,
     pub seed: u64,
     pub collective: &'a Collective,
 }
@@ -116,8 +166,7 @@ pub fn train_epochs(
     let EpochSchedule {
         epochs,
         mini_batch: mini,
-        micro_batch: micro_size,
-        by_prompt,
+        micro: cut,
         seed,
         collective,
     } = schedule;
@@ -126,7 +175,7 @@ pub fn train_epochs(
         let epoch_seed = seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         for (m, mini_batch) in mini_batches(batch, mini, epoch_seed).iter().enumerate() {
             let whole = normalizer(mini_batch)?;
-            let parts: Vec<Batch> = micro_batches(mini_batch, micro_size, by_prompt)
+            let parts: Vec<Batch> = micro_batches(mini_batch, cut)
                 .into_iter()
                 .filter(|p| p.num_samples() > 0)
                 .collect();
@@ -134,6 +183,7 @@ pub fn train_epochs(
                 .iter()
                 .map(|p| Ok((normalizer(p)? / whole) as f32))
                 .collect::<Result<Vec<f32>, String>>()?;
+            stats.add_sum("micro_batches", parts.len() as f64);
             let mine = shares(&parts, workers).swap_remove(me);
             let (parts, scales): (Vec<Batch>, Vec<f32>) = (mine.iter())
                 .map(|&i| (parts[i].clone(), scales[i]))
@@ -259,6 +309,48 @@ impl StatMeans {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lengths of each micro-batch's samples.
+    fn cut_lengths(lengths: &[usize], cut: MicroBatching) -> Vec<Vec<usize>> {
+        let batch = Batch::from_sequences(lengths.iter().map(|&n| vec![1u32; n]));
+        let parts = micro_batches(&batch, cut);
+        parts.iter().map(|p| p.lengths().collect()).collect()
+    }
+
+    #[test]
+    fn a_token_budget_packs_the_samples_by_length() {
+        let lengths = [7, 1, 4, 2, 2, 9, 3];
+        let within = |tokens, samples| MicroBatching {
+            samples,
+            tokens: Some(tokens),
+            by_prompt: false,
+        };
+        // Sorted 1, 2, 2, 3, 4, 7, 9; budget 8 (rows × longest): 1, 2, 2 (3 × 2 = 6; with
+        // the 3, 4 × 3 = 12), then 3, 4 (8), then 7 and 9 alone (9 is over the budget).
+        assert_eq!(
+            cut_lengths(&lengths, within(8, None)),
+            [vec![1, 2, 2], vec![3, 4], vec![7], vec![9]]
+        );
+        // With at most two samples a part as well.
+        assert_eq!(
+            cut_lengths(&lengths, within(8, Some(2))),
+            [vec![1, 2], vec![2, 3], vec![4], vec![7], vec![9]]
+        );
+        // A budget over the whole batch's padded size keeps it whole.
+        assert_eq!(
+            cut_lengths(&lengths, within(63, None)),
+            [vec![1, 2, 2, 3, 4, 7, 9]]
+        );
+        // A count alone cuts as before: as even parts as the count allows.
+        let count = MicroBatching {
+            samples: Some(3),
+            ..MicroBatching::default()
+        };
+        assert_eq!(
+            cut_lengths(&lengths, count),
+            [vec![1, 2], vec![2, 3], vec![4, 7, 9]]
+        );
+    }
 
     #[test]
     fn micro_batches_are_shared_by_padded_tokens_longest_first() {
