@@ -30,6 +30,7 @@ fn known_unused_keys_resolvers_and_a_missing_default_are_reported_and_written_in
         "ignored on this engine: actor_train.model_args.ulysses_size: Ulysses sequence parallelism across GPUs",
         "ignored on this engine: actor_train.use_remove_padding: FSDP's padding-free attention",
         "ignored on this engine: actor_train.sequence_length_round_in_train: padding a micro-batch's length to a multiple",
+        "not supported: actor_train.use_dynamic_batching_in_train: `true`: approximated: ROLL's optimizer steps under dynamic batching",
         "ignored on this engine: rpc_timeout: ROLL's Ray RPC and scheduling",
         "ignored on this engine: profiler_memory: ROLL's profiler",
         "ignored on this engine: system_envs: environment variables of ROLL's workers",
@@ -94,6 +95,52 @@ fn known_unused_keys_resolvers_and_a_missing_default_are_reported_and_written_in
         TARGET_NAMES
     );
     assert_eq!(lora.targets, TARGET_NAMES);
+}
+
+/// Dynamic batching's switch without a budget is refused at the budget's key; a budget
+/// without the switch is left unread, as ROLL leaves it; a reference worker's is ignored.
+#[test]
+fn dynamic_batching_needs_its_budget_and_its_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.ron");
+    let config = |actor: &str| {
+        format!(
+            "max_steps: 3\npretrain: models/tiny\nadv_estimator: grpo\nactor_train:\n  training_args: {{learning_rate: 1.0e-6}}\n{actor}\
+             reference:\n  use_dynamic_batching_in_train: true\n\
+             train_env_manager: {{num_env_groups: 2, group_size: 4, tags: [Lake]}}\n\
+             custom_envs:\n  Lake:\n    env_type: frozen_lake\n    max_steps: 5\n"
+        )
+    };
+    let refused = fixtures_with(
+        dir.path(),
+        "exp/refused.yaml",
+        &config("  use_dynamic_batching_in_train: true\n"),
+    );
+    let result = import_roll(&[refused.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let err = stderr(&result);
+    assert!(!result.status.success());
+    assert!(
+        err.contains("actor_train.max_tokens_per_microbatch_in_train")
+            && err.contains("dynamic batching is on, but no token budget is set"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let unread = fixtures_with(
+        dir.path(),
+        "exp/unread.yaml",
+        &config("  max_tokens_per_microbatch_in_train: 4096\n"),
+    );
+    let result = import_roll(&[unread.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let report = stderr(&result);
+    assert!(result.status.success(), "{report}");
+    assert!(
+        report.contains("actor_train.max_tokens_per_microbatch_in_train: read only with use_dynamic_batching_in_train: true")
+            && report.contains("reference.use_dynamic_batching_in_train: dynamic batching of a worker roll-flow does not train"),
+        "{report}"
+    );
+    assert!(!std::fs::read_to_string(&out)
+        .unwrap()
+        .contains("max_tokens_per_micro_batch: "));
 }
 
 #[test]

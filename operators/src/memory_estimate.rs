@@ -11,9 +11,10 @@
 //! - **weights**: P parameters × 4 bytes per model. A trained model holds 8P: its training
 //!   weights, their gradients, AdamW's two moments, the inference copy, and the copy of
 //!   weights and moments the non-finite guard keeps during an update. With `lora:` the
-//!   base is frozen: 2P (the base, the merged inference copy) and 7 copies of the adapters'
-//!   A parameters (all of the above but the inference copy). Each of the process's workers
-//!   (`-w`) holds its own models, so these count once per worker.
+//!   base is frozen: P, the adapted layers' weights again (the merged inference copy; the
+//!   other weights it shares with the base) and 7 copies of the adapters' parameters (all
+//!   of the above but the inference copy). Each of the process's workers (`-w`) holds its
+//!   own models, so these count once per worker; `validate --memory` counts one.
 //! - **playing** (one `Rollout` or `Eval` at a time; the larger counts): per env played at
 //!   once, its own state, records and slot in the batch ([`ENV_BYTES`]), its logits row
 //!   (vocab × 4 bytes) and its KV cache, layers × 2 × kv_heads × head_dim × 4 bytes per
@@ -165,13 +166,14 @@ pub fn estimate<C: RollFlowDialect>(
                     format!("{params} parameters × 4 bytes × 8 ({TRAINED})"),
                 ),
                 (true, Some(lora)) => {
-                    let adapters = lora_parameters(c, lora);
+                    let (adapters, targeted) = lora_sizes(c, lora);
                     (
-                        params * 4 * 2 + adapters * 4 * 7,
+                        (params + targeted) * 4 + adapters * 4 * 7,
                         format!(
-                            "{params} parameters × 4 bytes × 2 (the frozen base, the merged \
-                             inference copy) and {adapters} LoRA parameters × 4 bytes × 7 \
-                             (trained: weights, gradients, AdamW moments, guard copy)"
+                            "{params} parameters × 4 bytes (the frozen base), {targeted} × 4 \
+                             bytes (the merged inference copy of the adapted layers) and \
+                             {adapters} LoRA parameters × 4 bytes × 7 (trained: weights, \
+                             gradients, AdamW moments, guard copy)"
                         ),
                     )
                 }
@@ -337,21 +339,24 @@ pub fn parameters(c: &Qwen2Config) -> u64 {
     c.num_hidden_layers as u64 * layer + v * d + head + d
 }
 
-/// Parameters of `lora`'s adapters on a model of this shape: rank × (inputs + outputs) of
-/// each target layer, in every decoder layer.
-fn lora_parameters(c: &Qwen2Config, lora: &LoraSpec) -> u64 {
+/// Parameters of `lora`'s adapters on a model of this shape, rank × (inputs + outputs) of
+/// each target layer (A and B), and of the weights they adapt, inputs × outputs, over
+/// every decoder layer: merging allocates new weights for those alone
+/// ([`roll_flow_model::lora::merge_lora`]; the others stay shared with the base).
+fn lora_sizes(c: &Qwen2Config, lora: &LoraSpec) -> (u64, u64) {
     let (d, f) = (c.hidden_size as u64, c.intermediate_size as u64);
     let (q, kv) = ((c.num_attention_heads * head_dim(c)) as u64, kv_width(c));
-    let per_layer: u64 = (lora.targets.iter())
-        .map(|target| match target.as_str() {
-            "q_proj" => d + q,
-            "k_proj" | "v_proj" => d + kv,
-            "o_proj" => q + d,
-            "gate_proj" | "up_proj" | "down_proj" => d + f,
-            _ => 0,
-        })
-        .sum();
-    c.num_hidden_layers as u64 * lora.rank as u64 * per_layer
+    let shapes = (lora.targets.iter()).map(|target| match target.as_str() {
+        "q_proj" => (d, q),
+        "k_proj" | "v_proj" => (d, kv),
+        "o_proj" => (q, d),
+        "gate_proj" | "up_proj" => (d, f),
+        "down_proj" => (f, d),
+        _ => (0, 0),
+    });
+    let (adapters, targeted) = shapes.fold((0, 0), |(a, t), (i, o)| (a + i + o, t + i * o));
+    let layers = c.num_hidden_layers as u64;
+    (layers * lora.rank as u64 * adapters, layers * targeted)
 }
 
 fn head_dim(c: &Qwen2Config) -> usize {

@@ -196,17 +196,19 @@ fn sizes_read_as_people_write_them() {
 }
 
 #[test]
-fn a_lora_policy_holds_its_base_twice_and_its_adapters_seven_times() {
+fn a_lora_policy_holds_its_base_its_adapted_layers_again_and_its_adapters_seven_times() {
     let policy = "(arch: Tiny(layers: 1, dim: 32, heads: 2, vocab: 600, max_positions: 64), \
                   lora: (rank: 2, targets: [\"q_proj\", \"v_proj\"]))";
     let estimate = estimate(&pipeline_with("Cpu", "", 3, policy), Path::new("."), 2, 1);
-    // Adapters: one layer, rank 2 × (32 in + 32 out) for q_proj and for v_proj = 256.
+    // Adapters: one layer, rank 2 × (32 in + 32 out) for q_proj and for v_proj = 256; the
+    // merged copy of those two layers' weights, 2 × 32 · 32 = 2,048.
     let model = estimate
         .resident
         .iter()
         .find(|r| r.what.contains("`policy`"));
     let model = model.unwrap();
-    assert_eq!(model.bytes, PARAMS * 4 * 2 + 256 * 4 * 7, "{}", model.what);
+    let expected = (PARAMS + 2_048) * 4 + 256 * 4 * 7;
+    assert_eq!(model.bytes, expected, "{}", model.what);
     assert!(model.what.contains("256 LoRA parameters"), "{}", model.what);
 }
 

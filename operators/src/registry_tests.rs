@@ -102,6 +102,20 @@ fn settings_are_range_checked() {
     assert!(node("ActorStep(old_logprob: Behaviour, target: Free)")
         .check()
         .is_ok());
+    assert!(
+        node("ActorStep(max_tokens_per_micro_batch: 4096, micro_batch: 8)")
+            .check()
+            .is_ok()
+    );
+    assert_eq!(
+        err("ActorStep(max_tokens_per_micro_batch: 0)"),
+        "`max_tokens_per_micro_batch` must be at least 1"
+    );
+    let e = err("ActorStep(max_tokens_per_micro_batch: 4096, prefix_grouper: true)");
+    assert!(
+        e.starts_with("`max_tokens_per_micro_batch` counts rows × the longest row"),
+        "{e}"
+    );
     for pi_old in ["", "old_logprob: ThisStep, "] {
         assert_eq!(
             err(&format!("ActorStep({pi_old}target: Free)")),

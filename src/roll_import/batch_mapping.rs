@@ -8,6 +8,7 @@
 
 use super::config_reader::ConfigReader;
 use super::import_error::ImportError;
+use super::roll_keys::NoticeKind;
 use super::yaml_value::Value;
 
 /// Mini-batch (one optimizer step) and micro-batch sizes of `worker`'s training args.
@@ -50,7 +51,19 @@ fn token_budget(r: &mut ConfigReader, worker: &str) -> Result<Option<u64>, Impor
         return Ok(None);
     }
     match r.count(&tokens)? {
-        Some(budget) if budget > 0 => Ok(Some(budget)),
+        Some(budget) if budget > 0 => {
+            r.notice(
+                NoticeKind::NotSupported,
+                &on,
+                "`true`: approximated: ROLL's optimizer steps under dynamic batching each take \
+                 gradient_accumulation_steps consecutive micro-batches of the length-sorted \
+                 batch; here each takes mini_batch samples (per_device_train_batch_size × \
+                 gradient_accumulation_steps × data-parallel devices, shuffled) cut within \
+                 the same budget, so the updates split the batch elsewhere unless one takes \
+                 it all",
+            );
+            Ok(Some(budget))
+        }
         _ => Err(r.error(
             &tokens,
             "dynamic batching is on, but no token budget is set".into(),

@@ -53,6 +53,7 @@ const ENV_VARS: &str = "environment variables of ROLL's workers";
 const ATTENTION: &str =
     "attention implementation (flash-attn, sdpa): attention kernels are the engine's";
 const DYNAMIC_BATCHING: &str = "dynamic batching of scoring passes: scoring batches are sized by the engine; the log-probs are the same";
+const UNTRAINED_DYNAMIC_BATCHING: &str = "dynamic batching of a worker roll-flow does not train (the actor's, and a critic's where the pipeline has one, become `max_tokens_per_micro_batch`)";
 const SEQUENCE_PACKING: &str = "sequence packing (several samples in one row): a row holds one sample here (or a prompt's samples, `prefix_grouper`); the gradient is the same";
 const LENGTH_ROUND: &str = "padding a micro-batch's length to a multiple (for GPU kernels' tiles): rows pad to their longest here; the gradient is the same";
 const ULYSSES: &str = "Ulysses sequence parallelism across GPUs";
@@ -181,6 +182,14 @@ pub const IGNORED: &[(&str, &str)] = &[
     (
         "*.infer_batch_size",
         "scoring batches are sized by the engine",
+    ),
+    (
+        "*.use_dynamic_batching_in_train",
+        UNTRAINED_DYNAMIC_BATCHING,
+    ),
+    (
+        "*.max_tokens_per_microbatch_in_train",
+        UNTRAINED_DYNAMIC_BATCHING,
     ),
     ("*.sequence_length_round_in_train", LENGTH_ROUND),
     ("*.use_dynamic_batching_in_infer", DYNAMIC_BATCHING),

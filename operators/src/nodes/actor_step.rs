@@ -95,7 +95,8 @@ pub struct ActorStepSpec {
     /// with `max_tokens_per_microbatch_in_train`, verl's `use_dynamic_bsz` with
     /// `ppo_max_token_len_per_gpu`; [`crate::training::epochs::micro_batches`]). It bounds
     /// the activation memory of a step whose sample lengths vary, and with `micro_batch`
-    /// both limits hold. The same gradient whatever the cut (default: no limit).
+    /// both limits hold; not with `prefix_grouper`. The same gradient whatever the cut
+    /// (default: no limit).
     pub max_tokens_per_micro_batch: Option<usize>,
     /// Steps to wait while the critic warms up (default 0).
     pub critic_warmup: u64,
@@ -222,6 +223,15 @@ impl NodeKind for ActorStepSpec {
                 "`old_logprob: ThisStep` needs one optimizer step per batch (`ppo_epochs: 1`, \
                         no `mini_batch`): after the first step the weights are no longer π_old; \
                         remove it and add a LogProb node upstream"
+                    .into(),
+            );
+        }
+        if self.prefix_grouper && self.max_tokens_per_micro_batch.is_some() {
+            return Err(
+                "`max_tokens_per_micro_batch` counts rows × the longest row, but `prefix_grouper` \
+                 scores a group as one row as wide as its prompt and every reply; use one of \
+                 them (with `prefix_grouper`, bound memory with `micro_batch`, a multiple of the \
+                 group size)"
                     .into(),
             );
         }

@@ -50,63 +50,54 @@ pub struct MicroBatching {
 /// With `by_prompt` (`ActorStep(prefix_grouper: true)`) the samples that share a prompt
 /// stay next to one another instead: prompt groups ordered by their longest sample
 /// (stable), each group's samples in batch order, so a micro-batch of a multiple of the
-/// group size holds whole groups, each scored as one row with its prompt once; under a
-/// token budget the groups are packed whole (a group's cost counted one sample a row, an
-/// upper bound of its grouped row).
+/// group size holds whole groups, each scored as one row with its prompt once. `tokens`
+/// does not apply there (`ActorStep` refuses the pair): a grouped row is as wide as its
+/// prompt and every reply, not as its samples.
 pub fn micro_batches(batch: &Batch, cut: MicroBatching) -> Vec<Batch> {
     let n = batch.num_samples();
     let within_count = cut.samples.is_none_or(|s| s == 0 || s >= n);
-    if within_count && cut.tokens.is_none() {
+    let budget = cut.tokens.filter(|_| !cut.by_prompt);
+    if within_count && budget.is_none() {
         return vec![batch.clone()];
     }
-    let units = match cut.by_prompt {
-        true => prompt_groups(batch),
-        false => batch
-            .indices_by_length()
-            .into_iter()
-            .map(|i| vec![i])
-            .collect(),
+    let order = match cut.by_prompt {
+        true => prompt_order(batch),
+        false => batch.indices_by_length(),
     };
-    let Some(budget) = cut.tokens else {
-        return parts_of(&batch.select(&units.concat()), cut.samples);
+    let Some(budget) = budget else {
+        return parts_of(&batch.select(&order), cut.samples);
     };
     let lengths: Vec<usize> = batch.lengths().collect();
     let max_rows = cut.samples.filter(|&s| s > 0).unwrap_or(usize::MAX);
     let mut parts: Vec<Vec<usize>> = Vec::new();
     let mut longest = 0;
-    for unit in units {
-        let unit_longest = unit.iter().map(|&i| lengths[i]).max().unwrap_or(0);
+    for i in order {
         if let Some(part) = parts.last_mut() {
-            let (rows, width) = (part.len() + unit.len(), longest.max(unit_longest));
+            let (rows, width) = (part.len() + 1, longest.max(lengths[i]));
             if rows <= max_rows && rows.saturating_mul(width) <= budget {
-                part.extend(unit);
+                part.push(i);
                 longest = width;
                 continue;
             }
         }
-        longest = unit_longest;
-        parts.push(unit);
+        longest = lengths[i];
+        parts.push(vec![i]);
     }
     parts.iter().map(|part| batch.select(part)).collect()
 }
 
 /// The samples grouped by prompt ([`roll_flow_model::prefix_grouped::prompt_groups`]),
-/// groups by their longest sample (stable), samples in batch order within a group; one
-/// sample a group, by length, without a response mask.
-fn prompt_groups(batch: &Batch) -> Vec<Vec<usize>> {
+/// groups by their longest sample (stable), samples in batch order within a group.
+fn prompt_order(batch: &Batch) -> Vec<usize> {
     let mask = batch.bools(&roll_flow_engine::batch::column::RESPONSE_MASK);
     let Ok(mask) = mask else {
-        return batch
-            .indices_by_length()
-            .into_iter()
-            .map(|i| vec![i])
-            .collect();
+        return batch.indices_by_length();
     };
     let packed = crate::runtime::scoring::packed(batch);
     let mut groups = roll_flow_model::prefix_grouped::prompt_groups(&packed, mask);
     let lengths: Vec<usize> = batch.lengths().collect();
     groups.sort_by_key(|g| g.iter().map(|&i| lengths[i]).max());
-    groups
+    groups.concat()
 }
 
 /// The mini-batches of one epoch: the samples shuffled with `seed` (kept in order when the

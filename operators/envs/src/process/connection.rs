@@ -99,6 +99,12 @@ impl Connection {
         let (reader_waiting, reader_child) = (waiting.clone(), child.clone());
         std::thread::spawn(move || {
             let reason = read_replies(stdout, &reader_waiting, limits.max_line_bytes);
+            if let StreamEnd::Bad(why) = &reason {
+                // Calls from now on fail with it, not with the write error the process
+                // killed below would give them.
+                let mut waiting = reader_waiting.lock().unwrap_or_else(|p| p.into_inner());
+                waiting.broken.get_or_insert_with(|| why.clone());
+            }
             // Killing first, so the reason below can say how it ended.
             let status = {
                 let mut child = reader_child.lock().unwrap_or_else(|p| p.into_inner());
