@@ -151,4 +151,19 @@ fn a_resume_from_a_damaged_checkpoint_names_it_and_the_way_on() {
             && !stderr.contains("continues from it"),
         "{stderr}"
     );
+    // A length prefix that claims more than the file holds: the first four-byte length
+    // (0xfc, the first tensor's) made an eight-byte one, which asked for a vector past
+    // isize::MAX and panicked the decoder.
+    let mut damaged = bytes.clone();
+    let marker = damaged.iter().position(|&b| b == 0xfc).unwrap();
+    damaged[marker] = 0xfd;
+    std::fs::write(&weights, &damaged).unwrap();
+    let resumed = roll_flow(&["run", "--resume", out.to_str().unwrap()]);
+    assert_eq!(resumed.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(
+        !stderr.contains("panicked")
+            && stderr.contains(&format!("{}: cannot be decoded (", weights.display())),
+        "{stderr}"
+    );
 }

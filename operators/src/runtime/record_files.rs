@@ -23,7 +23,10 @@ pub fn read_record<R: burn::record::Record<B>, B: Backend>(
     device: &B::Device,
 ) -> Result<R, String> {
     let bytes = read_bytes(dir, name)?;
-    let config = bincode::config::standard();
+    // A limit makes the decoder check each length it reads before allocating: without one
+    // a damaged length prefix asked for a vector past isize::MAX and panicked. 1 TiB is
+    // more than any record holds.
+    let config = bincode::config::standard().with_limit::<{ 1 << 40 }>();
     let decoded = bincode::serde::decode_from_slice::<
         BurnRecord<R::Item<FullPrecisionSettings>, B>,
         _,
