@@ -179,6 +179,7 @@ impl Qwen2Config {
             ("num_attention_heads", self.num_attention_heads),
             ("num_key_value_heads", self.kv_heads()),
             ("head_dim", self.head_dim()),
+            ("max_position_embeddings", self.max_position_embeddings),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{name} must be positive"));
@@ -207,6 +208,12 @@ impl Qwen2Config {
             return Err(format!(
                 "rope_theta {} must be a positive number (Qwen2.5 uses 1000000.0)",
                 self.rope_theta
+            ));
+        }
+        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0) {
+            return Err(format!(
+                "rms_norm_eps {} must be a positive number (Qwen2.5 uses 1e-6)",
+                self.rms_norm_eps
             ));
         }
         if self.hidden_act != "silu" {

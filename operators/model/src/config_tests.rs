@@ -119,3 +119,22 @@ fn a_head_needs_at_least_one_rotary_pair() {
     let c = config(serde_json::json!({ "head_dim": 0 }));
     assert_eq!(c.validate(), Err("head_dim must be positive".to_string()));
 }
+
+/// A norm epsilon that is not a positive number made every RMSNorm non-finite, and a
+/// context of 0 positions refused each request only when it came: both at load now.
+#[test]
+fn the_norm_epsilon_and_the_context_are_checked_at_load() {
+    for eps in [-1.0, 0.0] {
+        let c = config(serde_json::json!({ "rms_norm_eps": eps }));
+        let err = c.validate().unwrap_err();
+        assert!(err.starts_with("rms_norm_eps ") && err.contains("must be a positive number"));
+    }
+    let mut c = config(serde_json::json!({}));
+    c.rms_norm_eps = f64::NAN;
+    assert!(c.validate().unwrap_err().starts_with("rms_norm_eps NaN"));
+    let c = config(serde_json::json!({ "max_position_embeddings": 0 }));
+    assert_eq!(
+        c.validate(),
+        Err("max_position_embeddings must be positive".to_string())
+    );
+}

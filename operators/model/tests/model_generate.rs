@@ -272,6 +272,11 @@ fn bad_requests_are_refused_with_reasons() {
             request(&[1; 250], 10, SamplingParams::greedy(), 0),
             "exceeds the model's context of 256",
         ),
+        // A sum past usize::MAX wrapped around and passed the check.
+        (
+            request(&[1; 240], usize::MAX - 200, SamplingParams::greedy(), 0),
+            "exceeds the model's context of 256",
+        ),
         (
             request(
                 &[1],

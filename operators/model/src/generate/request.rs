@@ -91,7 +91,7 @@ impl GenerationRequest {
             }
         }
         let context = model.config.max_position_embeddings;
-        if request.prompt.len() + request.max_new_tokens > context {
+        if (request.prompt.len()).saturating_add(request.max_new_tokens) > context {
             return bad(format!(
                 "prompt ({} tokens) + max_new_tokens ({}) exceeds the model's context of {context} positions",
                 request.prompt.len(),
