@@ -137,6 +137,48 @@ fn report_names_the_line_it_cannot_read() {
     assert!(!stderr(&out).contains("panicked"));
 }
 
+/// A run killed mid-line leaves an unfinished last line: report draws the rest and says
+/// what it left out.
+#[test]
+fn report_leaves_out_an_unfinished_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("metrics.jsonl");
+    let lines = "{\"step\":0,\"rollout/score/mean\":1}\n{\"step\":1,\"rollout/score/mean\":2}\n";
+    std::fs::write(&file, format!("{lines}{{\"step\":2,\"rollout/sc")).unwrap();
+    let out = roll_flow(&["report", dir.path().to_str().unwrap()]);
+    assert_ok(&out);
+    let note = format!("note: {}:3: an unfinished last line", file.display());
+    assert!(stderr(&out).contains(&note), "{}", stderr(&out));
+    assert!(!pngs_in(&dir.path().join("plots")).is_empty());
+}
+
+/// `play --record` into a folder it cannot make stops before the episode, not after it.
+#[test]
+fn play_refuses_a_record_folder_it_cannot_make_before_playing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("taken");
+    std::fs::write(&file, "").unwrap();
+    let out = roll_flow(&[
+        "play",
+        "FrozenLake(size: 4)",
+        "--record",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "--record {}: cannot make the folder",
+            file.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("\"obs\""),
+        "nothing played"
+    );
+}
+
 #[test]
 fn play_policy_shows_each_turn_with_its_reply_action_reward_and_logprobs() {
     let dir = tempfile::tempdir().unwrap();

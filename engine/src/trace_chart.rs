@@ -19,6 +19,8 @@ pub const WIDTH: u32 = 1200;
 /// Height per track, plus room for the caption and the axis.
 const ROW: u32 = 60;
 const FRAME: u32 = 110;
+/// The most tracks one image holds (about 30,000 pixels high).
+pub const MAX_TRACKS: usize = 512;
 
 /// The spans of a trace file written by `run --trace`.
 pub fn read(path: &Path) -> Result<Vec<Span>, String> {
@@ -34,10 +36,14 @@ pub fn read(path: &Path) -> Result<Vec<Span>, String> {
         .filter_map(|e| Some((e["tid"].as_i64()?, e["args"]["name"].as_str()?.to_string())))
         .collect();
     let mut spans = Vec::new();
-    for e in events.iter().filter(|e| e["ph"] == "X") {
-        let field = |k: &str| {
-            e[k].as_f64()
-                .ok_or_else(|| bad(&format!("an event lacks `{k}`")))
+    for (i, e) in events.iter().enumerate().filter(|(_, e)| e["ph"] == "X") {
+        // Microseconds; a run's trace starts near 0 and spans hours, not ages.
+        let field = |k: &str| match e[k].as_f64() {
+            Some(v) if (0.0..=1e15).contains(&v) => Ok(v),
+            Some(v) => Err(bad(&format!(
+                "event {i}'s `{k}` is {v:e}, not a time from 0 to 1e15 microseconds"
+            ))),
+            None => Err(bad(&format!("an event lacks `{k}`"))),
         };
         let tid = e["tid"]
             .as_i64()
@@ -63,13 +69,27 @@ pub fn read(path: &Path) -> Result<Vec<Span>, String> {
 pub fn render(spans: &[Span], steps: Range<u64>) -> Result<Vec<u8>, String> {
     let shown: Vec<&Span> = spans.iter().filter(|s| steps.contains(&s.step)).collect();
     if shown.is_empty() {
-        return Err(format!("the trace has no span of steps {steps:?}"));
+        return Err(format!(
+            "the trace has no span of steps {}-{}",
+            steps.start,
+            steps.end.saturating_sub(1)
+        ));
     }
     let mut tracks: Vec<&str> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for span in &shown {
-        if !tracks.contains(&span.track.as_str()) {
+        if seen.insert(span.track.as_str()) {
             tracks.push(&span.track);
         }
+    }
+    if tracks.len() > MAX_TRACKS {
+        return Err(format!(
+            "steps {}-{} of the trace have {} tracks (threads); the timeline draws at most \
+             {MAX_TRACKS}: a run with fewer env threads (`Rollout(env_threads)`) writes fewer",
+            steps.start,
+            steps.end.saturating_sub(1),
+            tracks.len()
+        ));
     }
     let origin = shown.iter().map(|s| s.start_us).fold(f64::MAX, f64::min);
     let end = (shown.iter())
@@ -188,5 +208,23 @@ mod tests {
             .contains("no span of steps"));
         std::fs::write(&file, "{\"traceEvents\": [{\"ph\": \"X\"}]}").unwrap();
         assert!(read(&file).unwrap_err().contains("not a roll-flow trace"));
+    }
+
+    /// Times near f64's limit drew an infinite axis that never returned; more threads than
+    /// an image holds overflowed its pixel count and panicked.
+    #[test]
+    fn absurd_times_and_too_many_tracks_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("trace.json");
+        let event =
+            r#"{"ph": "X", "tid": 1, "name": "a", "args": {"step": 1}, "ts": 1e308, "dur": 1}"#;
+        std::fs::write(&file, format!("{{\"traceEvents\": [{event}]}}")).unwrap();
+        let e = read(&file).unwrap_err();
+        assert!(e.contains("event 0's `ts` is 1e308, not a time"), "{e}");
+        let spans: Vec<Span> = (0..=MAX_TRACKS)
+            .map(|i| span(&format!("thread {i}"), "play", 1, i as f64, 1.0))
+            .collect();
+        let e = render(&spans, 1..2).unwrap_err();
+        assert!(e.contains("have 513 tracks (threads)"), "{e}");
     }
 }

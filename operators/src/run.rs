@@ -357,7 +357,7 @@ impl Run {
     fn write_plots(&self, out_dir: &Path) {
         let plots = out_dir.join("plots");
         match roll_flow_engine::metrics::plots::report(&[out_dir.to_path_buf()], &plots) {
-            Ok(written) if !written.is_empty() => {
+            Ok(report) if !report.written.is_empty() => {
                 (self.notices)(&format!("plots in {}", plots.display()))
             }
             Ok(_) => {}

@@ -47,7 +47,11 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<()> {
             anyhow::bail!("with several run directories, say where the plots go: --out DIR")
         }
     };
-    let written = report(&args.runs, &out)?;
+    let report = report(&args.runs, &out)?;
+    for note in &report.notes {
+        eprintln!("note: {note}");
+    }
+    let written = report.written;
     if written.is_empty() {
         eprintln!("no plotted metric (success, score, KL, entropy, response length, grad norm) in these runs yet");
     }

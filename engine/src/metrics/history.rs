@@ -46,6 +46,9 @@ pub struct RunHistory {
     /// What legends call the run: its directory's name.
     pub name: String,
     records: Vec<Record>,
+    /// The line left out as unfinished: a last line without its newline that is not a
+    /// record (a run writing it, or killed while it did; `--resume` drops it too).
+    pub torn_line: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -59,9 +62,17 @@ impl RunHistory {
     /// Reads `run_dir/metrics.jsonl`.
     pub fn read(run_dir: &Path) -> Result<Self, HistoryError> {
         let path = run_dir.join("metrics.jsonl");
-        let text = std::fs::read_to_string(&path).map_err(|source| HistoryError::Io {
+        let bytes = std::fs::read(&path).map_err(|source| HistoryError::Io {
             path: path.clone(),
             source,
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            HistoryError::Line {
+                path: path.clone(),
+                line: valid.iter().filter(|&&b| b == b'\n').count() + 1,
+                message: "not UTF-8 text (metrics.jsonl holds JSON lines)".into(),
+            }
         })?;
         let name = std::fs::canonicalize(run_dir)
             .ok()
@@ -74,8 +85,15 @@ impl RunHistory {
     pub fn parse(name: String, path: &Path, text: &str) -> Result<Self, HistoryError> {
         let mut records = Vec::new();
         let (mut offset, mut last_raw, mut last_wall) = (0.0, 0.0, 0.0);
+        let lines = text.lines().count();
+        let mut torn_line = None;
         for (index, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
+                continue;
+            }
+            let unfinished = index + 1 == lines && !text.ends_with('\n');
+            if unfinished && serde_json::from_str::<Map<String, Value>>(line).is_err() {
+                torn_line = Some(index + 1);
                 continue;
             }
             let error = |message: String| HistoryError::Line {
@@ -104,7 +122,11 @@ impl RunHistory {
                 values,
             });
         }
-        Ok(RunHistory { name, records })
+        Ok(RunHistory {
+            name,
+            records,
+            torn_line,
+        })
     }
 
     /// Every key that has a number at some step.
@@ -161,6 +183,29 @@ mod tests {
         .unwrap();
         let walls: Vec<f64> = history.series("step").iter().map(|p| p.wall_s).collect();
         assert_eq!(walls, vec![10.0, 20.0, 24.0, 29.0]);
+    }
+
+    /// A last line without its newline that is not a record is left out (a run writing it,
+    /// or killed mid-line); the same line with its newline is an error, as is one earlier.
+    #[test]
+    fn an_unfinished_last_line_is_left_out() {
+        let history = parse("{\"step\":0,\"a\":1}\n{\"step\":1,\"a\":2}\n{\"step\":2,\"a").unwrap();
+        assert_eq!(history.torn_line, Some(3));
+        assert_eq!(history.series("a").len(), 2);
+        assert_eq!(parse("{\"step\":0}\n").unwrap().torn_line, None);
+        assert!(parse("{\"step\":0}\n{\"step\":1,\n{\"step\":2}").is_err());
+    }
+
+    #[test]
+    fn non_utf8_text_names_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = b"{\"step\":0}\n{\"step\":1,\"a\":\"\xff\"}\n";
+        std::fs::write(dir.path().join("metrics.jsonl"), bytes).unwrap();
+        let err = RunHistory::read(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.ends_with("metrics.jsonl:2: not UTF-8 text (metrics.jsonl holds JSON lines)"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -114,14 +114,33 @@ pub enum ReportError {
     Plot(#[from] PlotError),
 }
 
-/// Reads the metrics of every run directory and draws them together into `out_dir`;
-/// returns the files written (none when no run has a plotted metric yet).
-pub fn report(run_dirs: &[PathBuf], out_dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+/// What [`report`] wrote.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// The charts (none when no run has a plotted metric yet).
+    pub written: Vec<PathBuf>,
+    /// What was left out of the runs' files, for people: an unfinished last line.
+    pub notes: Vec<String>,
+}
+
+/// Reads the metrics of every run directory and draws them together into `out_dir`.
+pub fn report(run_dirs: &[PathBuf], out_dir: &Path) -> Result<Report, ReportError> {
     let runs = run_dirs
         .iter()
         .map(|dir| RunHistory::read(dir))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(write_plots(&runs, out_dir)?)
+    let notes = (run_dirs.iter().zip(&runs))
+        .filter_map(|(dir, run)| {
+            let line = run.torn_line?;
+            Some(format!(
+                "{}:{line}: an unfinished last line (a run writing it, or killed mid-line), \
+                 left out",
+                dir.join("metrics.jsonl").display()
+            ))
+        })
+        .collect();
+    let written = write_plots(&runs, out_dir)?;
+    Ok(Report { written, notes })
 }
 
 /// One line of a chart.
@@ -301,6 +320,10 @@ fn ranges(
         return (0.0..1.0, 0.0..1.0);
     }
     let pad = |lo: f64, hi: f64| {
+        // Within a quarter of f64's range, so the span and the padding stay finite (an
+        // infinite axis hung the chart library on values near 1.8e308).
+        let limit = f64::MAX / 4.0;
+        let (lo, hi) = (lo.clamp(-limit, limit), hi.clamp(-limit, limit));
         let span = if hi > lo { hi - lo } else { lo.abs().max(1.0) };
         (lo - 0.05 * span)..(hi + 0.05 * span)
     };

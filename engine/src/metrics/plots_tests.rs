@@ -111,6 +111,25 @@ fn two_runs_share_each_chart_and_missing_metrics_are_skipped() {
     assert_eq!(names_in_dir.len(), written.len(), "no temp files left");
 }
 
+/// Values near f64's limits (a damaged or hand-edited metrics.jsonl) draw: the axis span
+/// was infinite and the chart library never returned.
+#[test]
+fn values_near_the_float_limits_still_draw() {
+    let point = |step: f64, value: f64| Point {
+        step,
+        wall_s: step,
+        value,
+    };
+    let lines = [Line {
+        label: "run".into(),
+        points: vec![point(1.0, 1.7e308), point(2.0, -1.7e308), point(3.0, 0.5)],
+    }];
+    let png = render_png("huge", &lines).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    let (x, y) = ranges([(1.0, 1.7e308), (2.0, -1.7e308)].into_iter());
+    assert!((y.end - y.start).is_finite() && (x.end - x.start).is_finite());
+}
+
 #[test]
 fn a_single_point_still_draws() {
     let lines = [Line {
