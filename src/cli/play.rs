@@ -48,6 +48,11 @@ pub fn run(args: &PlayArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: --checkpoint needs --policy RUN_DIR (it picks the policy's weights)");
         return Ok(ExitCode::from(2));
     }
+    if let Some(dir) = &args.record {
+        // Before the episode: a folder that cannot be made would lose it at the end.
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--record {}: cannot make the folder", dir.display()))?;
+    }
     let spec = match (&args.policy, &args.spec) {
         (Some(run_dir), _) => return watch(args, run_dir),
         (None, Some(spec)) => spec,

@@ -4,7 +4,8 @@
 //! connection gets its own thread. `GET /health`, `/metadata` (with roll-flow's
 //! `max_turns`, `actions` and `protocol`) and `/schema` answer as OpenEnv's.
 //!
-//! Session messages: `reset` (`data.seed`, 0 when absent), `step` (`data.message`: the
+//! Session messages: `reset` (`data.seed`, 0 when absent or null; anything but an integer
+//! from 0 to 2^64 - 1 is refused), `step` (`data.message`: the
 //! reply text), `state`, `close`; replies are `observation` (`{observation: {obs,
 //! instruction | info, truncated, valid_actions?}, reward, done}`), `state` and `error`
 //! (`{message, code}`, OpenEnv's codes).
@@ -220,7 +221,18 @@ fn actions_if_changed(env: &dyn Env, served: &Served, observation: &mut Map<Stri
 }
 
 fn reset(env: &mut Option<Box<dyn Env>>, data: &Value, served: &Served) -> Value {
-    let seed = data.get("seed").and_then(Value::as_u64).unwrap_or(0);
+    let seed = match data.get("seed") {
+        None | Some(Value::Null) => 0,
+        Some(value) => match value.as_u64() {
+            Some(seed) => seed,
+            None => {
+                return error(
+                    &format!("Invalid message: `seed` is {value}; it must be an integer from 0 to 2^64 - 1, or left out for 0"),
+                    "VALIDATION_ERROR",
+                )
+            }
+        },
+    };
     if env.is_none() {
         match served.config.build() {
             Ok(built) => *env = Some(built),
@@ -265,5 +277,35 @@ fn step(env: Option<&mut (dyn Env + '_)>, data: &Value, served: &Served) -> Valu
                    "reward": result.reward, "done": result.done()}})
         }
         Err(e) => error(&e.to_string(), "EXECUTION_ERROR"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A seed that is not an unsigned integer is refused, not played as seed 0.
+    #[test]
+    fn reset_refuses_a_seed_that_is_not_an_unsigned_integer() {
+        let served = Served {
+            config: EnvConfig::parse("FrozenLake(size: 4)").unwrap(),
+            metadata: Value::Null,
+            fixed_actions: Vec::new(),
+        };
+        let mut env = None;
+        for bad in [json!("x"), json!(-1), json!(1e30), json!(1.5)] {
+            let reply = reset(&mut env, &json!({ "seed": bad }), &served);
+            assert_eq!(reply["type"], "error", "{bad}");
+            assert_eq!(reply["data"]["code"], "VALIDATION_ERROR");
+            let message = reply["data"]["message"].as_str().unwrap();
+            assert!(message.contains(&format!("`seed` is {bad}")), "{message}");
+        }
+        let played = |data: Value| reset(&mut None, &data, &served)["data"]["observation"].clone();
+        assert_eq!(played(json!({})), played(json!({ "seed": 0 })));
+        assert_eq!(
+            played(json!({ "seed": null })),
+            played(json!({ "seed": 0 }))
+        );
+        assert_ne!(played(json!({ "seed": 3 })), Value::Null);
     }
 }
