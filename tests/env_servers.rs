@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -218,7 +219,8 @@ fn a_killed_or_interrupted_run_takes_its_servers_with_it() {
         let marker = format!("marker-kill{signal}-{}", std::process::id());
         let state = dir.path().join("fault-state");
         let command = faulty("hang", When::Every { at: 1 }, &state, &marker);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_roll-flow"))
+        let mut roll_flow = Command::new(env!("CARGO_BIN_EXE_roll-flow"));
+        roll_flow
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .args(["run", FILE, "--steps", "2", "--out"])
             .arg(dir.path().join("run"))
@@ -228,9 +230,17 @@ fn a_killed_or_interrupted_run_takes_its_servers_with_it() {
                 &format!("envs.train.env=Process(command: {command}, timeout_s: 600.0)"),
             ])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::null());
+        // Ctrl-C's default action, whatever this test inherited: a shell's background job
+        // (`cargo test &`) ignores SIGINT, and its children would too, the run never ending.
+        // SAFETY: between fork and exec only signal(2), async-signal-safe, is called.
+        unsafe {
+            roll_flow.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let mut child = roll_flow.spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         while processes_with(&marker).is_empty() {
             assert!(Instant::now() < deadline, "the server never started");
