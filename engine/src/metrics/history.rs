@@ -18,11 +18,10 @@ use serde_json::{Map, Value};
 /// Why a run's metrics could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
-    #[error("{path}: {source} (is it a run directory? `roll-flow run` writes metrics.jsonl into out_dir)", path = path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    // `io`, not `source`: the message holds it already, and as a source the CLI's error
+    // chain printed it twice.
+    #[error("{path}: {io} (is it a run directory? `roll-flow run` writes metrics.jsonl into out_dir)", path = path.display())]
+    Io { path: PathBuf, io: std::io::Error },
     #[error("{path}:{line}: {message}", path = path.display())]
     Line {
         path: PathBuf,
@@ -62,9 +61,9 @@ impl RunHistory {
     /// Reads `run_dir/metrics.jsonl`.
     pub fn read(run_dir: &Path) -> Result<Self, HistoryError> {
         let path = run_dir.join("metrics.jsonl");
-        let bytes = std::fs::read(&path).map_err(|source| HistoryError::Io {
+        let bytes = std::fs::read(&path).map_err(|io| HistoryError::Io {
             path: path.clone(),
-            source,
+            io,
         })?;
         let text = String::from_utf8(bytes).map_err(|e| {
             let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
@@ -234,5 +233,7 @@ mod tests {
                 .starts_with("/no/such/run/metrics.jsonl: "),
             "{missing}"
         );
+        // No source to print again after the message.
+        assert!(std::error::Error::source(&missing).is_none());
     }
 }

@@ -150,6 +150,16 @@ fn targets_resolve_from_spec_file_and_pipeline() {
     std::fs::write(&spec_file, "Sokoban(num_boxes: 1)\n").unwrap();
     let from_file = resolve(spec_file.to_str().unwrap(), None).unwrap();
     assert_eq!(from_file.config.name(), "Sokoban");
+    // A path that names no file, or a folder: said so, not parsed as RON.
+    let missing = resolve("nosuch.ron", None).unwrap_err().to_string();
+    assert!(
+        missing.contains("nosuch.ron: no such file; SPEC is a file"),
+        "{missing}"
+    );
+    let folder = resolve(dir.to_str().unwrap(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(folder.contains("is a folder, not a file"), "{folder}");
 
     let pipeline = dir.join("pipeline.ron");
     std::fs::write(

@@ -50,6 +50,17 @@ pub fn resolve(spec: &str, env: Option<&str>) -> Result<PlayTarget, EnvError> {
     }
     let config = EnvConfig::parse(&text).map_err(|e| match (e, path.is_file()) {
         (EnvError::Spec(message), true) => EnvError::Spec(format!("{origin}: {message}")),
+        // Meant as a file: say so, not what the RON parser makes of a path.
+        (_, false) if spec.contains('/') || spec.ends_with(".ron") || path.exists() => {
+            let what = match path.exists() {
+                true => "is a folder, not a file",
+                false => "no such file",
+            };
+            EnvError::Spec(format!(
+                "{spec}: {what}; SPEC is a file holding an env spec or a pipeline, or an env \
+                 spec itself, e.g. `FrozenLake(size: 4)`"
+            ))
+        }
         (e, _) => e,
     })?;
     if let Some(name) = env {
