@@ -105,6 +105,12 @@ const CASES: &[(&str, &str, &str, Option<&str>)] = &[
         "18:88",
         Some("a bracket is not closed; open ones: `(`"),
     ),
+    (
+        "unclosed_comment",
+        "unexpected end of file",
+        "19:5",
+        Some("the file ends inside a `/* ... */` comment: close it with `*/`"),
+    ),
     ("wrong_type", "expected a whole number", "4:11", None),
     (
         "edge_into_source",

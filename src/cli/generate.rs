@@ -32,10 +32,20 @@ pub struct GenerateArgs {
     #[arg(long, conflicts_with_all = ["temperature", "top_p", "top_k"])]
     pub greedy: bool,
     /// Sampling temperature.
-    #[arg(long, value_name = "T", default_value_t = 1.0)]
+    #[arg(
+        long,
+        value_name = "T",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
     pub temperature: f32,
     /// Nucleus sampling threshold in (0, 1].
-    #[arg(long, value_name = "P", default_value_t = 1.0)]
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
     pub top_p: f32,
     /// Sample only among the K most likely tokens (0 = all).
     #[arg(long, value_name = "K", default_value_t = 0)]

@@ -300,13 +300,17 @@ fn describe(code: &RonError, text: &str) -> (String, Option<String>) {
             format!("expected `{expected}(...)`, found `{found}(...)`"),
             Some(format!("a pipeline file starts with `{expected}(`")),
         ),
-        RonError::Eof => (
-            "unexpected end of file".into(),
-            Some(format!(
-                "a bracket is not closed; open ones: {}",
-                quoted_list(&unclosed(text))
-            )),
-        ),
+        RonError::Eof => {
+            let open = unclosed(text);
+            let help = if ends_in_comment(text) {
+                "the file ends inside a `/* ... */` comment: close it with `*/`".into()
+            } else if open.is_empty() {
+                "the file ends before its last value, string or comment does".into()
+            } else {
+                format!("a bracket is not closed; open ones: {}", quoted_list(&open))
+            };
+            ("unexpected end of file".into(), Some(help))
+        }
         RonError::InvalidValueForType { expected, found } => {
             (format!("expected {expected}, found {found}"), None)
         }
@@ -339,7 +343,13 @@ fn byte_offset(text: &str, line: usize, col: usize) -> Option<usize> {
     Some(line_start + within)
 }
 
-/// The brackets left open at the end of `text` (ignoring strings and comments roughly).
+/// Whether `text` ends inside a block comment (its last `/*` has no `*/` after it).
+fn ends_in_comment(text: &str) -> bool {
+    text.rfind("/*")
+        .is_some_and(|open| !text[open + 2..].contains("*/"))
+}
+
+/// The brackets left open at the end of `text` (ignoring strings roughly).
 fn unclosed(text: &str) -> Vec<&'static str> {
     let mut stack = Vec::new();
     let mut in_string = false;
