@@ -316,6 +316,23 @@ fn generate_reads_a_gguf_file() {
         stderr.contains(&format!("[{prompt_tokens} prompt tokens")),
         "{stderr}"
     );
+    // A negative value is the sampling check's to refuse, not taken for a flag.
+    let args = [
+        "generate",
+        "--model",
+        model,
+        "--prompt",
+        "Hi",
+        "--temperature",
+        "-1",
+    ];
+    let out = roll_flow(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("temperature -1 must be finite and >= 0"),
+        "{stderr}"
+    );
 }
 
 /// A `--trace` file that cannot be written is refused before the run, not after it.
