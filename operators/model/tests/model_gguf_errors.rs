@@ -125,6 +125,18 @@ fn header_and_metadata_errors_name_what_is_wrong() {
         }));
         assert!(err.contains(wanted), "{err}");
     }
+    // The config's own checks name the metadata key, not the config.json field.
+    let err = load_error(&llama(&["llama.block_count"], |w| {
+        w.u32("llama.block_count", 0)
+    }));
+    assert!(err.contains("llama.block_count must be positive"), "{err}");
+    let err = load_error(&llama(&["llama.attention.layer_norm_rms_epsilon"], |w| {
+        w.f32("llama.attention.layer_norm_rms_epsilon", -1.0)
+    }));
+    assert!(
+        err.contains("llama.attention.layer_norm_rms_epsilon -1 must be a positive number"),
+        "{err}"
+    );
     let err = load_error(&llama(&[], |w| w.str("tokenizer.ggml.pre", "mystery")));
     assert!(err.contains("tokenizer.ggml.pre is \"mystery\""), "{err}");
     let err = load_error(&llama(&[], |w| w.u32("general.alignment", 3)));

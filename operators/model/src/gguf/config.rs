@@ -111,7 +111,7 @@ pub fn config_from_metadata(
     let id = |name: &str| meta.opt_usize(&format!("tokenizer.ggml.{name}"));
     config.eos_token_id = id("eos_token_id")?.map(Into::into);
     config.bos_token_id = id("bos_token_id")?.map(Into::into);
-    config.validate()?;
+    config.validate().map_err(|e| by_gguf_key(&e, arch))?;
     // A shape the tensors cannot back is refused before anything is allocated (a missing
     // tensor is reported by name at load; the slack keeps that the message for it).
     let held: u64 = tensors.values().map(|t| t.elements() as u64).sum();
@@ -149,4 +149,22 @@ fn weight_count(c: &Qwen2Config) -> u64 {
     layers
         .saturating_mul(layer)
         .saturating_add(v.saturating_mul(d))
+}
+
+/// A config check's message with the config.json field it opens with replaced by the
+/// metadata key the value came from (`num_hidden_layers` → `llama.block_count`).
+fn by_gguf_key(message: &str, arch: &str) -> String {
+    const KEYS: [(&str, &str); 8] = [
+        ("num_hidden_layers", "block_count"),
+        ("intermediate_size", "feed_forward_length"),
+        ("hidden_size", "embedding_length"),
+        ("num_key_value_heads", "attention.head_count_kv"),
+        ("num_attention_heads", "attention.head_count"),
+        ("rms_norm_eps", "attention.layer_norm_rms_epsilon"),
+        ("rope_theta", "rope.freq_base"),
+        ("max_position_embeddings", "context_length"),
+    ];
+    (KEYS.iter())
+        .find_map(|(field, key)| Some(format!("{arch}.{key}{}", message.strip_prefix(field)?)))
+        .unwrap_or_else(|| message.to_string())
 }
