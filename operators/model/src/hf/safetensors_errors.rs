@@ -59,7 +59,17 @@ pub fn describe(e: &SafeTensorError, bytes: &[u8]) -> String {
         | SafeTensorError::InvalidHeaderLength => {
             "its header's length does not fit the file (cut short?)".into()
         }
-        other => format!("{other:?}"),
+        SafeTensorError::InvalidHeader(_) => "its header is not UTF-8 text".into(),
+        SafeTensorError::InvalidHeaderStart => {
+            "its header does not start with `{` (is it a safetensors file?)".into()
+        }
+        SafeTensorError::InvalidHeaderDeserialization(e) | SafeTensorError::JsonError(e) => {
+            format!("its header is not the JSON safetensors writes ({e})")
+        }
+        SafeTensorError::ValidationOverflow => {
+            "a tensor's shape is too large to address (its numbers are damaged)".into()
+        }
+        other => other.to_string(),
     }
 }
 
@@ -112,5 +122,18 @@ mod tests {
             &whole[..4]
         )
         .ends_with("; the file is damaged: write or copy it again"));
+    }
+
+    /// A header that is not safetensors' JSON is said so in words, not the crate's Debug.
+    #[test]
+    fn a_header_that_is_not_its_json_is_said_so() {
+        let text = String::from_utf8_lossy(&file()).into_owned();
+        // The header's opening brace blanked: a string where the object was.
+        let not_object = text.replacen('{', " ", 1).into_bytes();
+        let e = error_of(&not_object);
+        assert!(
+            e.starts_with("its header is not the JSON safetensors writes (invalid type"),
+            "{e}"
+        );
     }
 }
