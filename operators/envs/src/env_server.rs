@@ -160,10 +160,15 @@ pub fn serve(
                 }
             }
             Err(e) => {
-                let id = serde_json::from_slice::<Value>(&line)
-                    .ok()
+                let value = serde_json::from_slice::<Value>(&line).ok();
+                let id = value
+                    .as_ref()
                     .and_then(|v| v.get("id").and_then(Value::as_u64));
-                error_line(id, &format!("bad request: {e}"))
+                let why = value.as_ref().and_then(misfit_number);
+                error_line(
+                    id,
+                    &format!("bad request: {}", why.unwrap_or(e.to_string())),
+                )
             }
         };
         output.write_all(reply.as_bytes())?;
@@ -176,6 +181,19 @@ pub fn serve(
     }
     output.flush()?;
     Ok(())
+}
+
+/// The first of a request's whole-number fields whose value is not one, named (serde's
+/// message names only the value: "invalid type: floating point `1.5`, expected u64").
+fn misfit_number(request: &Value) -> Option<String> {
+    ["id", "instance", "seed", "protocol"]
+        .iter()
+        .find_map(|&field| {
+            let value = request.get(field)?;
+            value.as_u64().is_none().then(|| {
+                format!("`{field}` is {value}; it must be a whole number from 0 to 2^64 - 1")
+            })
+        })
 }
 
 fn request_id(request: &Request) -> u64 {

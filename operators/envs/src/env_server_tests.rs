@@ -23,6 +23,7 @@ fn the_rust_server_replays_the_native_env_exactly() {
     }
     input.push(json!({"id": 9, "op": "step", "instance": 8, "action": "Up"}).to_string());
     input.push("not json".into());
+    input.push(json!({"id": 10, "op": "reset", "instance": 7, "seed": 1.5}).to_string());
     let mut out = Vec::new();
     serve(&config, input.join("\n").as_bytes(), &mut out).unwrap();
     let lines: Vec<serde_json::Value> = std::str::from_utf8(&out)
@@ -50,5 +51,11 @@ fn the_rust_server_replays_the_native_env_exactly() {
         .as_str()
         .unwrap()
         .starts_with("bad request"));
-    assert_eq!(lines.len(), 8);
+    // A field of the wrong kind is named, with the request's id.
+    assert_eq!(lines[8]["id"], 10);
+    assert_eq!(
+        lines[8]["error"],
+        "bad request: `seed` is 1.5; it must be a whole number from 0 to 2^64 - 1"
+    );
+    assert_eq!(lines.len(), 9);
 }
