@@ -188,12 +188,14 @@ pub fn serve(
 fn misfit_number(request: &Value) -> Option<String> {
     ["id", "instance", "seed", "protocol"]
         .iter()
-        .find_map(|&field| {
-            let value = request.get(field)?;
-            value.as_u64().is_none().then(|| {
-                format!("`{field}` is {value}; it must be a whole number from 0 to 2^64 - 1")
-            })
-        })
+        .find_map(|&field| whole_number(field, request.get(field)?).err())
+}
+
+/// `value` of request field `field` as a whole number, or what is wrong with it.
+fn whole_number(field: &str, value: &Value) -> Result<u64, String> {
+    value.as_u64().ok_or_else(|| {
+        format!("`{field}` is {value}; it must be a whole number from 0 to 2^64 - 1")
+    })
 }
 
 fn request_id(request: &Request) -> u64 {

@@ -4,8 +4,8 @@
 //! connection gets its own thread. `GET /health`, `/metadata` (with roll-flow's
 //! `max_turns`, `actions` and `protocol`) and `/schema` answer as OpenEnv's.
 //!
-//! Session messages: `reset` (`data.seed`, 0 when absent or null; anything but an integer
-//! from 0 to 2^64 - 1 is refused), `step` (`data.message`: the
+//! Session messages: `reset` (`data.seed`, 0 when absent or null; anything but a whole
+//! number from 0 to 2^64 - 1 is refused), `step` (`data.message`: the
 //! reply text), `state`, `close`; replies are `observation` (`{observation: {obs,
 //! instruction | info, truncated, valid_actions?}, reward, done}`), `state` and `error`
 //! (`{message, code}`, OpenEnv's codes).
@@ -223,13 +223,11 @@ fn actions_if_changed(env: &dyn Env, served: &Served, observation: &mut Map<Stri
 fn reset(env: &mut Option<Box<dyn Env>>, data: &Value, served: &Served) -> Value {
     let seed = match data.get("seed") {
         None | Some(Value::Null) => 0,
-        Some(value) => match value.as_u64() {
-            Some(seed) => seed,
-            None => {
-                return error(
-                    &format!("Invalid message: `seed` is {value}; it must be an integer from 0 to 2^64 - 1, or left out for 0"),
-                    "VALIDATION_ERROR",
-                )
+        Some(value) => match super::whole_number("seed", value) {
+            Ok(seed) => seed,
+            Err(why) => {
+                let message = format!("Invalid message: {why}, or left out for 0");
+                return error(&message, "VALIDATION_ERROR");
             }
         },
     };
