@@ -22,8 +22,9 @@ fn misfit_tensor(bytes: &[u8]) -> Option<String> {
                 .collect::<Option<_>>()?;
             let offsets = info.get("data_offsets")?.as_array()?;
             let (start, end) = (offsets.first()?.as_u64()?, offsets.get(1)?.as_u64()?);
-            let bits = shape.iter().product::<u64>() * dtype.bitsize() as u64;
-            let needed = bits.div_ceil(8);
+            // Checked: a damaged shape can overflow, and this runs on damaged files.
+            let elements = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d))?;
+            let needed = elements.checked_mul(dtype.bitsize() as u64)?.div_ceil(8);
             (end.checked_sub(start) != Some(needed)).then(|| {
                 format!(
                     "tensor `{name}` is {dtype} {shape:?}, {needed} bytes, but its data_offsets \
@@ -122,6 +123,20 @@ mod tests {
             &whole[..4]
         )
         .ends_with("; the file is damaged: write or copy it again"));
+    }
+
+    /// A shape whose size overflows is passed over, not multiplied out (it panicked in a
+    /// debug build); the tensor after it that does not fit is still named.
+    #[test]
+    fn a_shape_too_large_to_count_is_passed_over() {
+        let header = r#"{"a":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,8]}}"#;
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend(header.as_bytes());
+        bytes.extend([0u8; 8]);
+        assert_eq!(
+            misfit_tensor(&bytes).unwrap(),
+            "tensor `b` is F32 [2], 8 bytes, but its data_offsets [4, 8] span 4"
+        );
     }
 
     /// A header that is not safetensors' JSON is said so in words, not the crate's Debug.
