@@ -90,11 +90,6 @@ impl RunHistory {
             if line.trim().is_empty() {
                 continue;
             }
-            let unfinished = index + 1 == lines && !text.ends_with('\n');
-            if unfinished && serde_json::from_str::<Map<String, Value>>(line).is_err() {
-                torn_line = Some(index + 1);
-                continue;
-            }
             let error = |message: String| HistoryError::Line {
                 path: path.to_path_buf(),
                 line: index + 1,
@@ -102,6 +97,11 @@ impl RunHistory {
             };
             let values = match serde_json::from_str::<Value>(line) {
                 Ok(Value::Object(map)) => map,
+                // The last line, without its newline: still being written, or torn.
+                _ if index + 1 == lines && !text.ends_with('\n') => {
+                    torn_line = Some(index + 1);
+                    continue;
+                }
                 Ok(_) => return Err(error("expected one JSON object per line".into())),
                 Err(e) => return Err(error(format!("not JSON: {e}"))),
             };
