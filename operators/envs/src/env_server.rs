@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::config::EnvConfig;
 use crate::env::{Env, StepResult};
 use crate::error::EnvError;
-use crate::protocol::{Hello, Request, PROTOCOL_VERSION};
+use crate::protocol::{whole_number, Hello, Request, PROTOCOL_VERSION};
 pub use listen::listen;
 
 #[derive(Serialize)]
@@ -189,13 +189,6 @@ fn misfit_number(request: &Value) -> Option<String> {
     ["id", "instance", "seed", "protocol"]
         .iter()
         .find_map(|&field| whole_number(field, request.get(field)?).err())
-}
-
-/// `value` of request field `field` as a whole number, or what is wrong with it.
-fn whole_number(field: &str, value: &Value) -> Result<u64, String> {
-    value.as_u64().ok_or_else(|| {
-        format!("`{field}` is {value}; it must be a whole number from 0 to 2^64 - 1")
-    })
 }
 
 fn request_id(request: &Request) -> u64 {

@@ -269,6 +269,14 @@ pub fn check_served(max_turns: Option<usize>, actions: &[String]) -> Result<(), 
     Ok(())
 }
 
+/// `value` of request field `field` as a whole number, or what is wrong with it (serde's
+/// message names only the value); what both env servers refuse a bad `seed` or `id` with.
+pub fn whole_number(field: &str, value: &Value) -> Result<u64, String> {
+    value.as_u64().ok_or_else(|| {
+        format!("`{field}` is {value}; it must be a whole number from 0 to 2^64 - 1")
+    })
+}
+
 /// Checks a reset reply.
 pub fn reset_reply(reply: &Value) -> Result<ResetReply, ReplyError> {
     let map = object(reply)?;

@@ -20,7 +20,7 @@ use tungstenite::{Message, WebSocket};
 
 use crate::config::EnvConfig;
 use crate::env::Env;
-use crate::protocol::PROTOCOL_VERSION;
+use crate::protocol::{whole_number, PROTOCOL_VERSION};
 
 /// The largest request head read before answering (a browser's is under 8 KiB).
 const MAX_HEAD_BYTES: usize = 16 << 10;
@@ -223,7 +223,7 @@ fn actions_if_changed(env: &dyn Env, served: &Served, observation: &mut Map<Stri
 fn reset(env: &mut Option<Box<dyn Env>>, data: &Value, served: &Served) -> Value {
     let seed = match data.get("seed") {
         None | Some(Value::Null) => 0,
-        Some(value) => match super::whole_number("seed", value) {
+        Some(value) => match whole_number("seed", value) {
             Ok(seed) => seed,
             Err(why) => {
                 let message = format!("Invalid message: {why}, or left out for 0");
