@@ -60,13 +60,15 @@ pub fn build_causal_lm<B: Backend>(
     Ok((model, tokenizer))
 }
 
-/// The causal LM and tokenizer at `path`: a GGUF file, or else a Hugging Face directory
-/// (what `roll-flow generate --model PATH` loads).
+/// The causal LM and tokenizer at `path`: a GGUF file (or a missing path named `*.gguf`,
+/// so its error says the file is missing), or else a Hugging Face directory (what
+/// `roll-flow generate --model PATH` loads).
 pub fn load_model_path<B: Backend>(
     path: &Path,
     device: &B::Device,
 ) -> Result<(Qwen2CausalLm<B>, TextTokenizer), ModelError> {
-    match path.is_file() {
+    let named_gguf = !path.exists() && path.extension().is_some_and(|e| e == "gguf");
+    match path.is_file() || named_gguf {
         true => load_gguf(path, device),
         false => load_model_dir(path, device),
     }

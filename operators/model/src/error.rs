@@ -18,7 +18,7 @@ pub enum ModelError {
     MissingFile {
         dir: PathBuf,
         file: String,
-        why: &'static str,
+        why: String,
     },
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
@@ -82,9 +82,15 @@ pub enum ModelError {
 }
 
 /// Why a model path named as a `file` (else a directory) cannot be read as one: it is the
-/// other kind (`Gguf` names a file, `HfDir` a directory), or it does not exist, and then a
-/// relative path is said to be read from the working directory, which is named.
+/// other kind (`Gguf` names a file, `HfDir` a directory), neither kind (a device such as
+/// `/dev/null`), or it does not exist, and then a relative path is said to be read from the
+/// working directory, which is named.
 pub fn missing_path(path: &Path, file: bool) -> String {
+    if path.exists() && !path.is_file() && !path.is_dir() {
+        return "is neither a file nor a directory (a device, pipe or socket): a model is a \
+                .gguf file or a Hugging Face model directory holding config.json"
+            .into();
+    }
     match (path.exists(), file) {
         (true, true) => "is a directory; `Gguf(..)` names a .gguf file (a Hugging Face model \
                          directory is `HfDir(..)`)"

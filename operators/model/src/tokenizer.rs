@@ -72,7 +72,7 @@ impl TextTokenizer {
             return Err(ModelError::MissingFile {
                 dir: dir.to_path_buf(),
                 file: "tokenizer.json".into(),
-                why: "the tokenizer",
+                why: "the tokenizer".into(),
             });
         }
         let bytes = std::fs::read(&path).map_err(|e| ModelError::io(&path, e))?;
@@ -102,7 +102,11 @@ impl TextTokenizer {
         if let Some(source) = template_source(&config) {
             let bos = token("bos_token").unwrap_or_default();
             let eos = self.eos_token.clone().unwrap_or_default();
-            self.chat = Some(ChatTemplate::new(&source, &bos, &eos)?);
+            let chat = ChatTemplate::new(&source, &bos, &eos).map_err(|e| ModelError::Config {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+            self.chat = Some(chat);
         }
         Ok(())
     }
@@ -173,7 +177,14 @@ impl TextTokenizer {
                 self.origin
             ),
         })?;
-        template.render(messages, add_generation_prompt)
+        template
+            .render(messages, add_generation_prompt)
+            .map_err(|e| match e {
+                ModelError::ChatTemplate { message } => ModelError::ChatTemplate {
+                    message: format!("{message} (the template loaded with {})", self.origin),
+                },
+                other => other,
+            })
     }
 
     /// Ids that end generation: the configured eos token and ChatML's end tokens.
@@ -356,6 +367,15 @@ mod tests {
             .unwrap();
         let err = t.apply_chat_template(&[], true).unwrap_err().to_string();
         assert!(err.contains("has no chat_template"), "{err}");
+        // A render error names where the tokenizer and its template were loaded from.
+        let mut t = t;
+        let raise = "{{ raise_exception('roles must alternate') }}";
+        t.set_chat(Some(raise), None, None).unwrap();
+        let err = t.apply_chat_template(&[], true).unwrap_err().to_string();
+        assert!(
+            err.starts_with("chat template: ") && err.ends_with("(the template loaded with test)"),
+            "{err}"
+        );
         let err = TextTokenizer::from_bytes(b"{}", "broken.json")
             .unwrap_err()
             .to_string();

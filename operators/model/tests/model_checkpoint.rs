@@ -6,6 +6,7 @@ mod common;
 use std::path::Path;
 
 use common::{device, fixture, B};
+use roll_flow_model::build::load_model_path;
 use roll_flow_model::config::{Qwen2Config, TinyArch};
 use roll_flow_model::hf::{load_causal_lm, save_causal_lm};
 use roll_flow_model::weights::TensorSink;
@@ -130,8 +131,32 @@ fn missing_directory_and_config_are_named() {
         .contains("is a directory; `Gguf(..)` names a .gguf file"));
     copy_dir(&fixture("tiny_qwen2"), dir.path());
     std::fs::remove_file(dir.path().join("config.json")).unwrap();
+    // The directory also holds model.gguf: the error names it as the model to load.
     let message = load_error(dir.path());
     assert!(message.contains("missing config.json"), "{message}");
+    let named = format!("`Gguf(\"{}\")`", file.display());
+    assert!(
+        message.contains("a GGUF model is named by its file") && message.contains(&named),
+        "{message}"
+    );
+    std::fs::remove_file(&file).unwrap();
+    let message = load_error(dir.path());
+    assert!(message.ends_with("missing config.json (the model's architecture)"));
+}
+
+#[test]
+fn a_device_is_neither_model_kind() {
+    let device_file = Path::new("/dev/null");
+    let neither = "is neither a file nor a directory (a device, pipe or socket)";
+    assert!(load_error(device_file).contains(neither));
+    let gguf = roll_flow_model::gguf::GgufModel::open(device_file);
+    assert!(gguf.err().unwrap().to_string().contains(neither));
+    let path = load_model_path::<B>(device_file, &device()).err().unwrap();
+    assert!(path.to_string().contains(neither), "{path}");
+    // A missing path named like a GGUF file is reported as a missing file, not directory.
+    let missing = load_model_path::<B>(Path::new("/nonexistent/m.gguf"), &device());
+    let message = missing.err().unwrap().to_string();
+    assert_eq!(message, "/nonexistent/m.gguf: does not exist");
 }
 
 #[test]

@@ -32,8 +32,10 @@ pub struct Transcript {
     reply_start: String,
 }
 
-fn template_error(e: impl std::fmt::Display) -> String {
-    format!("chat template: {e}")
+/// A template whose renderings of a chat and of that chat extended do not agree (the
+/// model layer's own errors already say "chat template:").
+fn template_error(why: &str) -> String {
+    format!("chat template: {why}")
 }
 
 impl Transcript {
@@ -61,7 +63,7 @@ impl Transcript {
         self.messages.push(ChatMessage::new("user", user));
         let full = tokenizer
             .apply_chat_template(&self.messages, true)
-            .map_err(template_error)?;
+            .map_err(|e| e.to_string())?;
         let suffix = full
             .strip_prefix(self.rendered.as_str())
             .ok_or_else(|| template_error("rendering a longer chat changed its beginning"))?;
@@ -103,7 +105,7 @@ impl Transcript {
         self.messages.push(ChatMessage::new("assistant", &message));
         let full = tokenizer
             .apply_chat_template(&self.messages, false)
-            .map_err(template_error)?;
+            .map_err(|e| e.to_string())?;
         let after = full
             .strip_prefix(self.rendered.as_str())
             .and_then(|rest| rest.strip_prefix(message.as_str()))

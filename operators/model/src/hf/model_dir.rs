@@ -26,10 +26,31 @@ pub fn read_config(dir: &Path) -> Result<Qwen2Config, ModelError> {
         return Err(ModelError::MissingFile {
             dir: dir.to_path_buf(),
             file: "config.json".into(),
-            why: "the model's architecture",
+            why: format!("the model's architecture{}", gguf_hint(dir)),
         });
     }
     Qwen2Config::from_json_file(&path)
+}
+
+/// For a directory without config.json that holds GGUF files: the files to name instead
+/// (a GGUF model is its file, not its folder); empty otherwise.
+fn gguf_hint(dir: &Path) -> String {
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.is_file() && path.extension().is_some_and(|e| e == "gguf"))
+        .map(|path| format!("`Gguf(\"{}\")`", path.display()))
+        .collect();
+    files.sort();
+    match files.len() {
+        0 => String::new(),
+        _ => format!(
+            "; it holds GGUF files, and a GGUF model is named by its file: {}",
+            files.join(", ")
+        ),
+    }
 }
 
 /// The causal LM of `dir` (config.json + safetensors), weights converted to the backend's

@@ -190,7 +190,7 @@ fn shard_files(dir: &Path) -> Result<Vec<String>, ModelError> {
                 return Err(ModelError::MissingFile {
                     dir: dir.to_path_buf(),
                     file: file.clone(),
-                    why: "a shard listed in model.safetensors.index.json",
+                    why: "a shard listed in model.safetensors.index.json".into(),
                 });
             }
         }
@@ -202,6 +202,6 @@ fn shard_files(dir: &Path) -> Result<Vec<String>, ModelError> {
     Err(ModelError::MissingFile {
         dir: dir.to_path_buf(),
         file: format!("{SINGLE_FILE} or {INDEX_FILE}"),
-        why: "the model weights",
+        why: "the model weights".into(),
     })
 }
