@@ -176,11 +176,8 @@ impl<B: RunBackend> PolicyModel<B> {
             .map_err(|e| model_error(&self.name, e))?;
         self.inference = inference_copy(self.train.module());
         self.keep_published_from();
-        let version = super::record_files::read_text(&dir, VERSION_FILE)?;
-        self.version = version
-            .trim()
-            .parse()
-            .map_err(|e| model_error(&self.name, format!("bad version file: {e}")))?;
+        self.version = super::record_files::read_count(&dir, VERSION_FILE)
+            .map_err(|e| model_error(&self.name, e))?;
         Ok(())
     }
 }

@@ -47,6 +47,20 @@ pub fn read_record<R: burn::record::Record<B>, B: Backend>(
     }
 }
 
+/// Reads a whole number a checkpoint keeps as a small text file (a model's weight
+/// `version`); one that does not parse is named with the same advice as a damaged record.
+pub fn read_count(dir: &Path, name: &str) -> Result<u64, String> {
+    let text = read_text(dir, name)?;
+    text.trim().parse().map_err(|e| {
+        format!(
+            "{}: {:?} is not a whole number ({e}); the file is damaged: move this checkpoint's \
+             folder out of checkpoints/ to use the one before it",
+            dir.join(name).display(),
+            text.trim()
+        )
+    })
+}
+
 /// Writes a small text file atomically.
 pub fn write_text(dir: &Path, name: &str, text: &str) -> Result<(), String> {
     write_bytes(dir, name, text.as_bytes())
@@ -114,5 +128,24 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    /// A count reads back through its surrounding whitespace; text that is not a whole
+    /// number names the file, what it holds and the fix.
+    #[test]
+    fn counts_read_back_and_damaged_ones_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        write_text(dir.path(), "version", "17\n").unwrap();
+        assert_eq!(read_count(dir.path(), "version"), Ok(17));
+        write_text(dir.path(), "version", "1x7").unwrap();
+        let err = read_count(dir.path(), "version").unwrap_err();
+        let file = dir.path().join("version").display().to_string();
+        assert!(
+            err.starts_with(&format!("{file}: \"1x7\" is not a whole number ("))
+                && err.contains("move this checkpoint's folder out of checkpoints/"),
+            "{err}"
+        );
+        let missing = read_count(dir.path(), "absent").unwrap_err();
+        assert!(missing.starts_with("cannot read "), "{missing}");
     }
 }

@@ -21,7 +21,7 @@ use roll_flow_model::lora::merge_lora;
 use roll_flow_model::Qwen2CausalLm;
 
 use super::backend::{InferBackend, RunBackend, TrainBackend};
-use super::record_files::{read_text, write_bytes, write_text};
+use super::record_files::{read_count, write_bytes, write_text};
 use super::trainable::load_weights;
 use super::trained_params::encode_trained;
 use crate::run_layout::{TRAINED_FILE, VERSION_FILE};
@@ -185,10 +185,7 @@ impl<B: RunBackend> WeightVersions<B> {
                     (model.with_compute_dtype(compute).for_generation(), None)
                 }
             };
-            let version = read_text(&dir, VERSION_FILE)?
-                .trim()
-                .parse()
-                .map_err(|e| format!("{}: bad version file: {e}", dir.display()))?;
+            let version = read_count(&dir, VERSION_FILE)?;
             self.publish(
                 step,
                 StepWeights {
