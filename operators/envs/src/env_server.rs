@@ -12,7 +12,6 @@ use serde_json::Value;
 
 use crate::config::EnvConfig;
 use crate::env::{Env, StepResult};
-use crate::error::EnvError;
 use crate::protocol::{whole_number, Hello, Request, PROTOCOL_VERSION};
 pub use listen::listen;
 
@@ -48,15 +47,18 @@ impl Instances {
         (valid != self.fixed_actions).then_some(valid)
     }
 
-    fn reply(&mut self, request: Request) -> Result<String, EnvError> {
+    /// The reply line to `request`; an error is the message of the `error` reply: the env's
+    /// own, or `bad request: ...` where the request itself cannot be served.
+    fn reply(&mut self, request: Request) -> Result<String, String> {
         Ok(match request {
             Request::Handshake { id, protocol } => {
                 if protocol != PROTOCOL_VERSION {
-                    return Err(EnvError::Spec(format!(
-                        "this server speaks protocol {PROTOCOL_VERSION}, the client asked for {protocol}"
-                    )));
+                    return Err(format!(
+                        "bad request: this server speaks protocol {PROTOCOL_VERSION}, the \
+                         client asked for {protocol}"
+                    ));
                 }
-                let probe = self.config.build()?;
+                let probe = self.config.build().map_err(|e| e.to_string())?;
                 with_id(
                     id,
                     &Hello {
@@ -69,10 +71,11 @@ impl Instances {
             }
             Request::Reset { id, instance, seed } => {
                 if !self.envs.contains_key(&instance) {
-                    self.envs.insert(instance, self.config.build()?);
+                    let env = self.config.build().map_err(|e| e.to_string())?;
+                    self.envs.insert(instance, env);
                 }
                 let env = self.envs.get_mut(&instance).expect("inserted above");
-                let reset = env.reset(seed)?;
+                let reset = env.reset(seed).map_err(|e| e.to_string())?;
                 let valid_actions = {
                     let env = self.envs[&instance].as_ref();
                     self.state_actions(env)
@@ -90,9 +93,9 @@ impl Instances {
                 action,
             } => {
                 let env = self.envs.get_mut(&instance).ok_or_else(|| {
-                    EnvError::Spec(format!("instance {instance} was never reset"))
+                    format!("bad request: instance {instance} was never reset (send `reset` first)")
                 })?;
-                let result = env.step(&action)?;
+                let result = env.step(&action).map_err(|e| e.to_string())?;
                 let valid_actions = self.state_actions(self.envs[&instance].as_ref());
                 to_line(&StepLine {
                     id,
@@ -156,7 +159,7 @@ pub fn serve(
                 let id = request_id(&request);
                 match instances.reply(request) {
                     Ok(line) => line,
-                    Err(e) => error_line(Some(id), &e.to_string()),
+                    Err(message) => error_line(Some(id), &message),
                 }
             }
             Err(e) => {

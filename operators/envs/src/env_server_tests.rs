@@ -24,6 +24,7 @@ fn the_rust_server_replays_the_native_env_exactly() {
     input.push(json!({"id": 9, "op": "step", "instance": 8, "action": "Up"}).to_string());
     input.push("not json".into());
     input.push(json!({"id": 10, "op": "reset", "instance": 7, "seed": 1.5}).to_string());
+    input.push(json!({"id": 11, "op": "handshake", "protocol": 99}).to_string());
     let mut out = Vec::new();
     serve(&config, input.join("\n").as_bytes(), &mut out).unwrap();
     let lines: Vec<serde_json::Value> = std::str::from_utf8(&out)
@@ -46,7 +47,10 @@ fn the_rust_server_replays_the_native_env_exactly() {
         );
     }
     assert_eq!(lines[6]["id"], 9);
-    assert!(lines[6]["error"].as_str().unwrap().contains("never reset"));
+    assert_eq!(
+        lines[6]["error"],
+        "bad request: instance 8 was never reset (send `reset` first)"
+    );
     assert!(lines[7]["error"]
         .as_str()
         .unwrap()
@@ -57,5 +61,9 @@ fn the_rust_server_replays_the_native_env_exactly() {
         lines[8]["error"],
         "bad request: `seed` is 1.5; it must be a whole number from 0 to 2^64 - 1"
     );
-    assert_eq!(lines.len(), 9);
+    assert_eq!(
+        lines[9]["error"],
+        "bad request: this server speaks protocol 1, the client asked for 99"
+    );
+    assert_eq!(lines.len(), 10);
 }
