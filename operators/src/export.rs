@@ -1,8 +1,9 @@
 //! `roll-flow export RUN_DIR --hf OUT_DIR`: a checkpoint's policy as a Hugging Face model
-//! directory that transformers' `AutoModelForCausalLM.from_pretrained` loads as Qwen2.
+//! directory that transformers' `AutoModelForCausalLM.from_pretrained` loads as the model's
+//! family (Qwen2, Llama or Qwen3).
 //!
 //! Checkpoints already hold the weights in HF form (`models/<name>/hf/`: `config.json`
-//! with `architectures: ["Qwen2ForCausalLM"]`, F32 `model.safetensors`), except for a model
+//! with the family's `architectures` class, F32 `model.safetensors`), except for a model
 //! with frozen weights: a LoRA policy's hold its adapters alone, a reference's nothing but
 //! a fingerprint. The export then rebuilds the model the pipeline names and folds the
 //! adapters into it (`merged_policy`). What a complete directory also

@@ -46,7 +46,8 @@ enum Command {
     /// grad norm against step and wall time); several runs share each chart.
     Report(report::ReportArgs),
     /// Write a run's trained policy as a Hugging Face model directory (config.json,
-    /// model.safetensors, tokenizer files) that transformers loads as Qwen2.
+    /// model.safetensors, tokenizer files) that transformers loads as the model's family
+    /// (Qwen2, Llama or Qwen3).
     Export(export::ExportArgs),
     /// Write a ROLL agentic config (YAML) as a pipeline file, reporting the keys it does not
     /// carry over.
