@@ -134,7 +134,7 @@ fn missing_directory_and_config_are_named() {
     // The directory also holds model.gguf: the error names it as the model to load.
     let message = load_error(dir.path());
     assert!(message.contains("missing config.json"), "{message}");
-    let named = format!("`Gguf(\"{}\")`", file.display());
+    let named = format!("`--model FILE`): {}", file.display());
     assert!(
         message.contains("a GGUF model is named by its file") && message.contains(&named),
         "{message}"

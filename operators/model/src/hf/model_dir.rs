@@ -41,13 +41,14 @@ fn gguf_hint(dir: &Path) -> String {
         .flatten()
         .map(|entry| entry.path())
         .filter(|path| path.is_file() && path.extension().is_some_and(|e| e == "gguf"))
-        .map(|path| format!("`Gguf(\"{}\")`", path.display()))
+        .map(|path| path.display().to_string())
         .collect();
     files.sort();
     match files.len() {
         0 => String::new(),
         _ => format!(
-            "; it holds GGUF files, and a GGUF model is named by its file: {}",
+            "; it holds GGUF files, and a GGUF model is named by its file (`Gguf(FILE)` in \
+             a pipeline, `--model FILE`): {}",
             files.join(", ")
         ),
     }
