@@ -271,3 +271,30 @@ fn the_new_losses_read_what_they_need_and_refuse_what_cannot_work() {
         assert!(node(&text).check().is_ok(), "{estimator}");
     }
 }
+
+/// `shaping.repeat_penalty` adds the columns it reads to any estimator's needs, once each,
+/// and every rollout gives them.
+#[test]
+fn the_repeat_penalty_reads_outcome_and_group() {
+    assert_eq!(needs("Grpo()"), ["response_mask", "score", "group_id"]);
+    assert_eq!(
+        needs("Grpo(shaping: (repeat_penalty: 0.3))"),
+        ["response_mask", "score", "group_id", "outcome"]
+    );
+    assert_eq!(
+        needs("Gae(shaping: (repeat_penalty: 0.3))"),
+        [
+            "response_mask",
+            "token_reward",
+            "values",
+            "outcome",
+            "group_id"
+        ]
+    );
+    for text in [
+        "Grpo(shaping: (repeat_penalty: 0.3))",
+        "GiGPO(shaping: (repeat_penalty: 0.3))",
+    ] {
+        assert!(unmet(&node(text), &step_columns()).is_empty(), "{text}");
+    }
+}

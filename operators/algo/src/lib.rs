@@ -51,6 +51,7 @@ pub mod policy_loss;
 pub mod ppo_loss;
 pub mod reinforce;
 pub mod reinforce_plus_plus;
+pub mod repeat_penalty;
 pub mod reward_clip;
 pub mod rloo;
 pub mod segment_ratio;

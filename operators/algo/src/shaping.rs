@@ -1,6 +1,7 @@
 //! Reward and advantage shaping shared by every estimator, as one RON struct.
 //!
-//! Order (ROLL `compute_advantage` path, REFERENCE.md): response-level `reward_clip`, then
+//! Order (ROLL `compute_advantage` path, REFERENCE.md): the `repeat_penalty` on scores
+//! (not ROLL's; [`super::repeat_penalty`]), response-level `reward_clip`, then
 //! the estimator (with the KL penalty on token rewards where it has one), then masked
 //! batch-wide `whiten`, then `advantage_clip`, then `positive_weight`. All off by default,
 //! as in ROLL.
@@ -42,6 +43,12 @@ pub struct Shaping {
     /// A.
     #[serde(default)]
     pub positive_weight: Option<f32>,
+    /// Lower each sample's score by c times the share of the other samples of its group
+    /// that gave the same outcome (by c where it gave no answer), before the estimator
+    /// ([`super::repeat_penalty`], after Song et al. 2025's batch exploration). Needs the
+    /// rollout's `outcome` column. `None` (default) keeps the scores.
+    #[serde(default)]
+    pub repeat_penalty: Option<f32>,
     /// Drop the samples whose response advantages are all zero after the estimator
     /// ([`super::zero_advantage_filter`], DAPO's dynamic sampling). Default false.
     #[serde(default)]
@@ -53,6 +60,7 @@ impl Shaping {
     pub fn validate(&self, node: &'static str) -> Result<(), AlgoError> {
         positive(node, "shaping.reward_clip", self.reward_clip)?;
         positive(node, "shaping.advantage_clip", self.advantage_clip)?;
+        positive(node, "shaping.repeat_penalty", self.repeat_penalty)?;
         match self.positive_weight {
             Some(w) => unit_interval(node, "shaping.positive_weight", w),
             None => Ok(()),
@@ -110,6 +118,7 @@ mod tests {
             whiten: true,
             advantage_clip: Some(0.5),
             positive_weight: None,
+            repeat_penalty: None,
             drop_zero_advantage: false,
         };
         let mut a = [1.0, 3.0];

@@ -24,7 +24,7 @@ where
     E: AdvantageEstimator + Clone + Default + 'static,
 {
     fn contract(&self) -> Contract {
-        AdvantageEstimator::contract(self)
+        self.full_contract()
     }
 
     fn may_give() -> Vec<Column> {

@@ -150,7 +150,7 @@ fn one_loop() -> usize {
 }
 
 /// What every rollout gives, per token and per sample.
-pub const TRAJECTORY_COLUMNS: [Column; 12] = [
+pub const TRAJECTORY_COLUMNS: [Column; 13] = [
     RESPONSE_MASK,
     BEHAVIOUR_LOGPROB,
     TOKEN_TURN,
@@ -163,6 +163,7 @@ pub const TRAJECTORY_COLUMNS: [Column; 12] = [
     POLICY_VERSION,
     TURN_COUNT,
     SUCCESS,
+    OUTCOME,
 ];
 
 /// What step-wise rollouts give in addition (GiGPO's anchor states).

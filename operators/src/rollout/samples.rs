@@ -17,6 +17,37 @@ use crate::play_settings::SampleMode;
 
 use roll_flow_envs::observation_hash;
 
+/// The answer of one turn as the `outcome` column keeps it: the text inside the reply's
+/// `<answer>…</answer>` (after the last opening tag before the first closing one; the
+/// opening tag may be the prompt's `reply_start`, outside the reply), else the whole
+/// reply, in lower case with its runs of white space made one space, as the envs read
+/// actions (`DOWN`, `down` and ` Down ` are one answer: a repetition penalty must not pay
+/// for spelling an answer anew); the empty string when the env could not parse the reply,
+/// so all such replies are one outcome.
+fn turn_answer(turn: &TurnRecord) -> String {
+    if !turn.info.action_is_valid {
+        return String::new();
+    }
+    let text = turn.reply_text.as_str();
+    let inside = match text.find("</answer>") {
+        Some(end) => {
+            let before = &text[..end];
+            before
+                .rfind("<answer>")
+                .map_or(before, |start| &before[start + 8..])
+        }
+        None => text,
+    };
+    let words: Vec<&str> = inside.split_whitespace().collect();
+    words.join(" ").to_lowercase()
+}
+
+/// The outcome of `turns`: their answers joined by newlines.
+fn outcome(turns: &[TurnRecord]) -> String {
+    let answers: Vec<String> = turns.iter().map(turn_answer).collect();
+    answers.join("\n")
+}
+
 /// Per-sample values that every sample of one episode shares.
 struct EpisodeColumns {
     env_tag: Vec<String>,
@@ -127,6 +158,7 @@ pub fn trajectory_batch(
 ) -> Result<Batch, BatchError> {
     let mut tokens = TokenColumns::default();
     let mut shared = EpisodeColumns::new();
+    let mut outcomes = Vec::new();
     for e in episodes {
         let Some(t) = e.transcript.as_ref().filter(|t| !t.reply_ends.is_empty()) else {
             continue;
@@ -143,9 +175,11 @@ pub fn trajectory_batch(
         tokens.score.push(e.total_reward());
         let oldest = EpisodeColumns::oldest(&e.turns, version);
         shared.push(e, group_size(&e.slot.env_tag), oldest);
+        outcomes.push(outcome(&e.turns));
     }
     let mut batch = tokens.into_batch()?;
     shared.write(&mut batch)?;
+    batch.set(&OUTCOME, outcomes)?;
     Ok(batch)
 }
 
@@ -157,6 +191,7 @@ pub fn step_batch(
     let mut tokens = TokenColumns::default();
     let mut shared = EpisodeColumns::new();
     let (mut hashes, mut steps, mut observations) = (Vec::new(), Vec::new(), Vec::new());
+    let mut outcomes = Vec::new();
     for e in episodes {
         for (k, turn) in e.turns.iter().enumerate() {
             let (p, r) = (turn.prompt.len(), turn.reply.len());
@@ -176,6 +211,7 @@ pub fn step_batch(
             hashes.push(observation_hash(&turn.observation));
             steps.push(k as u64);
             observations.push(turn.observation.clone());
+            outcomes.push(outcome(std::slice::from_ref(turn)));
         }
     }
     let mut batch = tokens.into_batch()?;
@@ -183,6 +219,7 @@ pub fn step_batch(
     batch.set(&STATE_HASH, hashes)?;
     batch.set(&STEP_INDEX, steps)?;
     batch.set(&OBSERVATION, observations)?;
+    batch.set(&OUTCOME, outcomes)?;
     Ok(batch)
 }
 
@@ -256,6 +293,45 @@ mod tests {
         assert_eq!(batch.i64s(&TOKEN_TURN).unwrap(), &[0, 0, 0, 0, 1, 1]);
         // Without turns (no reply), the step's version.
         assert_eq!(EpisodeColumns::oldest(&[], 7), 7);
+        // Neither turn parsed (EnvInfo's default): one outcome of two empty answers.
+        assert_eq!(batch.strs(&OUTCOME).unwrap(), &["\n".to_string()]);
+    }
+
+    /// A turn's answer is the text inside its tags (the opening one may be the prompt's
+    /// `reply_start`), else the trimmed reply; a reply the env refused is "".
+    #[test]
+    fn outcomes_are_the_answers_the_env_accepted() {
+        let valid = |text: &str| TurnRecord {
+            reply_text: text.into(),
+            info: EnvInfo {
+                action_is_valid: true,
+                ..EnvInfo::default()
+            },
+            ..turn("a", vec![], vec![1], 0.0)
+        };
+        assert_eq!(turn_answer(&valid("<answer> Up </answer>")), "up");
+        assert_eq!(
+            turn_answer(&valid("Left</answer> and <answer>Up</answer>")),
+            "left"
+        );
+        assert_eq!(
+            turn_answer(&valid("think <answer>x<answer>DOWN</answer>")),
+            "down"
+        );
+        assert_eq!(turn_answer(&valid("  Right \n")), "right");
+        let spaced = valid("<answer>Left \n  ||\tUp</answer>");
+        assert_eq!(turn_answer(&spaced), "left || up");
+        let refused = TurnRecord {
+            reply_text: "<answer>Up</answer>".into(),
+            ..turn("a", vec![], vec![1], 0.0)
+        };
+        assert_eq!(turn_answer(&refused), "");
+        let turns = [
+            valid("Up</answer>"),
+            refused,
+            valid("<answer>Left</answer>"),
+        ];
+        assert_eq!(outcome(&turns), "up\n\nleft");
     }
 
     #[test]
@@ -284,5 +360,6 @@ mod tests {
         let hashes = batch.u64s(&STATE_HASH).unwrap();
         assert_eq!(hashes, &[observation_hash("a"), observation_hash("b")]);
         assert_eq!(batch.f32s(&TOKEN_REWARD).unwrap()[7], 1.0);
+        assert_eq!(batch.strs(&OUTCOME).unwrap(), &["", ""]);
     }
 }
