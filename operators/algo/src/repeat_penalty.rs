@@ -13,9 +13,10 @@
 //! so the penalty lies in [0, c]: 0 for an outcome no other sample gave, c when every
 //! other sample gave it. A sample with no answer at all (its outcome is blank: the env
 //! parsed none of its replies) is never a new outcome and takes c whatever its group did;
-//! else a lone malformed reply would score above the answers its group agrees on. A group whose samples all agree loses c each and, centred on its
-//! mean, keeps no gradient, as without the penalty; a group that differs pushes its
-//! repeated outcomes down against its rare ones. The penalty is applied to `score` and to
+//! else a lone malformed reply would score above the answers its group agrees on. A group
+//! whose samples all agree loses c each and, centred on its mean, keeps no gradient, as
+//! without the penalty; a group that differs pushes its repeated outcomes down against its
+//! rare ones. The penalty is applied to `score` and to
 //! the sample's last response token's `token_reward`, before any estimator reads them
 //! (the order of [`super::shaping`]).
 //!
@@ -32,29 +33,24 @@ use roll_flow_engine::batch::column::{GROUP_ID, OUTCOME, RESPONSE_MASK, SCORE, T
 use roll_flow_engine::Batch;
 
 use super::algo_stats::AlgoStats;
-use super::batch_read::{read_bool, read_str, read_u64};
+use super::batch_read::{read_bool, read_f32, read_str, read_u64};
 use super::error::AlgoError;
 
 /// Subtracts each sample's repetition penalty at weight `c` from `score` and from its last
 /// response token's `token_reward` (each where the batch has it: the estimator reads one
-/// or both); reports the mean penalty and the mean number of
-/// distinct outcomes a group had.
+/// or both); reports the mean penalty and the mean number of distinct outcomes a group had.
 pub fn penalise_repeats(
     batch: &mut Batch,
     c: f32,
     node: &'static str,
     stats: &mut AlgoStats,
 ) -> Result<(), AlgoError> {
-    let penalties = repeat_penalties(
-        read_u64(batch, node, &GROUP_ID)?,
-        read_str(batch, node, &OUTCOME)?,
-        c,
-    );
+    let groups = read_u64(batch, node, &GROUP_ID)?;
+    let outcomes = read_str(batch, node, &OUTCOME)?;
+    let penalties = repeat_penalties(groups, outcomes, c);
+    let distinct = distinct_per_group(groups, outcomes);
     if batch.has(&SCORE) {
-        let mut scores = batch
-            .f32s(&SCORE)
-            .map_err(|source| AlgoError::Batch { node, source })?
-            .to_vec();
+        let mut scores = read_f32(batch, node, &SCORE)?.to_vec();
         for (s, p) in scores.iter_mut().zip(&penalties) {
             *s -= p;
         }
@@ -64,10 +60,7 @@ pub fn penalise_repeats(
     }
     if batch.has(&TOKEN_REWARD) {
         let mask = read_bool(batch, node, &RESPONSE_MASK)?;
-        let mut rewards = batch
-            .f32s(&TOKEN_REWARD)
-            .map_err(|source| AlgoError::Batch { node, source })?
-            .to_vec();
+        let mut rewards = read_f32(batch, node, &TOKEN_REWARD)?.to_vec();
         for (i, p) in penalties.iter().enumerate() {
             let range = batch.sample_range(i);
             if let Some(last) = range.rev().find(|&t| mask[t]) {
@@ -81,13 +74,7 @@ pub fn penalise_repeats(
     let n = penalties.len().max(1) as f64;
     let mean = penalties.iter().map(|&p| p as f64).sum::<f64>() / n;
     stats.insert("adv/repeat_penalty/mean".into(), mean);
-    stats.insert(
-        "adv/repeat_penalty/distinct_per_group".into(),
-        distinct_per_group(
-            read_u64(batch, node, &GROUP_ID)?,
-            read_str(batch, node, &OUTCOME)?,
-        ),
-    );
+    stats.insert("adv/repeat_penalty/distinct_per_group".into(), distinct);
     Ok(())
 }
 
@@ -105,7 +92,7 @@ pub fn repeat_penalties(groups: &[u64], outcomes: &[String], c: f32) -> Vec<f32>
         .zip(outcomes)
         .map(|(&g, o)| match sizes[&g] {
             _ if o.trim().is_empty() => c,
-            0 | 1 => 0.0,
+            1 => 0.0,
             n => c * (same[&(g, o.as_str())] - 1) as f32 / (n - 1) as f32,
         })
         .collect()

@@ -19,8 +19,7 @@ use roll_flow_envs::observation_hash;
 
 /// The answer of one turn as the `outcome` column keeps it: the text inside the reply's
 /// `<answer>…</answer>` (after the last opening tag before the first closing one; the
-/// opening tag may be the prompt's `reply_start`, outside the reply), else the whole
-/// reply, in lower case with its runs of white space made one space, as the envs read
+/// reply text includes the prompt's `reply_start`), else the whole reply, in lower case with its runs of white space made one space, as the envs read
 /// actions (`DOWN`, `down` and ` Down ` are one answer: a repetition penalty must not pay
 /// for spelling an answer anew); the empty string when the env could not parse the reply,
 /// so all such replies are one outcome.
@@ -297,8 +296,8 @@ mod tests {
         assert_eq!(batch.strs(&OUTCOME).unwrap(), &["\n".to_string()]);
     }
 
-    /// A turn's answer is the text inside its tags (the opening one may be the prompt's
-    /// `reply_start`), else the trimmed reply; a reply the env refused is "".
+    /// A turn's answer is the text inside its tags, else the reply, in lower case with its
+    /// white space collapsed; a reply the env refused is "".
     #[test]
     fn outcomes_are_the_answers_the_env_accepted() {
         let valid = |text: &str| TurnRecord {

@@ -14,6 +14,10 @@ use burn::tensor::backend::Backend;
 /// The recorder checkpoints write with.
 pub type Record = BinBytesRecorder<FullPrecisionSettings>;
 
+/// What a checkpoint file that cannot be read as written says to do.
+const DAMAGED: &str = "the file is damaged: move this checkpoint's folder out of checkpoints/ \
+                       to use the one before it";
+
 /// The record of type `R` in the file `name` of `dir`, which [`Record`] wrote, on
 /// `device`; a file that does not decode (truncated, damaged, another record) is an error
 /// naming it and the fix.
@@ -39,8 +43,7 @@ pub fn read_record<R: burn::record::Record<B>, B: Backend>(
             let detail = detail.trim_start_matches("OtherString(\"");
             let detail = detail.split(['\n', '\\']).next().unwrap_or_default();
             Err(format!(
-                "{}: cannot be decoded ({detail}); the file is damaged: move this checkpoint's \
-                 folder out of checkpoints/ to use the one before it",
+                "{}: cannot be decoded ({detail}); {DAMAGED}",
                 dir.join(name).display()
             ))
         }
@@ -53,8 +56,7 @@ pub fn read_count(dir: &Path, name: &str) -> Result<u64, String> {
     let text = read_text(dir, name)?;
     text.trim().parse().map_err(|e| {
         format!(
-            "{}: {:?} is not a whole number ({e}); the file is damaged: move this checkpoint's \
-             folder out of checkpoints/ to use the one before it",
+            "{}: {:?} is not a whole number ({e}); {DAMAGED}",
             dir.join(name).display(),
             text.trim()
         )
