@@ -97,7 +97,8 @@ pub const TURN_COUNT: Column = Column::sample("turn_count");
 /// Sample-level: 1.0 when the episode ended in success.
 pub const SUCCESS: Column = Column::sample("success");
 /// Sample-level string: what the sample answered: for each turn the reply's answer as the
-/// env accepted it (the text inside `<answer>…</answer>` where there is one, else the
-/// reply; lower case, white space as single spaces), or the empty string where the env
-/// could not parse it; turns joined by a newline. Samples of a group with equal outcomes acted alike (`shaping.repeat_penalty`).
+/// env accepted it (the text inside the first `<answer>…</answer>` where there is one, else
+/// the reply; lower case, white space as single spaces), or the empty string where the env
+/// could not parse it; turns joined by a newline. Samples of a group with equal outcomes
+/// acted alike (`shaping.repeat_penalty`).
 pub const OUTCOME: Column = Column::sample("outcome");

@@ -15,28 +15,22 @@ use roll_flow_engine::{Batch, BatchError};
 use super::episode::{Episode, TurnRecord};
 use crate::play_settings::SampleMode;
 
+use roll_flow_envs::action::extract_answer;
 use roll_flow_envs::observation_hash;
 
-/// The answer of one turn as the `outcome` column keeps it: the text inside the reply's
-/// `<answer>…</answer>` (after the last opening tag before the first closing one; the
-/// reply text includes the prompt's `reply_start`), else the whole reply, in lower case with its runs of white space made one space, as the envs read
-/// actions (`DOWN`, `down` and ` Down ` are one answer: a repetition penalty must not pay
-/// for spelling an answer anew); the empty string when the env could not parse the reply,
-/// so all such replies are one outcome.
+/// The answer of one turn as the `outcome` column keeps it: the text the env read the
+/// action from ([`extract_answer`]: inside the reply's first `<answer>…</answer>`, tags in
+/// any case; the reply text includes the prompt's `reply_start`), else the whole reply, in
+/// lower case with its runs of white space made one space, as the envs read actions
+/// (`DOWN`, `down` and ` Down ` are one answer: a repetition penalty must not pay for
+/// spelling an answer anew); the empty string when the env could not parse the reply, so
+/// all such replies are one outcome.
 fn turn_answer(turn: &TurnRecord) -> String {
     if !turn.info.action_is_valid {
         return String::new();
     }
     let text = turn.reply_text.as_str();
-    let inside = match text.find("</answer>") {
-        Some(end) => {
-            let before = &text[..end];
-            before
-                .rfind("<answer>")
-                .map_or(before, |start| &before[start + 8..])
-        }
-        None => text,
-    };
+    let inside = extract_answer(text).unwrap_or(text);
     let words: Vec<&str> = inside.split_whitespace().collect();
     words.join(" ").to_lowercase()
 }
@@ -309,12 +303,13 @@ mod tests {
             ..turn("a", vec![], vec![1], 0.0)
         };
         assert_eq!(turn_answer(&valid("<answer> Up </answer>")), "up");
+        // The first complete pair, tags in any case, as the env reads it.
         assert_eq!(
             turn_answer(&valid("Left</answer> and <answer>Up</answer>")),
-            "left"
+            "up"
         );
         assert_eq!(
-            turn_answer(&valid("think <answer>x<answer>DOWN</answer>")),
+            turn_answer(&valid("<ANSWER>DOWN</Answer> or <answer>Up</answer>")),
             "down"
         );
         assert_eq!(turn_answer(&valid("  Right \n")), "right");
@@ -326,7 +321,7 @@ mod tests {
         };
         assert_eq!(turn_answer(&refused), "");
         let turns = [
-            valid("Up</answer>"),
+            valid("<answer>Up</answer>"),
             refused,
             valid("<answer>Left</answer>"),
         ];
