@@ -29,9 +29,15 @@ pub struct FrozenLakeConfig {
 /// RAGEN's FrozenLake `observation_format` (`ragen/env/frozen_lake/env.py`, `_render_text`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 pub enum ObservationFormat {
-    /// One row per line in RAGEN's symbols (`grid`).
+    /// One row per line in RAGEN's symbols (`grid`), a character a tile, as ROLL renders it.
     #[default]
     Grid,
+    /// The grid with each tile written ` P \t`, as RAGEN's first FrozenLake, VAGEN and
+    /// Trinity-RFT write it (their `GRID_LOOKUP`). Under a BPE tokenizer the plain grid's
+    /// runs of `_` merge (`___` is one SmolLM2 token), so a column is no fixed distance in
+    /// tokens; here every tile is the same three tokens and the tile below is one row of
+    /// tokens later.
+    TabbedGrid,
     /// The board size, then the start, goal, player and holes as zero-indexed
     /// `(row, col)` pairs (`coord`): a model need not find cells in a tokenized grid.
     Coord,

@@ -312,6 +312,21 @@ fn coordinate_observations_follow_ragen() {
     assert!(instruction(ObservationFormat::Coord).contains("Down adds 1 to the row"));
     assert!(!instruction(ObservationFormat::Coord).contains("Symbols"));
     assert!(instruction(ObservationFormat::Grid).contains("Symbols: P you"));
+    assert!(instruction(ObservationFormat::TabbedGrid).contains("Symbols: P you"));
+}
+
+/// `TabbedGrid`: every tile as ` P \t` (RAGEN's first `GRID_LOOKUP`), written out by hand
+/// as the player walks into a hole.
+#[test]
+fn tabbed_grid_writes_each_tile_with_spaces_and_a_tab() {
+    let config = FrozenLakeConfig {
+        observation_format: ObservationFormat::TabbedGrid,
+        ..FrozenLakeConfig::default()
+    };
+    let mut env = lake(config, &["P_", "OG"]);
+    assert_eq!(env.observation(), " P \t _ \t\n O \t G \t");
+    let step = env.step("<answer>Down</answer>").unwrap();
+    assert_eq!(step.observation, " _ \t _ \t\n X \t G \t");
 }
 
 /// `CoordRelative`: the coordinates, then the goal's offset and the neighbouring tiles,

@@ -9,7 +9,8 @@
 //! - Text (RAGEN's symbols): `P` player, `_` frozen, `O` hole, `G` goal, `X` player in a
 //!   hole, `√` player on the goal; one row per line. Or, as RAGEN's `observation_format`
 //!   allows, the positions as `(row, col)` pairs, or both; or the pairs with the goal's
-//!   offset and the neighbouring tiles in words ([`ObservationFormat`]).
+//!   offset and the neighbouring tiles in words; or the grid with every tile written
+//!   ` P \t` as RAGEN's first version did ([`ObservationFormat`]).
 //! - An unparsable answer earns `format_penalty` (ROLL: −0.01) and does not move.
 //! - At most `max_actions_per_turn` actions per answer (RAGEN: 5) and `max_actions` per
 //!   episode (ROLL's `max_actions_per_traj`: 10); reaching it truncates.

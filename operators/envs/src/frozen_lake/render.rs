@@ -11,21 +11,37 @@ use crate::render::frame::{Frame, Shape, Tile as PixelTile};
 /// The grid, one row per line: `P` player, `_` frozen, `O` hole, `G` goal, `X` player in
 /// a hole, `√` player on the goal.
 pub fn grid_text(map: &Map, player: (usize, usize)) -> String {
-    let mut text = String::with_capacity(map.size * (map.size + 2) + 2);
+    grid_rows(map, player, |symbol, text| text.push(symbol))
+}
+
+/// [`grid_text`] with every tile written ` P \t` (RAGEN's first `GRID_LOOKUP`, VAGEN's and
+/// Trinity-RFT's): `_P\nG_` is ` _ \t P \t\n G \t _ \t`.
+pub fn tabbed_grid_text(map: &Map, player: (usize, usize)) -> String {
+    grid_rows(map, player, |symbol, text| {
+        text.push(' ');
+        text.push(symbol);
+        text.push_str(" \t");
+    })
+}
+
+/// The board one row per line, each tile's symbol written by `write`.
+fn grid_rows(map: &Map, player: (usize, usize), write: impl Fn(char, &mut String)) -> String {
+    let mut text = String::with_capacity(map.size * (4 * map.size + 1));
     for r in 0..map.size {
         if r > 0 {
             text.push('\n');
         }
         for c in 0..map.size {
             let here = (r, c) == player;
-            text.push(match (map.tile(r, c), here) {
+            let symbol = match (map.tile(r, c), here) {
                 (Tile::Frozen, false) => '_',
                 (Tile::Frozen, true) => 'P',
                 (Tile::Hole, false) => 'O',
                 (Tile::Hole, true) => 'X',
                 (Tile::Goal, false) => 'G',
                 (Tile::Goal, true) => '√',
-            });
+            };
+            write(symbol, &mut text);
         }
     }
     text
@@ -35,6 +51,7 @@ pub fn grid_text(map: &Map, player: (usize, usize)) -> String {
 pub fn observation_text(map: &Map, player: (usize, usize), format: ObservationFormat) -> String {
     match format {
         ObservationFormat::Grid => grid_text(map, player),
+        ObservationFormat::TabbedGrid => tabbed_grid_text(map, player),
         ObservationFormat::Coord => coordinate_text(map, player),
         ObservationFormat::GridCoord => format!(
             "Coordinates: \n{}\nGrid Map: \n{}",
@@ -145,7 +162,7 @@ pub fn instruction(config: &FrozenLakeConfig) -> String {
     const POSITIONS: &str = "Positions are (row, col), zero-indexed from the top left: Down \
          adds 1 to the row, Up subtracts 1, Right adds 1 to the column, Left subtracts 1.";
     let board = match config.observation_format {
-        ObservationFormat::Grid => SYMBOLS.to_string(),
+        ObservationFormat::Grid | ObservationFormat::TabbedGrid => SYMBOLS.to_string(),
         ObservationFormat::Coord | ObservationFormat::CoordRelative => POSITIONS.to_string(),
         ObservationFormat::GridCoord => format!("{SYMBOLS} {POSITIONS}"),
     };
